@@ -1,0 +1,45 @@
+"""mdtheory: the theory of multi-draft speculative sampling, computed exactly.
+
+Headline names only; formulations live in their own modules (``drafts``, ``otlp``, ``dual``,
+``maxflow``, ``subsets``). The torch bridge is never imported here.
+"""
+
+from .drafts import (
+                     IID,
+                     ConditionalPoisson,
+                     DraftModel,
+                     Independent,
+                     Joint,
+                     WithoutReplacement,
+                     make_draft_model,
+)
+from .errors import (
+                     InvalidDistributionError,
+                     InvalidInputError,
+                     MdtheoryError,
+                     ProblemTooLargeError,
+                     SolverError,
+)
+from .result import AcceptanceResult
+from .solve import METHODS, alpha_star, optimal_acceptance
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "optimal_acceptance",
+    "alpha_star",
+    "AcceptanceResult",
+    "METHODS",
+    "DraftModel",
+    "IID",
+    "WithoutReplacement",
+    "ConditionalPoisson",
+    "Independent",
+    "Joint",
+    "make_draft_model",
+    "MdtheoryError",
+    "InvalidInputError",
+    "InvalidDistributionError",
+    "ProblemTooLargeError",
+    "SolverError",
+]

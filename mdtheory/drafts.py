@@ -1,0 +1,563 @@
+"""Draft models: the joint law Q of the draft tuple X = (X_1, ..., X_n) over an alphabet of V tokens.
+
+Every formulation of the optimal acceptance consumes a :class:`DraftModel` through three exact
+quantities (``../shared/THEORY.md`` §1, §3):
+
+* the **containment** :math:`Q(T) = P(X_1, \\dots, X_n \\in T)` of a token set ``T``;
+* the **set law** :math:`w_U = P(\\mathrm{set}(X) = U)`, the law of the set of distinct drafted tokens;
+* the **tuple law** :math:`Q(x)` over ordered draft tuples (small sizes only; it is what the literal
+  optimal-transport LP is written over).
+
+Models
+------
+=========================  ==================================================================
+``iid``                    n independent draws from q (sampling with replacement).
+``without-replacement``    successive sampling: each draft from q renormalised on the tokens not
+                           yet drafted; the law of ``torch.multinomial(q, n, replacement=False)``
+                           and of the Gumbel-top-k trick.
+``conditional-poisson``    P(set(X) = A) proportional to prod_{i in A} q_i over |A| = n, in a
+                           uniformly random order. Not successive sampling (THEORY §3).
+``independent``            independent drafts with different laws q_1, ..., q_n.
+``joint``                  an explicit table Q(x_1, ..., x_n).
+=========================  ==================================================================
+
+Adding a draft model touches this file only.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from itertools import combinations, permutations
+from typing import NamedTuple
+
+import numpy as np
+
+from ._validate import as_distribution, as_drafts
+from .errors import InvalidDistributionError, InvalidInputError, ProblemTooLargeError
+
+__all__ = [
+    "DraftModel",
+    "IID",
+    "WithoutReplacement",
+    "ConditionalPoisson",
+    "Independent",
+    "Joint",
+    "SetLaw",
+    "TupleLaw",
+    "SAMPLINGS",
+    "make_draft_model",
+]
+
+#: Largest number of ordered draft tuples the tuple law will enumerate.
+MAX_TUPLES = 20_000_000
+#: Largest number of distinct draft sets the set law will enumerate.
+MAX_SETS = 2_000_000
+
+
+class SetLaw(NamedTuple):
+    """Law of the set of distinct drafted tokens.
+
+    Attributes
+    ----------
+    members : ndarray of bool, shape (M, V)
+        Row ``k`` is the indicator of the k-th draft set :math:`U_k`.
+    probs : ndarray of float, shape (M,)
+        :math:`w_{U_k} = P(\\mathrm{set}(X) = U_k) > 0`; sums to one.
+    """
+
+    members: np.ndarray
+    probs: np.ndarray
+
+
+class TupleLaw(NamedTuple):
+    """Law of the ordered draft tuple, restricted to tuples of positive probability.
+
+    Attributes
+    ----------
+    tuples : ndarray of int, shape (M, n)
+    probs : ndarray of float, shape (M,)
+    """
+
+    tuples: np.ndarray
+    probs: np.ndarray
+
+
+class DraftModel(ABC):
+    """Joint law of n drafts over V tokens.
+
+    Attributes
+    ----------
+    n : int
+        Number of drafts.
+    V : int
+        Alphabet size.
+    sampling : str
+        Registry name of the model (a key of :data:`SAMPLINGS`).
+    """
+
+    sampling: str = ""
+    n: int
+    V: int
+
+    @abstractmethod
+    def containment(self, T) -> np.ndarray:
+        """Return :math:`Q(T) = P(\\text{all drafts lie in } T)`.
+
+        Parameters
+        ----------
+        T : array_like of bool, shape (V,) or (M, V)
+            Indicator(s) of token sets.
+
+        Returns
+        -------
+        float or ndarray of shape (M,)
+        """
+
+    @abstractmethod
+    def set_law(self) -> SetLaw:
+        """Return the law of ``set(X)`` (exact enumeration; refuses sizes over :data:`MAX_SETS`)."""
+
+    @abstractmethod
+    def tuple_law(self) -> TupleLaw:
+        """Return the law of the ordered tuple (exact enumeration; at most :data:`MAX_TUPLES`)."""
+
+    @abstractmethod
+    def first_draft_law(self) -> np.ndarray:
+        """Return the law of X_1, shape (V,): the proposal of single-draft speculative sampling."""
+
+    def coverage(self, S) -> np.ndarray:
+        """Return the coverage :math:`g(S) = P(\\mathrm{set}(X) \\cap S \\neq \\emptyset) = 1 - Q(S^c)`."""
+        S = np.asarray(S, dtype=bool)
+        return 1.0 - self.containment(~S)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(V={self.V}, n={self.n})"
+
+    # ------------------------------------------------------------------ helpers for subclasses
+    def _masks(self, T) -> tuple[np.ndarray, bool]:
+        T = np.asarray(T, dtype=bool)
+        single = T.ndim == 1
+        T = np.atleast_2d(T)
+        if T.shape[-1] != self.V:
+            raise InvalidInputError(f"token set has length {T.shape[-1]}; expected V = {self.V}")
+        return T, single
+
+
+class _MarkovDraftModel(DraftModel):
+    """A model whose next draft depends on the past only through the step and the set drafted so far.
+
+    Subclasses give :meth:`next_law`; set and tuple laws follow by one exact forward pass.
+    """
+
+    @abstractmethod
+    def next_law(self, step: int, drafted: np.ndarray) -> np.ndarray:
+        """Law of draft ``step`` (0-based) given the indicators ``drafted`` (M, V) of earlier drafts."""
+
+    def _count_tuples(self) -> int:
+        return int(np.prod([np.count_nonzero(self.next_law(k, np.zeros((1, self.V), bool)))
+                            for k in range(self.n)], dtype=float))
+
+    def tuple_law(self) -> TupleLaw:
+        estimate = self._count_tuples()
+        if estimate > MAX_TUPLES:
+            raise ProblemTooLargeError(
+                f"the tuple law has about {estimate:.3g} tuples (V = {self.V}, n = {self.n}), over "
+                f"the limit {MAX_TUPLES:g}; use a set-based method (method='otlp', 'dual' or 'prefix')"
+            )
+        tuples = np.zeros((1, 0), dtype=np.int64)
+        drafted = np.zeros((1, self.V), dtype=bool)
+        probs = np.ones(1)
+        for step in range(self.n):
+            joint = probs[:, None] * self.next_law(step, drafted)
+            row, tok = np.nonzero(joint > 0)
+            tuples = np.column_stack([tuples[row], tok])
+            drafted = drafted[row].copy()
+            drafted[np.arange(len(tok)), tok] = True
+            probs = joint[row, tok]
+        return TupleLaw(tuples, probs)
+
+    def set_law(self) -> SetLaw:
+        drafted = np.zeros((1, self.V), dtype=bool)
+        probs = np.ones(1)
+        for step in range(self.n):
+            joint = probs[:, None] * self.next_law(step, drafted)
+            row, tok = np.nonzero(joint > 0)
+            if len(row) > 4 * MAX_SETS:
+                raise ProblemTooLargeError(
+                    f"the set law needs over {MAX_SETS:g} draft sets (V = {self.V}, n = {self.n}); "
+                    "use method='prefix' where it applies"
+                )
+            new = drafted[row].copy()
+            new[np.arange(len(tok)), tok] = True
+            drafted, inverse = np.unique(new, axis=0, return_inverse=True)
+            probs = np.bincount(inverse.ravel(), weights=joint[row, tok], minlength=len(drafted))
+        return SetLaw(drafted, probs)
+
+
+class IID(_MarkovDraftModel):
+    """n independent drafts from q (sampling with replacement).
+
+    .. math:: Q(x) = \\prod_{i=1}^n q(x_i), \\qquad Q(T) = q(T)^n.
+
+    Parameters
+    ----------
+    q : array_like, shape (V,)
+        Draft distribution.
+    n : int
+        Number of drafts, at least 1.
+    normalize : bool
+        Rescale q to sum one instead of refusing a sum off one.
+
+    Examples
+    --------
+    >>> IID([0.5, 0.5], 2).containment([True, False])
+    array(0.25)
+    """
+
+    sampling = "iid"
+
+    def __init__(self, q, n: int, *, normalize: bool = False):
+        self.q = as_distribution(q, "q", normalize=normalize)
+        self.n = as_drafts(n)
+        self.V = self.q.size
+
+    def containment(self, T):
+        T, single = self._masks(T)
+        out = (T @ self.q) ** self.n
+        return out[0] if single else out
+
+    def next_law(self, step, drafted):
+        return np.broadcast_to(self.q, drafted.shape)
+
+    def first_draft_law(self):
+        return self.q
+
+
+class WithoutReplacement(_MarkovDraftModel):
+    """Successive sampling without replacement from q.
+
+    Each draft is drawn from q restricted to the tokens not yet drafted and renormalised, so
+
+    .. math:: Q(x) = \\prod_{k=1}^n \\frac{q(x_k)}{1 - \\sum_{j<k} q(x_j)}
+
+    for distinct tokens. The containment has no product form. With independent exponential clocks of
+    rates q_i the drafts are the first n arrivals, so all n lie in T iff the n-th arrival inside T
+    precedes the first arrival outside it:
+
+    .. math:: Q(T) = \\int_0^\\infty c\\, e^{-ct}\\, P(N_T(t) \\ge n)\\, dt, \\qquad c = 1 - q(T),
+
+    with :math:`N_T(t)` Poisson-binomial with success probabilities :math:`1 - e^{-q_i t}`, i in T.
+
+    Parameters
+    ----------
+    q : array_like, shape (V,)
+    n : int
+        At most the number of tokens with q > 0.
+    normalize : bool
+
+    Notes
+    -----
+    :meth:`containment` evaluates the integral in log-time :math:`u = \\ln t`, where the integrand is
+    a smooth bump between the time scales 1/max(q(T), c) and 1/c, by composite 16-node
+    Gauss-Legendre panels of width :data:`PANEL` (absolute error below 1e-13 in the tests, including
+    c near 1e-8, where a plain adaptive quadrature misses the mass); n = 2 uses the closed form
+    :math:`\\sum_{i \\in T} q_i (q(T) - q_i)/(1 - q_i)`. The set law is exact (a forward pass over
+    partial draft sets) and independent of the integral; the tests compare the two.
+
+    Examples
+    --------
+    >>> m = WithoutReplacement([0.5, 0.3, 0.2], 2)
+    >>> round(float(m.containment([True, True, False])), 4)
+    0.5143
+    """
+
+    sampling = "without-replacement"
+    #: width, in log-time, of one 16-node Gauss-Legendre panel of the containment quadrature
+    PANEL = 0.25
+
+    def __init__(self, q, n: int, *, normalize: bool = False):
+        self.q = as_distribution(q, "q", normalize=normalize)
+        self.n = as_drafts(n)
+        self.V = self.q.size
+        support = int(np.count_nonzero(self.q))
+        if self.n > support:
+            raise InvalidInputError(
+                f"without replacement needs n <= the number of tokens with q > 0 ({support}), "
+                f"got n = {self.n}"
+            )
+
+    def next_law(self, step, drafted):
+        free = np.where(drafted, 0.0, self.q)
+        return free / free.sum(axis=1, keepdims=True)
+
+    def first_draft_law(self):
+        return self.q
+
+    def containment(self, T):
+        T, single = self._masks(T)
+        out = np.array([self._containment_one(row) for row in T])
+        return out[0] if single else out
+
+    def _containment_one(self, mask: np.ndarray) -> float:
+        qT = self.q[mask & (self.q > 0)]
+        if qT.size < self.n:
+            return 0.0
+        c = float(self.q[~mask].sum())
+        if c == 0.0:
+            return 1.0
+        if self.n == 1:
+            return float(qT.sum())
+        if self.n == 2:
+            # q(T) - q_i and 1 - q_i as sums of positive terms: subtracting cancels when q_i ~ 1
+            rest = np.cumsum(qT) - qT + (np.cumsum(qT[::-1]) - qT[::-1])[::-1]
+            return float(np.sum(qT * rest / (rest + c)))
+        # In log-time u = ln t the integrand c t e^{-ct} P(N_T(t) >= n) is a smooth bump. Below
+        # t = 1e-9 / max(q(T), c) it is under c q(T) t^2 (< 1e-18); above t = 45 / c under
+        # 45 e^{-45}. Composite Gauss-Legendre panels of width PANEL cover the range between.
+        u_lo = math.log(1e-9 / max(qT.sum(), c))
+        u_hi = math.log(45.0 / c)
+        panels = max(1, math.ceil((u_hi - u_lo) / self.PANEL))
+        edges = np.linspace(u_lo, u_hi, panels + 1)
+        half = (edges[1] - edges[0]) / 2.0
+        u = ((edges[:-1] + edges[1:]) / 2.0)[:, None] + half * _GL_NODES[None, :]
+        t = np.exp(u.ravel())
+        hit = -np.expm1(-np.outer(qT, t))  # (|T|, nodes): 1 - exp(-q_i t)
+        integrand = c * t * np.exp(-c * t) * _poisson_binomial_tail(hit, self.n)
+        value = half * float(np.sum(integrand.reshape(panels, -1) @ _GL_WEIGHTS))
+        return min(max(value, 0.0), 1.0)
+
+
+_GL_NODES, _GL_WEIGHTS = np.polynomial.legendre.leggauss(16)
+
+
+def _poisson_binomial_tail(hit: np.ndarray, n: int) -> np.ndarray:
+    """P(at least n successes) among independent trials, for each column of ``hit`` (|T|, K).
+
+    A product tree of the generating polynomials, truncated at degree n with the top coefficient
+    absorbing (so it holds P(count >= n)); every operation adds non-negative numbers.
+    """
+    polys = np.zeros((hit.shape[0], n + 1, hit.shape[1]))
+    polys[:, 0] = 1.0 - hit
+    polys[:, 1] = hit
+    while polys.shape[0] > 1:
+        if polys.shape[0] % 2:
+            unit = np.zeros((1, n + 1, hit.shape[1]))
+            unit[0, 0] = 1.0
+            polys = np.concatenate([polys, unit])
+        a, b = polys[0::2], polys[1::2]
+        prod = np.zeros_like(a)
+        for i in range(n + 1):
+            for j in range(n + 1):
+                prod[:, min(i + j, n)] += a[:, i] * b[:, j]
+        polys = prod
+    return polys[0, n]
+
+
+class ConditionalPoisson(DraftModel):
+    """Conditional Poisson sampling: a set A of n distinct tokens with P(A) proportional to prod q_i.
+
+    .. math:: P(\\mathrm{set}(X) = A) = \\frac{\\prod_{i \\in A} q_i}{e_n(q)}, \\quad |A| = n,
+       \\qquad Q(T) = \\frac{e_n(q|_T)}{e_n(q)},
+
+    with :math:`e_n` the elementary symmetric polynomial; the drafts are A in uniformly random order.
+    This is the model for which Hu et al.'s elementary-symmetric ratio is exact; it is *not* the law of
+    successive sampling (:class:`WithoutReplacement`), see THEORY §3.
+
+    Parameters
+    ----------
+    q : array_like, shape (V,)
+        Weights (a distribution); they are not the inclusion probabilities.
+    n : int
+        At most the number of tokens with q > 0.
+    normalize : bool
+    """
+
+    sampling = "conditional-poisson"
+
+    def __init__(self, q, n: int, *, normalize: bool = False):
+        self.q = as_distribution(q, "q", normalize=normalize)
+        self.n = as_drafts(n)
+        self.V = self.q.size
+        support = int(np.count_nonzero(self.q))
+        if self.n > support:
+            raise InvalidInputError(
+                f"conditional Poisson sampling needs n <= the number of tokens with q > 0 "
+                f"({support}), got n = {self.n}"
+            )
+
+    def _esp(self, weights: np.ndarray) -> np.ndarray:
+        """e_n of each row of ``weights`` (M, V) by the recurrence over tokens."""
+        e = np.zeros((weights.shape[0], self.n + 1))
+        e[:, 0] = 1.0
+        for j in range(weights.shape[1]):
+            e[:, 1:] = e[:, 1:] + weights[:, j : j + 1] * e[:, :-1]
+        return e[:, self.n]
+
+    def containment(self, T):
+        T, single = self._masks(T)
+        out = self._esp(np.where(T, self.q, 0.0)) / self._esp(self.q[None, :])[0]
+        return out[0] if single else out
+
+    def _support_sets(self) -> list[tuple[int, ...]]:
+        support = np.flatnonzero(self.q)
+        count = math.comb(support.size, self.n)
+        if count > MAX_SETS:
+            raise ProblemTooLargeError(
+                f"conditional Poisson sampling has {count:.3g} draft sets, over {MAX_SETS:g}"
+            )
+        return list(combinations(support.tolist(), self.n))
+
+    def set_law(self):
+        sets = self._support_sets()
+        members = np.zeros((len(sets), self.V), dtype=bool)
+        for k, s in enumerate(sets):
+            members[k, list(s)] = True
+        weights = np.array([np.prod(self.q[list(s)]) for s in sets])
+        return SetLaw(members, weights / weights.sum())
+
+    def tuple_law(self):
+        law = self.set_law()
+        nfact = math.factorial(self.n)
+        if len(law.probs) * nfact > MAX_TUPLES:
+            raise ProblemTooLargeError(
+                f"the tuple law has {len(law.probs) * nfact:.3g} tuples, over {MAX_TUPLES:g}"
+            )
+        tuples, probs = [], []
+        for row, w in zip(law.members, law.probs):
+            for perm in permutations(np.flatnonzero(row).tolist()):
+                tuples.append(perm)
+                probs.append(w / nfact)
+        return TupleLaw(np.array(tuples, dtype=np.int64), np.array(probs))
+
+    def first_draft_law(self):
+        law = self.set_law()
+        return law.members.T.astype(float) @ law.probs / self.n
+
+
+class Independent(_MarkovDraftModel):
+    """Independent drafts with different laws: :math:`Q(x) = \\prod_i q_i(x_i)`,
+    :math:`Q(T) = \\prod_i q_i(T)`.
+
+    Parameters
+    ----------
+    qs : array_like, shape (n, V)
+        Row i is the law of draft i.
+    normalize : bool
+    """
+
+    sampling = "independent"
+
+    def __init__(self, qs, *, normalize: bool = False):
+        self.qs = as_distribution(qs, "q", normalize=normalize, ndim=2)
+        self.n, self.V = self.qs.shape
+
+    def containment(self, T):
+        T, single = self._masks(T)
+        out = np.prod(T.astype(float) @ self.qs.T, axis=1)
+        return out[0] if single else out
+
+    def next_law(self, step, drafted):
+        return np.broadcast_to(self.qs[step], drafted.shape)
+
+    def first_draft_law(self):
+        return self.qs[0]
+
+
+class Joint(DraftModel):
+    """An explicit joint table :math:`Q(x_1, \\dots, x_n)` of shape (V,) * n.
+
+    Parameters
+    ----------
+    table : array_like, shape (V, ..., V)
+        n axes of equal length V; non-negative, summing to one.
+    normalize : bool
+    """
+
+    sampling = "joint"
+
+    def __init__(self, table, *, normalize: bool = False):
+        arr = np.asarray(table)
+        if arr.ndim < 1 or len(set(arr.shape)) != 1:
+            raise InvalidDistributionError(
+                f"the joint draft table has shape {arr.shape}; expected n equal axes (V, ..., V)"
+            )
+        flat = as_distribution(arr.reshape(-1), "joint draft table", normalize=normalize)
+        self.table = flat.reshape(arr.shape)
+        self.n = arr.ndim
+        self.V = arr.shape[0]
+        if self.table.size > MAX_TUPLES:
+            raise ProblemTooLargeError(f"the joint table has {self.table.size:g} entries")
+
+    def containment(self, T):
+        T, single = self._masks(T)
+        out = np.array([self.table[np.ix_(*([row] * self.n))].sum() for row in T])
+        return out[0] if single else out
+
+    def tuple_law(self):
+        idx = np.argwhere(self.table > 0)
+        return TupleLaw(idx.astype(np.int64), self.table[tuple(idx.T)])
+
+    def set_law(self):
+        law = self.tuple_law()
+        members = np.zeros((len(law.probs), self.V), dtype=bool)
+        for j in range(self.n):
+            members[np.arange(len(law.probs)), law.tuples[:, j]] = True
+        sets, inverse = np.unique(members, axis=0, return_inverse=True)
+        return SetLaw(sets, np.bincount(inverse.ravel(), weights=law.probs, minlength=len(sets)))
+
+    def first_draft_law(self):
+        return self.table.reshape(self.V, -1).sum(axis=1)
+
+
+#: Registry of draft models by name, with their aliases.
+SAMPLINGS = {
+    "iid": IID,
+    "without-replacement": WithoutReplacement,
+    "wor": WithoutReplacement,
+    "conditional-poisson": ConditionalPoisson,
+    "independent": Independent,
+    "joint": Joint,
+}
+
+
+def make_draft_model(q, n: int | None = None, sampling: str = "iid", *,
+                     normalize: bool = False) -> DraftModel:
+    """Build a draft model from its registry name.
+
+    Parameters
+    ----------
+    q : array_like or DraftModel
+        ``(V,)`` for iid, without-replacement and conditional-poisson; ``(n, V)`` for independent;
+        ``(V,) * n`` for joint. A :class:`DraftModel` is returned unchanged.
+    n : int, optional
+        Number of drafts; required by the models built from one q, implied by the others.
+    sampling : str
+        A key of :data:`SAMPLINGS`.
+    normalize : bool
+
+    Raises
+    ------
+    InvalidInputError
+        Unknown ``sampling``, a missing n, or an n that contradicts the shape of q.
+    """
+    if isinstance(q, DraftModel):
+        if n is not None and as_drafts(n) != q.n:
+            raise InvalidInputError(f"n = {n} contradicts the draft model's n = {q.n}")
+        return q
+    try:
+        cls = SAMPLINGS[sampling]
+    except (KeyError, TypeError):
+        raise InvalidInputError(
+            f"unknown sampling {sampling!r}; valid choices: {', '.join(SAMPLINGS)}"
+        ) from None
+    if cls in (Independent, Joint):
+        model = cls(q, normalize=normalize)
+        if n is not None and as_drafts(n) != model.n:
+            raise InvalidInputError(
+                f"n = {n} contradicts the {sampling} draft table, which has n = {model.n} drafts"
+            )
+        return model
+    if n is None:
+        raise InvalidInputError(f"sampling {sampling!r} needs the number of drafts n")
+    return cls(q, n, normalize=normalize)

@@ -1,0 +1,156 @@
+"""Front door: the optimal acceptance :math:`\\alpha^*` by any of the exact routes."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from ._validate import as_distribution
+from .drafts import DraftModel, WithoutReplacement, make_draft_model
+from .dual import dual_lp
+from .errors import InvalidDistributionError, InvalidInputError, SolverError
+from .maxflow import maxflow
+from .otlp import otlp
+from .result import AcceptanceResult
+from .subsets import (
+    MAX_SUBSET_V,
+    MAX_SUBSET_V_SLOW,
+    PREFIX_SAMPLINGS,
+    prefix_scan,
+    subsets_exhaustive,
+)
+
+__all__ = ["optimal_acceptance", "alpha_star", "METHODS", "CERT_TOL"]
+
+#: Every route's cut set must reproduce its value, 1 + p(T) - Q(T), within this.
+CERT_TOL = 1e-7
+
+METHODS = {
+    "prefix": prefix_scan,
+    "subsets": subsets_exhaustive,
+    "otlp": otlp,
+    "otlp-literal": lambda p, model: otlp(p, model, literal=True),
+    "dual": dual_lp,
+    "maxflow": maxflow,
+}
+
+
+def _auto(model: DraftModel) -> str:
+    if model.sampling in PREFIX_SAMPLINGS:
+        return "prefix"
+    limit = MAX_SUBSET_V_SLOW if isinstance(model, WithoutReplacement) else MAX_SUBSET_V
+    return "subsets" if model.V <= min(limit, 16) else "dual"
+
+
+def optimal_acceptance(p, q, n: int | None = None, sampling: str = "iid", *,
+                       method: str = "auto", normalize: bool = False) -> AcceptanceResult:
+    """Optimal acceptance of n-draft speculative sampling, with an optimal cut set.
+
+    .. math::
+
+        \\alpha^* = \\max_{\\pi} P(Y \\in \\mathrm{set}(X))
+                 = 1 + \\min_{T \\subseteq \\Omega} \\big[ p(T) - Q(T) \\big],
+
+    the maximum over selection rules :math:`\\pi(y \\mid x)` whose output Y has law p, where the drafts
+    X = (X_1..X_n) have joint law Q and :math:`Q(T) = P(X_1, \\dots, X_n \\in T)`.
+
+    Parameters
+    ----------
+    p : array_like, shape (V,)
+        Target distribution.
+    q : array_like or DraftModel
+        Draft distribution: shape (V,) for ``iid``, ``without-replacement`` and
+        ``conditional-poisson``; (n, V) for ``independent``; (V,) * n for ``joint``; or a ready
+        :class:`~mdtheory.drafts.DraftModel`.
+    n : int, optional
+        Number of drafts (implied by the shape of q for ``independent`` and ``joint``).
+    sampling : str
+        Draft model, a key of :data:`mdtheory.drafts.SAMPLINGS`. Default ``"iid"``.
+    method : str
+        ``"auto"`` (default): ``"prefix"`` for iid and without-replacement drafts, else
+        ``"subsets"`` up to V = 16, else ``"dual"``. ``"prefix"``: sorted-prefix scan, O(V log V).
+        ``"subsets"``: all 2^V sets. ``"otlp"``: the OTLP over draft sets (HiGHS), with the optimal
+        plan. ``"otlp-literal"``: the OTLP over ordered tuples, V^n x V variables. ``"dual"``: the
+        min-cut LP (HiGHS simplex), 0/1 by total unimodularity. ``"maxflow"``: networkx
+        preflow-push.
+    normalize : bool
+        Rescale p and q to sum one instead of refusing sums off one by more than 1e-6.
+
+    Returns
+    -------
+    AcceptanceResult
+        ``value``, ``cut``, ``method``, ``status``, and per route the plan, duals, duality gap and
+        timings.
+
+    Raises
+    ------
+    InvalidDistributionError
+        p or q is not a distribution, or their lengths differ.
+    InvalidInputError
+        Unknown method or sampling, or a bad number of drafts.
+    ProblemTooLargeError
+        The chosen method would not fit (the message names the size and another route).
+    SolverError
+        A solver fails, or a route's cut set does not reproduce its value within :data:`CERT_TOL`.
+
+    Notes
+    -----
+    Every route is exact up to floating-point rounding (the LP and flow routes up to their solver
+    tolerances, about 1e-9). Each result is certified: the cut T it returns must satisfy
+    :math:`1 + p(T) - Q(T) = \\alpha^*` within :data:`CERT_TOL`, Q(T) recomputed by the draft model.
+
+    References
+    ----------
+    Hu et al., "Towards Optimal Multi-draft Speculative Decoding", ICLR 2025 (the dual, Theorem 1).
+    Khisti et al., ICLR 2025, Theorems 2 and 3 (n = 2 iid). Thomas & Pal, "Global Resolution",
+    ICLR 2026 (max-flow form). ``../shared/THEORY.md`` §2–4.
+
+    Examples
+    --------
+    >>> optimal_acceptance([0.5, 0.5], [0.5, 0.5], 3).value
+    1.0
+    >>> optimal_acceptance([1.0, 0.0], [0.0, 1.0], 2).value
+    0.0
+    >>> round(optimal_acceptance([0.7, 0.3], [0.4, 0.6], 1).value, 12)  # 1 - TV(p, q)
+    0.7
+    """
+    t0 = time.perf_counter()
+    model = make_draft_model(q, n, sampling, normalize=normalize)
+    p = as_distribution(p, "p", normalize=normalize)
+    if p.size != model.V:
+        raise InvalidDistributionError(f"p has length {p.size} but q has length {model.V}")
+    name = _auto(model) if method == "auto" else method
+    if name not in METHODS:
+        raise InvalidInputError(
+            f"unknown method {method!r}; valid choices: auto, {', '.join(METHODS)}"
+        )
+    out = METHODS[name](p, model)
+    cut = tuple(out["cut"])
+    in_cut = np.zeros(model.V, dtype=bool)
+    in_cut[list(cut)] = True
+    certified = 1.0 + float(p[in_cut].sum()) - float(model.containment(in_cut))
+    if abs(certified - out["value"]) > CERT_TOL:
+        raise SolverError(
+            f"method {name!r} returned value {out['value']:.12g} but its cut set {cut} gives "
+            f"{certified:.12g}"
+        )
+    timings = dict(out.get("timings", {}), total=time.perf_counter() - t0)
+    return AcceptanceResult(
+        value=float(min(max(out["value"], 0.0), 1.0)), cut=cut, method=name,
+        sampling=model.sampling, drafts=model.n, plan=out.get("plan"),
+        support=out.get("support"), support_probs=out.get("support_probs"),
+        duals=out.get("duals"), duality_gap=out.get("duality_gap"), timings=timings,
+    )
+
+
+def alpha_star(p, q, n: int | None = None, sampling: str = "iid", *, method: str = "auto",
+               normalize: bool = False) -> float:
+    """The value :math:`\\alpha^*` alone; see :func:`optimal_acceptance` for the parameters.
+
+    Examples
+    --------
+    >>> alpha_star([0.25, 0.75], [0.75, 0.25], 1)
+    0.5
+    """
+    return optimal_acceptance(p, q, n, sampling, method=method, normalize=normalize).value
