@@ -65,7 +65,8 @@ def _load_batch(path: str, name: str, normalize: bool) -> np.ndarray:
     return np.atleast_2d(out)
 
 
-def _fmt_set(tokens: Sequence[int]) -> str:
+def _fmt_set(tokens: np.ndarray) -> str:
+    tokens = tokens.tolist()
     if len(tokens) <= SHOW_TOKENS:
         return "{" + ", ".join(map(str, tokens)) + "}"
     head = ", ".join(map(str, tokens[:SHOW_TOKENS]))
@@ -89,14 +90,14 @@ def _check_acceptance(args: argparse.Namespace) -> int:
         model = make_draft_model(q, args.drafts, args.sampling)
         res = optimal_acceptance(p, model, method=args.method)
         in_cut = np.zeros(p.size, dtype=bool)
-        in_cut[list(res.cut)] = True
+        in_cut[res.cut] = True
         p_cut, q_cut = float(p[in_cut].sum()), float(model.containment(in_cut))
         single = float(np.minimum(p, model.first_draft_law()).sum())
         if args.json:
             print(json.dumps({
                 "row": i, "alpha_star": res.value, "acceptance_one": res.acceptance_one,
-                "witness": None if res.witness is None else list(res.witness),
-                "cut": list(res.cut), "margin": q_cut - p_cut, "single_draft": single,
+                "witness": None if res.witness is None else res.witness.tolist(),
+                "cut": res.cut.tolist(), "margin": q_cut - p_cut, "single_draft": single,
                 "drafts": res.drafts, "sampling": res.sampling, "method": res.method,
                 "vocab": int(p.size),
             }))

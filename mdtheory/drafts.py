@@ -53,6 +53,13 @@ __all__ = [
 MAX_TUPLES = 20_000_000
 #: Largest number of distinct draft sets the set law will enumerate.
 MAX_SETS = 2_000_000
+#: Largest number of (support, token) cells of an enumerated law's indicator matrix.
+MAX_CELLS = 200_000_000
+
+
+def _count_up_to(s: int, n: int) -> int:
+    """Number of non-empty subsets of at most n of s tokens."""
+    return sum(math.comb(s, k) for k in range(1, n + 1))
 
 
 class SetLaw(NamedTuple):
@@ -123,6 +130,26 @@ class DraftModel(ABC):
         """Return the law of the ordered tuple (exact enumeration; at most :data:`MAX_TUPLES`)."""
 
     @abstractmethod
+    def count_tuples(self) -> int:
+        """Upper bound on the number of ordered draft tuples of positive probability."""
+
+    @abstractmethod
+    def count_sets(self) -> int:
+        """Upper bound on the number of distinct draft sets of positive probability."""
+
+    def _guard(self, kind: str) -> None:
+        """Refuse, before enumerating anything, a tuple or set law over its size limit."""
+        count, limit = (self.count_tuples(), MAX_TUPLES) if kind == "tuple" else \
+            (self.count_sets(), MAX_SETS)
+        if count > limit or count * self.V > MAX_CELLS:
+            raise ProblemTooLargeError(
+                f"the {kind} law has up to {count:.3g} {kind}s (V = {self.V}, n = {self.n}), over the "
+                f"limit of {limit:g} {kind}s or {MAX_CELLS:g} {kind}-token cells; use "
+                + ("a set-based method (method='otlp', 'dual' or 'prefix')" if kind == "tuple"
+                   else "method='prefix' where it applies")
+            )
+
+    @abstractmethod
     def first_draft_law(self) -> np.ndarray:
         """Return the law of X_1, shape (V,): the proposal of single-draft speculative sampling."""
 
@@ -154,17 +181,8 @@ class _MarkovDraftModel(DraftModel):
     def next_law(self, step: int, drafted: np.ndarray) -> np.ndarray:
         """Law of draft ``step`` (0-based) given the indicators ``drafted`` (M, V) of earlier drafts."""
 
-    def _count_tuples(self) -> int:
-        return int(np.prod([np.count_nonzero(self.next_law(k, np.zeros((1, self.V), bool)))
-                            for k in range(self.n)], dtype=float))
-
     def tuple_law(self) -> TupleLaw:
-        estimate = self._count_tuples()
-        if estimate > MAX_TUPLES:
-            raise ProblemTooLargeError(
-                f"the tuple law has about {estimate:.3g} tuples (V = {self.V}, n = {self.n}), over "
-                f"the limit {MAX_TUPLES:g}; use a set-based method (method='otlp', 'dual' or 'prefix')"
-            )
+        self._guard("tuple")
         tuples = np.zeros((1, 0), dtype=np.int64)
         drafted = np.zeros((1, self.V), dtype=bool)
         probs = np.ones(1)
@@ -178,16 +196,12 @@ class _MarkovDraftModel(DraftModel):
         return TupleLaw(tuples, probs)
 
     def set_law(self) -> SetLaw:
+        self._guard("set")
         drafted = np.zeros((1, self.V), dtype=bool)
         probs = np.ones(1)
         for step in range(self.n):
             joint = probs[:, None] * self.next_law(step, drafted)
             row, tok = np.nonzero(joint > 0)
-            if len(row) > 4 * MAX_SETS:
-                raise ProblemTooLargeError(
-                    f"the set law needs over {MAX_SETS:g} draft sets (V = {self.V}, n = {self.n}); "
-                    "use method='prefix' where it applies"
-                )
             new = drafted[row].copy()
             new[np.arange(len(tok)), tok] = True
             drafted, inverse = np.unique(new, axis=0, return_inverse=True)
@@ -211,8 +225,8 @@ class IID(_MarkovDraftModel):
 
     Examples
     --------
-    >>> IID([0.5, 0.5], 2).containment([True, False])
-    array(0.25)
+    >>> float(IID([0.5, 0.5], 2).containment([True, False]))
+    0.25
     """
 
     sampling = "iid"
@@ -229,6 +243,12 @@ class IID(_MarkovDraftModel):
 
     def next_law(self, step, drafted):
         return np.broadcast_to(self.q, drafted.shape)
+
+    def count_tuples(self):
+        return np.count_nonzero(self.q) ** self.n
+
+    def count_sets(self):
+        return _count_up_to(int(np.count_nonzero(self.q)), self.n)
 
     def first_draft_law(self):
         return self.q
@@ -291,6 +311,12 @@ class WithoutReplacement(_MarkovDraftModel):
         free = np.where(drafted, 0.0, self.q)
         return free / free.sum(axis=1, keepdims=True)
 
+    def count_tuples(self):
+        return math.perm(int(np.count_nonzero(self.q)), self.n)
+
+    def count_sets(self):
+        return math.comb(int(np.count_nonzero(self.q)), self.n)
+
     def first_draft_law(self):
         return self.q
 
@@ -315,15 +341,17 @@ class WithoutReplacement(_MarkovDraftModel):
         # In log-time u = ln t the integrand c t e^{-ct} P(N_T(t) >= n) is a smooth bump. Below
         # t = 1e-9 / max(q(T), c) it is under c q(T) t^2 (< 1e-18); above t = 45 / c under
         # 45 e^{-45}. Composite Gauss-Legendre panels of width PANEL cover the range between.
-        u_lo = math.log(1e-9 / max(qT.sum(), c))
-        u_hi = math.log(45.0 / c)
+        u_lo = math.log(1e-9) - math.log(max(qT.sum(), c))
+        u_hi = math.log(45.0) - math.log(c)
         panels = max(1, math.ceil((u_hi - u_lo) / self.PANEL))
         edges = np.linspace(u_lo, u_hi, panels + 1)
         half = (edges[1] - edges[0]) / 2.0
-        u = ((edges[:-1] + edges[1:]) / 2.0)[:, None] + half * _GL_NODES[None, :]
-        t = np.exp(u.ravel())
-        hit = -np.expm1(-np.outer(qT, t))  # (|T|, nodes): 1 - exp(-q_i t)
-        integrand = c * t * np.exp(-c * t) * _poisson_binomial_tail(hit, self.n)
+        u = (((edges[:-1] + edges[1:]) / 2.0)[:, None] + half * _GL_NODES[None, :]).ravel()
+        # c t and q_i t formed in log space: t itself overflows when c is subnormal
+        ct = np.exp(u + math.log(c))
+        # 1 - exp(-q_i t); exponents past 700 give exactly 1 either way
+        hit = -np.expm1(-np.exp(np.minimum(u[None, :] + np.log(qT)[:, None], 700.0)))
+        integrand = ct * np.exp(-ct) * _poisson_binomial_tail(hit, self.n)
         value = half * float(np.sum(integrand.reshape(panels, -1) @ _GL_WEIGHTS))
         return min(max(value, 0.0), 1.0)
 
@@ -399,17 +427,15 @@ class ConditionalPoisson(DraftModel):
         out = self._esp(np.where(T, self.q, 0.0)) / self._esp(self.q[None, :])[0]
         return out[0] if single else out
 
-    def _support_sets(self) -> list[tuple[int, ...]]:
-        support = np.flatnonzero(self.q)
-        count = math.comb(support.size, self.n)
-        if count > MAX_SETS:
-            raise ProblemTooLargeError(
-                f"conditional Poisson sampling has {count:.3g} draft sets, over {MAX_SETS:g}"
-            )
-        return list(combinations(support.tolist(), self.n))
+    def count_tuples(self):
+        return self.count_sets() * math.factorial(self.n)
+
+    def count_sets(self):
+        return math.comb(int(np.count_nonzero(self.q)), self.n)
 
     def set_law(self):
-        sets = self._support_sets()
+        self._guard("set")
+        sets = list(combinations(np.flatnonzero(self.q).tolist(), self.n))
         members = np.zeros((len(sets), self.V), dtype=bool)
         for k, s in enumerate(sets):
             members[k, list(s)] = True
@@ -417,14 +443,11 @@ class ConditionalPoisson(DraftModel):
         return SetLaw(members, weights / weights.sum())
 
     def tuple_law(self):
+        self._guard("tuple")
         law = self.set_law()
         nfact = math.factorial(self.n)
-        if len(law.probs) * nfact > MAX_TUPLES:
-            raise ProblemTooLargeError(
-                f"the tuple law has {len(law.probs) * nfact:.3g} tuples, over {MAX_TUPLES:g}"
-            )
         tuples, probs = [], []
-        for row, w in zip(law.members, law.probs):
+        for row, w in zip(law.members, law.probs, strict=True):
             for perm in permutations(np.flatnonzero(row).tolist()):
                 tuples.append(perm)
                 probs.append(w / nfact)
@@ -460,6 +483,12 @@ class Independent(_MarkovDraftModel):
     def next_law(self, step, drafted):
         return np.broadcast_to(self.qs[step], drafted.shape)
 
+    def count_tuples(self):
+        return math.prod(int(np.count_nonzero(row)) for row in self.qs)
+
+    def count_sets(self):
+        return _count_up_to(int(np.count_nonzero(self.qs.sum(axis=0))), self.n)
+
     def first_draft_law(self):
         return self.qs[0]
 
@@ -493,6 +522,11 @@ class Joint(DraftModel):
         T, single = self._masks(T)
         out = np.array([self.table[np.ix_(*([row] * self.n))].sum() for row in T])
         return out[0] if single else out
+
+    def count_tuples(self):
+        return int(np.count_nonzero(self.table))
+
+    count_sets = count_tuples
 
     def tuple_law(self):
         idx = np.argwhere(self.table > 0)

@@ -32,7 +32,7 @@ FLOW_TOL = 1e-9
 
 
 def cut_from_flow(p: np.ndarray, members: np.ndarray, mass: np.ndarray, flow: np.ndarray,
-                  tol: float | None = None) -> tuple[int, ...]:
+                  tol: float | None = None) -> np.ndarray:
     """Read the inclusion-minimal minimum cut off a maximum flow of the token/draft network.
 
     Parameters
@@ -49,7 +49,7 @@ def cut_from_flow(p: np.ndarray, members: np.ndarray, mass: np.ndarray, flow: np
 
     Returns
     -------
-    tuple of int
+    ndarray of int
         The tokens that can reach the sink in the residual network. Over all minimum cuts this is
         the smallest sink side, so it is the inclusion-minimal optimal cut set (empty when the flow
         saturates every draft support, i.e. acceptance is one).
@@ -74,7 +74,7 @@ def cut_from_flow(p: np.ndarray, members: np.ndarray, mass: np.ndarray, flow: np
             break
     if (p[tokens] - flow[:, tokens].sum(axis=0) > tol).any():
         raise SolverError("the flow is not maximum: the residual network has an augmenting path")
-    return tuple(int(i) for i in np.flatnonzero(tokens))
+    return np.flatnonzero(tokens)
 
 
 def maxflow(p: np.ndarray, model: DraftModel) -> dict:
@@ -115,14 +115,14 @@ def maxflow(p: np.ndarray, model: DraftModel) -> dict:
     t1 = time.perf_counter()
     R = nx.algorithms.flow.preflow_push(G, "source", "sink")
     flow = np.zeros(members.shape)
-    for k, y in zip(*np.nonzero(members)):
+    for k, y in zip(*np.nonzero(members), strict=True):
         flow[k, y] = R[("token", int(y))][("set", int(k))]["flow"]
     # integers below 2^53 are exact in float64; each capacity was rounded by at most half a unit,
     # so residuals of up to V + M units are rounding, not capacity
     cut = cut_from_flow(np.array(p_int, float), members, np.array(w_int, float), flow,
                         tol=float(model.V + len(w)))
     in_cut = np.zeros(model.V, dtype=bool)
-    in_cut[list(cut)] = True
+    in_cut[cut] = True
     uncut_sets = members[:, ~in_cut].any(axis=1)  # U ⊄ T: their U → sink edge is cut
     cut_capacity = float(p[in_cut].sum() + w[uncut_sets].sum())
     t2 = time.perf_counter()

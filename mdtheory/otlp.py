@@ -51,16 +51,12 @@ def transport_lp(p: np.ndarray, members: np.ndarray, mass: np.ndarray):
     value : float
         The optimum :math:`\\alpha^*`.
     plan : ndarray, shape (M, V)
-        :math:`\\pi(y \\mid k) = C(k, y) / \\mathrm{mass}_k`.
+        :math:`\\pi(y \\mid k) = C(k, y) / \\sum_{y'} C(k, y')` (equal to C(k, y) / mass_k up to the
+        solver tolerance, but an exact conditional law row by row).
     gap : float
         HiGHS's primal objective minus the objective of its row duals (the LP dual value).
     """
     M, V = members.shape
-    if M * V > MAX_LP_COLUMNS:
-        raise ProblemTooLargeError(
-            f"the OTLP would have {M * V:.3g} variables ({M} draft supports x {V} tokens), over the "
-            f"limit {MAX_LP_COLUMNS:g}; use method='otlp' (sets), 'dual', 'maxflow' or 'prefix'"
-        )
     # column k * V + y has a 1 in row k (draft mass) and a 1 in row M + y (target mass)
     rows = np.empty(2 * M * V, dtype=np.int64)
     rows[0::2] = np.repeat(np.arange(M), V)
@@ -69,7 +65,11 @@ def transport_lp(p: np.ndarray, members: np.ndarray, mass: np.ndarray):
                           shape=(M + V, M * V))
     rhs = np.concatenate([mass, p])
     sol = solve_lp(members.reshape(-1).astype(float), A, rhs, rhs, maximize=True)
-    plan = sol.x.reshape(M, V).clip(min=0.0) / mass[:, None]
+    C = sol.x.reshape(M, V).clip(min=0.0)
+    # pi(. | k) = C(k, .) / sum_y C(k, y): exactly a conditional law even where mass_k is below the
+    # solver's absolute tolerance; a row the solver left empty (mass below tolerance) resamples p
+    rows = C.sum(axis=1, keepdims=True)
+    plan = np.where(rows > 0, C / np.where(rows > 0, rows, 1.0), p[None, :])
     gap = sol.objective - float(rhs @ sol.row_dual)
     return sol.objective, plan, gap
 
@@ -90,8 +90,8 @@ def otlp(p: np.ndarray, model: DraftModel, *, literal: bool = False) -> dict:
     -------
     dict
         ``value``, ``cut`` (read off the accepted part of the plan, a maximum flow, by
-        :func:`~mdtheory.maxflow.cut_from_flow`), ``plan`` (π(y | x), shape (M, V)), ``support`` (tuples (M, n) or set indicators
-        (M, V)), ``support_probs``, ``duality_gap``, ``timings``.
+        :func:`~mdtheory.maxflow.cut_from_flow`), ``plan`` (π(y | x), shape (M, V)), ``support``
+        (tuples (M, n) or set indicators (M, V)), ``support_probs``, ``duality_gap``, ``timings``.
 
     Raises
     ------
@@ -103,6 +103,14 @@ def otlp(p: np.ndarray, model: DraftModel, *, literal: bool = False) -> dict:
     Literal: :math:`V^{n+1}` variables for iid. Sets: :math:`V \\sum_{k \\le n} \\binom{V}{k}`.
     """
     t0 = time.perf_counter()
+    count = model.count_tuples() if literal else model.count_sets()
+    if count * model.V > MAX_LP_COLUMNS:
+        raise ProblemTooLargeError(
+            f"the OTLP would have up to {count * model.V:.3g} variables ({count:.3g} draft "
+            f"{'tuples' if literal else 'sets'} x {model.V} tokens), over the limit "
+            f"{MAX_LP_COLUMNS:g}; use " + ("method='otlp' (sets), " if literal else "")
+            + "'dual', 'maxflow' or 'prefix'"
+        )
     if literal:
         law = model.tuple_law()
         support = law.tuples
@@ -117,4 +125,5 @@ def otlp(p: np.ndarray, model: DraftModel, *, literal: bool = False) -> dict:
     t2 = time.perf_counter()
     cut = cut_from_flow(p, members, law.probs, plan * law.probs[:, None])
     return {"value": value, "cut": cut, "plan": plan, "support": support,
-            "support_probs": law.probs, "duality_gap": gap, "timings": {"enumerate": t1 - t0, "solve": t2 - t1}}
+            "support_probs": law.probs, "duality_gap": gap,
+            "timings": {"enumerate": t1 - t0, "solve": t2 - t1}}

@@ -19,8 +19,8 @@ class AcceptanceResult:
     ----------
     value : float
         :math:`\\alpha^* = 1 + \\min_T [p(T) - Q(T)]`.
-    cut : tuple of int
-        An optimal cut set :math:`T^*` (sorted token indices), attaining the minimum. The minimisers
+    cut : ndarray of int
+        An optimal cut set :math:`T^*` (sorted token indices, read-only) attaining the minimum. The minimisers
         of the submodular p(T) - Q(T) form a lattice; every route but ``prefix`` reports its
         inclusion-minimal element (empty when acceptance is one), ``prefix`` the shortest optimal
         prefix. Tokens of :math:`T^*` are over-drafted: they receive exactly their target
@@ -51,7 +51,7 @@ class AcceptanceResult:
     """
 
     value: float
-    cut: tuple[int, ...]
+    cut: np.ndarray
     method: str
     sampling: str
     drafts: int
@@ -69,7 +69,7 @@ class AcceptanceResult:
         return self.value >= 1.0 - ONE_TOL
 
     @property
-    def witness(self) -> tuple[int, ...] | None:
+    def witness(self) -> np.ndarray | None:
         """A set T with p(T) < Q(T) when acceptance is below one (the optimal cut), else None."""
         return None if self.acceptance_one else self.cut
 
@@ -77,5 +77,5 @@ class AcceptanceResult:
         return float(self.value)
 
     def __repr__(self) -> str:
-        return (f"AcceptanceResult(value={self.value:.12g}, cut={self.cut}, method={self.method!r}, "
+        return (f"AcceptanceResult(value={self.value:.12g}, cut={self.cut.tolist()}, method={self.method!r}, "
                 f"sampling={self.sampling!r}, drafts={self.drafts}, status={self.status!r})")

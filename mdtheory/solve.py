@@ -126,13 +126,14 @@ def optimal_acceptance(p, q, n: int | None = None, sampling: str = "iid", *,
             f"unknown method {method!r}; valid choices: auto, {', '.join(METHODS)}"
         )
     out = METHODS[name](p, model)
-    cut = tuple(out["cut"])
+    cut = np.asarray(out["cut"], dtype=np.int64)
+    cut.setflags(write=False)
     in_cut = np.zeros(model.V, dtype=bool)
-    in_cut[list(cut)] = True
+    in_cut[cut] = True
     certified = 1.0 + float(p[in_cut].sum()) - float(model.containment(in_cut))
     if abs(certified - out["value"]) > CERT_TOL:
         raise SolverError(
-            f"method {name!r} returned value {out['value']:.12g} but its cut set {cut} gives "
+            f"method {name!r} returned value {out['value']:.12g} but its cut set {cut.tolist()} gives "
             f"{certified:.12g}"
         )
     timings = dict(out.get("timings", {}), total=time.perf_counter() - t0)

@@ -67,15 +67,20 @@ def subsets_exhaustive(p: np.ndarray, model: DraftModel) -> dict:
     # p(T) - Q(T) is submodular (Q(T) is supermodular), so its minimisers are closed under
     # intersection: report the inclusion-minimal one
     minimal = masks[excess <= best + TIE_TOL].all(axis=0)
-    return {"value": 1.0 + best, "cut": tuple(int(y) for y in np.flatnonzero(minimal)),
+    return {"value": 1.0 + best, "cut": np.flatnonzero(minimal),
             "timings": {"scan": time.perf_counter() - t0}}
 
 
 def prefix_order(p: np.ndarray, q: np.ndarray) -> np.ndarray:
-    """Tokens sorted by q/p decreasing; p = 0 < q first, p = q = 0 last (they change nothing)."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ratio = np.where(p > 0, q / p, np.where(q > 0, np.inf, -1.0))
-    return np.argsort(-ratio, kind="stable")
+    """Tokens sorted by q/p decreasing, i.e. by p/q increasing: p = 0 < q first (p/q = 0), q = 0 < p
+    (p/q = inf) and p = q = 0 (NaN, which numpy sorts last) at the end, where they change nothing.
+
+    The order inside a tie class is irrelevant: along it the gain Q - p is convex, so both ends of
+    the class are prefixes. numpy's default argsort (SIMD quicksort) is about twice a stable sort's
+    speed.
+    """
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        return np.argsort(p / q)
 
 
 def prefix_scan(p: np.ndarray, model: DraftModel) -> dict:
@@ -122,10 +127,9 @@ def prefix_scan(p: np.ndarray, model: DraftModel) -> dict:
             contained[j] = model.containment(masks)
     gain = contained - np.cumsum(p[order])
     best = max(float(gain.max()), 0.0)  # the empty prefix gains 0
-    if best <= TIE_TOL:
-        cut = ()
-    else:  # the shortest prefix within TIE_TOL of the best
-        j = int(np.argmax(gain >= best - TIE_TOL))
-        cut = tuple(np.sort(order[: j + 1]).tolist())
+    in_cut = np.zeros(model.V, dtype=bool)
+    if best > TIE_TOL:  # the shortest prefix within TIE_TOL of the best
+        in_cut[order[: int(np.argmax(gain >= best - TIE_TOL)) + 1]] = True
     value = 1.0 - best
+    cut = np.flatnonzero(in_cut)
     return {"value": value, "cut": cut, "timings": {"scan": time.perf_counter() - t0}}

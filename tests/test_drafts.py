@@ -1,0 +1,109 @@
+"""Draft models: containment, set law and tuple law agree; known values."""
+
+import itertools
+
+import numpy as np
+import pytest
+
+import mdtheory as md
+
+ALL_MASKS = {V: np.array(list(itertools.product([False, True], repeat=V))) for V in range(1, 8)}
+
+
+def containment_from_set_law(model):
+    law = model.set_law()
+    masks = ALL_MASKS[model.V]
+    return np.array([law.probs[~(law.members & ~T).any(axis=1)].sum() for T in masks])
+
+
+def models(rng, V, n, concentration):
+    q = rng.dirichlet(np.full(V, concentration))
+    out = [md.IID(q, n), md.Independent(rng.dirichlet(np.ones(V), size=n))]
+    if np.count_nonzero(q) >= n:
+        out += [md.WithoutReplacement(q, n), md.ConditionalPoisson(q, n)]
+    return out
+
+
+@pytest.mark.parametrize("V,n", [(3, 2), (4, 3), (5, 3), (6, 4), (7, 3), (5, 5)])
+@pytest.mark.parametrize("concentration", [0.05, 0.5, 3.0])
+def test_containment_equals_set_law(V, n, concentration):
+    rng = np.random.default_rng(V * 100 + n + int(concentration * 10))
+    for model in models(rng, V, n, concentration):
+        direct = model.containment(ALL_MASKS[V])
+        assert np.abs(direct - containment_from_set_law(model)).max() <= 1e-13, model
+
+
+@pytest.mark.parametrize("V,n", [(3, 2), (4, 3), (5, 2)])
+def test_tuple_law_aggregates_to_set_law(V, n):
+    rng = np.random.default_rng(V + n)
+    for model in models(rng, V, n, 1.0):
+        tl, sl = model.tuple_law(), model.set_law()
+        assert tl.probs.sum() == pytest.approx(1.0, abs=1e-14)
+        agg = {}
+        for tup, pr in zip(tl.tuples, tl.probs, strict=True):
+            key = tuple(sorted(set(tup.tolist())))
+            agg[key] = agg.get(key, 0.0) + pr
+        want = {tuple(np.flatnonzero(m).tolist()): w for m, w in zip(sl.members, sl.probs, strict=True)}
+        assert agg.keys() == want.keys()
+        for key, value in agg.items():
+            assert value == pytest.approx(want[key], abs=1e-14), (model, key)
+
+
+def test_without_replacement_tuple_probabilities_are_successive_sampling():
+    q = np.array([0.5, 0.3, 0.2])
+    tl = md.WithoutReplacement(q, 2).tuple_law()
+    got = {tuple(t): pr for t, pr in zip(tl.tuples.tolist(), tl.probs, strict=True)}
+    for i, j in itertools.permutations(range(3), 2):
+        assert got[(i, j)] == pytest.approx(q[i] * q[j] / (1 - q[i]), abs=1e-15)
+
+
+def test_without_replacement_containment_extreme_scales():
+    """1 - q(T) near 1e-8 and masses near 1e-300: the quadrature still matches the exact set law."""
+    cases = [np.array([1.6e-2, 3.4e-8, 1.9e-2, 8.9e-5, 0.147, 0.817]),
+             np.array([1e-300, 0.25, 0.25, 0.5 - 1e-300, 1e-12])]
+    for q in cases:
+        q = q / q.sum()
+        for n in (3, 4):
+            model = md.WithoutReplacement(q, n)
+            assert np.abs(model.containment(ALL_MASKS[q.size]) -
+                          containment_from_set_law(model)).max() <= 1e-13
+
+
+def test_without_replacement_monte_carlo():
+    """The set law matches simulated successive sampling (Gumbel-top-k)."""
+    rng = np.random.default_rng(0)
+    q = np.array([0.4, 0.25, 0.2, 0.1, 0.05])
+    n, N = 3, 200_000
+    keys = np.log(q)[None, :] + rng.gumbel(size=(N, q.size))
+    drafted = np.argsort(-keys, axis=1)[:, :n]
+    codes = (np.bitwise_or.reduce(1 << drafted, axis=1))
+    law = md.WithoutReplacement(q, n).set_law()
+    for members, w in zip(law.members, law.probs, strict=True):
+        code = int(np.sum(1 << np.flatnonzero(members)))
+        freq = np.mean(codes == code)
+        assert abs(freq - w) <= 5 * np.sqrt(w * (1 - w) / N) + 1e-4, (members, freq, w)
+
+
+def test_coverage_is_one_minus_containment_of_complement():
+    m = md.IID([0.5, 0.25, 0.25], 2)
+    assert m.coverage([True, False, False]) == pytest.approx(1 - 0.5**2)
+
+
+def test_make_draft_model_errors():
+    with pytest.raises(md.InvalidInputError, match="unknown sampling 'bogus'; valid choices: iid"):
+        md.make_draft_model([0.5, 0.5], 2, "bogus")
+    with pytest.raises(md.InvalidInputError, match="needs the number of drafts"):
+        md.make_draft_model([0.5, 0.5], None, "iid")
+    with pytest.raises(md.InvalidInputError, match=r"n = 3 contradicts .* n = 2 drafts"):
+        md.make_draft_model(np.full((2, 3), 1 / 3), 3, "independent")
+    with pytest.raises(md.InvalidInputError, match=r"n <= the number of tokens with q > 0 \(2\), got n = 3"):
+        md.WithoutReplacement([0.5, 0.5, 0.0], 3)
+    with pytest.raises(md.InvalidDistributionError, match=r"shape \(2, 3\); expected n equal axes"):
+        md.Joint(np.full((2, 3), 1 / 6))
+
+
+def test_size_guards():
+    with pytest.raises(md.ProblemTooLargeError, match=r"tuple law has up to 1e\+10 tuples"):
+        md.IID(np.full(100, 0.01), 5).tuple_law()
+    with pytest.raises(md.ProblemTooLargeError, match="set law has up to"):
+        md.IID(np.full(2000, 1 / 2000), 4).set_law()

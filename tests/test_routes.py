@@ -1,0 +1,159 @@
+"""Every route to alpha* agrees with every other, with certificates, on each draft model."""
+
+from fractions import Fraction
+from itertools import combinations
+
+import numpy as np
+import pytest
+
+import mdtheory as md
+from mdtheory.subsets import PREFIX_SAMPLINGS
+
+from .certificates import check_all
+from .instances import CANONICAL, canonical, random_pair
+
+AGREE = 1e-9
+ROUTES = ["subsets", "otlp", "otlp-literal", "dual", "maxflow"]
+
+
+def model_for(sampling, rng, V, n, concentration=1.0):
+    p, q = random_pair(rng, V, concentration)
+    if sampling == "independent":
+        q = rng.dirichlet(np.full(V, concentration), size=n)
+    return p, md.make_draft_model(q, n, sampling)
+
+
+def routes_for(model):
+    return ROUTES + (["prefix"] if model.sampling in PREFIX_SAMPLINGS else [])
+
+
+def run_all(p, model):
+    results = {m: md.optimal_acceptance(p, model, method=m) for m in routes_for(model)}
+    for res in results.values():
+        check_all(res, p, model)
+    return results
+
+
+def assert_agree(results, reference=None):
+    ref = reference if reference is not None else results["subsets"].value
+    for method, res in results.items():
+        assert abs(res.value - ref) <= AGREE, f"{method}: {res.value} vs reference {ref}"
+
+
+SAMPLINGS = ["iid", "without-replacement", "conditional-poisson", "independent"]
+SIZES = [(2, 1), (3, 2), (4, 2), (4, 3), (5, 2), (5, 3), (6, 4)]
+
+
+@pytest.mark.parametrize("sampling", SAMPLINGS)
+@pytest.mark.parametrize("V,n", SIZES)
+def test_routes_agree_random(sampling, V, n):
+    rng = np.random.default_rng(1000 * V + 10 * n + SAMPLINGS.index(sampling))
+    for concentration in (0.1, 1.0, 5.0):
+        p, model = model_for(sampling, rng, V, n, concentration)
+        if model.sampling in ("without-replacement", "conditional-poisson") and \
+                np.count_nonzero(model.q) < n:
+            continue
+        results = run_all(p, model)
+        assert_agree(results)
+        if concentration == 1.0:  # well-separated masses: the minimal cut is unambiguous
+            cuts = {m: tuple(r.cut.tolist()) for m, r in results.items() if m != "prefix"}
+            assert len(set(cuts.values())) == 1, f"routes disagree on the minimal cut: {cuts}"
+
+
+@pytest.mark.parametrize("name", sorted(CANONICAL))
+def test_canonical_instances(name):
+    p, q, n, alpha = canonical(name)
+    results = run_all(p, md.IID(q, n))
+    assert_agree(results, reference=alpha)
+
+
+@pytest.mark.parametrize("sampling", SAMPLINGS)
+def test_degenerate_instances_all_models(sampling):
+    """p = q, point masses and zeros, for every draft model."""
+    rng = np.random.default_rng(7)
+    n = 2
+    q = np.array([0.4, 0.3, 0.2, 0.1, 0.0])
+    cases = [q.copy(), np.array([0.0, 0.0, 0.0, 0.0, 1.0]), np.array([1.0, 0, 0, 0, 0]),
+             np.array([0.0, 0.5, 0.0, 0.5, 0.0])]
+    qq = np.vstack([q, rng.permutation(q)]) if sampling == "independent" else q
+    model = md.make_draft_model(qq, n, sampling)
+    for p in cases:
+        results = run_all(p, model)
+        assert_agree(results)
+    if sampling != "independent":
+        assert results["subsets"].value <= 1.0
+        assert md.alpha_star(q, model) == pytest.approx(1.0, abs=1e-12)  # p = q
+
+
+def test_joint_table_matches_iid():
+    rng = np.random.default_rng(3)
+    p, q = random_pair(rng, 4)
+    table = np.einsum("i,j,k->ijk", q, q, q)
+    joint = md.Joint(table)
+    for method in ROUTES:
+        assert md.alpha_star(p, joint, method=method) == pytest.approx(
+            md.alpha_star(p, q, 3), abs=AGREE), method
+
+
+def test_single_draft_is_one_minus_tv():
+    rng = np.random.default_rng(11)
+    for _ in range(20):
+        p, q = random_pair(rng, 6, 0.5)
+        tv = 0.5 * np.abs(p - q).sum()
+        for sampling in ("iid", "without-replacement", "conditional-poisson"):
+            for method in ("auto", "dual", "otlp"):
+                assert md.alpha_star(p, q, 1, sampling, method=method) == pytest.approx(
+                    1 - tv, abs=AGREE), (sampling, method)
+
+
+def exact_iid_alpha(p, q, n):
+    """alpha* = 1 + min_T [p(T) - q(T)^n] in exact rationals, by enumeration."""
+    V = len(p)
+    best = Fraction(0)
+    for k in range(1, V + 1):
+        for T in combinations(range(V), k):
+            best = min(best, sum(p[i] for i in T) - sum(q[i] for i in T) ** n)
+    return 1 + best
+
+
+def test_float_routes_match_exact_rational_value():
+    rng = np.random.default_rng(5)
+    for _ in range(15):
+        V, n = int(rng.integers(2, 7)), int(rng.integers(1, 5))
+        pn, qn = rng.integers(0, 20, V) + 1, rng.integers(0, 20, V)
+        qn[0] += 1
+        p = [Fraction(int(x), int(pn.sum())) for x in pn]
+        q = [Fraction(int(x), int(qn.sum())) for x in qn]
+        exact = exact_iid_alpha(p, q, n)
+        pf, qf = np.array(p, dtype=float), np.array(q, dtype=float)
+        for method in ROUTES + ["prefix"]:
+            got = md.alpha_star(pf, qf, n, method=method)
+            assert abs(got - float(exact)) <= 1e-12 if method in ("subsets", "prefix") \
+                else abs(got - float(exact)) <= AGREE, (method, got, exact)
+
+
+def test_prefix_matches_exhaustive_without_replacement_with_ties():
+    """Hu et al.'s prefix claim for successive sampling, on instances built with ties in q/p."""
+    rng = np.random.default_rng(2024)
+    for _ in range(300):
+        V = int(rng.integers(2, 8))
+        n = int(rng.integers(2, min(V, 5) + 1))
+        q = rng.dirichlet(np.full(V, rng.choice([0.2, 1.0, 4.0])))
+        p = rng.dirichlet(np.ones(V))
+        block = rng.random(V) < 0.5
+        p[block] = q[block] / rng.uniform(0.3, 3.0)  # equal q/p on the block, unequal q
+        p /= p.sum()
+        model = md.WithoutReplacement(q, n)
+        exhaustive = md.alpha_star(p, model, method="subsets")
+        assert md.alpha_star(p, model, method="prefix") == pytest.approx(exhaustive, abs=1e-11)
+
+
+def test_plan_depends_on_set_only_in_symmetry_reduction():
+    """Literal and set-reduced OTLP: same optimum, and the set plan lifted to tuples is feasible."""
+    rng = np.random.default_rng(9)
+    p, q = random_pair(rng, 4)
+    model = md.IID(q, 3)
+    sets = md.optimal_acceptance(p, model, method="otlp")
+    lit = md.optimal_acceptance(p, model, method="otlp-literal")
+    assert sets.value == pytest.approx(lit.value, abs=AGREE)
+    assert len(sets.support) < len(lit.support)

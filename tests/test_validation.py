@@ -1,0 +1,65 @@
+"""Bad input to the library raises a named error with a message naming the culprit."""
+
+import numpy as np
+import pytest
+
+import mdtheory as md
+
+P = [0.5, 0.5]
+
+
+@pytest.mark.parametrize("q,err,msg", [
+    ([0.5, -0.2, 0.7], md.InvalidDistributionError, r"q\[1\] = -0.2 is negative"),
+    ([0.5, np.nan, 0.5], md.InvalidDistributionError, r"q\[1\] = nan is not finite"),
+    ([np.inf, 0.5, 0.5], md.InvalidDistributionError, r"q\[0\] = inf is not finite"),
+    ([0.0, 0.0, 0.0], md.InvalidDistributionError, "q is all zeros"),
+    ([0.5, 0.3, 0.13], md.InvalidDistributionError, r"q sums to 0.93, not 1 .*normalize"),
+    ([[0.5, 0.5]], md.InvalidDistributionError, r"q has 2 dimension\(s\)"),
+    ([], md.InvalidDistributionError, "q is empty"),
+    (["a", "b", "c"], md.InvalidDistributionError, "q has dtype <U1; expected real numbers"),
+    (np.array([0.5, 0.5, None], dtype=object), md.InvalidDistributionError, "dtype object"),
+])
+def test_bad_q(q, err, msg):
+    with pytest.raises(err, match=msg):
+        md.optimal_acceptance([1 / 3] * 3, q, 2)
+
+
+def test_length_mismatch():
+    with pytest.raises(md.InvalidDistributionError, match="p has length 2 but q has length 3"):
+        md.optimal_acceptance(P, [0.2, 0.3, 0.5], 2)
+
+
+@pytest.mark.parametrize("n,msg", [(0, "at least 1, got 0"), (-3, "at least 1, got -3"),
+                                   (2.5, "must be an integer, got 2.5"), (True, "integer")])
+def test_bad_drafts(n, msg):
+    with pytest.raises(md.InvalidInputError, match=msg):
+        md.optimal_acceptance(P, P, n)
+
+
+def test_unknown_method_lists_choices():
+    with pytest.raises(md.InvalidInputError, match="unknown method 'simplex'; valid choices: auto, prefix"):
+        md.optimal_acceptance(P, P, 2, method="simplex")
+
+
+def test_prefix_refused_where_not_exact():
+    with pytest.raises(md.InvalidInputError, match="exact only for iid, without-replacement"):
+        md.optimal_acceptance(P, np.full((2, 2), 0.5), sampling="independent", method="prefix")
+
+
+def test_normalize_rescales():
+    assert md.alpha_star([2, 2], [1, 3], 1, normalize=True) == pytest.approx(0.75)
+
+
+def test_too_large_is_refused_with_size_and_route():
+    V = 40
+    with pytest.raises(md.ProblemTooLargeError, match=r"2\^40 .* use method='prefix'"):
+        md.optimal_acceptance(np.full(V, 1 / V), np.full(V, 1 / V), 2, method="subsets")
+    with pytest.raises(md.ProblemTooLargeError,
+                       match=r"OTLP would have up to 1.02e\+08 variables \(2.56e\+06 draft tuples x 40"):
+        md.optimal_acceptance(np.full(V, 1 / V), np.full(V, 1 / V), 4, method="otlp-literal")
+
+
+def test_errors_are_valueerrors():
+    assert issubclass(md.InvalidDistributionError, ValueError)
+    assert issubclass(md.ProblemTooLargeError, md.MdtheoryError)
+    assert issubclass(md.SolverError, md.MdtheoryError)
