@@ -1,7 +1,7 @@
 """Command-line interface: ``mdtheory check-acceptance P Q [--drafts N] ...``.
 
-Exit codes: 0 success, 2 bad input (one line on stderr naming the culprit, never a traceback),
-3 a solver failure.
+Exit codes: 0 success (for ``verify``: the claim holds), 1 a ``verify`` claim is refuted, 2 bad input
+(one line on stderr naming the culprit, never a traceback), 3 a solver failure.
 """
 
 from __future__ import annotations
@@ -14,13 +14,14 @@ from collections.abc import Sequence
 import numpy as np
 
 from ._validate import as_distribution
+from .dd import DD_MODELS, acceptance_one_cone, compare_with_hall, sparsest
 from .drafts import make_draft_model
 from .errors import InvalidDistributionError, InvalidInputError, MdtheoryError, SolverError
 from .solve import METHODS, optimal_acceptance
 
 __all__ = ["main", "load_npy"]
 
-EXIT_OK, EXIT_BAD_INPUT, EXIT_SOLVER = 0, 2, 3
+EXIT_OK, EXIT_REFUTED, EXIT_BAD_INPUT, EXIT_SOLVER = 0, 1, 2, 3
 #: Cut sets longer than this are abbreviated in the human-readable output (never in --json).
 SHOW_TOKENS = 20
 
@@ -119,6 +120,86 @@ def _check_acceptance(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _dd(args: argparse.Namespace) -> int:
+    cone = acceptance_one_cone(args.alphabet, args.drafts, args.model, args.method)
+    cmp = compare_with_hall(cone)
+    rows = sorted(zip(cmp["facets"], cone.facets, strict=True),  # Hall's inequalities first
+                  key=lambda r: (r[0][1] is None, not (r[0][1] or "").startswith("hall"),
+                                 len(r[0][1] or ""), r[0][1] or r[0][0]))
+    if args.json:
+        print(json.dumps({
+            "alphabet": cone.m, "drafts": cone.K, "model": cone.model, "method": cone.method,
+            "dimension": len(cone.names), "variables": cone.names,
+            "facets": [{"inequality": text, "hall": label,
+                        "coefficients": list(sparsest(f, cone.linearities))}
+                       for (text, label), f in rows],
+            "linearities": [[str(x) for x in row] for row in cone.linearities],
+            "hall_equal": cmp["equal"], "missing": cmp["missing"], "extra": cmp["extra"],
+            "seconds": round(cone.seconds, 3),
+        }))
+        return EXIT_OK
+    kind = "iid drafts grouped by multiset" if cone.model == "iid" else "free ordered draft tuples"
+    print(f"acceptance-one cone, {kind}, m = {cone.m} tokens, K = {cone.K} drafts: dimension "
+          f"{len(cone.names)}, {len(cone.facets)} facets ({cone.method} route, exact GMP, "
+          f"{cone.seconds:.2f} s)")
+    print("  equality: sum of p = sum of d")
+    for (text, label), _ in rows:
+        print(f"  {text:<60s} [{label or 'not in Hall family'}]")
+    verdict = "equal to" if cmp["equal"] else "different from"
+    print(f"facets are {verdict} the irredundant Hall family p(T) >= sum of d over supports inside T")
+    for label in cmp["missing"]:
+        print(f"  missing: {label}")
+    for text in cmp["extra"]:
+        print(f"  extra facet: {text}")
+    return EXIT_OK
+
+
+def _verify(args: argparse.Namespace) -> int:
+    from .verify import verify_all, verify_hu_wor, verify_symbolic, verify_theorem2, verify_theorem3
+
+    if args.claim == "all":
+        def progress(done, total, label):
+            bar = "#" * (20 * done // total)
+            print(f"\r[{bar:<20s}] {done}/{total} {label:<50s}", end="", file=sys.stderr,
+                  flush=True)
+        records = verify_all(progress)
+        print(file=sys.stderr)
+    else:
+        m, K = args.alphabet, args.drafts
+        records = [{
+            "theorem2": lambda: verify_theorem2(m or 3, K or 2, args.model),
+            "theorem3": lambda: verify_theorem3(m or 4, args.instances, args.seed),
+            "hu-wor": lambda: verify_hu_wor(m or 3, K or 2, args.instances, args.seed),
+            "symbolic": verify_symbolic,
+        }[args.claim]()]
+    if args.json:
+        for rec in records:
+            print(json.dumps(rec))
+    elif args.claim == "all":
+        print(f"{'claim':<10s} {'case':<34s} {'verdict':<9s} {'seconds':>8s}")
+        for rec in records:
+            case = rec["cases"][0] if rec["name"] == "theorem2" else \
+                {k: rec[k] for k in ("alphabet", "drafts", "seed") if k in rec}
+            case = ", ".join(f"{k}={v}" for k, v in case.items()) if isinstance(case, dict) else ""
+            verdict = "verified" if rec["verified"] else "REFUTED"
+            print(f"{rec['name']:<10s} {case:<34s} {verdict:<9s} {rec['seconds']:8.2f}")
+        refuted = sorted({r["name"] for r in records if not r["verified"]})
+        print(f"{sum(r['verified'] for r in records)}/{len(records)} checks verified"
+              + (f"; refuted: {', '.join(refuted)} (run 'mdtheory verify NAME' for the "
+                 "counterexample)" if refuted else ""))
+    else:
+        rec = records[0]
+        print(("VERIFIED" if rec["verified"] else "REFUTED") + f": {rec['claim']}")
+        print(f"  cases checked: {len(rec['cases'])}, {rec['seconds']:.2f} s")
+        if rec["counterexample"] is not None:
+            print(f"  counterexample: {json.dumps(rec['counterexample'])}")
+        if "matches_conditional_poisson" in rec:
+            print("  the ratio is exact for conditional Poisson sampling: "
+                  + ("yes, on every instance and set" if rec["matches_conditional_poisson"]
+                     else "no"))
+    return EXIT_OK if all(r["verified"] for r in records) else EXIT_REFUTED
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="mdtheory", description="Exact theory of multi-draft speculative sampling."
@@ -143,6 +224,34 @@ def build_parser() -> argparse.ArgumentParser:
                        help="rescale rows that do not sum to 1 instead of refusing them")
     check.add_argument("--json", action="store_true", help="one JSON object per row")
     check.set_defaults(func=_check_acceptance)
+
+    dd = sub.add_parser(
+        "dd", help="facets of the acceptance-one cone by exact double description",
+        description="Project the flows out of the acceptance-one polyhedral cone with pycddlib "
+                    "(exact GMP arithmetic) and compare its facets with Hall's family.",
+    )
+    dd.add_argument("--alphabet", "-m", type=int, required=True, help="alphabet size m")
+    dd.add_argument("--drafts", "-K", type=int, required=True, help="number of drafts K")
+    dd.add_argument("--model", choices=DD_MODELS, default="iid",
+                    help="iid (tuples grouped into multisets) or free ordered tuples")
+    dd.add_argument("--method", choices=["generators", "elimination"], default="generators",
+                    help="projection route (default generators)")
+    dd.add_argument("--json", action="store_true", help="one JSON object")
+    dd.set_defaults(func=_dd)
+
+    ver = sub.add_parser(
+        "verify", help="verify a published claim exactly",
+        description="Verify a published claim in exact arithmetic. Exit code 0 if it holds, 1 if "
+                    "it is refuted (the counterexample is printed).",
+    )
+    ver.add_argument("claim", choices=["theorem2", "theorem3", "hu-wor", "symbolic", "all"])
+    ver.add_argument("--alphabet", "-m", type=int, help="alphabet size (theorem2, theorem3, hu-wor)")
+    ver.add_argument("--drafts", "-K", type=int, help="number of drafts (theorem2, hu-wor)")
+    ver.add_argument("--model", choices=DD_MODELS, default="iid", help="theorem2's cone model")
+    ver.add_argument("--instances", type=int, default=20, help="random rational instances")
+    ver.add_argument("--seed", type=int, default=0)
+    ver.add_argument("--json", action="store_true", help="one JSON object per check")
+    ver.set_defaults(func=_verify)
     return parser
 
 

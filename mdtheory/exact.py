@@ -1,0 +1,119 @@
+"""Exact rational arithmetic routes (Fractions and cdd's GMP linear programming), for small sizes.
+
+Used to verify published closed forms with equality, no tolerance: the exact draft-set law of iid,
+successive-sampling and conditional-Poisson drafts, the exact containment, and the set-reduced OTLP
+(``mdtheory.otlp``) solved by cdd's exact simplex.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from itertools import combinations, permutations, product
+from math import prod
+
+import cdd.gmp as cdd
+
+from .errors import InvalidInputError, SolverError
+
+__all__ = ["exact_set_law", "exact_containment", "exact_otlp", "exact_subset_formula",
+           "elementary_symmetric"]
+
+
+def _fractions(q) -> list[Fraction]:
+    out = [Fraction(x) for x in q]
+    if any(x < 0 for x in out) or sum(out) != 1:
+        raise InvalidInputError("an exact distribution needs non-negative rationals summing to 1")
+    return out
+
+
+def exact_set_law(q, n: int, sampling: str = "iid") -> dict[frozenset, Fraction]:
+    """P(set(X) = U) exactly, for ``"iid"``, ``"without-replacement"`` (successive sampling) or
+    ``"conditional-poisson"`` drafts, by enumeration of ordered tuples (sets for conditional Poisson).
+    """
+    q = _fractions(q)
+    V = len(q)
+    law: dict[frozenset, Fraction] = {}
+    if sampling == "iid":
+        for x in product(range(V), repeat=n):
+            w = prod((q[i] for i in x), start=Fraction(1))
+            if w:
+                law[frozenset(x)] = law.get(frozenset(x), 0) + w
+    elif sampling == "without-replacement":
+        for x in permutations(range(V), n):
+            w, used = Fraction(1), Fraction(0)
+            for i in x:
+                if used == 1:
+                    w = Fraction(0)
+                    break
+                w *= q[i] / (1 - used)
+                used += q[i]
+            if w:
+                law[frozenset(x)] = law.get(frozenset(x), 0) + w
+    elif sampling == "conditional-poisson":
+        total = elementary_symmetric(q, n)
+        for A in combinations(range(V), n):
+            w = prod((q[i] for i in A), start=Fraction(1))
+            if w:
+                law[frozenset(A)] = w / total
+    else:
+        raise InvalidInputError(f"no exact set law for sampling {sampling!r}")
+    return law
+
+
+def elementary_symmetric(values, n: int) -> Fraction:
+    """e_n(values) exactly."""
+    e = [Fraction(1)] + [Fraction(0)] * n
+    for v in values:
+        for k in range(n, 0, -1):
+            e[k] += v * e[k - 1]
+    return e[n]
+
+
+def exact_containment(law: dict[frozenset, Fraction], T) -> Fraction:
+    """Q(T) = P(set(X) ⊆ T) from an exact set law."""
+    T = frozenset(T)
+    return sum((w for U, w in law.items() if U <= T), start=Fraction(0))
+
+
+def exact_subset_formula(p, law: dict[frozenset, Fraction]) -> Fraction:
+    """alpha* = 1 + min_T [p(T) - Q(T)] over all 2^V token sets, exactly."""
+    p = _fractions(p)
+    best = Fraction(0)
+    for k in range(1, len(p) + 1):
+        for T in combinations(range(len(p)), k):
+            best = min(best, sum(p[i] for i in T) - exact_containment(law, T))
+    return 1 + best
+
+
+def exact_otlp(p, law: dict[frozenset, Fraction]) -> Fraction:
+    """The set-reduced OTLP optimum, solved by cdd's exact (GMP) simplex.
+
+    .. math:: \\max \\sum_U \\sum_{y \\in U} C(U, y) \\;\\text{ s.t. }\\; \\sum_y C(U, y) = w_U,\\;
+       \\sum_U C(U, y) = p(y),\\; C \\ge 0.
+
+    Raises
+    ------
+    SolverError
+        cdd does not report an optimum.
+    """
+    p = _fractions(p)
+    V = len(p)
+    sets = sorted(law, key=lambda U: (len(U), sorted(U)))
+    ncol = len(sets) * V
+    rows, lin = [], set()
+    for k, U in enumerate(sets):  # w_U - sum_y C(U, y) = 0
+        lin.add(len(rows))
+        rows.append([law[U]] + [-1 if j // V == k else 0 for j in range(ncol)])
+    for y in range(V):  # p_y - sum_U C(U, y) = 0
+        lin.add(len(rows))
+        rows.append([p[y]] + [-1 if j % V == y else 0 for j in range(ncol)])
+    for j in range(ncol):  # C >= 0
+        rows.append([0] + [1 if i == j else 0 for i in range(ncol)])
+    objective = [0] + [1 if j % V in sets[j // V] else 0 for j in range(ncol)]
+    mat = cdd.matrix_from_array(rows, lin_set=lin, rep_type=cdd.RepType.INEQUALITY,
+                                obj_type=cdd.LPObjType.MAX, obj_func=objective)
+    lp = cdd.linprog_from_matrix(mat)
+    cdd.linprog_solve(lp)
+    if lp.status != cdd.LPStatusType.OPTIMAL:
+        raise SolverError(f"cdd's exact LP ended with status {lp.status.name}")
+    return Fraction(lp.obj_value)

@@ -1,0 +1,108 @@
+"""Double description of the acceptance-one cone, exact; checked against Hall and the exact LP."""
+
+import random
+from fractions import Fraction
+
+import pytest
+
+from mdtheory.dd import acceptance_one_cone, compare_with_hall, draft_supports, sparsest
+from mdtheory.errors import InvalidInputError, ProblemTooLargeError
+from mdtheory.exact import exact_otlp
+
+FAST = [(m, K) for m in (2, 3, 4) for K in (2, 3)] + [(2, 4)]
+SLOW = [(5, 2), (5, 3), (3, 4)]
+
+
+@pytest.mark.parametrize("model", ["iid", "tuples"])
+@pytest.mark.parametrize("m,K", FAST)
+def test_facets_are_hall_family(m, K, model):
+    cone = acceptance_one_cone(m, K, model)
+    cmp = compare_with_hall(cone)
+    assert cmp["equal"], (cmp["missing"], cmp["extra"])
+    assert all(label is not None for _, label in cmp["facets"])
+
+
+@pytest.mark.parametrize("model", ["iid", "tuples"])
+@pytest.mark.parametrize("m,K", [(2, 2), (3, 2), (3, 3), (4, 2), (2, 4)])
+def test_two_projection_routes_agree(m, K, model):
+    gen = acceptance_one_cone(m, K, model, "generators")
+    eli = acceptance_one_cone(m, K, model, "elimination")
+    assert gen.facets == eli.facets
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("m,K", SLOW)
+def test_facets_are_hall_family_larger(m, K):
+    assert compare_with_hall(acceptance_one_cone(m, K, "iid"))["equal"]
+
+
+def test_iid_2_2_facets_explicit():
+    cone = acceptance_one_cone(2, 2)
+    texts = sorted(t for t, _ in compare_with_hall(cone)["facets"])
+    assert texts == ["d00 >= 0", "d11 >= 0", "p0 >= d00", "p1 >= d11"]
+
+
+def _in_cone(cone, z):
+    return all(sum(Fraction(a) * x for a, x in zip(f, z, strict=True)) >= 0 for f in cone.facets)
+
+
+def _set_law(cone, d):
+    law = {}
+    for x, mass in zip(cone.supports, d, strict=True):
+        if mass:
+            law[frozenset(x)] = law.get(frozenset(x), 0) + mass
+    return law
+
+
+@pytest.mark.parametrize("model", ["iid", "tuples"])
+@pytest.mark.parametrize("m,K", [(2, 2), (3, 2), (3, 3), (4, 2)])
+def test_facets_agree_with_exact_lp_inside_and_just_outside(m, K, model):
+    """A point satisfies every facet iff the exact OTLP reaches acceptance exactly one."""
+    cone = acceptance_one_cone(m, K, model)
+    rng = random.Random(m * 10 + K)
+    inside = outside = 0
+    for _ in range(40):
+        d = [Fraction(rng.randint(0, 6)) for _ in cone.supports]
+        if not any(d):
+            d[0] = Fraction(1)
+        # route every draft mass to one of its tokens: a point of the cone
+        p = [Fraction(0)] * m
+        for x, mass in zip(cone.supports, d, strict=True):
+            p[rng.choice(sorted(set(x)))] += mass
+        total = sum(d)
+        d = [x / total for x in d]
+        p = [x / total for x in p]
+        # push mass into token b until p_b is delta above (outside) or below (inside) the mass of
+        # the draft supports that contain b, taking it from another token a
+        b = rng.randrange(m)
+        a = rng.choice([y for y in range(m) if y != b])
+        cap = sum(x for s, x in zip(cone.supports, d, strict=True) if b in s)
+        delta = Fraction(rng.choice([1, -1]), 1000)
+        eps = cap - p[b] + delta
+        if 0 < eps <= p[a]:
+            p[a] -= eps
+            p[b] += eps
+        z = p + d
+        in_cone = _in_cone(cone, z)
+        one = exact_otlp(p, _set_law(cone, d)) == 1
+        assert in_cone == one, (p, d)
+        inside += in_cone
+        outside += not in_cone
+    assert inside and outside  # both sides were exercised
+
+
+def test_sparsest_form_is_equivalent():
+    cone = acceptance_one_cone(3, 2)
+    for f in cone.facets:
+        assert sparsest(f, cone.linearities) != tuple([0] * len(f))
+
+
+def test_bad_arguments():
+    with pytest.raises(InvalidInputError, match="unknown DD model 'joint'"):
+        draft_supports(3, 2, "joint")
+    with pytest.raises(InvalidInputError, match="alphabet size must be an integer >= 1, got 0"):
+        acceptance_one_cone(0, 2)
+    with pytest.raises(InvalidInputError, match="unknown DD method 'fourier'"):
+        acceptance_one_cone(2, 2, method="fourier")
+    with pytest.raises(ProblemTooLargeError, match="dimension 130, over the limit 90"):
+        acceptance_one_cone(5, 3, "tuples")

@@ -1,0 +1,88 @@
+"""Verification records: exact verdicts on the published claims, and the CLI around them."""
+
+import json
+from fractions import Fraction
+
+import pytest
+import sympy as sp
+
+from mdtheory.cli import main
+from mdtheory.exact import exact_otlp, exact_set_law, exact_subset_formula
+from mdtheory.symbolic import symbolic_alpha_star, theorem2_example_interval
+from mdtheory.verify import verify_hu_wor, verify_symbolic, verify_theorem2, verify_theorem3
+
+KEYS = {"claim", "verified", "cases", "counterexample"}
+
+
+@pytest.mark.parametrize("m", [2, 3, 4])
+def test_theorem3_exact(m):
+    rec = verify_theorem3(m, instances=15, seed=m)
+    assert KEYS <= rec.keys() and rec["verified"] and rec["counterexample"] is None
+    assert all(c["closed_form"] == c["exact_lp"] for c in rec["cases"])
+
+
+@pytest.mark.parametrize("m,K,model", [(3, 2, "iid"), (4, 3, "iid"), (3, 3, "tuples")])
+def test_theorem2_records(m, K, model):
+    rec = verify_theorem2(m, K, model)
+    assert rec["verified"] and rec["cases"] == [{"alphabet": m, "drafts": K, "model": model}]
+    assert rec["substitution"] is (True if model == "iid" else None)
+
+
+def test_hu_ratio_is_conditional_poisson_not_successive_sampling():
+    rec = verify_hu_wor(3, 2, instances=10, seed=0)
+    assert rec["verified"] is False and rec["matches_conditional_poisson"] is True
+    ce = rec["counterexample"]
+    assert ce["q"] == ["1/2", "3/10", "1/5"] and ce["T"] == [0, 1]
+    assert Fraction(ce["ratio"]) == Fraction(15, 31)
+    assert Fraction(ce["successive_sampling"]) == Fraction(18, 35)
+    assert verify_hu_wor(5, 3, instances=5, seed=1)["matches_conditional_poisson"]
+
+
+def test_symbolic_records():
+    rec = verify_symbolic()
+    assert rec["verified"]
+    interval = theorem2_example_interval()
+    assert sp.simplify(interval.inf - (1 - sp.sqrt(sp.Rational(2, 3)))) == 0
+    assert sp.simplify(interval.sup - (sp.sqrt(sp.Rational(2, 3)) - sp.Rational(1, 3))) == 0
+
+
+def test_symbolic_alpha_star_matches_exact_lp():
+    a, b = sp.symbols("a b", nonnegative=True)
+    expr = symbolic_alpha_star([a, 1 - a], [b, 1 - b], 2)
+    for av, bv in [(Fraction(1, 3), Fraction(1, 2)), (Fraction(9, 10), Fraction(1, 5)),
+                   (Fraction(1, 2), Fraction(1, 2)), (Fraction(0), Fraction(1))]:
+        value = Fraction(str(expr.subs({a: sp.Rational(str(av)), b: sp.Rational(str(bv))})))
+        law = exact_set_law([bv, 1 - bv], 2)
+        assert value == exact_otlp([av, 1 - av], law) == exact_subset_formula([av, 1 - av], law)
+
+
+def test_exact_without_replacement_lp_equals_subset_formula():
+    q = [Fraction(1, 2), Fraction(3, 10), Fraction(1, 5)]
+    p = [Fraction(1, 5), Fraction(1, 5), Fraction(3, 5)]
+    law = exact_set_law(q, 2, "without-replacement")
+    assert exact_otlp(p, law) == exact_subset_formula(p, law)
+
+
+def test_cli_verify_exit_codes(capsys):
+    assert main(["verify", "theorem3", "-m", "3", "--instances", "5", "--json"]) == 0
+    rec = json.loads(capsys.readouterr().out)
+    assert KEYS <= rec.keys() and rec["verified"]
+    assert main(["verify", "hu-wor"]) == 1
+    out = capsys.readouterr().out
+    assert out.startswith("REFUTED") and "15/31" in out and "18/35" in out
+
+
+def test_cli_dd_json(capsys):
+    assert main(["dd", "--alphabet", "3", "--drafts", "2", "--json"]) == 0
+    rec = json.loads(capsys.readouterr().out)
+    assert rec["hall_equal"] and rec["dimension"] == 9 and len(rec["facets"]) == 12
+    assert {"p0 >= d00", "d00 + d01 + d02 >= p0"} <= {f["inequality"] for f in rec["facets"]}
+    assert main(["dd", "-m", "0", "-K", "2"]) == 2
+
+
+@pytest.mark.slow
+def test_cli_verify_all(capsys):
+    code = main(["verify", "all"])
+    out = capsys.readouterr().out
+    assert code == 1 and "refuted: hu-wor" in out  # Hu et al.'s ratio is not successive sampling
+    assert out.count("verified") >= 24
