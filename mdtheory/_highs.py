@@ -21,8 +21,10 @@ class LPSolution(NamedTuple):
 
 
 def solve_lp(cost: np.ndarray, A: sparse.csc_matrix, row_lower: np.ndarray, row_upper: np.ndarray,
-             *, maximize: bool, simplex: bool = False) -> LPSolution:
-    """Solve max/min ``cost @ x`` s.t. ``row_lower <= A x <= row_upper``, ``x >= 0`` with HiGHS.
+             *, maximize: bool, simplex: bool = False, col_upper: np.ndarray | None = None
+             ) -> LPSolution:
+    """Solve max/min ``cost @ x`` s.t. ``row_lower <= A x <= row_upper``, ``0 <= x <= col_upper``
+    (default unbounded above) with HiGHS.
 
     ``simplex=True`` forces the simplex method, whose optimum is a vertex (needed where integrality
     of a totally unimodular LP is read off the solution).
@@ -37,7 +39,8 @@ def solve_lp(cost: np.ndarray, A: sparse.csc_matrix, row_lower: np.ndarray, row_
     lp.num_col_, lp.num_row_ = A.shape[1], A.shape[0]
     lp.col_cost_ = np.asarray(cost, dtype=np.float64)
     lp.col_lower_ = np.zeros(A.shape[1])
-    lp.col_upper_ = np.full(A.shape[1], highspy.kHighsInf)
+    lp.col_upper_ = (np.full(A.shape[1], highspy.kHighsInf) if col_upper is None
+                     else np.asarray(col_upper, dtype=np.float64))
     lp.row_lower_ = np.asarray(row_lower, dtype=np.float64)
     lp.row_upper_ = np.asarray(row_upper, dtype=np.float64)
     lp.sense_ = highspy.ObjSense.kMaximize if maximize else highspy.ObjSense.kMinimize

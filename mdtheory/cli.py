@@ -200,6 +200,61 @@ def _verify(args: argparse.Namespace) -> int:
     return EXIT_OK if all(r["verified"] for r in records) else EXIT_REFUTED
 
 
+def _compare_selectors(args: argparse.Namespace) -> int:
+    from .rules import RULES, make_rule
+    from .rules.base import MAX_ENUMERATION
+
+    P = _load_batch(args.P, "p", args.normalize)
+    Q = _load_batch(args.Q, "q", args.normalize)
+    if len(P) != 1 or len(Q) != 1:
+        raise InvalidDistributionError(
+            f"compare-selectors takes one (V,) pair; got {len(P)} row(s) of p and {len(Q)} of q"
+        )
+    if P.shape[1] != Q.shape[1]:
+        raise InvalidDistributionError(
+            f"p has {P.shape[1]} tokens ({args.P}) but q has {Q.shape[1]} ({args.Q})"
+        )
+    names = list(RULES) if args.rules is None else [r.strip() for r in args.rules.split(",") if r]
+    for name in names:
+        if name not in RULES:
+            raise InvalidInputError(
+                f"unknown selection rule {name!r}; valid choices: {', '.join(RULES)}"
+            )
+    if args.samples < 1:
+        raise InvalidInputError(f"--samples must be at least 1, got {args.samples}")
+    rng = np.random.default_rng(args.seed)
+    rows, optimum = [], {}
+    for name in names:
+        params = {"s": args.truncation} if name == "khisti-lp" else {}
+        rule = make_rule(name, P[0], Q[0], args.drafts, **params)
+        closed = rule.closed_form_acceptance()
+        if closed is not None:
+            acc, exact, ci = closed, True, None
+        elif rule.model.count_tuples() <= MAX_ENUMERATION:
+            acc, exact, ci = rule.enumerate()[0], True, None
+        else:
+            mc = rule.monte_carlo(args.samples, rng)
+            acc, exact, ci = mc["acceptance"], False, list(mc["ci95"])
+        if rule.sampling not in optimum:
+            optimum[rule.sampling] = optimal_acceptance(rule.p, rule.model).value
+        alpha = optimum[rule.sampling]
+        rows.append({"rule": name, "sampling": rule.sampling, "acceptance": acc, "exact": exact,
+                     "ci95": ci, "alpha_star": alpha, "gap": alpha - acc,
+                     "prepare_ms": rule.prepare_seconds * 1e3})
+    if args.json:
+        print(json.dumps(rows))
+        return EXIT_OK
+    print(f"V = {P.shape[1]}, n = {args.drafts} drafts; alpha* is the optimum for each rule's "
+          "draft model")
+    print(f"{'rule':<10s} {'drafts':<20s} {'acceptance':>12s} {'':<24s} {'alpha*':>10s} "
+          f"{'gap':>10s} {'prepare ms':>11s}")
+    for r in rows:
+        how = "exact" if r["exact"] else f"MC, 95% [{r['ci95'][0]:.4f}, {r['ci95'][1]:.4f}]"
+        print(f"{r['rule']:<10s} {r['sampling']:<20s} {r['acceptance']:12.6f} {how:<24s} "
+              f"{r['alpha_star']:10.6f} {r['gap']:10.6f} {r['prepare_ms']:11.3f}")
+    return EXIT_OK
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="mdtheory", description="Exact theory of multi-draft speculative sampling."
@@ -224,6 +279,23 @@ def build_parser() -> argparse.ArgumentParser:
                        help="rescale rows that do not sum to 1 instead of refusing them")
     check.add_argument("--json", action="store_true", help="one JSON object per row")
     check.set_defaults(func=_check_acceptance)
+
+    cmp = sub.add_parser(
+        "compare-selectors", help="acceptance of practical selection rules against alpha*",
+        description="Exact (or Monte Carlo) acceptance of each selection rule, the optimum alpha* "
+                    "of its draft model, the gap, and the preparation time per position.",
+    )
+    cmp.add_argument("P", help="target distribution, .npy of shape (V,)")
+    cmp.add_argument("Q", help="draft distribution, .npy of shape (V,)")
+    cmp.add_argument("--drafts", "-n", type=int, default=2, metavar="N")
+    cmp.add_argument("--rules", help="comma-separated rule names (default: all)")
+    cmp.add_argument("--samples", type=int, default=20_000,
+                     help="Monte Carlo samples where exact enumeration is too costly")
+    cmp.add_argument("--seed", type=int, default=0)
+    cmp.add_argument("--truncation", type=int, default=5, help="khisti-lp truncation s")
+    cmp.add_argument("--normalize", action="store_true")
+    cmp.add_argument("--json", action="store_true", help="a JSON list, one object per rule")
+    cmp.set_defaults(func=_compare_selectors)
 
     dd = sub.add_parser(
         "dd", help="facets of the acceptance-one cone by exact double description",

@@ -19,6 +19,8 @@ Models
                            uniformly random order. Not successive sampling (THEORY §3).
 ``independent``            independent drafts with different laws q_1, ..., q_n.
 ``joint``                  an explicit table Q(x_1, ..., x_n).
+``greedy``                 Hu et al.'s greedy set: the n - 1 most likely tokens of q and one
+                           draw from q renormalised outside them.
 =========================  ==================================================================
 
 Adding a draft model touches this file only.
@@ -43,6 +45,7 @@ __all__ = [
     "ConditionalPoisson",
     "Independent",
     "Joint",
+    "Greedy",
     "SetLaw",
     "TupleLaw",
     "SAMPLINGS",
@@ -149,6 +152,11 @@ class DraftModel(ABC):
                    else "method='prefix' where it applies")
             )
 
+    def sample(self, rng: np.random.Generator, size: int = 1) -> np.ndarray:
+        """Draw ``size`` draft tuples, shape (size, n), from the tuple law (small models)."""
+        law = self.tuple_law()
+        return law.tuples[rng.choice(len(law.probs), size=size, p=law.probs / law.probs.sum())]
+
     @abstractmethod
     def first_draft_law(self) -> np.ndarray:
         """Return the law of X_1, shape (V,): the proposal of single-draft speculative sampling."""
@@ -247,6 +255,9 @@ class IID(_MarkovDraftModel):
     def count_tuples(self):
         return np.count_nonzero(self.q) ** self.n
 
+    def sample(self, rng, size=1):
+        return rng.choice(self.V, size=(size, self.n), p=self.q)
+
     def count_sets(self):
         return _count_up_to(int(np.count_nonzero(self.q)), self.n)
 
@@ -313,6 +324,12 @@ class WithoutReplacement(_MarkovDraftModel):
 
     def count_tuples(self):
         return math.perm(int(np.count_nonzero(self.q)), self.n)
+
+    def sample(self, rng, size=1):
+        """Gumbel-top-k: the n largest of log q_i + Gumbel noise, in decreasing order."""
+        with np.errstate(divide="ignore"):
+            keys = np.log(self.q)[None, :] + rng.gumbel(size=(size, self.V))
+        return np.argsort(-keys, axis=1)[:, : self.n]
 
     def count_sets(self):
         return math.comb(int(np.count_nonzero(self.q)), self.n)
@@ -486,6 +503,9 @@ class Independent(_MarkovDraftModel):
     def count_tuples(self):
         return math.prod(int(np.count_nonzero(row)) for row in self.qs)
 
+    def sample(self, rng, size=1):
+        return np.column_stack([rng.choice(self.V, size=size, p=row) for row in self.qs])
+
     def count_sets(self):
         return _count_up_to(int(np.count_nonzero(self.qs.sum(axis=0))), self.n)
 
@@ -544,6 +564,73 @@ class Joint(DraftModel):
         return self.table.reshape(self.V, -1).sum(axis=1)
 
 
+class Greedy(DraftModel):
+    r"""Hu et al.'s greedy draft set: the n - 1 most likely tokens of q, then one draw from q
+    renormalised outside them (for n = 2 the draft set of SpecHub).
+
+    .. math:: X = (t_1, \dots, t_{n-1}, C), \qquad P(C = c) = \tilde q(c) =
+       \frac{q(c)}{1 - q(\mathrm{top})}, \; c \notin \mathrm{top},
+       \qquad Q(T) = 1[\mathrm{top} \subseteq T]\, \tilde q(T).
+
+    Parameters
+    ----------
+    q : array_like, shape (V,)
+    n : int
+        At most the number of tokens with q > 0 (the drawn token needs mass outside the top).
+    normalize : bool
+
+    Notes
+    -----
+    Ties in q are broken by token index (the top tokens are the first n - 1 of a stable sort).
+    """
+
+    sampling = "greedy"
+
+    def __init__(self, q, n: int, *, normalize: bool = False):
+        self.q = as_distribution(q, "q", normalize=normalize)
+        self.n = as_drafts(n)
+        self.V = self.q.size
+        support = int(np.count_nonzero(self.q))
+        if self.n > support:
+            raise InvalidInputError(
+                f"greedy drafts need n <= the number of tokens with q > 0 ({support}), got n = {self.n}"
+            )
+        self.top = np.argsort(-self.q, kind="stable")[: self.n - 1]
+        rest = np.ones(self.V, dtype=bool)
+        rest[self.top] = False
+        self.tail = np.where(rest, self.q, 0.0) / self.q[rest].sum()
+
+    def containment(self, T):
+        T, single = self._masks(T)
+        out = T[:, self.top].all(axis=1) * (T @ self.tail)
+        return out[0] if single else out
+
+    def count_tuples(self):
+        return int(np.count_nonzero(self.tail))
+
+    count_sets = count_tuples
+
+    def tuple_law(self):
+        self._guard("tuple")
+        tail = np.flatnonzero(self.tail)
+        tuples = np.column_stack([np.tile(self.top, (tail.size, 1)), tail])
+        return TupleLaw(tuples.astype(np.int64), self.tail[tail])
+
+    def set_law(self):
+        law = self.tuple_law()
+        members = np.zeros((len(law.probs), self.V), dtype=bool)
+        members[:, self.top] = True
+        members[np.arange(len(law.probs)), law.tuples[:, -1]] = True
+        return SetLaw(members, law.probs)
+
+    def sample(self, rng, size=1):
+        drawn = rng.choice(self.V, size=size, p=self.tail)
+        return np.column_stack([np.tile(self.top, (size, 1)), drawn])
+
+    def first_draft_law(self):
+        return np.eye(self.V)[self.top[0]] if self.n > 1 else self.tail
+
+
 #: Registry of draft models by name, with their aliases.
 SAMPLINGS = {
     "iid": IID,
@@ -552,6 +639,7 @@ SAMPLINGS = {
     "conditional-poisson": ConditionalPoisson,
     "independent": Independent,
     "joint": Joint,
+    "greedy": Greedy,
 }
 
 

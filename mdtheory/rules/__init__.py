@@ -1,0 +1,52 @@
+"""Token-level selection rules: one interface, exact acceptance and output laws, a registry.
+
+=============  ==================================================================  ==============
+name           rule                                                                drafts
+=============  ==================================================================  ==============
+``single``     single-draft speculative sampling on the first draft                iid
+``rrs``        recursive rejection sampling (SpecInfer)                            iid
+``rrs-wor``    recursive rejection sampling without replacement (Jeon et al.)      successive
+``k-seq``      SpecTr's K-SEQ at ρ*                                                iid
+``greedy``     Hu et al.'s greedy draft set with its optimal verifier              greedy
+``khisti-lp``  Khisti et al.'s importance sampling, truncated LP, tournament       iid
+=============  ==================================================================  ==============
+"""
+
+from __future__ import annotations
+
+from ..errors import InvalidInputError
+from .base import SelectionRule, residual
+from .baselines import (
+    GreedyDrafts,
+    KSeq,
+    RecursiveRejection,
+    RecursiveRejectionWithoutReplacement,
+    SingleDraft,
+)
+from .khisti import KhistiLP
+
+__all__ = ["RULES", "make_rule", "SelectionRule", "residual"]
+
+#: Registry of selection rules by name.
+RULES: dict[str, type[SelectionRule]] = {
+    cls.name: cls
+    for cls in (SingleDraft, RecursiveRejection, RecursiveRejectionWithoutReplacement, KSeq,
+                GreedyDrafts, KhistiLP)
+}
+
+
+def make_rule(name: str, p, q, n: int, *, normalize: bool = False, **params) -> SelectionRule:
+    """Prepare the rule ``name`` for one position.
+
+    Raises
+    ------
+    InvalidInputError
+        Unknown rule name (the message lists the valid ones), or bad parameters.
+    """
+    try:
+        cls = RULES[name]
+    except (KeyError, TypeError):
+        raise InvalidInputError(
+            f"unknown selection rule {name!r}; valid choices: {', '.join(RULES)}"
+        ) from None
+    return cls(p, q, n, normalize=normalize, **params)

@@ -1,0 +1,155 @@
+"""The interface every token-level selection rule implements, and what follows from it.
+
+A rule prepares once per position from (p, q, n) and then, given a draft tuple x, has an exact
+conditional law of its output Y and of the event "a draft was accepted":
+
+.. math:: a(y \\mid x) = P(Y = y, \\text{accepted} \\mid x), \\qquad
+          r(y \\mid x) = P(Y = y, \\text{not accepted} \\mid x).
+
+Everything else is derived once, here: sampling a step (:meth:`SelectionRule.select` draws from
+(a, r)), the exact acceptance :math:`\\sum_x Q(x) \\sum_y a(y \\mid x)` and exact output law
+:math:`\\sum_x Q(x) [a + r](\\cdot \\mid x)` by enumeration over draft tuples, and Monte Carlo estimates.
+Acceptance is the probability that the rule accepts one of the drafts; it is at most
+:math:`P(Y \\in \\mathrm{set}(X)) \\le \\alpha^*` of the rule's draft model.
+"""
+
+from __future__ import annotations
+
+import time
+from abc import ABC, abstractmethod
+from typing import ClassVar
+
+import numpy as np
+
+from .._validate import as_distribution
+from ..drafts import DraftModel, make_draft_model
+from ..errors import InvalidDistributionError, ProblemTooLargeError
+
+__all__ = ["SelectionRule", "residual", "MAX_ENUMERATION"]
+
+#: Largest number of draft tuples :meth:`SelectionRule.enumerate` visits.
+MAX_ENUMERATION = 200_000
+
+
+def residual(target: np.ndarray, proposal: np.ndarray) -> np.ndarray:
+    """norm((target - proposal)^+); ``target`` itself when that is zero (then it is never used)."""
+    r = np.clip(target - proposal, 0.0, None)
+    s = r.sum()
+    return r / s if s > 0 else target
+
+
+class SelectionRule(ABC):
+    """A lossless token-level selection rule for multi-draft speculative sampling.
+
+    Parameters
+    ----------
+    p : array_like, shape (V,)
+        Target distribution.
+    q : array_like, shape (V,)
+        Draft distribution.
+    n : int
+        Number of drafts.
+    normalize : bool
+        Rescale p and q instead of refusing sums off one.
+
+    Attributes
+    ----------
+    name : str
+        Registry name.
+    sampling : str
+        The draft model the rule expects (a key of :data:`mdtheory.drafts.SAMPLINGS`).
+    model : DraftModel
+        That draft model built from q and n.
+    prepare_seconds : float
+        Wall time of the per-position preparation (validation included).
+    """
+
+    name: ClassVar[str] = ""
+    sampling: ClassVar[str] = "iid"
+
+    def __init__(self, p, q, n: int, *, normalize: bool = False, **params):
+        t0 = time.perf_counter()
+        self.p = as_distribution(p, "p", normalize=normalize)
+        self.model: DraftModel = make_draft_model(q, n, self.sampling, normalize=normalize)
+        if self.p.size != self.model.V:
+            raise InvalidDistributionError(
+                f"p has length {self.p.size} but q has length {self.model.V}"
+            )
+        self.q = self.model.q
+        self.n, self.V = self.model.n, self.model.V
+        self._prepare(**params)
+        self.prepare_seconds = time.perf_counter() - t0
+
+    @abstractmethod
+    def _prepare(self, **params) -> None:
+        """Per-position preparation (residuals, LP solves, fitted weights)."""
+
+    @abstractmethod
+    def conditional(self, drafts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Exact (a(. | x), r(. | x)), two sub-probability vectors of shape (V,) summing to one."""
+
+    def closed_form_acceptance(self) -> float | None:
+        """The rule's acceptance by its published closed form, or None where there is none."""
+        return None
+
+    # ------------------------------------------------------------------ derived, shared by all rules
+    def select(self, drafts, rng: np.random.Generator) -> tuple[int, bool]:
+        """One verification step: the output token and whether a draft was accepted."""
+        accept, reject = self.conditional(np.asarray(drafts))
+        u = rng.random()
+        if u < accept.sum():
+            return int(rng.choice(self.V, p=accept / accept.sum())), True
+        return int(rng.choice(self.V, p=reject / reject.sum())), False
+
+    def enumerate(self) -> tuple[float, np.ndarray]:
+        """Exact (acceptance, output law) by summing over the draft tuples of positive probability.
+
+        Raises
+        ------
+        ProblemTooLargeError
+            More than :data:`MAX_ENUMERATION` tuples.
+        """
+        count = self.model.count_tuples()
+        if count > MAX_ENUMERATION:
+            raise ProblemTooLargeError(
+                f"{self.name}: exact enumeration visits up to {count:.3g} draft tuples, over "
+                f"{MAX_ENUMERATION:g}; use Monte Carlo"
+            )
+        law = self.model.tuple_law()
+        accepted, output = 0.0, np.zeros(self.V)
+        for x, w in zip(law.tuples, law.probs, strict=True):
+            a, r = self.conditional(x)
+            accepted += w * a.sum()
+            output += w * (a + r)
+        return float(accepted), output
+
+    def exact_acceptance(self) -> float:
+        """Closed form where the rule has one, else exact enumeration."""
+        closed = self.closed_form_acceptance()
+        return closed if closed is not None else self.enumerate()[0]
+
+    def exact_output_law(self) -> np.ndarray:
+        return self.enumerate()[1]
+
+    def monte_carlo(self, samples: int, rng: np.random.Generator) -> dict:
+        """Simulate drafts and verification; acceptance estimate with a 95% normal interval.
+
+        Returns
+        -------
+        dict
+            ``acceptance``, ``ci95`` (pair), ``counts`` (output token counts, shape (V,)).
+        """
+        drafts = self.model.sample(rng, samples)
+        counts = np.zeros(self.V, dtype=np.int64)
+        hits = 0
+        for x in drafts:
+            y, ok = self.select(x, rng)
+            counts[y] += 1
+            hits += ok
+        est = hits / samples
+        half = 1.96 * np.sqrt(max(est * (1 - est), 1.0 / samples) / samples)
+        return {"acceptance": est, "ci95": (max(est - half, 0.0), min(est + half, 1.0)),
+                "counts": counts}
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(V={self.V}, n={self.n})"

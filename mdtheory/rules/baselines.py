@@ -1,0 +1,182 @@
+"""Practical selection rules with closed-form or enumerated acceptance (THEORY §6)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .base import SelectionRule, residual
+
+__all__ = ["SingleDraft", "RecursiveRejection", "RecursiveRejectionWithoutReplacement", "KSeq",
+           "GreedyDrafts"]
+
+
+def _ratio(num: float, den: float) -> float:
+    """min(1, num / den); a draft of zero proposal mass is never offered."""
+    return 1.0 if num >= den else num / den
+
+
+class SingleDraft(SelectionRule):
+    """Single-draft speculative sampling on the first draft (Leviathan et al. 2023, Chen et al. 2023).
+
+    Accept :math:`x_1` with probability :math:`\\min(1, p(x_1)/q(x_1))`, else sample
+    :math:`\\mathrm{norm}((p - q)^+)`. Acceptance :math:`\\sum_y \\min(p(y), q(y)) = 1 - TV(p, q)`.
+
+    >>> SingleDraft([0.7, 0.3], [0.4, 0.6], 2).exact_acceptance()
+    0.7
+    """
+
+    name = "single"
+
+    def _prepare(self):
+        self.res = residual(self.p, self.q)
+
+    def conditional(self, drafts):
+        y = int(drafts[0])
+        a = _ratio(self.p[y], self.q[y])
+        accept = np.zeros(self.V)
+        accept[y] = a
+        return accept, (1.0 - a) * self.res
+
+    def closed_form_acceptance(self):
+        return float(np.minimum(self.p, self.q).sum())
+
+
+class RecursiveRejection(SelectionRule):
+    """Recursive rejection sampling, SpecInfer (Miao et al. 2024), for iid drafts.
+
+    With :math:`r_1 = p`: accept :math:`x_i` with probability :math:`\\min(1, r_i(x_i)/q(x_i))`, else
+    continue with :math:`r_{i+1} = \\mathrm{norm}((r_i - q)^+)`; after n rejections sample
+    :math:`r_{n+1}`. Acceptance :math:`1 - \\prod_i (1 - \\sum_y \\min(r_i(y), q(y)))`.
+    """
+
+    name = "rrs"
+
+    def _prepare(self):
+        self.r = [self.p]
+        for _ in range(self.n):
+            self.r.append(residual(self.r[-1], self.q))
+
+    def conditional(self, drafts):
+        accept, reach = np.zeros(self.V), 1.0
+        for i, x in enumerate(drafts):
+            a = _ratio(self.r[i][x], self.q[x])
+            accept[x] += reach * a
+            reach *= 1.0 - a
+        return accept, reach * self.r[self.n]
+
+    def closed_form_acceptance(self):
+        miss = np.prod([1.0 - np.minimum(r, self.q).sum() for r in self.r[: self.n]])
+        return float(1.0 - miss)
+
+
+class RecursiveRejectionWithoutReplacement(SelectionRule):
+    """Recursive rejection sampling without replacement (Jeon et al. 2024), drafts by successive
+    sampling.
+
+    Draft i comes from :math:`q_i = q` renormalised off the earlier drafts; accept it with probability
+    :math:`\\min(1, r_i(x_i)/q_i(x_i))`, else :math:`r_{i+1} = \\mathrm{norm}((r_i - q_i)^+)`; after n
+    rejections sample :math:`r_{n+1}`. Each step is single-draft speculative sampling of
+    :math:`r_i` against the proposal actually used, so the output law is p. No closed form: the
+    acceptance is enumerated over draft tuples.
+    """
+
+    name = "rrs-wor"
+    sampling = "without-replacement"
+
+    def _prepare(self):
+        pass
+
+    def conditional(self, drafts):
+        accept, reach, r = np.zeros(self.V), 1.0, self.p
+        free = self.q.copy()
+        for x in drafts:
+            proposal = free / free.sum()
+            a = _ratio(r[x], proposal[x])
+            accept[x] += reach * a
+            reach *= 1.0 - a
+            r = residual(r, proposal)
+            free[x] = 0.0
+        return accept, reach * r
+
+
+class KSeq(SelectionRule):
+    """SpecTr's K-SEQ (Sun et al. 2023) at its optimal ρ*.
+
+    :math:`\\beta(\\rho) = \\sum_y \\min(p(y)/\\rho, q(y))`; :math:`\\rho^* \\in [1, n]` solves
+    :math:`1 - (1 - \\beta)^n = \\rho \\beta`. Each draft in turn is accepted with probability
+    :math:`\\min(1, p(x_i)/(\\rho^* q(x_i)))`; after n rejections sample the residual
+    :math:`\\mathrm{norm}(p - A)` of the exact accepted marginal
+    :math:`A = \\frac{1 - (1-\\beta)^n}{\\beta} \\min(q, p/\\rho^*)`. Acceptance
+    :math:`1 - (1 - \\beta(\\rho^*))^n`, within :math:`(1 - 1/e)` of optimal (SpecTr Thm 3).
+
+    Notes
+    -----
+    ρ* is found by bisection keeping :math:`1 - (1-\\beta)^n \\le \\rho\\beta`, i.e. A <= p, so the
+    residual is a distribution and the rule is lossless for the ρ actually used.
+    """
+
+    name = "k-seq"
+
+    def _beta(self, rho: float) -> float:
+        return float(np.minimum(self.p / rho, self.q).sum())
+
+    def _excess(self, rho: float) -> float:
+        b = self._beta(rho)
+        return 1.0 - (1.0 - b) ** self.n - rho * b
+
+    def _prepare(self):
+        lo, hi = 1.0, float(self.n)
+        if self._excess(lo) <= 0.0:
+            hi = lo
+        for _ in range(200):
+            if hi - lo <= 1e-15 * hi:
+                break
+            mid = 0.5 * (lo + hi)
+            lo, hi = (mid, hi) if self._excess(mid) > 0.0 else (lo, mid)
+        self.rho = hi
+        self.beta = self._beta(hi)
+        accepted = np.minimum(self.q, self.p / hi)
+        scale = (1.0 - (1.0 - self.beta) ** self.n) / self.beta if self.beta > 0 else 0.0
+        self.res = residual(self.p, scale * accepted)
+
+    def conditional(self, drafts):
+        accept, reach = np.zeros(self.V), 1.0
+        for x in drafts:
+            a = _ratio(self.p[x], self.rho * self.q[x])
+            accept[x] += reach * a
+            reach *= 1.0 - a
+        return accept, reach * self.res
+
+    def closed_form_acceptance(self):
+        return float(1.0 - (1.0 - self.beta) ** self.n)
+
+
+class GreedyDrafts(SelectionRule):
+    """Hu et al.'s greedy draft set (top n - 1 tokens of q plus one draw c from q renormalised outside
+    them; SpecHub's set for n = 2) with its optimal verifier.
+
+    Accept c with probability :math:`\\min(1, p(c)/\\tilde q(c))`; else sample the residual
+    :math:`\\propto p` on the top tokens and :math:`(p - \\tilde q)^+` outside them. A residual token in
+    the top is a drafted token, so it counts as accepted. Acceptance
+    :math:`p(\\mathrm{top}) + \\sum_{c \\notin \\mathrm{top}} \\min(p(c), \\tilde q(c))`, the optimum
+    for this draft set.
+    """
+
+    name = "greedy"
+    sampling = "greedy"
+
+    def _prepare(self):
+        self.tail = self.model.tail
+        self.in_top = np.zeros(self.V, dtype=bool)
+        self.in_top[self.model.top] = True
+        self.res = residual(self.p, np.where(self.in_top, 0.0, self.tail))
+
+    def conditional(self, drafts):
+        c = int(drafts[-1])
+        a = _ratio(self.p[c], self.tail[c])
+        accept = np.where(self.in_top, (1.0 - a) * self.res, 0.0)
+        accept[c] += a
+        return accept, np.where(self.in_top, 0.0, (1.0 - a) * self.res)
+
+    def closed_form_acceptance(self):
+        return float(self.p[self.in_top].sum() + np.minimum(self.p, self.tail)[~self.in_top].sum())

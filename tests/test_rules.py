@@ -1,0 +1,151 @@
+"""Selection rules: exactly lossless, closed forms = enumeration, never above alpha*, Monte Carlo."""
+
+import json
+
+import numpy as np
+import pytest
+from scipy import stats
+
+import mdtheory as md
+from mdtheory.cli import main
+from mdtheory.rules import RULES, make_rule
+
+LOSSLESS_TV = 1e-12
+
+
+def instances():
+    rng = np.random.default_rng(123)
+    out = []
+    for _ in range(12):
+        V = int(rng.integers(2, 7))
+        n = int(rng.integers(1, 4))
+        a = float(rng.choice([0.2, 1.0, 4.0]))
+        out.append((rng.dirichlet(np.full(V, a)), rng.dirichlet(np.full(V, a)), n))
+    q = np.array([0.4, 0.3, 0.2, 0.1, 0.0])
+    out += [
+        (q.copy(), q.copy(), 2),                                   # p = q
+        (np.array([0, 0, 0, 0, 1.0]), q, 2),                       # target point mass, no draft mass
+        (np.array([1.0, 0, 0, 0, 0]), q, 3),                       # target point mass on a draft
+        (np.array([0.0, 0.5, 0.0, 0.5, 0.0]), q, 2),               # zeros in p
+        (np.array([0.2, 0.2, 0.2, 0.2, 0.2]), q, 3),               # zeros in q
+        (np.array([0.0, 0.0, 0.3, 0.7, 0.0]), np.array([0.5, 0.5, 0, 0, 0]), 2),  # disjoint
+        (np.array([0.25, 0.25, 0.25, 0.25]), np.array([0.25, 0.25, 0.25, 0.25]), 3),  # ties
+    ]
+    return out
+
+
+def build(name, p, q, n):
+    try:
+        return make_rule(name, p, q, n)
+    except md.InvalidInputError:
+        pytest.skip(f"{name} needs more tokens with q > 0 than n")
+
+
+@pytest.mark.parametrize("name", sorted(RULES))
+@pytest.mark.parametrize("case", range(len(instances())))
+def test_lossless_and_below_optimum(name, case):
+    p, q, n = instances()[case]
+    rule = build(name, p, q, n)
+    acc, law = rule.enumerate()
+    assert 0.5 * np.abs(law - rule.p).sum() <= LOSSLESS_TV, f"{name} is not lossless"
+    alpha = md.alpha_star(rule.p, rule.model)
+    assert acc <= alpha + 1e-12, f"{name}: acceptance {acc} above alpha* {alpha}"
+    closed = rule.closed_form_acceptance()
+    if closed is not None:
+        assert closed == pytest.approx(acc, abs=1e-12), f"{name}: closed form != enumeration"
+
+
+def test_conditionals_are_probability_laws():
+    p, q, n = instances()[0]
+    for name in RULES:
+        rule = build(name, p, q, max(n, 2))
+        for x in rule.model.tuple_law().tuples[:20]:
+            a, r = rule.conditional(x)
+            assert a.min() >= 0 and r.min() >= -1e-15
+            assert a.sum() + r.sum() == pytest.approx(1.0, abs=1e-12), name
+            assert np.all(a[~np.isin(np.arange(rule.V), x)] == 0), f"{name} accepts an undrafted token"
+
+
+def test_greedy_reaches_its_optimum():
+    rng = np.random.default_rng(4)
+    for _ in range(10):
+        p, q = rng.dirichlet(np.ones(6)), rng.dirichlet(np.ones(6))
+        for n in (2, 3):
+            rule = make_rule("greedy", p, q, n)
+            assert rule.exact_acceptance() == pytest.approx(md.alpha_star(p, rule.model), abs=1e-12)
+
+
+def test_khisti_full_lp_is_optimal_for_two_drafts():
+    """Khisti et al. Thm 1: IS + one speculative step reaches alpha*; untruncated (s = V), n = 2."""
+    rng = np.random.default_rng(5)
+    for _ in range(15):
+        V = int(rng.integers(2, 8))
+        p, q = rng.dirichlet(np.full(V, 0.7)), rng.dirichlet(np.full(V, 0.7))
+        rule = make_rule("khisti-lp", p, q, 2, s=V)
+        assert rule.exact_acceptance() == pytest.approx(md.alpha_star(p, q, 2), abs=1e-9)
+
+
+def test_kseq_rho_solves_its_equation():
+    rng = np.random.default_rng(6)
+    for _ in range(10):
+        p, q = rng.dirichlet(np.ones(8)), rng.dirichlet(np.ones(8))
+        for n in (2, 4):
+            r = make_rule("k-seq", p, q, n)
+            assert 1.0 <= r.rho <= n
+            assert 1 - (1 - r.beta) ** n == pytest.approx(r.rho * r.beta, abs=1e-12)
+
+
+def test_rrs_closed_form_known_value():
+    # p = (1, 0), q = (1/2, 1/2), n = 2: P(some draft is token 0) = 3/4
+    assert make_rule("rrs", [1.0, 0.0], [0.5, 0.5], 2).exact_acceptance() == pytest.approx(0.75)
+
+
+@pytest.mark.parametrize("name", sorted(RULES))
+def test_monte_carlo_agrees_with_exact(name):
+    rng = np.random.default_rng(99)
+    p = np.array([0.35, 0.25, 0.2, 0.1, 0.06, 0.04])
+    q = np.array([0.1, 0.3, 0.1, 0.3, 0.1, 0.1])
+    rule = make_rule(name, p, q, 3)
+    N = 20_000
+    mc = rule.monte_carlo(N, rng)
+    exact = rule.exact_acceptance()
+    sigma = np.sqrt(exact * (1 - exact) / N)
+    assert abs(mc["acceptance"] - exact) <= 4.5 * sigma, (name, mc["acceptance"], exact)
+    chi2 = stats.chisquare(mc["counts"], N * rule.p)
+    assert chi2.pvalue > 1e-4, f"{name}: output law differs from p (p-value {chi2.pvalue:.2g})"
+
+
+def test_unknown_rule_and_bad_parameter():
+    with pytest.raises(md.InvalidInputError, match="unknown selection rule 'spechub'; valid choices"):
+        make_rule("spechub", [0.5, 0.5], [0.5, 0.5], 2)
+    with pytest.raises(md.InvalidInputError, match="integer truncation s >= 1, got 0"):
+        make_rule("khisti-lp", [0.5, 0.5], [0.5, 0.5], 2, s=0)
+    with pytest.raises(md.InvalidDistributionError, match="p has length 2 but q has length 3"):
+        make_rule("rrs", [0.5, 0.5], [0.2, 0.3, 0.5], 2)
+
+
+def test_cli_compare_selectors(capsys):
+    code = main(["compare-selectors", "examples/p.npy", "examples/q.npy", "-n", "2", "--json",
+                 "--samples", "2000"])
+    rows = json.loads(capsys.readouterr().out)
+    assert code == 0 and [r["rule"] for r in rows] == list(RULES)
+    keys = {"rule", "acceptance", "exact", "ci95", "alpha_star", "gap", "prepare_ms"}
+    p, q = np.load("examples/p.npy"), np.load("examples/q.npy")
+    for r in rows:
+        assert keys <= r.keys()
+        assert r["gap"] >= -1e-12 and r["prepare_ms"] > 0
+        assert (r["ci95"] is None) == r["exact"]
+        if r["exact"]:
+            assert r["acceptance"] == pytest.approx(make_rule(r["rule"], p, q, 2).exact_acceptance())
+        else:
+            assert r["ci95"][0] <= r["acceptance"] <= r["ci95"][1]
+
+
+def test_cli_compare_selectors_bad_input(capsys, tmp_path):
+    bad = tmp_path / "q.npy"
+    np.save(bad, np.array([0.5, np.nan]))
+    assert main(["compare-selectors", "examples/p.npy", str(bad)]) == 2
+    assert "q[1] = nan is not finite" in capsys.readouterr().err
+    assert main(["compare-selectors", "examples/p.npy", "examples/q.npy", "--rules", "x"]) == 2
+    assert main(["compare-selectors", "examples/p_batch.npy", "examples/q.npy"]) == 2
+    assert "takes one (V,) pair" in capsys.readouterr().err
