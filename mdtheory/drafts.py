@@ -161,6 +161,19 @@ class DraftModel(ABC):
     def first_draft_law(self) -> np.ndarray:
         """Return the law of X_1, shape (V,): the proposal of single-draft speculative sampling."""
 
+    def prefix_containment(self, order: np.ndarray) -> np.ndarray:
+        """Q of every prefix of ``order``: entry k is Q({order[0], ..., order[k]}), shape (V,).
+
+        Generic: one containment per prefix (quadratures for without-replacement drafts); the product
+        models override it with cumulative sums.
+        """
+        mask = np.zeros(self.V, dtype=bool)
+        out = np.empty(len(order))
+        for k, y in enumerate(order):
+            mask[y] = True
+            out[k] = self.containment(mask)
+        return out
+
     def coverage(self, S) -> np.ndarray:
         """Return the coverage :math:`g(S) = P(\\mathrm{set}(X) \\cap S \\neq \\emptyset) = 1 - Q(S^c)`."""
         S = np.asarray(S, dtype=bool)
@@ -257,6 +270,9 @@ class IID(_MarkovDraftModel):
 
     def sample(self, rng, size=1):
         return rng.choice(self.V, size=(size, self.n), p=self.q)
+
+    def prefix_containment(self, order):
+        return np.minimum(np.cumsum(self.q[order]), 1.0) ** self.n
 
     def count_sets(self):
         return _count_up_to(int(np.count_nonzero(self.q)), self.n)
@@ -505,6 +521,9 @@ class Independent(_MarkovDraftModel):
 
     def sample(self, rng, size=1):
         return np.column_stack([rng.choice(self.V, size=size, p=row) for row in self.qs])
+
+    def prefix_containment(self, order):
+        return np.prod(np.minimum(np.cumsum(self.qs[:, order], axis=1), 1.0), axis=0)
 
     def count_sets(self):
         return _count_up_to(int(np.count_nonzero(self.qs.sum(axis=0))), self.n)

@@ -15,7 +15,7 @@ import time
 
 import numpy as np
 
-from .drafts import IID, DraftModel, WithoutReplacement
+from .drafts import DraftModel, WithoutReplacement
 from .errors import InvalidInputError, ProblemTooLargeError
 
 __all__ = ["subsets_exhaustive", "prefix_scan", "prefix_order", "PREFIX_SAMPLINGS",
@@ -117,14 +117,7 @@ def prefix_scan(p: np.ndarray, model: DraftModel) -> dict:
         )
     t0 = time.perf_counter()
     order = prefix_order(p, model.q)
-    if isinstance(model, IID):
-        contained = np.cumsum(model.q[order]) ** model.n
-    else:
-        masks = np.zeros(model.V, dtype=bool)
-        contained = np.empty(model.V)
-        for j, y in enumerate(order):
-            masks[y] = True
-            contained[j] = model.containment(masks)
+    contained = model.prefix_containment(order)
     gain = contained - np.cumsum(p[order])
     best = max(float(gain.max()), 0.0)  # the empty prefix gains 0
     in_cut = np.zeros(model.V, dtype=bool)

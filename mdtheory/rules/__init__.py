@@ -9,6 +9,8 @@ name           rule                                                             
 ``k-seq``      SpecTr's K-SEQ at ρ*                                                iid
 ``greedy``     Hu et al.'s greedy draft set with its optimal verifier              greedy
 ``khisti-lp``  Khisti et al.'s importance sampling, truncated LP, tournament       iid
+``gr-softmax`` Global Resolution's softmax rule, fitted by L-BFGS-B to tolerance τ  iid
+``optimal``    importance sampling from a maximum flow over draft sets: α*         iid (any)
 =============  ==================================================================  ==============
 """
 
@@ -23,7 +25,9 @@ from .baselines import (
     RecursiveRejectionWithoutReplacement,
     SingleDraft,
 )
+from .global_resolution import GlobalResolution
 from .khisti import KhistiLP
+from .optimal import Optimal
 
 __all__ = ["RULES", "make_rule", "SelectionRule", "residual"]
 
@@ -31,7 +35,7 @@ __all__ = ["RULES", "make_rule", "SelectionRule", "residual"]
 RULES: dict[str, type[SelectionRule]] = {
     cls.name: cls
     for cls in (SingleDraft, RecursiveRejection, RecursiveRejectionWithoutReplacement, KSeq,
-                GreedyDrafts, KhistiLP)
+                GreedyDrafts, KhistiLP, GlobalResolution, Optimal)
 }
 
 

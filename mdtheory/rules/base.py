@@ -25,7 +25,7 @@ from .._validate import as_distribution
 from ..drafts import DraftModel, make_draft_model
 from ..errors import InvalidDistributionError, ProblemTooLargeError
 
-__all__ = ["SelectionRule", "residual", "MAX_ENUMERATION"]
+__all__ = ["SelectionRule", "SetPlanRule", "residual", "MAX_ENUMERATION"]
 
 #: Largest number of draft tuples :meth:`SelectionRule.enumerate` visits.
 MAX_ENUMERATION = 200_000
@@ -153,3 +153,32 @@ class SelectionRule(ABC):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(V={self.V}, n={self.n})"
+
+
+class SetPlanRule(SelectionRule):
+    """A rule whose importance-sampling step is a plan over draft sets, then one speculative step.
+
+    Subclasses set, in ``_prepare``, a plan :math:`\\pi(y \\mid U)` for every draft set U (support y ∈ U,
+    total at most 1, the rest meaning "no candidate") through :meth:`_use_plan`. The speculative step
+    runs against the exact marginal :math:`A(y) = \\sum_U w_U \\pi(y \\mid U)` of the plan actually
+    stored: accept the candidate y with probability :math:`\\min(1, p(y)/A(y))`, otherwise sample
+    :math:`\\mathrm{norm}((p - A)^+)`. The output law is p for any plan (Khisti et al., Thm 1), and the
+    acceptance is :math:`\\sum_y \\min(p(y), A(y))`.
+    """
+
+    def _use_plan(self, members: np.ndarray, w: np.ndarray, plan: np.ndarray) -> None:
+        plan = np.where(members, np.clip(plan, 0.0, None), 0.0)
+        plan /= np.maximum(plan.sum(axis=1, keepdims=True), 1.0)  # a row may not exceed 1
+        self.plan = plan
+        self.set_index = {frozenset(np.flatnonzero(row).tolist()): k for k, row in enumerate(members)}
+        self.marginal = w @ plan
+        self.accept_ratio = np.minimum(1.0, np.divide(self.p, self.marginal, out=np.ones(self.V),
+                                                      where=self.marginal > 0))
+        self.res = residual(self.p, self.marginal)
+
+    def conditional(self, drafts):
+        accept = self.plan[self.set_index[frozenset(np.asarray(drafts).tolist())]] * self.accept_ratio
+        return accept, (1.0 - accept.sum()) * self.res
+
+    def closed_form_acceptance(self):
+        return float(np.minimum(self.p, self.marginal).sum())

@@ -1,0 +1,82 @@
+"""Polymatroid view: the closed-form lexicographic base, priority orders, and the two set-plan rules."""
+
+import numpy as np
+import pytest
+
+import mdtheory as md
+from mdtheory.polymatroid import (
+    base_polytope_violation,
+    lex_optimal_base_cvxpy,
+    lex_optimal_base_iid,
+    priority_marginal,
+)
+from mdtheory.rules import make_rule
+
+
+def pairs(seed, count, vmax=7):
+    rng = np.random.default_rng(seed)
+    for _ in range(count):
+        V, n = int(rng.integers(2, vmax + 1)), int(rng.integers(1, 5))
+        c = float(rng.choice([0.3, 1.0, 3.0]))
+        yield rng.dirichlet(np.full(V, c)), rng.dirichlet(np.full(V, c)), n
+
+
+def test_lex_base_attains_alpha_and_lies_in_base_polytope():
+    for p, q, n in pairs(1, 60):
+        base = lex_optimal_base_iid(p, q, n)
+        res = md.optimal_acceptance(p, q, n, method="subsets")
+        assert np.minimum(p, base.mu).sum() == pytest.approx(res.value, abs=1e-12)
+        assert base_polytope_violation(base.mu, md.IID(q, n)) <= 1e-12
+        assert np.all(np.diff(base.slopes) > 0)
+        if res.value < 1 - 1e-9:
+            assert base.cut.tolist() == res.cut.tolist()  # slope > 1 blocks = the minimal cut
+
+
+def test_lex_base_matches_cvxpy_program():
+    for p, q, n in pairs(2, 15, vmax=6):
+        if p.min() < 1e-4:
+            continue
+        mu = lex_optimal_base_cvxpy(p, md.IID(q, n))
+        assert np.abs(mu - lex_optimal_base_iid(p, q, n).mu).max() <= 1e-6
+
+
+def test_lex_base_degenerate():
+    base = lex_optimal_base_iid(np.array([0.0, 0.5, 0.5]), np.array([0.2, 0.4, 0.4]), 2)
+    assert base.mu.sum() == pytest.approx(1.0)
+    assert base.mu[0] == pytest.approx(0.2**2)  # p = 0 token keeps only what it must: Q({0})
+    same = lex_optimal_base_iid(np.array([0.3, 0.7]), np.array([0.3, 0.7]), 3)
+    assert same.mu == pytest.approx([0.3, 0.7]) and same.cut.size == 0
+
+
+def test_priority_orders_are_vertices():
+    rng = np.random.default_rng(3)
+    for _p, q, n in pairs(3, 20, vmax=6):
+        for model in (md.IID(q, n), md.Independent(rng.dirichlet(np.ones(q.size), size=n))):
+            v = priority_marginal(model, rng.permutation(q.size))
+            assert base_polytope_violation(v, model) <= 1e-12
+            assert v.sum() == pytest.approx(1.0)
+    assert priority_marginal(md.IID([0.5, 0.5], 2), [1, 0]).tolist() == [0.25, 0.75]
+    with pytest.raises(md.InvalidInputError, match="permutation"):
+        priority_marginal(md.IID([0.5, 0.5], 2), [0, 0])
+
+
+@pytest.mark.parametrize("sampling", ["iid", "without-replacement", "conditional-poisson"])
+def test_optimal_rule_reaches_alpha_star(sampling):
+    for p, q, n in pairs(4, 12, vmax=6):
+        if np.count_nonzero(q) < n:
+            continue
+        rule = make_rule("optimal", p, q, n, sampling=sampling)
+        acc, law = rule.enumerate()
+        assert acc == pytest.approx(md.alpha_star(p, q, n, sampling), abs=1e-9)
+        assert 0.5 * np.abs(law - p).sum() <= 1e-12
+
+
+def test_gr_softmax_within_ten_tau():
+    for tau in (1e-3, 1e-6):
+        for p, q, n in pairs(5, 10, vmax=6):
+            rule = make_rule("gr-softmax", p, q, n, tau=tau)
+            gap = md.alpha_star(p, q, n) - rule.exact_acceptance()
+            assert -1e-12 <= gap <= 10 * tau + 1e-9
+            assert all(f["max_marginal_error"] <= tau for f in rule.fit.values())
+    with pytest.raises(md.InvalidInputError, match="tolerance tau > 0"):
+        make_rule("gr-softmax", [0.5, 0.5], [0.5, 0.5], 2, tau=0)
