@@ -183,6 +183,18 @@ class DraftModel(ABC):
         return f"{type(self).__name__}(V={self.V}, n={self.n})"
 
     # ------------------------------------------------------------------ helpers for subclasses
+    def _init_from_q(self, q, n, normalize: bool, distinct: str | None = None) -> None:
+        """Validate and store q (shape (V,)) and n; ``distinct`` names a model that needs n distinct
+        tokens with q > 0."""
+        self.q = as_distribution(q, "q", normalize=normalize)
+        self.n = as_drafts(n)
+        self.V = self.q.size
+        support = int(np.count_nonzero(self.q))
+        if distinct and self.n > support:
+            raise InvalidInputError(
+                f"{distinct} needs n <= the number of tokens with q > 0 ({support}), got n = {self.n}"
+            )
+
     def _masks(self, T) -> tuple[np.ndarray, bool]:
         T = np.asarray(T, dtype=bool)
         single = T.ndim == 1
@@ -253,9 +265,7 @@ class IID(_MarkovDraftModel):
     sampling = "iid"
 
     def __init__(self, q, n: int, *, normalize: bool = False):
-        self.q = as_distribution(q, "q", normalize=normalize)
-        self.n = as_drafts(n)
-        self.V = self.q.size
+        self._init_from_q(q, n, normalize)
 
     def containment(self, T):
         T, single = self._masks(T)
@@ -324,15 +334,7 @@ class WithoutReplacement(_MarkovDraftModel):
     PANEL = 0.25
 
     def __init__(self, q, n: int, *, normalize: bool = False):
-        self.q = as_distribution(q, "q", normalize=normalize)
-        self.n = as_drafts(n)
-        self.V = self.q.size
-        support = int(np.count_nonzero(self.q))
-        if self.n > support:
-            raise InvalidInputError(
-                f"without replacement needs n <= the number of tokens with q > 0 ({support}), "
-                f"got n = {self.n}"
-            )
+        self._init_from_q(q, n, normalize, distinct="without replacement")
 
     def next_law(self, step, drafted):
         free = np.where(drafted, 0.0, self.q)
@@ -437,15 +439,7 @@ class ConditionalPoisson(DraftModel):
     sampling = "conditional-poisson"
 
     def __init__(self, q, n: int, *, normalize: bool = False):
-        self.q = as_distribution(q, "q", normalize=normalize)
-        self.n = as_drafts(n)
-        self.V = self.q.size
-        support = int(np.count_nonzero(self.q))
-        if self.n > support:
-            raise InvalidInputError(
-                f"conditional Poisson sampling needs n <= the number of tokens with q > 0 "
-                f"({support}), got n = {self.n}"
-            )
+        self._init_from_q(q, n, normalize, distinct="conditional Poisson sampling")
 
     def _esp(self, weights: np.ndarray) -> np.ndarray:
         """e_n of each row of ``weights`` (M, V) by the recurrence over tokens."""
@@ -606,14 +600,7 @@ class Greedy(DraftModel):
     sampling = "greedy"
 
     def __init__(self, q, n: int, *, normalize: bool = False):
-        self.q = as_distribution(q, "q", normalize=normalize)
-        self.n = as_drafts(n)
-        self.V = self.q.size
-        support = int(np.count_nonzero(self.q))
-        if self.n > support:
-            raise InvalidInputError(
-                f"greedy drafts need n <= the number of tokens with q > 0 ({support}), got n = {self.n}"
-            )
+        self._init_from_q(q, n, normalize, distinct="greedy drafts")
         self.top = np.argsort(-self.q, kind="stable")[: self.n - 1]
         rest = np.ones(self.V, dtype=bool)
         rest[self.top] = False

@@ -52,6 +52,7 @@ def priority_marginal(model: DraftModel, order) -> np.ndarray:
 
     Examples
     --------
+    >>> from mdtheory import IID
     >>> priority_marginal(IID([0.5, 0.5], 2), [0, 1]).tolist()  # token 0 wins unless both drafts are 1
     [0.75, 0.25]
     """

@@ -149,3 +149,15 @@ def test_cli_compare_selectors_bad_input(capsys, tmp_path):
     assert main(["compare-selectors", "examples/p.npy", "examples/q.npy", "--rules", "x"]) == 2
     assert main(["compare-selectors", "examples/p_batch.npy", "examples/q.npy"]) == 2
     assert "takes one (V,) pair" in capsys.readouterr().err
+
+
+def test_kseq_within_one_minus_one_over_e_of_optimal():
+    """SpecTr (Sun et al. 2023, Thm 3): K-SEQ's acceptance is at least (1 - 1/e) alpha*."""
+    rng = np.random.default_rng(7)
+    worst = 1.0
+    for _ in range(200):
+        V, n = int(rng.integers(2, 12)), int(rng.integers(1, 9))
+        p, q = rng.dirichlet(np.full(V, 0.3)), rng.dirichlet(np.full(V, 0.3))
+        ratio = make_rule("k-seq", p, q, n).exact_acceptance() / max(md.alpha_star(p, q, n), 1e-300)
+        worst = min(worst, ratio)
+    assert worst >= 1 - np.exp(-1) - 1e-12

@@ -10,10 +10,13 @@ import numpy as np
 from scipy import sparse
 
 from .._highs import solve_lp
-from ..errors import InvalidInputError
+from ..errors import InvalidInputError, ProblemTooLargeError
 from .base import SelectionRule, residual
 
-__all__ = ["KhistiLP", "tournament_stage"]
+__all__ = ["KhistiLP", "tournament_stage", "MAX_KHISTI_V"]
+
+#: Largest alphabet for the tournament, which stores a dense V x V keep-probability matrix per stage.
+MAX_KHISTI_V = 5000
 
 
 def tournament_stage(p: np.ndarray, left: np.ndarray, right: np.ndarray, s: int
@@ -105,6 +108,11 @@ class KhistiLP(SelectionRule):
         if isinstance(s, bool) or not isinstance(s, (int, np.integer)) or s < 1:
             raise InvalidInputError(f"khisti-lp needs an integer truncation s >= 1, got {s!r}")
         self.s = int(s)
+        if self.V > MAX_KHISTI_V:
+            raise ProblemTooLargeError(
+                f"khisti-lp stores a {self.V} x {self.V} keep matrix per stage; V is over the limit "
+                f"{MAX_KHISTI_V}"
+            )
         self.stages = []
         law = self.q
         for _ in range(self.n - 1):

@@ -1,0 +1,77 @@
+"""Selection-rule benchmark (issue 5): preparation and sampling time per position, success, acceptance
+and gap to alpha*, on synthetic LLM-like pairs. Prints a table; writes no files.
+
+    .venv/bin/python benchmarks/bench_rules.py [--positions N] [--sizes 10x2,100x2,...]
+
+Pairs: Zipf-like target logits over 32,000 tokens plus noise; the draft is the target perturbed and
+tempered (T = 1.3); both are restricted to the draft's top-k tokens and renormalised, so V = k.
+Success: the rule prepared without error (a ProblemTooLargeError or a solver error is a failure).
+Acceptance is the rule's exact acceptance (closed form or the exact marginal of its plan); sampling
+time is one verification step (rule.select) on drafts from the rule's draft model.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+
+import mdtheory as md
+from mdtheory.rules import make_rule
+
+RULES = ["optimal", "gr-softmax", "khisti-lp", "k-seq", "rrs"]
+SIZES = [(10, 2), (10, 4), (10, 5), (100, 2), (1000, 2), (1000, 8), (32000, 4)]
+
+
+def llm_pair(k: int, rng: np.random.Generator, vocab: int = 32_000):
+    logits = -1.1 * np.log(np.arange(1, vocab + 1)) + 0.5 * rng.standard_normal(vocab)
+    draft_logits = (logits + 0.8 * rng.standard_normal(vocab)) / 1.3
+    top = np.argsort(-draft_logits)[:k]
+    p = np.exp(logits[top] - logits[top].max())
+    q = np.exp(draft_logits[top] - draft_logits[top].max())
+    return p / p.sum(), q / q.sum()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--positions", type=int, default=10, help="pairs per size (fewer at k >= 1000)")
+    ap.add_argument("--steps", type=int, default=200, help="select() calls timed per position")
+    ap.add_argument("--sizes", help="comma list like 10x2,100x2 (default: the issue's grid)")
+    ap.add_argument("--rules", default=",".join(RULES))
+    args = ap.parse_args()
+    sizes = SIZES if not args.sizes else [tuple(map(int, s.split("x"))) for s in args.sizes.split(",")]
+    rng = np.random.default_rng(0)
+    print(f"{'k':>6s} {'n':>2s} {'rule':<11s} {'success':>8s} {'prepare ms':>11s} "
+          f"{'select us':>10s} {'acceptance':>11s} {'gap':>10s}")
+    for k, n in sizes:
+        positions = args.positions if k < 1000 else max(2, args.positions // 5)
+        pairs = [llm_pair(k, rng) for _ in range(positions)]
+        alphas = [md.alpha_star(p, q, n) for p, q in pairs]
+        for name in args.rules.split(","):
+            ok, prep, sel, acc, gaps = 0, [], [], [], []
+            for (p, q), alpha in zip(pairs, alphas, strict=True):
+                try:
+                    t0 = time.perf_counter()
+                    rule = make_rule(name, p, q, n)
+                    prep.append(time.perf_counter() - t0)
+                except md.MdtheoryError:
+                    continue
+                ok += 1
+                a = rule.exact_acceptance()
+                acc.append(a)
+                gaps.append(alpha - a)
+                drafts = rule.model.sample(rng, args.steps)
+                t0 = time.perf_counter()
+                for x in drafts:
+                    rule.select(x, rng)
+                sel.append((time.perf_counter() - t0) / args.steps)
+            if ok:
+                print(f"{k:6d} {n:2d} {name:<11s} {ok / positions:8.0%} {np.mean(prep) * 1e3:11.3f} "
+                      f"{np.mean(sel) * 1e6:10.1f} {np.mean(acc):11.6f} {max(gaps):10.2e}")
+            else:
+                print(f"{k:6d} {n:2d} {name:<11s} {0:8.0%} {'-':>11s} {'-':>10s} {'-':>11s} {'-':>10s}")
+
+
+if __name__ == "__main__":
+    main()
