@@ -255,6 +255,32 @@ def _compare_selectors(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _cross_validate(args: argparse.Namespace) -> int:
+    from .torch_bridge import TORCH_RULES, cross_validate
+
+    names = list(TORCH_RULES) if args.rules is None else [r for r in args.rules.split(",") if r]
+    for name in names:
+        if name not in TORCH_RULES:
+            raise InvalidInputError(
+                f"no torch rule {name!r}; valid choices: {', '.join(TORCH_RULES)}"
+            )
+    report = cross_validate(names, device=args.device, batch=args.batch, vocab=args.vocab,
+                            drafts=args.drafts, samples=args.samples, seed=args.seed)
+    if args.json:
+        print(json.dumps(report))
+    else:
+        print(f"device {report['device']}: {args.batch} positions x {args.samples} steps, V = "
+              f"{args.vocab}, n = {args.drafts}; p-values Bonferroni-adjusted over positions")
+        print(f"{'rule':<10s} {'empirical':>10s} {'exact':>10s} {'alpha*':>10s} {'p(acc)':>8s} "
+              f"{'p(<=a*)':>8s} {'p(law)':>8s}  verdict")
+        for r in report["rules"]:
+            print(f"{r['rule']:<10s} {r['acceptance_empirical']:10.5f} {r['acceptance_exact']:10.5f} "
+                  f"{r['alpha_star']:10.5f} {r['acceptance_pvalue']:8.3f} {r['optimum_pvalue']:8.3f} "
+                  f"{r['law_pvalue']:8.3f}  {'pass' if r['passed'] else 'FAIL'}")
+        print("overall: " + ("PASSED" if report["passed"] else "FAILED"))
+    return EXIT_OK if report["passed"] else EXIT_REFUTED
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="mdtheory", description="Exact theory of multi-draft speculative sampling."
@@ -296,6 +322,23 @@ def build_parser() -> argparse.ArgumentParser:
     cmp.add_argument("--normalize", action="store_true")
     cmp.add_argument("--json", action="store_true", help="a JSON list, one object per rule")
     cmp.set_defaults(func=_compare_selectors)
+
+    xv = sub.add_parser(
+        "cross-validate", help="run the torch rules batched and test them against the exact theory",
+        description="Run each batched torch selection rule on random LLM-like (p, q) pairs and test "
+                    "its acceptance (against the exact value and alpha*) and its output law "
+                    "(chi-square against p). Needs the torch extra. Exit code 0 if every rule "
+                    "passes, 1 otherwise.",
+    )
+    xv.add_argument("--device", default="cpu", help="cpu or cuda (default cpu)")
+    xv.add_argument("--batch", type=int, default=8, help="positions (default 8)")
+    xv.add_argument("--vocab", type=int, default=6, help="alphabet size V (default 6)")
+    xv.add_argument("--drafts", "-n", type=int, default=2, metavar="N")
+    xv.add_argument("--samples", type=int, default=4000, help="steps per position (default 4000)")
+    xv.add_argument("--rules", help="comma-separated torch rules (default: all)")
+    xv.add_argument("--seed", type=int, default=0)
+    xv.add_argument("--json", action="store_true", help="one JSON object")
+    xv.set_defaults(func=_cross_validate)
 
     dd = sub.add_parser(
         "dd", help="facets of the acceptance-one cone by exact double description",

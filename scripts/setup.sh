@@ -18,4 +18,4 @@ fi
 
 [ -x .venv/bin/python ] || python3 -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
-.venv/bin/python -m pip install -q -e ".[${MDTHEORY_EXTRAS:-test}]"
+.venv/bin/python -m pip install -q -e ".[${MDTHEORY_EXTRAS:-test,torch}]"

@@ -1,0 +1,400 @@
+"""Torch bridge: batched selection rules and alpha* on whatever device the tensors live on.
+
+torch is imported lazily (``import mdtheory`` never imports it) and is an optional extra
+(``pip install 'mdtheory[torch]'``). Every function keeps the dtype and device of its inputs.
+
+* :func:`to_probs`: logits to probabilities with temperature, top-k and top-p applied in the order
+  Hugging Face's samplers apply them.
+* :func:`alpha_star`: batched optimal acceptance of iid drafts by the sorted-prefix route
+  (``mdtheory.subsets.prefix_scan``), differentiable in p and q through autograd.
+* :data:`TORCH_RULES`: batched ``rrs``, ``k-seq``, ``khisti-lp`` and ``optimal``, each written as the
+  sequential algorithm itself (coins drawn on the device), not from the numpy rules' exact conditional
+  laws, so :func:`cross_validate` checks one implementation against the other. ``khisti-lp`` and
+  ``optimal`` solve their LPs per position on the CPU (numpy/HiGHS) and sample on the device.
+* :func:`cross_validate`: runs each torch rule and compares it with the exact numpy theory.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+from scipy import stats
+
+from .errors import InvalidInputError, MdtheoryError, ProblemTooLargeError
+
+__all__ = ["to_probs", "alpha_star", "sample_drafts", "TorchRule", "TORCH_RULES", "cross_validate"]
+
+
+def _torch():
+    try:
+        import torch
+    except ImportError:
+        raise MdtheoryError(
+            "the torch bridge needs PyTorch; install it with pip install 'mdtheory[torch]'"
+        ) from None
+    return torch
+
+
+def to_probs(logits, temperature: float = 1.0, top_k: int | None = None,
+             top_p: float | None = None):
+    """Softmax of ``logits / temperature`` after top-k, then top-p (nucleus) filtering.
+
+    Parameters
+    ----------
+    logits : Tensor, shape (..., V)
+    temperature : float
+        > 0.
+    top_k : int, optional
+        Keep the k largest logits (ties at the k-th value are kept).
+    top_p : float, optional
+        In (0, 1]: keep the smallest set of most likely tokens whose probability reaches top_p
+        (at least one token).
+
+    Returns
+    -------
+    Tensor, same shape, dtype and device as ``logits``.
+    """
+    torch = _torch()
+    if not temperature > 0:
+        raise InvalidInputError(f"temperature must be > 0, got {temperature}")
+    x = logits / temperature
+    if top_k is not None:
+        if top_k < 1:
+            raise InvalidInputError(f"top_k must be >= 1, got {top_k}")
+        kth = torch.topk(x, min(top_k, x.shape[-1]), dim=-1).values[..., -1:]
+        x = x.masked_fill(x < kth, float("-inf"))
+    if top_p is not None:
+        if not 0 < top_p <= 1:
+            raise InvalidInputError(f"top_p must be in (0, 1], got {top_p}")
+        sorted_x, idx = torch.sort(x, dim=-1)  # ascending
+        cum = torch.softmax(sorted_x, dim=-1).cumsum(dim=-1)
+        drop = cum <= 1 - top_p
+        drop[..., -1] = False  # always keep the most likely token
+        x = x.masked_fill(drop.scatter(-1, idx, drop), float("-inf"))
+    return torch.softmax(x, dim=-1)
+
+
+def alpha_star(p, q, n: int):
+    """Batched optimal acceptance of n iid drafts: :math:`1 - \\max(0, \\max_j [Q_j^n - P_j])` over
+    prefixes in q/p-decreasing order.
+
+    Parameters
+    ----------
+    p, q : Tensor, shape (V,) or (B, V)
+        Probability rows (not validated here: use :func:`to_probs` or the numpy front door).
+    n : int
+
+    Returns
+    -------
+    Tensor, shape () or (B,), differentiable in p and q (a subgradient at ties).
+    """
+    torch = _torch()
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise InvalidInputError(f"the number of drafts must be an integer >= 1, got {n!r}")
+    order = torch.argsort(p.detach() / q.detach(), dim=-1)  # NaN (p = q = 0) sorts last
+    Q = torch.gather(q, -1, order).cumsum(-1).clamp(max=1.0)
+    P = torch.gather(p, -1, order).cumsum(-1)
+    gain = (Q**n - P).amax(dim=-1)
+    return 1.0 - gain.clamp(min=0.0)
+
+
+def sample_drafts(q, n: int, generator=None):
+    """n iid drafts per row of q (B, V): a long tensor (B, n) on q's device."""
+    torch = _torch()
+    return torch.multinomial(q, n, replacement=True, generator=generator)
+
+
+def _residual(target, proposal):
+    """norm((target - proposal)^+) row by row; the target itself where that is zero."""
+    d = (target - proposal).clamp(min=0.0)
+    s = d.sum(-1, keepdim=True)
+    return _torch().where(s > 0, d / s.clamp(min=1e-300), target)
+
+
+def _is_rows(value, B: int) -> bool:
+    return hasattr(value, "repeat_interleave") and value.ndim >= 1 and value.shape[0] == B
+
+
+def _pick(values, index):
+    return values.gather(-1, index.unsqueeze(-1)).squeeze(-1)
+
+
+class TorchRule:
+    """A batched selection rule prepared for rows (p, q) of shape (B, V), n iid drafts.
+
+    :meth:`step` takes drafts (B, n) and returns (tokens (B,), accepted (B,) bool).
+    """
+
+    name = ""
+
+    def __init__(self, p, q, n: int):
+        self.p, self.q, self.n = p, q, n
+        self.prepare()
+
+    def prepare(self) -> None:
+        """Per-position preparation."""
+
+    def repeat_rows(self, k: int) -> TorchRule:
+        """The same prepared rule with every row repeated k times (k steps per position in one batch),
+        without preparing again."""
+        B = self.p.shape[0]
+        new = copy.copy(self)
+        for name, value in vars(self).items():
+            if _is_rows(value, B):
+                setattr(new, name, value.repeat_interleave(k, dim=0))
+            elif isinstance(value, list) and value and all(_is_rows(v, B) for v in value):
+                setattr(new, name, [v.repeat_interleave(k, dim=0) for v in value])
+        return new
+
+    def step(self, drafts, generator=None):
+        raise NotImplementedError  # pragma: no cover - every registered rule overrides it
+
+    def _sequential(self, drafts, ratios_at, final_law, generator):
+        """Accept draft i with probability ratios_at(i, x_i) in turn; else sample final_law."""
+        torch = _torch()
+        B = drafts.shape[0]
+        u = torch.rand(B, drafts.shape[1], generator=generator, device=drafts.device,
+                       dtype=self.p.dtype)
+        token = torch.full((B,), -1, dtype=torch.long, device=drafts.device)
+        done = torch.zeros(B, dtype=torch.bool, device=drafts.device)
+        for i in range(drafts.shape[1]):
+            x = drafts[:, i]
+            take = ~done & (u[:, i] < ratios_at(i, x))
+            token = torch.where(take, x, token)
+            done |= take
+        fallback = torch.multinomial(final_law, 1, generator=generator).squeeze(-1)
+        return torch.where(done, token, fallback), done
+
+
+class TorchRRS(TorchRule):
+    """Recursive rejection sampling (SpecInfer), batched."""
+
+    name = "rrs"
+
+    def prepare(self):
+        self.r = [self.p]
+        for _ in range(self.n):
+            self.r.append(_residual(self.r[-1], self.q))
+
+    def step(self, drafts, generator=None):
+        def ratio(i, x):
+            return (_pick(self.r[i], x) / _pick(self.q, x)).clamp(max=1.0)
+        return self._sequential(drafts, ratio, self.r[self.n], generator)
+
+
+class TorchKSeq(TorchRule):
+    """SpecTr's K-SEQ, batched; ρ* by batched bisection keeping the residual a distribution."""
+
+    name = "k-seq"
+
+    def _beta(self, rho):
+        return _torch().minimum(self.p / rho[:, None], self.q).sum(-1)
+
+    def prepare(self):
+        torch = _torch()
+        B = self.p.shape[0]
+        lo = torch.ones(B, dtype=self.p.dtype, device=self.p.device)
+        hi = torch.full_like(lo, float(self.n))
+
+        def excess(rho):
+            b = self._beta(rho)
+            return 1 - (1 - b) ** self.n - rho * b
+
+        hi = torch.where(excess(lo) <= 0, lo, hi)
+        for _ in range(200):
+            mid = 0.5 * (lo + hi)
+            pos = excess(mid) > 0
+            lo, hi = torch.where(pos, mid, lo), torch.where(pos, hi, mid)
+        self.rho = hi
+        beta = self._beta(hi)
+        scale = torch.where(beta > 0, (1 - (1 - beta) ** self.n) / beta.clamp(min=1e-300),
+                            torch.zeros_like(beta))
+        accepted = scale[:, None] * torch.minimum(self.q, self.p / hi[:, None])
+        self.res = _residual(self.p, accepted)
+
+    def step(self, drafts, generator=None):
+        def ratio(i, x):
+            return (_pick(self.p, x) / (self.rho * _pick(self.q, x))).clamp(max=1.0)
+        return self._sequential(drafts, ratio, self.res, generator)
+
+
+def _rows_numpy(t):
+    return t.detach().to("cpu", dtype=_torch().float64).numpy()
+
+
+class TorchKhisti(TorchRule):
+    """Khisti et al.'s tournament: stage LPs per position on the CPU, the tournament on the device."""
+
+    name = "khisti-lp"
+    s = 5
+
+    def prepare(self):
+        from .rules import make_rule
+
+        torch = _torch()
+        rules = [make_rule("khisti-lp", p, q, self.n, s=self.s, normalize=True)
+                 for p, q in zip(_rows_numpy(self.p), _rows_numpy(self.q), strict=True)]
+        kw = {"dtype": self.p.dtype, "device": self.p.device}
+        self.stages = [torch.as_tensor(np.stack([r.stages[t] for r in rules]), **kw)
+                       for t in range(self.n - 1)]
+        self.mu = torch.as_tensor(np.stack([r.mu for r in rules]), **kw)
+        self.res = _residual(self.p, self.mu)
+
+    def step(self, drafts, generator=None):
+        torch = _torch()
+        B = drafts.shape[0]
+        rows = torch.arange(B, device=drafts.device)
+        u = torch.rand(B, self.n, generator=generator, device=drafts.device, dtype=self.p.dtype)
+        winner = drafts[:, 0]
+        for t, v in enumerate(self.stages):
+            x = drafts[:, t + 1]
+            winner = torch.where(u[:, t] < v[rows, winner, x], winner, x)
+        accept = u[:, -1] < (_pick(self.p, winner) / _pick(self.mu, winner)).clamp(max=1.0)
+        fallback = torch.multinomial(self.res, 1, generator=generator).squeeze(-1)
+        return torch.where(accept, winner, fallback), accept
+
+
+class TorchOptimal(TorchRule):
+    """The optimal rule: maximum-flow plans per position on the CPU; on the device, the draft set is
+    encoded as a bitmask, looked up by binary search, its plan row sampled, then one speculative step.
+    """
+
+    name = "optimal"
+
+    def prepare(self):
+        from .rules import make_rule
+
+        torch = _torch()
+        V = self.p.shape[-1]
+        if V > 62:
+            raise ProblemTooLargeError(f"the torch optimal rule encodes draft sets in 62 bits; V = {V}")
+        rules = [make_rule("optimal", p, q, self.n, normalize=True)
+                 for p, q in zip(_rows_numpy(self.p), _rows_numpy(self.q), strict=True)]
+        M = max(len(r.plan) for r in rules)
+        keys = np.full((len(rules), M), np.iinfo(np.int64).max, dtype=np.int64)
+        plans = np.zeros((len(rules), M, V + 1))
+        for b, r in enumerate(rules):
+            codes = np.array([sum(1 << y for y in s) for s in r.set_index], dtype=np.int64)
+            rows = np.array(list(r.set_index.values()))
+            order = np.argsort(codes)
+            keys[b, : len(codes)] = codes[order]
+            plans[b, : len(codes), :V] = r.plan[rows[order]]
+            plans[b, : len(codes), V] = 1.0 - r.plan[rows[order]].sum(axis=1)  # no candidate
+        kw = {"dtype": self.p.dtype, "device": self.p.device}
+        self.keys = torch.as_tensor(keys, device=self.p.device)
+        self.plans = torch.as_tensor(plans, **kw).clamp(min=0.0)
+        self.ratio = torch.as_tensor(np.stack([r.accept_ratio for r in rules]), **kw)
+        self.res = torch.as_tensor(np.stack([r.res for r in rules]), **kw)
+
+    def step(self, drafts, generator=None):
+        torch = _torch()
+        B, V = self.p.shape
+        rows = torch.arange(B, device=drafts.device)
+        code = torch.zeros(B, dtype=torch.long, device=drafts.device)
+        for i in range(drafts.shape[1]):
+            code |= torch.bitwise_left_shift(torch.ones_like(code), drafts[:, i])
+        idx = torch.searchsorted(self.keys, code.unsqueeze(-1)).squeeze(-1)
+        cand = torch.multinomial(self.plans[rows, idx], 1, generator=generator).squeeze(-1)
+        has = cand < V
+        safe = torch.where(has, cand, torch.zeros_like(cand))
+        u = torch.rand(B, generator=generator, device=drafts.device, dtype=self.p.dtype)
+        accept = has & (u < _pick(self.ratio, safe))
+        fallback = torch.multinomial(self.res, 1, generator=generator).squeeze(-1)
+        return torch.where(accept, safe, fallback), accept
+
+
+#: Batched rules by name; each name is also the numpy rule it is validated against.
+TORCH_RULES = {cls.name: cls for cls in (TorchRRS, TorchKSeq, TorchKhisti, TorchOptimal)}
+
+
+def _pairs(rng: np.random.Generator, batch: int, vocab: int):
+    """LLM-like rows: Zipf-like target logits, draft = strongly perturbed target at temperature 2."""
+    logits = -1.1 * np.log(np.arange(1, vocab + 1))[None, :] + 0.5 * rng.standard_normal((batch, vocab))
+    draft = (logits + 1.5 * rng.standard_normal((batch, vocab))) / 2.0
+    p = np.exp(logits - logits.max(axis=1, keepdims=True))
+    q = np.exp(draft - draft.max(axis=1, keepdims=True))
+    return p / p.sum(axis=1, keepdims=True), q / q.sum(axis=1, keepdims=True)
+
+
+def cross_validate(rules=None, *, device: str = "cpu", batch: int = 8, vocab: int = 6,
+                   drafts: int = 2, samples: int = 4000, seed: int = 0, dtype=None,
+                   significance: float = 1e-4) -> dict:
+    """Run each torch rule on a batch of (p, q) pairs and test it against the exact numpy theory.
+
+    For every position b the torch rule takes ``samples`` verification steps. Three tests per rule,
+    each Bonferroni-corrected over the positions at level ``significance`` (default 1e-4, so a correct
+    rule fails a run with probability about 3e-4 per rule; a biased rule's p-values are near 0):
+
+    * acceptance: two-sided z-test of the empirical acceptance against the rule's exact acceptance
+      (:meth:`mdtheory.rules.SelectionRule.exact_acceptance`);
+    * optimum: one-sided z-test that the empirical acceptance is not above α* (iid drafts);
+    * output law: chi-square goodness of fit of the output tokens to p.
+
+    Parameters
+    ----------
+    rules : iterable of str or (name, TorchRule subclass), optional
+        Default: every rule of :data:`TORCH_RULES`. A pair validates a custom torch rule against the
+        numpy rule ``name``.
+    device, batch, vocab, drafts, samples, seed, dtype, significance
+        As named; ``dtype`` defaults to torch.float64.
+
+    Returns
+    -------
+    dict
+        ``passed`` (bool), ``device``, ``rules``: one dict per rule with ``rule``,
+        ``acceptance_empirical``, ``acceptance_exact``, ``alpha_star`` (means over positions),
+        ``acceptance_pvalue``, ``optimum_pvalue``, ``law_pvalue`` (Bonferroni-adjusted minima) and
+        ``passed``.
+    """
+    torch = _torch()
+    from .rules import make_rule
+    from .solve import alpha_star as np_alpha_star
+
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise InvalidInputError("--device cuda was asked for but CUDA is not available here")
+    for label, value, low in (("batch", batch, 1), ("vocab", vocab, 2), ("drafts", drafts, 1),
+                              ("samples", samples, 10)):
+        if value < low:
+            raise InvalidInputError(f"{label} must be at least {low}, got {value}")
+    dtype = dtype or torch.float64
+    rng = np.random.default_rng(seed)
+    gen = torch.Generator(device=device).manual_seed(seed)
+    p_np, q_np = _pairs(rng, batch, vocab)
+    alphas = np.array([np_alpha_star(p, q, drafts) for p, q in zip(p_np, q_np, strict=True)])
+    P = torch.as_tensor(p_np, dtype=dtype, device=device)
+    Q = torch.as_tensor(q_np, dtype=dtype, device=device)
+    Q_rows = Q.repeat_interleave(samples, dim=0)
+    specs = [(r, TORCH_RULES[r]) if isinstance(r, str) else r
+             for r in (rules if rules is not None else TORCH_RULES)]
+    out = []
+    for name, cls in specs:
+        if name not in TORCH_RULES and cls is None:
+            raise InvalidInputError(f"no torch rule {name!r}; valid: {', '.join(TORCH_RULES)}")
+        exact = np.array([make_rule(name, p, q, drafts).exact_acceptance()
+                          for p, q in zip(p_np, q_np, strict=True)])
+        rule = cls(P, Q, drafts).repeat_rows(samples)
+        tokens, accepted = rule.step(sample_drafts(Q_rows, drafts, gen), gen)
+        acc = accepted.reshape(batch, samples).double().mean(dim=1).cpu().numpy()
+        counts = torch.zeros(batch, vocab, dtype=torch.float64, device=device)
+        counts.scatter_add_(1, tokens.reshape(batch, samples),
+                            torch.ones(batch, samples, dtype=torch.float64, device=device))
+        counts = counts.cpu().numpy()
+        se = np.sqrt(np.maximum(exact * (1 - exact), 1e-12) / samples)
+        p_acc = 2 * stats.norm.sf(np.abs(acc - exact) / se)
+        se_opt = np.sqrt(np.maximum(alphas * (1 - alphas), 1e-12) / samples)
+        p_opt = stats.norm.sf((acc - alphas) / se_opt)
+        p_law = []
+        for c, p in zip(counts, p_np, strict=True):
+            keep = p > 0
+            if (c[~keep] > 0).any():  # a token of zero target mass came out
+                p_law.append(0.0)
+            else:
+                p_law.append(stats.chisquare(c[keep], samples * p[keep] / p[keep].sum()).pvalue)
+        adj = [min(1.0, batch * float(np.min(v))) for v in (p_acc, p_opt, p_law)]
+        out.append({"rule": name, "acceptance_empirical": float(acc.mean()),
+                    "acceptance_exact": float(exact.mean()), "alpha_star": float(alphas.mean()),
+                    "acceptance_pvalue": adj[0], "optimum_pvalue": adj[1], "law_pvalue": adj[2],
+                    "passed": all(a >= significance for a in adj)})
+    return {"passed": all(r["passed"] for r in out), "device": str(torch.device(device)),
+            "rules": out}
