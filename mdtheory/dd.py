@@ -60,9 +60,8 @@ def draft_supports(m: int, K: int, model: str = "iid") -> list[tuple[int, ...]]:
         raise InvalidInputError(f"the alphabet size must be an integer >= 1, got {m!r}")
     if isinstance(K, bool) or not isinstance(K, int) or K < 1:
         raise InvalidInputError(f"the number of drafts must be an integer >= 1, got {K!r}")
-    gen = combinations_with_replacement if model == "iid" else product
-    supports = list(gen(range(m), K)) if model == "iid" else list(product(range(m), repeat=K))
-    del gen
+    supports = (list(combinations_with_replacement(range(m), K)) if model == "iid"
+                else list(product(range(m), repeat=K)))
     if m + len(supports) > MAX_DD_DIMENSION:
         raise ProblemTooLargeError(
             f"the {model} acceptance-one cone for m = {m}, K = {K} has dimension "

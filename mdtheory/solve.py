@@ -7,24 +7,20 @@ import time
 import numpy as np
 
 from ._validate import as_distribution
-from .drafts import DraftModel, WithoutReplacement, make_draft_model
+from .drafts import DraftModel, make_draft_model
 from .dual import dual_lp
 from .errors import InvalidDistributionError, InvalidInputError, SolverError
 from .maxflow import maxflow
 from .otlp import otlp
 from .result import AcceptanceResult
-from .subsets import (
-    MAX_SUBSET_V,
-    MAX_SUBSET_V_SLOW,
-    PREFIX_SAMPLINGS,
-    prefix_scan,
-    subsets_exhaustive,
-)
+from .subsets import PREFIX_SAMPLINGS, prefix_scan, subsets_exhaustive
 
 __all__ = ["optimal_acceptance", "alpha_star", "METHODS", "CERT_TOL"]
 
 #: Every route's cut set must reproduce its value, 1 + p(T) - Q(T), within this.
 CERT_TOL = 1e-7
+#: ``method="auto"`` enumerates all token sets up to this alphabet size (models without a prefix route).
+AUTO_SUBSET_V = 16
 
 METHODS = {
     "prefix": prefix_scan,
@@ -39,8 +35,7 @@ METHODS = {
 def _auto(model: DraftModel) -> str:
     if model.sampling in PREFIX_SAMPLINGS:
         return "prefix"
-    limit = MAX_SUBSET_V_SLOW if isinstance(model, WithoutReplacement) else MAX_SUBSET_V
-    return "subsets" if model.V <= min(limit, 16) else "dual"
+    return "subsets" if model.V <= AUTO_SUBSET_V else "dual"
 
 
 def optimal_acceptance(p, q, n: int | None = None, sampling: str = "iid", *,

@@ -17,6 +17,7 @@ torch is imported lazily (``import mdtheory`` never imports it) and is an option
 from __future__ import annotations
 
 import copy
+from abc import ABC, abstractmethod
 
 import numpy as np
 from scipy import stats
@@ -120,7 +121,7 @@ def _pick(values, index):
     return values.gather(-1, index.unsqueeze(-1)).squeeze(-1)
 
 
-class TorchRule:
+class TorchRule(ABC):
     """A batched selection rule prepared for rows (p, q) of shape (B, V), n iid drafts.
 
     :meth:`step` takes drafts (B, n) and returns (tokens (B,), accepted (B,) bool).
@@ -132,8 +133,8 @@ class TorchRule:
         self.p, self.q, self.n = p, q, n
         self.prepare()
 
-    def prepare(self) -> None:
-        """Per-position preparation."""
+    def prepare(self) -> None:  # noqa: B027 - a rule with nothing to prepare keeps this default
+        """Per-position preparation (none by default)."""
 
     def repeat_rows(self, k: int) -> TorchRule:
         """The same prepared rule with every row repeated k times (k steps per position in one batch),
@@ -147,8 +148,9 @@ class TorchRule:
                 setattr(new, name, [v.repeat_interleave(k, dim=0) for v in value])
         return new
 
+    @abstractmethod
     def step(self, drafts, generator=None):
-        raise NotImplementedError  # pragma: no cover - every registered rule overrides it
+        """One verification step per row: (tokens (B,), accepted (B,) bool)."""
 
     def _sequential(self, drafts, ratios_at, final_law, generator):
         """Accept draft i with probability ratios_at(i, x_i) in turn; else sample final_law."""
