@@ -87,7 +87,7 @@ def literal_one(V: int, n: int) -> None:
 
 
 def bench_literal(limit: float) -> None:
-    sizes = [(10, 3), (10, 4), (20, 4), (10, 5), (30, 4), (15, 5), (10, 6), (40, 4)]
+    sizes = [(10, 3), (10, 4), (12, 4), (8, 5), (13, 4), (9, 5), (15, 4), (10, 5)]
     best = None
     for V, n in sizes:
         cmd = [sys.executable, __file__, "--literal-one", str(V), str(n)]
