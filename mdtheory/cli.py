@@ -16,7 +16,13 @@ import numpy as np
 from ._validate import as_distribution
 from .dd import DD_MODELS, acceptance_one_cone, compare_with_hall, sparsest
 from .drafts import make_draft_model
-from .errors import InvalidDistributionError, InvalidInputError, MdtheoryError, SolverError
+from .errors import (
+    InvalidDistributionError,
+    InvalidInputError,
+    MdtheoryError,
+    ProblemTooLargeError,
+    SolverError,
+)
 from .solve import METHODS, optimal_acceptance
 
 __all__ = ["main", "load_npy"]
@@ -226,7 +232,15 @@ def _compare_selectors(args: argparse.Namespace) -> int:
     rows, optimum = [], {}
     for name in names:
         params = {"s": args.truncation} if name == "khisti-lp" else {}
-        rule = make_rule(name, P[0], Q[0], args.drafts, **params)
+        try:
+            rule = make_rule(name, P[0], Q[0], args.drafts, **params)
+        except (InvalidInputError, ProblemTooLargeError) as exc:
+            if isinstance(exc, InvalidDistributionError):
+                raise
+            rows.append({"rule": name, "sampling": RULES[name].sampling, "acceptance": None,
+                         "exact": False, "ci95": None, "alpha_star": None, "gap": None,
+                         "prepare_ms": None, "error": str(exc)})
+            continue
         closed = rule.closed_form_acceptance()
         if closed is not None:
             acc, exact, ci = closed, True, None
@@ -241,6 +255,9 @@ def _compare_selectors(args: argparse.Namespace) -> int:
         rows.append({"rule": name, "sampling": rule.sampling, "acceptance": acc, "exact": exact,
                      "ci95": ci, "alpha_star": alpha, "gap": alpha - acc,
                      "prepare_ms": rule.prepare_seconds * 1e3})
+    if all(r.get("error") for r in rows):
+        raise InvalidInputError("no selection rule could be prepared: "
+                                + "; ".join(f"{r['rule']}: {r['error']}" for r in rows))
     if args.json:
         print(json.dumps(rows))
         return EXIT_OK
@@ -249,6 +266,9 @@ def _compare_selectors(args: argparse.Namespace) -> int:
     print(f"{'rule':<10s} {'drafts':<20s} {'acceptance':>12s} {'':<24s} {'alpha*':>10s} "
           f"{'gap':>10s} {'prepare ms':>11s}")
     for r in rows:
+        if r.get("error"):
+            print(f"{r['rule']:<10s} {r['sampling']:<20s} not run: {r['error']}")
+            continue
         how = "exact" if r["exact"] else f"MC, 95% [{r['ci95'][0]:.4f}, {r['ci95'][1]:.4f}]"
         print(f"{r['rule']:<10s} {r['sampling']:<20s} {r['acceptance']:12.6f} {how:<24s} "
               f"{r['alpha_star']:10.6f} {r['gap']:10.6f} {r['prepare_ms']:11.3f}")

@@ -132,13 +132,26 @@ def test_cli_compare_selectors(capsys):
     keys = {"rule", "acceptance", "exact", "ci95", "alpha_star", "gap", "prepare_ms"}
     p, q = np.load("examples/p.npy"), np.load("examples/q.npy")
     for r in rows:
-        assert keys <= r.keys()
+        assert keys <= r.keys() and "error" not in r
         assert r["gap"] >= -1e-12 and r["prepare_ms"] > 0
         assert (r["ci95"] is None) == r["exact"]
         if r["exact"]:
             assert r["acceptance"] == pytest.approx(make_rule(r["rule"], p, q, 2).exact_acceptance())
         else:
             assert r["ci95"][0] <= r["acceptance"] <= r["ci95"][1]
+
+
+def test_cli_compare_selectors_reports_rules_that_cannot_run(capsys, tmp_path):
+    p, q = tmp_path / "p.npy", tmp_path / "q.npy"
+    np.save(p, np.array([0.5, 0.3, 0.2]))
+    np.save(q, np.array([0.6, 0.4, 0.0]))
+    assert main(["compare-selectors", str(p), str(q), "-n", "3", "--json"]) == 0
+    rows = {r["rule"]: r for r in json.loads(capsys.readouterr().out)}
+    assert rows["rrs-wor"]["acceptance"] is None and "n <= the number of tokens" in rows["rrs-wor"]["error"]
+    assert rows["rrs"]["acceptance"] == pytest.approx(make_rule("rrs", [0.5, 0.3, 0.2],
+                                                                [0.6, 0.4, 0.0], 3).exact_acceptance())
+    assert main(["compare-selectors", str(p), str(q), "-n", "3", "--rules", "rrs-wor,greedy"]) == 2
+    assert "no selection rule could be prepared" in capsys.readouterr().err
 
 
 def test_cli_compare_selectors_bad_input(capsys, tmp_path):
