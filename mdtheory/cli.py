@@ -94,8 +94,13 @@ def _check_acceptance(args: argparse.Namespace) -> int:
     rows = max(len(P), len(Q))
     for i in range(rows):
         p, q = P[i % len(P)], Q[i % len(Q)]
-        model = make_draft_model(q, args.drafts, args.sampling)
-        res = optimal_acceptance(p, model, method=args.method)
+        try:
+            model = make_draft_model(q, args.drafts, args.sampling)
+            res = optimal_acceptance(p, model, method=args.method)
+        except MdtheoryError as exc:
+            if rows == 1:
+                raise
+            raise type(exc)(f"row {i}: {exc}") from None
         in_cut = np.zeros(p.size, dtype=bool)
         in_cut[res.cut] = True
         p_cut, q_cut = float(p[in_cut].sum()), float(model.containment(in_cut))

@@ -157,6 +157,15 @@ def test_refusals(capsys, npy, argv, msg):
     assert code == 2 and __import__("re").search(msg, err), err
 
 
+def test_batch_error_names_the_row(capsys, npy):
+    p = npy("p.npy", [[0.5, 0.5, 0.0]] * 3)
+    q = npy("q.npy", [[0.4, 0.3, 0.3], [0.4, 0.3, 0.3], [1.0, 0.0, 0.0]])
+    code, out, err = run_main(capsys, "check-acceptance", p, q, "--sampling",
+                              "without-replacement", "--json")
+    assert code == 2 and len(out.splitlines()) == 2
+    assert err.startswith("mdtheory: error: row 2: without replacement needs n <= the number")
+
+
 def test_usage_errors_exit_2(capsys):
     assert main(["check-acceptance"]) == 2
     assert main(["check-acceptance", "a.npy", "b.npy", "--drafts", "two"]) == 2
