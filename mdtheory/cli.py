@@ -72,6 +72,17 @@ def _load_batch(path: str, name: str, normalize: bool) -> np.ndarray:
     return np.atleast_2d(out)
 
 
+def _load_pair(args: argparse.Namespace) -> tuple[np.ndarray, np.ndarray]:
+    """P and Q as (rows, V) arrays with the same number of tokens."""
+    P = _load_batch(args.P, "p", args.normalize)
+    Q = _load_batch(args.Q, "q", args.normalize)
+    if P.shape[1] != Q.shape[1]:
+        raise InvalidDistributionError(
+            f"p has {P.shape[1]} tokens ({args.P}) but q has {Q.shape[1]} ({args.Q})"
+        )
+    return P, Q
+
+
 def _fmt_set(tokens: np.ndarray) -> str:
     tokens = tokens.tolist()
     if len(tokens) <= SHOW_TOKENS:
@@ -81,12 +92,7 @@ def _fmt_set(tokens: np.ndarray) -> str:
 
 
 def _check_acceptance(args: argparse.Namespace) -> int:
-    P = _load_batch(args.P, "p", args.normalize)
-    Q = _load_batch(args.Q, "q", args.normalize)
-    if P.shape[1] != Q.shape[1]:
-        raise InvalidDistributionError(
-            f"p has {P.shape[1]} tokens ({args.P}) but q has {Q.shape[1]} ({args.Q})"
-        )
+    P, Q = _load_pair(args)
     if len(P) != len(Q) and 1 not in (len(P), len(Q)):
         raise InvalidDistributionError(
             f"p has {len(P)} rows but q has {len(Q)}; give equal batches or one row to broadcast"
@@ -215,15 +221,10 @@ def _compare_selectors(args: argparse.Namespace) -> int:
     from .rules import RULES, make_rule
     from .rules.base import MAX_ENUMERATION
 
-    P = _load_batch(args.P, "p", args.normalize)
-    Q = _load_batch(args.Q, "q", args.normalize)
+    P, Q = _load_pair(args)
     if len(P) != 1 or len(Q) != 1:
         raise InvalidDistributionError(
             f"compare-selectors takes one (V,) pair; got {len(P)} row(s) of p and {len(Q)} of q"
-        )
-    if P.shape[1] != Q.shape[1]:
-        raise InvalidDistributionError(
-            f"p has {P.shape[1]} tokens ({args.P}) but q has {Q.shape[1]} ({args.Q})"
         )
     names = list(RULES) if args.rules is None else [r.strip() for r in args.rules.split(",") if r]
     for name in names:

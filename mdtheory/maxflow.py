@@ -89,8 +89,8 @@ def maxflow(p: np.ndarray, model: DraftModel) -> dict:
     -------
     dict
         ``value`` (flow value), ``cut`` (sink-side tokens of the minimum cut, read off the residual
-        network), ``cut_capacity`` (capacity of that cut, recomputed edge by edge), ``plan`` (the
-        flow S(U, y)), ``support`` (set indicators), ``support_probs``, ``timings``.
+        network; its capacity 1 + p(T) - Q(T) is certified by the front door), ``plan``
+        (the flow S(U, y)), ``support`` (set indicators), ``support_probs``, ``timings``.
 
     Notes
     -----
@@ -121,11 +121,7 @@ def maxflow(p: np.ndarray, model: DraftModel) -> dict:
     # so residuals of up to V + M units are rounding, not capacity
     cut = cut_from_flow(np.array(p_int, float), members, np.array(w_int, float), flow,
                         tol=float(model.V + len(w)))
-    in_cut = np.zeros(model.V, dtype=bool)
-    in_cut[cut] = True
-    uncut_sets = members[:, ~in_cut].any(axis=1)  # U ⊄ T: their U → sink edge is cut
-    cut_capacity = float(p[in_cut].sum() + w[uncut_sets].sum())
     t2 = time.perf_counter()
-    return {"value": R.graph["flow_value"] / SCALE, "cut": cut, "cut_capacity": cut_capacity,
+    return {"value": R.graph["flow_value"] / SCALE, "cut": cut,
             "plan": flow / SCALE, "support": members, "support_probs": w,
             "timings": {"build": t1 - t0, "solve": t2 - t1}}

@@ -367,12 +367,13 @@ def cross_validate(rules=None, *, device: str = "cpu", batch: int = 8, vocab: in
     P = torch.as_tensor(p_np, dtype=dtype, device=device)
     Q = torch.as_tensor(q_np, dtype=dtype, device=device)
     Q_rows = Q.repeat_interleave(samples, dim=0)
-    specs = [(r, TORCH_RULES[r]) if isinstance(r, str) else r
-             for r in (rules if rules is not None else TORCH_RULES)]
+    specs = []
+    for r in rules if rules is not None else TORCH_RULES:
+        if isinstance(r, str) and r not in TORCH_RULES:
+            raise InvalidInputError(f"no torch rule {r!r}; valid choices: {', '.join(TORCH_RULES)}")
+        specs.append((r, TORCH_RULES[r]) if isinstance(r, str) else r)
     out = []
     for name, cls in specs:
-        if name not in TORCH_RULES and cls is None:
-            raise InvalidInputError(f"no torch rule {name!r}; valid: {', '.join(TORCH_RULES)}")
         exact = np.array([make_rule(name, p, q, drafts).exact_acceptance()
                           for p, q in zip(p_np, q_np, strict=True)])
         rule = cls(P, Q, drafts).repeat_rows(samples)

@@ -25,7 +25,7 @@ from .._validate import as_distribution
 from ..drafts import DraftModel, make_draft_model
 from ..errors import InvalidDistributionError, ProblemTooLargeError
 
-__all__ = ["SelectionRule", "SetPlanRule", "residual", "MAX_ENUMERATION"]
+__all__ = ["SelectionRule", "SetPlanRule", "residual", "speculative_step", "MAX_ENUMERATION"]
 
 #: Largest number of draft tuples :meth:`SelectionRule.enumerate` visits.
 MAX_ENUMERATION = 200_000
@@ -36,6 +36,17 @@ def residual(target: np.ndarray, proposal: np.ndarray) -> np.ndarray:
     r = np.clip(target - proposal, 0.0, None)
     s = r.sum()
     return r / s if s > 0 else target
+
+
+def speculative_step(p: np.ndarray, marginal: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Single-draft speculative sampling of p against a proposal of law ``marginal``.
+
+    Returns the acceptance probability :math:`\\min(1, p(y)/\\mu(y))` of each candidate y (1 where
+    μ(y) = 0, never proposed) and the residual :math:`\\mathrm{norm}((p - \\mu)^+)`; with μ the exact
+    marginal of the candidate, the output law is p (Khisti et al., Thm 1).
+    """
+    ratio = np.minimum(1.0, np.divide(p, marginal, out=np.ones(p.size), where=marginal > 0))
+    return ratio, residual(p, marginal)
 
 
 class SelectionRule(ABC):
@@ -172,9 +183,7 @@ class SetPlanRule(SelectionRule):
         self.plan = plan
         self.set_index = {frozenset(np.flatnonzero(row).tolist()): k for k, row in enumerate(members)}
         self.marginal = w @ plan
-        self.accept_ratio = np.minimum(1.0, np.divide(self.p, self.marginal, out=np.ones(self.V),
-                                                      where=self.marginal > 0))
-        self.res = residual(self.p, self.marginal)
+        self.accept_ratio, self.res = speculative_step(self.p, self.marginal)
 
     def conditional(self, drafts):
         accept = self.plan[self.set_index[frozenset(np.asarray(drafts).tolist())]] * self.accept_ratio

@@ -11,7 +11,7 @@ from scipy import sparse
 
 from .._highs import solve_lp
 from ..errors import InvalidInputError, ProblemTooLargeError
-from .base import SelectionRule, residual
+from .base import SelectionRule, speculative_step
 
 __all__ = ["KhistiLP", "tournament_stage", "MAX_KHISTI_V"]
 
@@ -119,9 +119,7 @@ class KhistiLP(SelectionRule):
             v, law = tournament_stage(self.p, law, self.q, self.s)
             self.stages.append(v)
         self.mu = law
-        self.accept_ratio = np.minimum(1.0, np.divide(self.p, law, out=np.ones(self.V),
-                                                      where=law > 0))
-        self.res = residual(self.p, law)
+        self.accept_ratio, self.res = speculative_step(self.p, law)
 
     def winner_law(self, drafts) -> np.ndarray:
         """Exact law of the tournament winner Y' given the drafts."""
