@@ -22,6 +22,7 @@ from __future__ import annotations
 from itertools import product
 
 import numpy as np
+from numba import njit
 
 from .drafts import DraftModel
 from .errors import InvalidInputError, ProblemTooLargeError
@@ -76,20 +77,58 @@ class LexBase:
         The base; :math:`\\sum_y \\min(p, \\mu) = \\alpha^*`.
     order : ndarray of int
         Tokens by q/p increasing (p = 0 < q last).
-    blocks : list of ndarray of int
-        Consecutive runs of ``order`` on one segment of the lower convex hull.
+    bounds : ndarray of int
+        Hull vertices: block k is ``order[bounds[k]:bounds[k + 1]]``.
     slopes : ndarray
         μ/p on each block (increasing); blocks of slope > 1 form the optimal cut set.
     """
 
-    def __init__(self, mu, order, blocks, slopes):
-        self.mu, self.order, self.blocks, self.slopes = mu, order, blocks, slopes
+    def __init__(self, mu, order, bounds, slopes):
+        self.mu, self.order, self.bounds, self.slopes = mu, order, bounds, slopes
+
+    @property
+    def blocks(self) -> list[np.ndarray]:
+        """Consecutive runs of ``order`` on one segment of the lower convex hull."""
+        return np.split(self.order, self.bounds[1:-1])
 
     @property
     def cut(self) -> np.ndarray:
         """Tokens of the blocks with slope > 1 (over-drafted), sorted."""
-        over = [b for b, s in zip(self.blocks, self.slopes, strict=True) if s > 1.0]
-        return np.sort(np.concatenate(over)) if over else np.zeros(0, dtype=np.int64)
+        first = np.searchsorted(self.slopes, 1.0, side="right")  # slopes increase
+        return np.sort(self.order[self.bounds[first]:])
+
+
+def _power_gap(x: np.ndarray, d: np.ndarray, n: int) -> np.ndarray:
+    """:math:`(x^n - y^n) / (x - y)` for y = x - d, 0 <= d <= x, elementwise: the rise of
+    :math:`1 - (1 - Q)^n` per unit of q, to full relative precision (no difference of powers)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r = np.clip(d / x, 0.0, 1.0)
+        out = x ** (n - 1) * -np.expm1(n * np.log1p(-r)) / r
+        out = np.where(r > 0, out, n * x ** (n - 1))
+    return np.where(x > 0, out, 0.0)
+
+
+@njit(cache=True)
+def _lex_blocks(dp, dg):
+    """Greatest convex minorant of the path with increments (dp, dg), by pooling adjacent blocks.
+
+    Blocks merge while the earlier one's slope dg/dp is at least the later one's (cross-multiplied,
+    so p = 0 gives slope infinity and p = q = 0 joins its neighbour). Each block keeps its own sums of
+    positive terms: no difference of prefix sums, so a token of mass 1e-40 next to one of mass 1 is
+    placed right. Returns (first token of each block plus the end, block sums of dp, of dg).
+    """
+    start = np.empty(dp.size + 1, np.int64)
+    sp, sg = np.empty(dp.size), np.empty(dp.size)
+    m = 0
+    for k in range(dp.size):
+        start[m], sp[m], sg[m] = k, dp[k], dg[k]
+        m += 1
+        while m >= 2 and sg[m - 2] * sp[m - 1] >= sg[m - 1] * sp[m - 2]:
+            sp[m - 2] += sp[m - 1]
+            sg[m - 2] += sg[m - 1]
+            m -= 1
+    start[m] = dp.size
+    return start[: m + 1], sp[:m], sg[:m]
 
 
 def lex_optimal_base_iid(p: np.ndarray, q: np.ndarray, n: int) -> LexBase:
@@ -123,34 +162,21 @@ def lex_optimal_base_iid(p: np.ndarray, q: np.ndarray, n: int) -> LexBase:
     """
     with np.errstate(divide="ignore", invalid="ignore"):
         order = np.argsort(q / p, kind="stable")  # NaN (p = q = 0) and inf (p = 0 < q) last
-    P = np.concatenate([[0.0], np.cumsum(p[order])])
-    # 1 - q(prefix) as a suffix sum of positive terms: subtracting from 1 cancels near the end
-    rest = np.concatenate([np.cumsum(q[order][::-1])[::-1], [0.0]])
-    G = 1.0 - rest**n
-    hull = [0]
-    for k in range(1, len(P)):
-        while len(hull) >= 2:
-            a, b = hull[-2], hull[-1]
-            if (G[b] - G[a]) * (P[k] - P[a]) >= (G[k] - G[a]) * (P[b] - P[a]):
-                hull.pop()  # b lies on or above the chord from a to k
-            else:
-                break
-        hull.append(k)
-    mu = np.zeros_like(p)
-    blocks, slopes = [], []
-    for a, b in zip(hull[:-1], hull[1:], strict=True):
-        idx = order[a:b]
-        dP, dG = p[idx].sum(), rest[a] ** n - rest[b] ** n  # no differences of sums near 1
-        if dP > 0:
-            slope = dG / dP
-            mu[idx] = slope * p[idx]
-        else:
-            slope = np.inf
-            mass = q[idx].sum()
-            mu[idx] = dG * q[idx] / mass if mass > 0 else 0.0
-        blocks.append(idx)
-        slopes.append(slope)
-    return LexBase(mu, order, blocks, np.array(slopes))
+    po, qo = p[order], q[order]
+    rest = np.concatenate([np.cumsum(qo[::-1])[::-1], [0.0]])  # q of each suffix, summed from the end
+    # each token's rise of G = 1 - (1 - Q)^n, to full relative precision
+    dg = qo * _power_gap(rest[:-1], qo, int(n))
+    bounds, dP, dG = _lex_blocks(po, dg)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        slopes = np.where(dP > 0, dG / dP, np.inf)
+        dQ = np.add.reduceat(qo, bounds[:-1]) if qo.size else np.zeros(0)
+        by_q = np.where(dQ > 0, dG / dQ, 0.0)  # a vertical block (p = 0 < q) shares by q
+    sizes = np.diff(bounds)
+    vertical = np.repeat(dP <= 0, sizes)
+    mu = np.empty_like(p)
+    mu[order] = np.where(vertical, np.repeat(by_q, sizes) * qo,
+                         np.repeat(np.where(dP > 0, slopes, 0.0), sizes) * po)
+    return LexBase(mu, order, bounds, slopes)
 
 
 def _all_sets(V: int) -> np.ndarray:

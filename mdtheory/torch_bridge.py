@@ -9,8 +9,8 @@ torch is imported lazily (``import mdtheory`` never imports it) and is an option
   (``mdtheory.subsets.prefix_scan``), differentiable in p and q through autograd.
 * :data:`TORCH_RULES`: batched ``rrs``, ``k-seq``, ``khisti-lp`` and ``optimal``, each written as the
   sequential algorithm itself (coins drawn on the device), not from the numpy rules' exact conditional
-  laws, so :func:`cross_validate` checks one implementation against the other. ``khisti-lp`` and
-  ``optimal`` solve their LPs per position on the CPU (numpy/HiGHS) and sample on the device.
+  laws, so :func:`cross_validate` checks one implementation against the other. ``khisti-lp`` solves
+  its LPs and ``optimal`` builds its time schedules per position on the CPU; both sample on the device.
 * :func:`cross_validate`: runs each torch rule and compares it with the exact numpy theory.
 """
 
@@ -22,7 +22,7 @@ from abc import ABC, abstractmethod
 import numpy as np
 from scipy import stats
 
-from .errors import InvalidInputError, MdtheoryError, ProblemTooLargeError
+from .errors import InvalidInputError, MdtheoryError
 
 __all__ = ["to_probs", "alpha_star", "sample_drafts", "TorchRule", "TORCH_RULES", "cross_validate"]
 
@@ -258,8 +258,9 @@ class TorchKhisti(TorchRule):
 
 
 class TorchOptimal(TorchRule):
-    """The optimal rule: maximum-flow plans per position on the CPU; on the device, the draft set is
-    encoded as a bitmask, looked up by binary search, its plan row sampled, then one speculative step.
+    """The optimal rule: a time schedule per position on the CPU (:mod:`mdtheory.schedule`); on the
+    device, every draft draws a time from its token's pieces, the earliest is the candidate, then one
+    speculative step against the schedule's exact marginal.
     """
 
     name = "optimal"
@@ -268,42 +269,38 @@ class TorchOptimal(TorchRule):
         from .rules import make_rule
 
         torch = _torch()
-        V = self.p.shape[-1]
-        if V > 62:
-            raise ProblemTooLargeError(f"the torch optimal rule encodes draft sets in 62 bits; V = {V}")
         rules = [make_rule("optimal", p, q, self.n, normalize=True)
                  for p, q in zip(_rows_numpy(self.p), _rows_numpy(self.q), strict=True)]
-        M = max(len(r.plan) for r in rules)
-        keys = np.full((len(rules), M), np.iinfo(np.int64).max, dtype=np.int64)
-        plans = np.zeros((len(rules), M, V + 1))
+        pieces = max(r.schedule.start.size for r in rules)
+        start = np.zeros((len(rules), pieces))
+        cum = np.full((len(rules), pieces + 1), 2.0)  # padding past the last piece: never selected
         for b, r in enumerate(rules):
-            codes = np.array([sum(1 << y for y in s) for s in r.set_index], dtype=np.int64)
-            rows = np.array(list(r.set_index.values()))
-            order = np.argsort(codes)
-            keys[b, : len(codes)] = codes[order]
-            plans[b, : len(codes), :V] = r.plan[rows[order]]
-            plans[b, : len(codes), V] = 1.0 - r.plan[rows[order]].sum(axis=1)  # no candidate
+            s = r.schedule
+            start[b, : s.start.size] = s.start
+            cum[b, : s.start.size + 1] = s.cumulative
         kw = {"dtype": self.p.dtype, "device": self.p.device}
-        self.keys = torch.as_tensor(keys, device=self.p.device)
-        self.plans = torch.as_tensor(plans, **kw).clamp(min=0.0)
+        self.start = torch.as_tensor(start, **kw)
+        self.cum = torch.as_tensor(cum, **kw)
+        self.first = torch.as_tensor(np.stack([r.schedule.first for r in rules]), device=self.p.device)
+        self.last = self.first + torch.as_tensor(
+            np.stack([np.maximum(r.schedule.count - 1, 0) for r in rules]), device=self.p.device)
+        self.length = torch.as_tensor(np.stack([r.schedule.lengths for r in rules]), **kw)
         self.ratio = torch.as_tensor(np.stack([r.accept_ratio for r in rules]), **kw)
         self.res = torch.as_tensor(np.stack([r.res for r in rules]), **kw)
 
     def step(self, drafts, generator=None):
         torch = _torch()
-        B, V = self.p.shape
-        rows = torch.arange(B, device=drafts.device)
-        code = torch.zeros(B, dtype=torch.long, device=drafts.device)
-        for i in range(drafts.shape[1]):
-            code |= torch.bitwise_left_shift(torch.ones_like(code), drafts[:, i])
-        idx = torch.searchsorted(self.keys, code.unsqueeze(-1)).squeeze(-1)
-        cand = torch.multinomial(self.plans[rows, idx], 1, generator=generator).squeeze(-1)
-        has = cand < V
-        safe = torch.where(has, cand, torch.zeros_like(cand))
+        B = drafts.shape[0]
+        first, last = self.first.gather(1, drafts), self.last.gather(1, drafts)
+        u = torch.rand(drafts.shape, generator=generator, device=drafts.device, dtype=self.p.dtype)
+        v = self.cum.gather(1, first) + u * self.length.gather(1, drafts)
+        k = (torch.searchsorted(self.cum, v, right=True) - 1).clamp(min=first).minimum(last)
+        time = self.start.gather(1, k) + (v - self.cum.gather(1, k))
+        cand = drafts.gather(1, time.argmin(dim=1, keepdim=True)).squeeze(-1)
         u = torch.rand(B, generator=generator, device=drafts.device, dtype=self.p.dtype)
-        accept = has & (u < _pick(self.ratio, safe))
+        accept = u < _pick(self.ratio, cand)
         fallback = torch.multinomial(self.res, 1, generator=generator).squeeze(-1)
-        return torch.where(accept, safe, fallback), accept
+        return torch.where(accept, cand, fallback), accept
 
 
 #: Batched rules by name; each name is also the numpy rule it is validated against.

@@ -1,9 +1,13 @@
-"""The optimal verifier: importance sampling from a maximum flow over draft sets (THEORY §2, §5)."""
+"""The optimal verifier: the lexicographically optimal base, realised by a time schedule (THEORY §5)."""
 
 from __future__ import annotations
 
+import numpy as np
+
 from ..dual import dual_lp
-from .base import SetPlanRule
+from ..polymatroid import lex_optimal_base_iid
+from ..schedule import realise_iid
+from .base import SetPlanRule, speculative_step
 
 __all__ = ["Optimal"]
 
@@ -11,30 +15,42 @@ __all__ = ["Optimal"]
 class Optimal(SetPlanRule):
     """Optimal selection: acceptance α* of the draft model, output law exactly p.
 
-    A maximum flow S(U, y) of the token/draft-set network (HiGHS, from the dual LP's row duals,
-    :func:`mdtheory.dual.dual_lp`) is an optimal relaxed OTLP plan. Given the draft set U, propose
-    y ∈ U with probability :math:`S(U, y)/w_U` (or no candidate), then take the speculative step of
-    :class:`~mdtheory.rules.base.SetPlanRule` against the plan's exact marginal A. Since A <= p up to
-    the solver tolerance, the acceptance :math:`\\sum_y \\min(p, A)` equals α* within about 1e-9; the
-    output law is p exactly by construction.
+    **iid drafts** (the default). The lexicographically optimal base μ* of the coverage polymatroid
+    (:func:`mdtheory.polymatroid.lex_optimal_base_iid`, one sort and one convex hull) attains
+    :math:`\\sum_y \\min(p, \\mu^*) = \\alpha^*`. A time schedule (:func:`mdtheory.schedule.realise_iid`)
+    makes it a rule: every draft draws a time from its token's pieces of [0, 1] and the earliest draft
+    is the candidate, whose law is the schedule's exact marginal μ (μ* up to rounding). One speculative
+    step against μ follows: accept the candidate y with probability :math:`\\min(1, p(y)/\\mu(y))`,
+    otherwise sample :math:`\\mathrm{norm}((p - \\mu)^+)`. The output law is p (Khisti et al., Thm 1) and
+    the acceptance :math:`\\sum_y \\min(p, \\mu)` is α* up to float rounding, on every valid input;
+    preparation is O(V log V) with no enumeration of draft sets.
+
+    **Other draft models** (``sampling="without-replacement"``, ...). A maximum flow S(U, y) of the
+    token/draft-set network (HiGHS, from the dual LP's row duals, :func:`mdtheory.dual.dual_lp`) is an
+    optimal relaxed OTLP plan: given the draft set U, propose y ∈ U with probability
+    :math:`S(U, y)/w_U`, then the same speculative step against the plan's exact marginal. Preparation
+    enumerates the draft sets, so it is for small sizes ((top-k, n) = (10, 5), (100, 2)); larger ones
+    raise :class:`~mdtheory.errors.ProblemTooLargeError`.
 
     Parameters
     ----------
     sampling : str
         Draft model (default ``"iid"``); any model of :data:`mdtheory.drafts.SAMPLINGS` built from
-        (q, n) works, for instance ``"without-replacement"``.
+        (q, n) works.
 
-    Notes
-    -----
-    Preparation enumerates the draft sets and solves one LP with :math:`\\sum_U |U|` rows: fine for
-    (top-k, n) = (10, 5) or (100, 2); sizes whose set law exceeds the enumeration limits raise
-    :class:`~mdtheory.errors.ProblemTooLargeError`. The closed-form lexicographically optimal base of
-    :mod:`mdtheory.polymatroid` gives the optimal marginal in O(V log V) for iid drafts, but realising
-    it without the set enumeration is open (see the issue notes).
+    Attributes
+    ----------
+    marginal : ndarray, shape (V,)
+        Exact law of the candidate.
+    schedule : Schedule or None
+        The time schedule (iid drafts).
+    base : LexBase or None
+        The lexicographically optimal base it realises (iid drafts).
 
     References
     ----------
-    Khisti et al., ICLR 2025, Thm 1; Thomas & Pal, ICLR 2026 (max-flow form).
+    Khisti et al., ICLR 2025, Thm 1; Fujishige (lexicographically optimal base); Thomas & Pal,
+    ICLR 2026 (max-flow form).
     """
 
     name = "optimal"
@@ -44,6 +60,29 @@ class Optimal(SetPlanRule):
         super().__init__(p, q, n, normalize=normalize, **params)
 
     def _prepare(self):
-        flow = dual_lp(self.p, self.model)
-        w = flow["support_probs"]
-        self._use_plan(flow["support"], w, flow["plan"] / w[:, None])
+        self.schedule = self.base = None
+        if self.sampling != "iid":
+            flow = dual_lp(self.p, self.model)
+            w = flow["support_probs"]
+            self._use_plan(flow["support"], w, flow["plan"] / w[:, None])
+            return
+        self.base = lex_optimal_base_iid(self.p, self.q, self.n)
+        self.schedule = realise_iid(self.base.mu, self.q, self.n)
+        self.marginal = self.schedule.marginal
+        self.accept_ratio, self.res = speculative_step(self.p, self.marginal)
+        self._res_cdf = np.cumsum(self.res)
+
+    def conditional(self, drafts):
+        if self.schedule is None:
+            return super().conditional(drafts)
+        accept = self.schedule.candidate_law(drafts) * self.accept_ratio
+        return accept, (1.0 - accept.sum()) * self.res
+
+    def select(self, drafts, rng):
+        if self.schedule is None:
+            return super().select(drafts, rng)
+        y = int(self.schedule.candidates(np.asarray(drafts), rng))
+        if rng.random() < self.accept_ratio[y]:
+            return y, True
+        k = np.searchsorted(self._res_cdf, rng.random() * self._res_cdf[-1], side="right")
+        return int(min(k, self.V - 1)), False
