@@ -109,6 +109,19 @@ def _power_gap(x: np.ndarray, d: np.ndarray, n: int) -> np.ndarray:
 
 
 @njit(cache=True)
+def _suffix_sums(v):
+    """Suffix sums of v with an appended 0, compensated (Neumaier): each to about one rounding."""
+    out = np.zeros(v.size + 1)
+    s, c = 0.0, 0.0
+    for k in range(v.size - 1, -1, -1):
+        t = s + v[k]
+        c += (s - t) + v[k] if abs(s) >= abs(v[k]) else (v[k] - t) + s
+        s = t
+        out[k] = s + c
+    return out
+
+
+@njit(cache=True)
 def _lex_blocks(dp, dg):
     """Greatest convex minorant of the path with increments (dp, dg), by pooling adjacent blocks.
 
@@ -163,7 +176,7 @@ def lex_optimal_base_iid(p: np.ndarray, q: np.ndarray, n: int) -> LexBase:
     with np.errstate(divide="ignore", invalid="ignore"):
         order = np.argsort(q / p, kind="stable")  # NaN (p = q = 0) and inf (p = 0 < q) last
     po, qo = p[order], q[order]
-    rest = np.concatenate([np.cumsum(qo[::-1])[::-1], [0.0]])  # q of each suffix, summed from the end
+    rest = _suffix_sums(qo)  # 1 - Q before each token; raised to the power n below, so compensated
     # each token's rise of G = 1 - (1 - Q)^n, to full relative precision
     dg = qo * _power_gap(rest[:-1], qo, int(n))
     bounds, dP, dG = _lex_blocks(po, dg)

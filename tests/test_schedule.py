@@ -1,0 +1,160 @@
+"""Time schedules: any base of the iid coverage polymatroid realised exactly; the optimal rule at scale."""
+
+import numpy as np
+import pytest
+from scipy import stats
+
+import mdtheory as md
+from mdtheory.polymatroid import lex_optimal_base_iid, priority_marginal
+from mdtheory.rules import make_rule
+from mdtheory.schedule import realise_iid
+
+
+def check_tiling(s, q):
+    """The pieces tile [0, 1] without gap or overlap, and each token's pieces have length q."""
+    o = np.argsort(s.start, kind="stable")
+    start, end = s.start[o], s.end[o]
+    assert np.all(end > start)
+    assert start[0] == 0.0 and end[-1] == pytest.approx(1.0, abs=1e-12)
+    assert np.abs(start[1:] - end[:-1]).max(initial=0.0) <= 1e-12
+    assert np.abs(s.lengths - q).max() <= 1e-12
+
+
+def prefix_violation(mu, q, n):
+    """max over prefixes S of the mu/q-decreasing order of mu(S) - g(S): <= 0 for mu in B(g)."""
+    live = np.flatnonzero(q > 0)
+    o = live[np.argsort(-(mu[live] / q[live]), kind="stable")]
+    return float((np.cumsum(mu[o]) - (1 - (1 - np.cumsum(q[o])) ** n)).max())
+
+
+def adversarial(rng):
+    """Random pairs with ties, zeros, point masses, p = q and masses down to 1e-40."""
+    V = int(rng.choice([2, 3, 5, 10, 50, 300, 2000]))
+    n = int(rng.choice([1, 2, 3, 4, 8, 16, 64]))
+    c = float(rng.choice([0.05, 0.3, 1.0, 3.0]))
+    p, q = rng.dirichlet(np.full(V, c)), rng.dirichlet(np.full(V, c))
+    kind = int(rng.integers(6))
+    if kind == 1:
+        q = p.copy()
+    elif kind == 2:
+        p = np.eye(V)[rng.integers(V)]
+    elif kind == 3:
+        q = np.eye(V)[rng.integers(V)]
+    elif kind == 4:
+        p[rng.random(V) < 0.3] = 0.0
+        q[rng.random(V) < 0.3] = 0.0
+        p[0] += p.sum() == 0
+        q[-1] += q.sum() == 0
+    elif kind == 5:  # ties
+        p, q = np.round(8 * p) + 1, np.round(8 * q) + 1
+    return p / p.sum(), q / q.sum(), n
+
+
+def test_realises_random_points_of_the_base_polytope():
+    rng = np.random.default_rng(0)
+    for _ in range(60):
+        V, n = int(rng.integers(2, 9)), int(rng.integers(1, 6))
+        q = rng.dirichlet(np.full(V, float(rng.choice([0.3, 1.0, 3.0]))))
+        model = md.IID(q, n)
+        k = int(rng.integers(1, 5))
+        mu = rng.dirichlet(np.ones(k)) @ np.array([priority_marginal(model, rng.permutation(V))
+                                                   for _ in range(k)])
+        s = realise_iid(mu, q, n)
+        assert np.abs(s.marginal - mu).max() <= 1e-12
+        check_tiling(s, q)
+
+
+def test_a_priority_order_is_a_schedule_of_intervals():
+    q = np.array([0.2, 0.5, 0.3])
+    mu = priority_marginal(md.IID(q, 3), [1, 2, 0])
+    s = realise_iid(mu, q, 3)
+    assert s.pieces(1).tolist() == [[0.0, 0.5]]
+    assert s.pieces(2) == pytest.approx(np.array([[0.5, 0.8]]))
+    assert s.pieces(0) == pytest.approx(np.array([[0.8, 1.0]]))
+
+
+def test_candidate_law_averages_to_the_marginal():
+    """The exact per-tuple law (piecewise Gauss-Legendre) against the closed-form marginal."""
+    rng = np.random.default_rng(1)
+    for _ in range(15):
+        V, n = int(rng.integers(2, 6)), int(rng.integers(1, 4))
+        p, q = rng.dirichlet(np.ones(V)), rng.dirichlet(np.ones(V))
+        s = realise_iid(lex_optimal_base_iid(p, q, n).mu, q, n)
+        law = md.IID(q, n).tuple_law()
+        total = sum(w * s.candidate_law(x) for x, w in zip(law.tuples, law.probs, strict=True))
+        assert np.abs(total - s.marginal).max() <= 1e-12
+        for x in law.tuples[:10]:
+            c = s.candidate_law(x)
+            assert c.sum() == pytest.approx(1.0, abs=1e-12)
+            assert np.all(c[~np.isin(np.arange(V), x)] == 0)
+
+
+def test_sampled_candidates_follow_the_marginal():
+    rng = np.random.default_rng(2)
+    p, q = rng.dirichlet(np.ones(40)), rng.dirichlet(np.ones(40))
+    s = realise_iid(lex_optimal_base_iid(p, q, 4).mu, q, 4)
+    drafts = md.IID(q, 4).sample(rng, 200_000)
+    counts = np.bincount(s.candidates(drafts, rng), minlength=40)
+    expected = s.marginal * counts.sum()
+    keep = expected > 5
+    chi2 = (((counts - expected) ** 2)[keep] / expected[keep]).sum()
+    assert stats.chi2.sf(chi2, keep.sum() - 1) > 1e-4
+
+
+def test_lex_base_and_schedule_on_adversarial_pairs():
+    rng = np.random.default_rng(3)
+    for _ in range(400):
+        p, q, n = adversarial(rng)
+        base = lex_optimal_base_iid(p, q, n)
+        assert prefix_violation(base.mu, q, n) <= 1e-12
+        assert base.mu.sum() == pytest.approx(1.0, abs=1e-12)
+        s = realise_iid(base.mu, q, n)
+        assert np.abs(s.marginal - base.mu).max() <= 1e-9
+        check_tiling(s, q)
+        assert np.minimum(p, s.marginal).sum() == pytest.approx(md.alpha_star(p, q, n), abs=1e-9)
+
+
+def test_lex_base_keeps_tiny_masses_apart():
+    """p spans 1 to 1e-39: block sums, not differences of prefix sums (which gave mu = (.5, .5, 0))."""
+    p, q = np.array([1.0, 1e-39, 0.0]), np.array([0.5, 0.3, 0.2])
+    assert lex_optimal_base_iid(p, q, 1).mu.tolist() == q.tolist()  # one draft: B(g) = {q}
+    rng = np.random.default_rng(5)
+    for _ in range(50):
+        p = rng.dirichlet(np.full(30, 0.02))
+        q = rng.dirichlet(np.ones(30))
+        assert np.abs(lex_optimal_base_iid(p, q, 1).mu - q).max() <= 1e-15
+
+
+def test_optimal_rule_at_llm_scale():
+    rng = np.random.default_rng(6)
+    for V, n in [(1000, 2), (1000, 8), (5000, 4)]:
+        logits = -1.1 * np.log(np.arange(1, V + 1)) + 0.5 * rng.standard_normal(V)
+        p = np.exp(logits) / np.exp(logits).sum()
+        q = np.exp((logits + 0.8 * rng.standard_normal(V)) / 1.3)
+        rule = make_rule("optimal", p, q / q.sum(), n)
+        assert rule.exact_acceptance() == pytest.approx(md.alpha_star(rule.p, rule.q, n), abs=1e-9)
+        assert rule.closed_form_acceptance() < 1.0
+
+
+def test_optimal_rule_monte_carlo():
+    rng = np.random.default_rng(7)
+    p, q = rng.dirichlet(np.full(200, 0.5)), rng.dirichlet(np.full(200, 0.5))
+    rule = make_rule("optimal", p, q, 3)
+    mc = rule.monte_carlo(40_000, rng)
+    alpha = md.alpha_star(p, q, 3)
+    sd = np.sqrt(alpha * (1 - alpha) / 40_000)
+    assert abs(mc["acceptance"] - alpha) <= 4.5 * sd
+    expected = p * 40_000
+    keep = expected > 5
+    chi2 = (((mc["counts"] - expected) ** 2)[keep] / expected[keep]).sum()
+    assert stats.chi2.sf(chi2, keep.sum() - 1) > 1e-4
+    assert mc["counts"][~keep].sum() <= max(50, 3 * expected[~keep].sum())
+
+
+def test_realise_rejects_bad_input():
+    with pytest.raises(md.InvalidInputError, match="shape"):
+        realise_iid([1.0], [0.5, 0.5], 2)
+    with pytest.raises(md.InvalidInputError, match="positive integer"):
+        realise_iid([0.5, 0.5], [0.5, 0.5], 0)
+    with pytest.raises(md.InvalidDistributionError):
+        realise_iid([0.5, 0.5], [0.5, -0.5], 2)
