@@ -8,6 +8,7 @@ from mdtheory.polymatroid import (
     base_polytope_violation,
     lex_optimal_base_cvxpy,
     lex_optimal_base_iid,
+    lex_optimal_base_mnp,
     priority_marginal,
 )
 from mdtheory.rules import make_rule
@@ -38,6 +39,26 @@ def test_lex_base_matches_cvxpy_program():
             continue
         mu = lex_optimal_base_cvxpy(p, md.IID(q, n))
         assert np.abs(mu - lex_optimal_base_iid(p, q, n).mu).max() <= 1e-6
+
+
+@pytest.mark.parametrize("sampling", ["iid", "without-replacement", "conditional-poisson"])
+def test_minimum_norm_point_base(sampling):
+    """Wolfe's method on any draft model: the closed form for iid, cvxpy otherwise, and alpha*."""
+    for p, q, n in pairs(6, 12, vmax=6):
+        if np.count_nonzero(q) <= n or p.min() < 1e-4:
+            continue
+        model = md.make_draft_model(q, n, sampling)
+        mix = lex_optimal_base_mnp(p, model)
+        assert mix.gap <= 1e-12
+        assert mix.weights.min() > 0 and mix.weights.sum() == pytest.approx(1.0, abs=1e-14)
+        exact = sum(w * priority_marginal(model, o) for w, o in zip(mix.weights, mix.orders, strict=True))
+        assert np.abs(exact - mix.mu).max() <= 1e-14  # the mixture's marginal, kept exactly
+        reference = (lex_optimal_base_iid(p, q, n).mu if sampling == "iid"
+                     else lex_optimal_base_cvxpy(p, model))
+        assert np.abs(mix.mu - reference).max() <= (1e-9 if sampling == "iid" else 1e-6)
+        assert np.minimum(p, mix.mu).sum() == pytest.approx(md.alpha_star(p, q, n, sampling), abs=1e-9)
+    with pytest.raises(md.InvalidInputError, match="p > 0"):
+        lex_optimal_base_mnp(np.array([1.0, 0.0]), md.IID([0.5, 0.5], 2))
 
 
 def test_lex_base_degenerate():
