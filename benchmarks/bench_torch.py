@@ -48,7 +48,7 @@ def main():
         del logits, p, q
     rng = np.random.default_rng(0)
     for name, B, V in [("rrs", 4096, 1000), ("k-seq", 4096, 1000), ("khisti-lp", 256, 10),
-                       ("optimal", 256, 10)]:
+                       ("optimal", 256, 10), ("optimal", 1024, 1000)]:
         P, Q = (torch.as_tensor(x, dtype=torch.float64, device=dev) for x in tb._pairs(rng, B, V))
 
         def run(P=P, Q=Q, name=name):

@@ -229,13 +229,19 @@ class Schedule:
     ----------
     marginal : ndarray, shape (V,)
         The exact law of the candidate, :math:`\\mu(x) = \\sum_{\\text{pieces}} (1-a)^n - (1-b)^n`.
+    lengths : ndarray, shape (V,)
+        Total length of each token's pieces (q up to rounding).
+    first, count : ndarray of int, shape (V,)
+        Token x owns pieces ``first[x]`` to ``first[x] + count[x] - 1``.
+    cumulative : ndarray, shape (P + 1,)
+        The pieces laid end to end: piece k spans ``cumulative[k]`` to ``cumulative[k + 1]``; a time is
+        drawn as a uniform point of the token's stretch, mapped back to its piece.
     """
 
     def __init__(self, q: np.ndarray, n: int, owner, start, end):
         self.q, self.n, self.V = q, n, q.size
         self.owner, self.start, self.end = np.asarray(owner), np.asarray(start), np.asarray(end)
         lengths = self.end - self.start
-        #: piece k spans [cumulative[k], cumulative[k + 1]] of the pieces laid end to end
         self.cumulative = np.concatenate([[0.0], np.cumsum(lengths)])
         # tokens own consecutive pieces but not in token order: index their runs explicitly
         runs = np.flatnonzero(np.diff(self.owner, prepend=-1)) if self.owner.size else np.zeros(0, int)
@@ -262,7 +268,8 @@ class Schedule:
         v = base + rng.random(drafts.shape) * self.lengths[drafts]
         k = np.clip(np.searchsorted(self.cumulative, v, side="right") - 1,
                     self.first[drafts], self.first[drafts] + self.count[drafts] - 1)
-        return self.start[k] + (v - self.cumulative[k])
+        # a token whose q vanishes at the resolution of its position owns no piece: it comes last
+        return np.where(self.count[drafts] > 0, self.start[k] + (v - self.cumulative[k]), 1.0)
 
     def candidates(self, drafts: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """The candidate of each row of ``drafts`` (shape (..., n)): the draft with the earliest time."""

@@ -83,6 +83,12 @@ def test_torch_rules_agree_with_exact_theory(drafts):
     assert {r["rule"] for r in report["rules"]} == set(tb.TORCH_RULES)
 
 
+def test_torch_optimal_at_a_larger_vocabulary():
+    """The schedule lookup on the device has no vocabulary limit (the set bitmask it replaced had 62)."""
+    report = tb.cross_validate(["optimal"], batch=4, vocab=300, drafts=4, samples=4000, seed=5)
+    assert report["passed"], report
+
+
 def test_torch_rules_in_float32():
     report = tb.cross_validate(["rrs", "k-seq"], batch=4, vocab=5, samples=3000, seed=3,
                                dtype=torch.float32)
