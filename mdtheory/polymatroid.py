@@ -167,8 +167,10 @@ def lex_optimal_base_iid(p: np.ndarray, q: np.ndarray, n: int) -> LexBase:
 
     Notes
     -----
-    One sort and one monotone-chain hull: O(V log V). Membership in B(g) and optimality are checked
-    against the exhaustive route and cvxpy in the tests (THEORY §5 marks this [D]: derived here).
+    One sort and one pass of block pooling (the hull as a greatest convex minorant, on block sums so
+    that masses far below the rounding of a prefix still count): O(V log V). Membership in B(g) and
+    optimality are checked against the exhaustive route, cvxpy and Wolfe's minimum-norm point in the
+    tests (THEORY §5 marks this [D]: derived here).
 
     Examples
     --------
