@@ -251,10 +251,9 @@ class Schedule:
             bounds = np.append(runs, self.owner.size)
             self.first[self.owner[runs]] = runs
             self.count[self.owner[runs]] = np.diff(bounds)
-        self.lengths = np.zeros(self.V)
-        np.add.at(self.lengths, self.owner, lengths)
-        self.marginal = np.zeros(self.V)
-        np.add.at(self.marginal, self.owner, (1.0 - self.start) ** n - (1.0 - self.end) ** n)
+        self.lengths = np.bincount(self.owner, lengths, minlength=self.V)
+        self.marginal = np.bincount(self.owner, (1.0 - self.start) ** n - (1.0 - self.end) ** n,
+                                    minlength=self.V)
 
     def pieces(self, x: int) -> np.ndarray:
         """The pieces of token x as rows [start, end]."""
