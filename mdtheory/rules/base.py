@@ -182,8 +182,12 @@ class SetPlanRule(SelectionRule):
         plan /= np.maximum(plan.sum(axis=1, keepdims=True), 1.0)  # a row may not exceed 1
         self.plan = plan
         self.set_index = {frozenset(np.flatnonzero(row).tolist()): k for k, row in enumerate(members)}
-        self.marginal = w @ plan
-        self.accept_ratio, self.res = speculative_step(self.p, self.marginal)
+        self._use_marginal(w @ plan)
+
+    def _use_marginal(self, marginal: np.ndarray) -> None:
+        """Store the exact marginal of the candidate and the speculative step against it."""
+        self.marginal = marginal
+        self.accept_ratio, self.res = speculative_step(self.p, marginal)
 
     def conditional(self, drafts):
         accept = self.plan[self.set_index[frozenset(np.asarray(drafts).tolist())]] * self.accept_ratio

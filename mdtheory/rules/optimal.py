@@ -7,7 +7,7 @@ import numpy as np
 from ..dual import dual_lp
 from ..polymatroid import lex_optimal_base_iid
 from ..schedule import realise_iid
-from .base import SetPlanRule, speculative_step
+from .base import SetPlanRule
 
 __all__ = ["Optimal"]
 
@@ -68,8 +68,7 @@ class Optimal(SetPlanRule):
             return
         self.base = lex_optimal_base_iid(self.p, self.q, self.n)
         self.schedule = realise_iid(self.base.mu, self.q, self.n)
-        self.marginal = self.schedule.marginal
-        self.accept_ratio, self.res = speculative_step(self.p, self.marginal)
+        self._use_marginal(self.schedule.marginal)
         self._res_cdf = np.cumsum(self.res)
 
     def conditional(self, drafts):
