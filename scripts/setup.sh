@@ -18,4 +18,5 @@ fi
 
 [ -x .venv/bin/python ] || python3 -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
-.venv/bin/python -m pip install -q -e ".[${MDTHEORY_EXTRAS:-test,torch}]"
+# constraints.txt pins torch to the CPU wheel (an unpinned torch pulls a multi-GB CUDA build)
+.venv/bin/python -m pip install -q -c scripts/constraints.txt -e ".[${MDTHEORY_EXTRAS:-test,torch}]"
