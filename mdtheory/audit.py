@@ -100,7 +100,7 @@ DEFAULT_LEVEL = 0.01
 TARGET_TV = 0.02
 #: ... with this probability.
 POWER = 0.9
-#: Tokens with a smaller expected count are pooled into one cell.
+#: Tokens with a smaller expected count are grouped into cells of at least this expected count.
 MIN_EXPECTED = 10.0
 #: Exact mode: an output law within this TV of p counts as lossless (float64 round-off).
 EXACT_TOL = 1e-9
@@ -110,6 +110,7 @@ MAX_SAMPLES = 20_000_000
 TORCH_CHUNK = 1 << 16
 #: Tokens listed in ``worst_tokens``.
 SHOW_WORST = 5
+#: Draft models the audit draws from (keys of :data:`mdtheory.drafts.SAMPLINGS`).
 SAMPLINGS = ("iid", "without-replacement")
 
 
@@ -566,7 +567,9 @@ def audit(f, p, q, n: int, *, sampling: str | None = None, samples: int | None =
     f : callable or class
         The verifier. Sampled form ``f(p, q, drafts, rng) -> token | (token, accepted)`` with p, q
         read-only float64 (V,), drafts int64 (n,), rng a :class:`numpy.random.Generator`. A
-        :class:`~mdtheory.rules.SelectionRule` subclass is audited exactly (by enumeration). With
+        :class:`~mdtheory.rules.SelectionRule` subclass is prepared per position and audited
+        exactly (by enumeration), or sampled when ``samples`` is given or the draft tuples are more
+        than ``mdtheory.rules.base.MAX_ENUMERATION``. With
         ``exact=True``, ``f(p, q, drafts) -> (accept, residual)``. With ``torch=True``,
         ``f(p, q, drafts, generator) -> tokens | (tokens, accepted)`` on (B, V), (B, n) tensors, or a
         :class:`~mdtheory.torch_bridge.TorchRule` subclass. Without an accepted flag, a step counts as
