@@ -28,27 +28,30 @@ p = 0 that comes out rejects outright (p-value 0). Several positions: Bonferroni
 is :math:`\\min(1, B \\min_b \\mathrm{pval}_b)`.
 
 **Power.** By Cauchy–Schwarz, :math:`(\\sum_c |r_c - p_c|)^2 \\le \\sum_c (r_c - p_c)^2 / p_c`, so an
-output law r at :math:`TV(r, p) = \\delta` from p gives the statistic a non-centrality
+output law r at :math:`TV(r, p) = \\delta` from p on the cells gives the statistic a non-centrality
 :math:`\\lambda = N \\sum_c (r_c - p_c)^2 / p_c \\ge 4 N \\delta^2` (equality for a deviation
 proportional to p on two halves of its mass); the cells of two tokens or more can hide at most their
-mass :math:`p_{pool}` of TV. Pearson's statistic under r has mean
-:math:`k - 1 + \\lambda + \\sum_c \\varepsilon_c (1 - r_c)` with :math:`\\varepsilon_c = r_c / p_c - 1`:
-a deviation spread thin over many cells lowers it, by at most about :math:`k \\delta / m` for a
-deviation removing mass from a part of mass m, so the audit counts on the effective non-centrality
-:math:`4 N \\delta^2 - 4 k \\delta` only. It detects *every* deviation of TV at least
+mass :math:`p_{pool}` of TV. Under r, Pearson's statistic has mean
+:math:`k - 1 + \\lambda + \\sum_c \\varepsilon_c (1 - r_c)` with :math:`\\varepsilon_c = r_c / p_c - 1`;
+the last sum is negative for a deviation spread thin over many cells. Minimising the mean over r
+at TV δ (Lagrange, with :math:`N p_c \\ge` :data:`MIN_EXPECTED` = 10 in every cell) gives
+:math:`\\text{mean} \\ge k - 1 + 4 N \\delta^2 - 4 k \\delta - k / 40`, so the audit counts on that
+effective non-centrality only. It detects *every* deviation of TV at least
 
-.. math:: \\delta_{0.9} = p_{pool} + \\frac{k + \\sqrt{k^2 + N \\lambda_{0.9}}}{2 N}
+.. math:: \\delta_{0.9} = p_{pool} + \\frac{k + \\sqrt{k^2 + N (\\lambda_{0.9} + k/40)}}{2 N}
 
 with probability 0.9 (:func:`detectable_tv`), where :math:`\\lambda_{0.9} = \\lambda_{0.9}(k-1, A/B)`
 is the non-centrality at which a :math:`\\chi^2_{k-1}` exceeds its upper-A/B quantile with
-probability 0.9. Concentrated deviations are detected far sooner.
+probability 0.9 (the mean is bounded exactly; the shape of the law is the non-central χ²
+approximation). Concentrated deviations are detected far sooner.
 
-**Sample-size rule** (:func:`samples_for`): :math:`N = \\lambda_{0.9}(k-1, A/B) / (4\\delta^2) +
-k / \\delta`, grown while pooling costs more. With A = 0.01, one position and V = 50 tokens of a
-uniform p (49 df, :math:`\\lambda_{0.9} = 46.95`): detecting TV 0.02 takes N = 29,341 + 2,500 =
-31,841 samples; V = 3 takes 11,042. The default N is this rule at :data:`TARGET_TV` = 0.02 for the
-instance at hand (for B positions, at level A/B). Simulated at these sizes against the shape above,
-the test rejects 92-94% of the time (``benchmarks/bench_audit.py``).
+**Sample-size rule** (:func:`samples_for`): :math:`N = (\\lambda_{0.9}(k-1, A/B) + k/40) /
+(4\\delta^2) + k / \\delta`, grown while pooling costs more. With A = 0.01, one position and V = 50
+tokens of a uniform p (49 df, :math:`\\lambda_{0.9} = 46.947`): detecting TV 0.02 takes
+N = (46.947 + 1.25) / 0.0016 + 2,500 = 32,623 samples; V = 3 takes 11,089. The default N is this rule at
+:data:`TARGET_TV` = 0.02 for the instance at hand (for B positions, at level A/B). Simulated at
+these sizes against the two-halves shape, the test rejects 93-95% of the time
+(``benchmarks/bench_audit.py``).
 
 **tv and tv_upper.** ``tv`` is the plug-in :math:`\\frac12 \\sum_y |\\hat r_y - p_y|`, biased upward
 by about :math:`\\frac12 \\sum_y \\sqrt{2 p_y (1 - p_y) / (\\pi N)}` (0.016 for a uniform p on 50 tokens
@@ -261,18 +264,18 @@ def detectable_tv(p, samples: int, level: float = DEFAULT_LEVEL, positions: int 
                   power: float = POWER) -> float:
     """The smallest TV(r, p) that the test detects with probability ``power``, whatever r.
 
-    .. math:: \\delta = p_{pool} + \\frac{k + \\sqrt{k^2 + N \\lambda_{power}(k-1, A/B)}}{2N}
+    .. math:: \\delta = p_{pool} + \\frac{k + \\sqrt{k^2 + N (\\lambda_{power}(k-1, A/B) + k/40)}}{2N}
 
     (see the module notes: Cauchy–Schwarz, and the mean shift of Pearson's statistic).
 
-    >>> round(detectable_tv(np.full(50, 0.02), 31_841), 4)
+    >>> round(detectable_tv(np.full(50, 0.02), 32_623), 4)
     0.02
     """
     p = as_distribution(p, "p")
     _, k, pool = pool_cells(p, samples)
     if k <= 1:  # one cell: only mass outside supp(p) is seen (if p is a point mass)
         return float(min(1.0, pool + 1.0 - (1.0 - power) ** (1.0 / samples)))
-    lam = _noncentrality(k - 1, level / positions, power)
+    lam = _noncentrality(k - 1, level / positions, power) + k / (4 * MIN_EXPECTED)
     return float(min(1.0, pool + (k + math.sqrt(k * k + samples * lam)) / (2 * samples)))
 
 
@@ -280,17 +283,17 @@ def samples_for(tv: float, p, level: float = DEFAULT_LEVEL, positions: int = 1,
                 power: float = POWER) -> int:
     """Smallest sample size (within 1%) at which :func:`detectable_tv` is at most ``tv``.
 
-    Starts from :math:`\\lambda_{power}(k-1, A/B) / (4\\,tv^2) + k / tv` (k: the support size of p)
+    Starts from :math:`(\\lambda_{power}(k-1, A/B) + k/40) / (4\\,tv^2) + k / tv` (k: support size)
     and grows by 1% while pooling costs more than that.
 
     >>> samples_for(0.02, np.full(50, 0.02))
-    31841
+    32623
     """
     p = as_distribution(p, "p")
     if not 0 < tv <= 1:
         raise InvalidInputError(f"the TV to detect must be in (0, 1], got {tv}")
     k = max(int(np.count_nonzero(p)), 2)
-    lam = _noncentrality(k - 1, level / positions, power)
+    lam = _noncentrality(k - 1, level / positions, power) + k / (4 * MIN_EXPECTED)
     n = math.ceil(lam / (4 * tv * tv) + k / tv)
     while detectable_tv(p, n, level, positions, power) > tv and n < MAX_SAMPLES:
         n = math.ceil(n * 1.01)
