@@ -4,6 +4,7 @@ Headline names only; formulations live in their own modules (``drafts``, ``otlp`
 ``maxflow``, ``subsets``). The torch bridge is never imported here.
 """
 
+from .audit import AuditResult, audit
 from .drafts import (
                      IID,
                      ConditionalPoisson,
@@ -29,6 +30,8 @@ __version__ = "0.1.0"
 __all__ = [
     "optimal_acceptance",
     "alpha_star",
+    "audit",
+    "AuditResult",
     "AcceptanceResult",
     "METHODS",
     "DraftModel",

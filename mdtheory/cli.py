@@ -398,6 +398,8 @@ def build_parser() -> argparse.ArgumentParser:
     ver.add_argument("--seed", type=int, default=0)
     ver.add_argument("--json", action="store_true", help="one JSON object per check")
     ver.set_defaults(func=_verify)
+    from .audit import add_audit_parser
+    add_audit_parser(sub)
     return parser
 
 

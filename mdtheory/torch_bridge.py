@@ -11,7 +11,8 @@ torch is imported lazily (``import mdtheory`` never imports it) and is an option
   sequential algorithm itself (coins drawn on the device), not from the numpy rules' exact conditional
   laws, so :func:`cross_validate` checks one implementation against the other. ``khisti-lp`` solves
   its LPs and ``optimal`` builds its time schedules per position on the CPU; both sample on the device.
-* :func:`cross_validate`: runs each torch rule and compares it with the exact numpy theory.
+* :func:`cross_validate`: the audit (:mod:`mdtheory.audit`, torch form) of each torch rule, plus its
+  acceptance against the numpy rule's exact value.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ import copy
 from abc import ABC, abstractmethod
 
 import numpy as np
-from scipy import stats
 
 from .errors import InvalidInputError, MdtheoryError
 
@@ -319,7 +319,8 @@ def _pairs(rng: np.random.Generator, batch: int, vocab: int):
 def cross_validate(rules=None, *, device: str = "cpu", batch: int = 8, vocab: int = 6,
                    drafts: int = 2, samples: int = 4000, seed: int = 0, dtype=None,
                    significance: float = 1e-4) -> dict:
-    """Run each torch rule on a batch of (p, q) pairs and test it against the exact numpy theory.
+    """The audit (:func:`mdtheory.audit.audit`, torch form) of each torch rule on a batch of (p, q)
+    pairs, plus a comparison of its acceptance with the numpy rule's exact value.
 
     For every position b the torch rule takes ``samples`` verification steps. Three tests per rule,
     each Bonferroni-corrected over the positions at level ``significance`` (default 1e-4, so a correct
@@ -327,8 +328,8 @@ def cross_validate(rules=None, *, device: str = "cpu", batch: int = 8, vocab: in
 
     * acceptance: two-sided z-test of the empirical acceptance against the rule's exact acceptance
       (:meth:`mdtheory.rules.SelectionRule.exact_acceptance`);
-    * optimum: one-sided z-test that the empirical acceptance is not above α* (iid drafts);
-    * output law: chi-square goodness of fit of the output tokens to p.
+    * optimum: the audit's one-sided z-test that the empirical acceptance is not above α*;
+    * output law: the audit's chi-square test of the output tokens against p (sparse cells pooled).
 
     Parameters
     ----------
@@ -343,58 +344,34 @@ def cross_validate(rules=None, *, device: str = "cpu", batch: int = 8, vocab: in
     dict
         ``passed`` (bool), ``device``, ``rules``: one dict per rule with ``rule``,
         ``acceptance_empirical``, ``acceptance_exact``, ``alpha_star`` (means over positions),
-        ``acceptance_pvalue``, ``optimum_pvalue``, ``law_pvalue`` (Bonferroni-adjusted minima) and
-        ``passed``.
+        ``acceptance_pvalue``, ``optimum_pvalue``, ``law_pvalue`` (Bonferroni-adjusted minima),
+        ``tv_upper`` (the audit's simultaneous 95% bound on TV(output law, p)) and ``passed``.
     """
     torch = _torch()
+    from .audit import audit, bonferroni, z_pvalues
     from .rules import make_rule
-    from .solve import alpha_star as np_alpha_star
 
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        raise InvalidInputError("--device cuda was asked for but CUDA is not available here")
     for label, value, low in (("batch", batch, 1), ("vocab", vocab, 2), ("drafts", drafts, 1),
                               ("samples", samples, 10)):
         if value < low:
             raise InvalidInputError(f"{label} must be at least {low}, got {value}")
-    dtype = dtype or torch.float64
-    rng = np.random.default_rng(seed)
-    gen = torch.Generator(device=device).manual_seed(seed)
-    p_np, q_np = _pairs(rng, batch, vocab)
-    alphas = np.array([np_alpha_star(p, q, drafts) for p, q in zip(p_np, q_np, strict=True)])
-    P = torch.as_tensor(p_np, dtype=dtype, device=device)
-    Q = torch.as_tensor(q_np, dtype=dtype, device=device)
-    Q_rows = Q.repeat_interleave(samples, dim=0)
     specs = []
     for r in rules if rules is not None else TORCH_RULES:
         if isinstance(r, str) and r not in TORCH_RULES:
             raise InvalidInputError(f"no torch rule {r!r}; valid choices: {', '.join(TORCH_RULES)}")
         specs.append((r, TORCH_RULES[r]) if isinstance(r, str) else r)
+    p_np, q_np = _pairs(np.random.default_rng(seed), batch, vocab)
     out = []
     for name, cls in specs:
         exact = np.array([make_rule(name, p, q, drafts).exact_acceptance()
                           for p, q in zip(p_np, q_np, strict=True)])
-        rule = cls(P, Q, drafts).repeat_rows(samples)
-        tokens, accepted = rule.step(sample_drafts(Q_rows, drafts, gen), gen)
-        acc = accepted.reshape(batch, samples).double().mean(dim=1).cpu().numpy()
-        counts = torch.zeros(batch, vocab, dtype=torch.float64, device=device)
-        counts.scatter_add_(1, tokens.reshape(batch, samples),
-                            torch.ones(batch, samples, dtype=torch.float64, device=device))
-        counts = counts.cpu().numpy()
-        se = np.sqrt(np.maximum(exact * (1 - exact), 1e-12) / samples)
-        p_acc = 2 * stats.norm.sf(np.abs(acc - exact) / se)
-        se_opt = np.sqrt(np.maximum(alphas * (1 - alphas), 1e-12) / samples)
-        p_opt = stats.norm.sf((acc - alphas) / se_opt)
-        p_law = []
-        for c, p in zip(counts, p_np, strict=True):
-            keep = p > 0
-            if (c[~keep] > 0).any():  # a token of zero target mass came out
-                p_law.append(0.0)
-            else:
-                p_law.append(stats.chisquare(c[keep], samples * p[keep] / p[keep].sum()).pvalue)
-        adj = [min(1.0, batch * float(np.min(v))) for v in (p_acc, p_opt, p_law)]
-        out.append({"rule": name, "acceptance_empirical": float(acc.mean()),
-                    "acceptance_exact": float(exact.mean()), "alpha_star": float(alphas.mean()),
+        res = audit(cls, p_np, q_np, drafts, torch=True, device=device, dtype=dtype,
+                    samples=samples, seed=seed, level=significance)
+        acc = np.array([row["acceptance"] for row in res.per_position])
+        adj = [bonferroni(z_pvalues(acc, exact, samples)), res.optimum_pvalue, res.pvalue]
+        out.append({"rule": name, "acceptance_empirical": res.acceptance,
+                    "acceptance_exact": float(exact.mean()), "alpha_star": res.alpha_star,
                     "acceptance_pvalue": adj[0], "optimum_pvalue": adj[1], "law_pvalue": adj[2],
-                    "passed": all(a >= significance for a in adj)})
+                    "tv_upper": res.tv_upper, "passed": all(a >= significance for a in adj)})
     return {"passed": all(r["passed"] for r in out), "device": str(torch.device(device)),
             "rules": out}

@@ -125,3 +125,14 @@ def test_cli_cross_validate(capsys):
     assert all(keys <= r.keys() for r in report["rules"])
     assert main(["cross-validate", "--rules", "single"]) == 2
     assert main(["cross-validate", "--samples", "1"]) == 2
+
+
+def test_cross_validate_is_the_audit_of_the_torch_rules():
+    """One harness: cross_validate's law test and TV bound are mdtheory.audit's, same seed, same
+    numbers."""
+    report = tb.cross_validate(["rrs"], batch=3, vocab=5, samples=2000, seed=9)
+    p, q = tb._pairs(np.random.default_rng(9), 3, 5)
+    res = md.audit(tb.TorchRRS, p, q, 2, torch=True, samples=2000, seed=9, level=1e-4)
+    row = report["rules"][0]
+    assert row["law_pvalue"] == res.pvalue and row["tv_upper"] == res.tv_upper
+    assert row["acceptance_empirical"] == res.acceptance and row["optimum_pvalue"] == res.optimum_pvalue
