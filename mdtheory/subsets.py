@@ -1,11 +1,11 @@
 """The subset formula: :math:`\\alpha^* = 1 + \\min_{T \\subseteq \\Omega} [p(T) - Q(T)]`.
 
-Hu et al. 2025 (dual of the OTLP, Theorem 1); THEORY §2 and §4. Two routes:
+Hu et al. 2025 (dual of the OTLP, Theorem 1). Two routes:
 
 * :func:`subsets_exhaustive` — all :math:`2^V` subsets, for any draft model;
 * :func:`prefix_scan` — only the V + 1 prefixes of the tokens sorted by q/p decreasing (tokens with
   p = 0 < q first). For iid drafts an optimal T is such a prefix: exchanging a token into T in
-  decreasing q/p order can only help because :math:`t \\mapsto t^n` is convex (THEORY §4; Hu et al.
+  decreasing q/p order can only help because :math:`t \\mapsto t^n` is convex (Hu et al.
   2025, Global Resolution Lemma on H*). One sort and one cumulative sum: O(V log V).
 """
 
@@ -43,7 +43,8 @@ def subsets_exhaustive(p: np.ndarray, model: DraftModel) -> dict:
     Returns
     -------
     dict
-        ``value`` = 1 + the minimum, ``cut`` (the inclusion-minimal minimiser), ``timings``.
+        ``value`` = 1 + the minimum, ``cut`` (the inclusion-minimal minimiser), ``sets`` (the
+        number of token sets evaluated, :math:`2^V`, which the front door checks), ``timings``.
 
     Raises
     ------
@@ -67,7 +68,7 @@ def subsets_exhaustive(p: np.ndarray, model: DraftModel) -> dict:
     # p(T) - Q(T) is submodular (Q(T) is supermodular), so its minimisers are closed under
     # intersection: report the inclusion-minimal one
     minimal = masks[excess <= best + TIE_TOL].all(axis=0)
-    return {"value": 1.0 + best, "cut": np.flatnonzero(minimal),
+    return {"value": 1.0 + best, "cut": np.flatnonzero(minimal), "sets": len(codes),
             "timings": {"scan": time.perf_counter() - t0}}
 
 
@@ -98,7 +99,8 @@ def prefix_scan(p: np.ndarray, model: DraftModel) -> dict:
     -------
     dict
         ``value``, ``cut`` (the shortest prefix within :data:`TIE_TOL` of the best; empty when no
-        prefix gains more than that), ``timings``.
+        prefix gains more than that), ``order`` (the sorted tokens, which the front door's base
+        certificate reuses), ``timings``.
 
     Raises
     ------
@@ -125,4 +127,4 @@ def prefix_scan(p: np.ndarray, model: DraftModel) -> dict:
         in_cut[order[: int(np.argmax(gain >= best - TIE_TOL)) + 1]] = True
     value = 1.0 - best
     cut = np.flatnonzero(in_cut)
-    return {"value": value, "cut": cut, "timings": {"scan": time.perf_counter() - t0}}
+    return {"value": value, "cut": cut, "order": order, "timings": {"scan": time.perf_counter() - t0}}
