@@ -53,8 +53,8 @@ from .errors import SolverError
 from .polymatroid import _lex_blocks, lex_optimal_base_iid
 
 __all__ = ["certify", "check_plan", "check_flow", "check_base_iid", "base_along_order", "cut_value",
-           "support_members", "Certificate", "VALUE_TOL", "FEAS_TOL", "CERT_TOL", "RATIO_TOL", "MAX_CERT_SETS",
-           "CERTIFY_MODES"]
+           "support_members", "Certificate", "VALUE_TOL", "FEAS_TOL", "CERT_TOL", "RATIO_TOL",
+           "MAX_CERT_SETS", "CERTIFY_MODES"]
 
 #: A value may leave [0, 1] by at most this (floating-point and LP-solver rounding).
 VALUE_TOL = 1e-9
@@ -266,9 +266,10 @@ def _coverage_along(model: DraftModel, order: np.ndarray) -> np.ndarray:
 def base_along_order(ps: np.ndarray, qs: np.ndarray, cover: np.ndarray) -> np.ndarray:
     """The base μ pooled along a given token order: the greatest convex minorant of the points
     :math:`(p(S_k), g(S_k))` of its prefixes S_k; each segment's rise of g is shared by its tokens in
-    proportion to p (a vertical segment, p = 0 < q, in proportion to q). Along the order of q/p increasing this is the lexicographically
-    optimal base (:func:`~mdtheory.polymatroid.lex_optimal_base_iid`), here from the rises of the
-    model's own coverage values instead of a second sort.
+    proportion to p (a vertical segment, p = 0 < q, in proportion to q). Along the order of q/p
+    increasing this is the lexicographically optimal base
+    (:func:`~mdtheory.polymatroid.lex_optimal_base_iid`), here from the rises of the model's own
+    coverage values instead of a second sort.
 
     Parameters
     ----------
@@ -320,7 +321,8 @@ def check_base_iid(p: np.ndarray, model: DraftModel, order: np.ndarray, mu: np.n
     interpolation of the run's prefix points (fractional knapsack); at those points it is at most
     :math:`H_j(t) + e_j`, :math:`H_j(t) = h(q(F_j) + t) - h(q(F_j))`, and H_j is concave, so it lies
     above its chords: :math:`\\mu(S_j) \\le H_j(q(S_j)) + e_j + w_j`. (ii) h is concave and
-    :math:`S \\cap F_j \\subseteq F_j`, so :math:`H_j(q(S_j)) \\le g((S \\cap F_j) \\cup S_j) - g(S \\cap F_j)`.
+    :math:`S \\cap F_j \\subseteq F_j`, so
+    :math:`H_j(q(S_j)) \\le g((S \\cap F_j) \\cup S_j) - g(S \\cap F_j)`.
     (iii) Summing over j, the right sides telescope to g(S): :math:`\\mu(S) \\le g(S) + \\eta`. This
     holds for any order, any runs and any μ; runs start where μ/q rises past its run's least value by
     more than :data:`RATIO_TOL` (relative), which only affects how tight η is. For the

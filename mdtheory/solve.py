@@ -6,7 +6,8 @@ import time
 
 import numpy as np
 
-from ._certify import CERT_TOL, CERTIFY_MODES, certify as _certify
+from ._certify import CERT_TOL, CERTIFY_MODES
+from ._certify import certify as _certify
 from ._validate import as_distribution
 from .drafts import DraftModel, make_draft_model
 from .dual import dual_lp
