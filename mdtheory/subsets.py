@@ -14,6 +14,7 @@ from __future__ import annotations
 import time
 
 import numpy as np
+from numba import njit
 
 from .drafts import DraftModel, WithoutReplacement
 from .errors import InvalidInputError, ProblemTooLargeError
@@ -84,6 +85,25 @@ def prefix_order(p: np.ndarray, q: np.ndarray) -> np.ndarray:
         return np.argsort(p / q)
 
 
+@njit(cache=True)
+def _best_prefix(p, order, contained, tie_tol):
+    """(best gain, length of the shortest prefix within ``tie_tol`` of it, 0 if the best is at most
+    ``tie_tol``), gain_k = contained[k] - p(first k + 1 tokens), the empty prefix gaining 0; two
+    passes with a running sum of p instead of storing the gains."""
+    best, s = 0.0, 0.0
+    for k in range(order.size):
+        s += p[order[k]]
+        best = max(best, contained[k] - s)
+    if best <= tie_tol:
+        return best, 0
+    s = 0.0
+    for k in range(order.size):
+        s += p[order[k]]
+        if contained[k] - s >= best - tie_tol:
+            return best, k + 1
+    return best, order.size  # not reached: the first pass found a prefix at best
+
+
 def prefix_scan(p: np.ndarray, model: DraftModel) -> dict:
     """Minimise p(T) - Q(T) over the prefixes of :func:`prefix_order`.
 
@@ -109,7 +129,7 @@ def prefix_scan(p: np.ndarray, model: DraftModel) -> dict:
 
     Notes
     -----
-    iid: one argsort, two cumulative sums, O(V log V). Without replacement: one containment
+    iid: one argsort and two compiled passes, O(V log V). Without replacement: one containment
     quadrature per prefix, O(V) quadratures (see :class:`~mdtheory.drafts.WithoutReplacement`).
     """
     if model.sampling not in PREFIX_SAMPLINGS:
@@ -119,12 +139,9 @@ def prefix_scan(p: np.ndarray, model: DraftModel) -> dict:
         )
     t0 = time.perf_counter()
     order = prefix_order(p, model.q)
-    contained = model.prefix_containment(order)
-    gain = contained - np.cumsum(p[order])
-    best = max(float(gain.max()), 0.0)  # the empty prefix gains 0
+    best, length = _best_prefix(p, order, model.prefix_containment(order), TIE_TOL)
     in_cut = np.zeros(model.V, dtype=bool)
-    if best > TIE_TOL:  # the shortest prefix within TIE_TOL of the best
-        in_cut[order[: int(np.argmax(gain >= best - TIE_TOL)) + 1]] = True
+    in_cut[order[:length]] = True
     value = 1.0 - best
     cut = np.flatnonzero(in_cut)
     return {"value": value, "cut": cut, "order": order, "timings": {"scan": time.perf_counter() - t0}}
