@@ -306,6 +306,30 @@ def _base_scan(ps, q, contained, order, bounds, dP, dG, mu_in, ratio_tol, mu_out
     return acc, eta, mu_min, m + m_c
 
 
+def _base_bounds(p: np.ndarray, model: DraftModel, order, mu, who: str):
+    """(sum of min(p, mu), eta, min mu, mu(Omega), mu in token order) of :func:`check_base_iid`,
+    without its verdict."""
+    order = np.asarray(order)
+    if order.shape != p.shape or not np.issubdtype(order.dtype, np.integer):
+        raise SolverError(f"{who}: the route's order is not a permutation of the {p.size} tokens")
+    ps = _reversed_gather(order, p)
+    if ps.size != p.size:
+        raise SolverError(f"{who}: the route's order is not a permutation of the {p.size} tokens")
+    contained = model.prefix_containment(order)  # the model's, not the route's
+    if mu is None:  # pool along the order: the lower convex hull of (p, g) of its prefixes
+        bounds, dP, dG = _lex_blocks(ps, _rises(contained))
+        mu_in = np.zeros(0)
+    else:
+        bounds, dP, dG = np.zeros(1, np.int64), np.zeros(0), np.zeros(0)
+        mu_in = np.asarray(mu, dtype=float)
+        if mu_in.shape != p.shape:
+            raise SolverError(f"{who}: the base has shape {mu_in.shape}, expected {p.shape}")
+    mu = np.empty(p.size)
+    accepted, excess, mu_min, total = _base_scan(ps, model.q, contained, order, bounds, dP, dG,
+                                                 mu_in, RATIO_TOL, mu)
+    return accepted, excess, mu_min, total, mu
+
+
 def check_base_iid(p: np.ndarray, model: DraftModel, order: np.ndarray, mu: np.ndarray | None = None,
                    who: str = "base") -> tuple[float, np.ndarray]:
     """Check a base μ of B(g) for iid drafts by one scan and return the lower bound on α* it proves.
@@ -375,24 +399,7 @@ def check_base_iid(p: np.ndarray, model: DraftModel, order: np.ndarray, mu: np.n
     :math:`\\tilde\\mu` are plain, each off by at most V u (u = 2^-53; 1.4e-11 at V = 128,000), which
     :data:`FEAS_TOL` and :data:`CERT_TOL` absorb.
     """
-    order = np.asarray(order)
-    if order.shape != p.shape or not np.issubdtype(order.dtype, np.integer):
-        raise SolverError(f"{who}: the route's order is not a permutation of the {p.size} tokens")
-    ps = _reversed_gather(order, p)
-    if ps.size != p.size:
-        raise SolverError(f"{who}: the route's order is not a permutation of the {p.size} tokens")
-    contained = model.prefix_containment(order)  # the model's, not the route's
-    if mu is None:  # pool along the order: the lower convex hull of (p, g) of its prefixes
-        bounds, dP, dG = _lex_blocks(ps, _rises(contained))
-        mu_in = np.zeros(0)
-    else:
-        bounds, dP, dG = np.zeros(1, np.int64), np.zeros(0), np.zeros(0)
-        mu_in = np.asarray(mu, dtype=float)
-        if mu_in.shape != p.shape:
-            raise SolverError(f"{who}: the base has shape {mu_in.shape}, expected {p.shape}")
-    mu = np.empty(p.size)
-    accepted, excess, mu_min, total = _base_scan(ps, model.q, contained, order, bounds, dP, dG,
-                                                 mu_in, RATIO_TOL, mu)
+    accepted, excess, mu_min, total, mu = _base_bounds(p, model, order, mu, who)
     if not math.isfinite(total):
         raise SolverError(f"{who}: the base has a non-finite entry")
     if -mu_min > FEAS_TOL:
