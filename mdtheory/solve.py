@@ -76,7 +76,7 @@ def optimal_acceptance(p, q, n: int | None = None, sampling: str = "iid", *,
         ``"fast"`` (default): each route's own primal object, and for the iid prefix route a base
         pooled along the route's own order (O(V) beyond the route). ``"full"``: for the iid prefix
         route the lexicographically optimal base of
-        :func:`~mdtheory.polymatroid.lex_optimal_base_iid` (its own sort; about twice the route's
+        :func:`~mdtheory.polymatroid.lex_optimal_base_iid` (its own stable sort; several times the route's
         cost), and for the without-replacement prefix route the flow proof at any size (see
         :mod:`mdtheory._certify`).
 
