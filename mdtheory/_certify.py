@@ -29,8 +29,12 @@ replacement                 :data:`MAX_CERT_SETS` draft sets (or ``certify="full
                             that it reports :math:`2^V` sets and that its cut reproduces its value.
 ==========================  ===================================================================
 
-Tolerances are named here and nowhere else in the certificate: :data:`VALUE_TOL`, :data:`FEAS_TOL`,
-:data:`CERT_TOL`. Nothing is clamped: a failed check raises :class:`~mdtheory.errors.SolverError`.
+A plan or flow is read against the model's own tuple or set law (the route's support and masses must
+reproduce it), and the base against the model's own coverage: only the route's order is taken on
+trust, and any order is sound. Tolerances are named here and nowhere else in the certificate:
+:data:`VALUE_TOL`, :data:`FEAS_TOL`, :data:`CERT_TOL`, :data:`RATIO_TOL` (and the size limit
+:data:`MAX_CERT_SETS`). Nothing is clamped: a failed check raises
+:class:`~mdtheory.errors.SolverError`.
 
 References
 ----------
@@ -411,16 +415,29 @@ def check_base_iid(p: np.ndarray, model: DraftModel, order: np.ndarray, mu: np.n
     return accepted - excess, mu
 
 
+def _model_law(model: DraftModel, out: dict, literal: bool, who: str):
+    """(members, masses) of the model's own tuple or set law, which the route's support and its
+    probabilities must reproduce: a plan or flow is checked against the drafts' true law."""
+    law = model.tuple_law() if literal else model.set_law()
+    support = law.tuples if literal else law.members
+    got, probs = np.asarray(out["support"]), np.asarray(out["support_probs"], dtype=float)
+    if got.shape != support.shape or not np.array_equal(got, support) or \
+            probs.shape != law.probs.shape or not np.abs(probs - law.probs).max() <= FEAS_TOL:
+        raise SolverError(f"{who}: its support or their probabilities differ from the draft model's "
+                          f"{'tuple' if literal else 'set'} law")
+    return support_members(support, model.V), law.probs
+
+
 def _primal(p: np.ndarray, model: DraftModel, out: dict, method: str, mode: str):
     """(certificate name, lower bound or None, base or None) for one route's output."""
     who = f"method {method!r}"
     if method in ("otlp", "otlp-literal", "dual", "maxflow"):
         if out.get("plan") is None or out.get("support") is None or out.get("support_probs") is None:
             raise SolverError(f"{who} returned no {'plan' if 'otlp' in method else 'flow'} to certify")
-        members = support_members(out["support"], p.size)
+        members, mass = _model_law(model, out, method == "otlp-literal", who)
         if method.startswith("otlp"):
-            return "plan", check_plan(p, members, out["support_probs"], out["plan"], who), None
-        return "flow", check_flow(p, members, out["support_probs"], out["plan"], who), None
+            return "plan", check_plan(p, members, mass, out["plan"], who), None
+        return "flow", check_flow(p, members, mass, out["plan"], who), None
     if method == "prefix" and model.sampling == "iid":
         order = out.get("order")
         if order is None:
@@ -435,7 +452,8 @@ def _primal(p: np.ndarray, model: DraftModel, out: dict, method: str, mode: str)
         if mode == "fast" and model.count_sets() > MAX_CERT_SETS:
             return "cut", None, None
         flows = dual_lp(p, model)
-        return "flow", check_flow(p, flows["support"], flows["support_probs"], flows["plan"], who), None
+        members, mass = _model_law(model, flows, False, who)
+        return "flow", check_flow(p, members, mass, flows["plan"], who), None
     if method == "subsets":
         if out.get("sets") != 2 ** p.size:
             raise SolverError(f"{who} reports {out.get('sets')} token sets evaluated, not all "
@@ -476,10 +494,12 @@ def certify(p: np.ndarray, model: DraftModel, out: dict, method: str, mode: str 
     if not -VALUE_TOL <= value <= 1.0 + VALUE_TOL:
         raise SolverError(f"method {method!r} returned alpha* = {value:.12g}, outside [0, 1]")
     upper = cut_value(p, model, out["cut"])
-    if abs(upper - value) > CERT_TOL:
+    if not abs(upper - value) <= CERT_TOL:
+        cut = np.asarray(out["cut"]).tolist()
+        shown = f"{cut}" if len(cut) <= 10 else f"{str(cut[:10])[:-1]}, ...] ({len(cut)} tokens)"
         raise SolverError(
-            f"method {method!r} returned value {value:.12g} but its cut set "
-            f"{np.asarray(out['cut']).tolist()} gives {upper:.12g}"
+            f"method {method!r} returned value {value:.12g} but its cut set {shown} gives "
+            f"{upper:.12g}"
         )
     name, lower, base = _primal(p, model, out, method, mode)
     if lower is None:

@@ -197,6 +197,17 @@ def test_wrong_plan(monkeypatch, method, kind, match):
     raises(match, method)
 
 
+@pytest.mark.parametrize("method", ["otlp", "otlp-literal", "dual", "maxflow"])
+@pytest.mark.parametrize("field", ["support", "support_probs"])
+def test_support_must_be_the_model_law(monkeypatch, method, field):
+    """A plan or flow over a draft law other than the model's proves nothing about the model."""
+    def change(out, p, model):
+        out[field] = out[field][::-1].copy()
+
+    corrupt(monkeypatch, method, change)
+    raises("differ from the draft model's", method)
+
+
 def test_missing_plan(monkeypatch):
     corrupt(monkeypatch, "otlp", lambda out, p, model: out.pop("plan"))
     raises("returned no plan to certify", "otlp")
