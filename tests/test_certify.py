@@ -387,3 +387,8 @@ def test_subnormal_masses_full_certificate(p, q, n):
     p, q = np.array(p) / np.sum(p), np.array(q) / np.sum(q)
     res = md.optimal_acceptance(p, q, n, certify="full")
     assert res.certificate == "lex-base" and abs(res.certificate_gap) <= _certify.CERT_TOL
+
+
+def test_base_check_needs_iid_drafts():
+    with pytest.raises(md.InvalidInputError, match="needs iid drafts, not 'without-replacement'"):
+        _certify.check_base_iid(P, md.WithoutReplacement(Q, N), np.arange(4))
