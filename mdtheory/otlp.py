@@ -7,7 +7,7 @@
     \\sum_x C(x, y) = p(y) \\;\\forall y,
 
 over draft tuples :math:`x \\in \\Omega^n` and output tokens :math:`y \\in \\Omega`; the selection rule
-is :math:`\\pi(y \\mid x) = C(x, y) / Q(x)` (THEORY §2; Sun et al. 2023, Khisti et al. 2025 §2).
+is :math:`\\pi(y \\mid x) = C(x, y) / Q(x)` (Sun et al. 2023, Khisti et al. 2025 §2).
 
 **Symmetry reduction.** The objective depends on x only through set(x). Averaging any optimal plan
 over the tuples that share a set, weighted by Q(x), keeps both marginals and the objective, so an

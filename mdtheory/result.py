@@ -32,7 +32,27 @@ class AcceptanceResult:
     drafts : int
         Number of drafts n.
     status : str
-        ``"optimal"`` (every route either proves its optimum or raises).
+        ``"optimal"``: the value is proven, its cut and a feasible primal object (``certificate``)
+        meet within :data:`~mdtheory._certify.CERT_TOL`, or the route evaluated every cut.
+        ``"upper-bound"``: only the cut is checked, so the value is a proven upper bound on
+        :math:`\\alpha^*` (the without-replacement prefix route beyond
+        :data:`~mdtheory._certify.MAX_CERT_SETS` draft sets). A route that cannot be proven raises
+        :class:`~mdtheory.errors.SolverError` instead.
+    certificate : str
+        The primal object that proved the value (:mod:`mdtheory._certify`): ``"plan"`` (OTLP
+        routes), ``"flow"`` (``dual``, ``maxflow``, and ``prefix`` for without-replacement drafts
+        up to :data:`~mdtheory._certify.MAX_CERT_SETS` sets), ``"base"`` / ``"lex-base"``
+        (``prefix``, iid: a base μ of the coverage polytope, see ``base``), ``"exhaustive"``
+        (``subsets``: all :math:`2^V` cuts evaluated) or ``"cut"`` (none; status ``"upper-bound"``).
+    certificate_gap : float or None
+        Cut value :math:`1 + p(T) - Q(T)` minus the primal object's lower bound on
+        :math:`\\alpha^*` (its objective less its infeasibility): the width of the proven interval,
+        at most :data:`~mdtheory._certify.CERT_TOL` in absolute value. None for ``"exhaustive"`` and
+        ``"cut"``.
+    base : ndarray or None
+        For ``prefix`` with iid drafts, the base μ of the coverage polytope B(g) that proved the
+        value, :math:`\\sum_y \\min(p(y), \\mu(y)) = \\alpha^*`: the marginal of an optimal rule
+        (Khisti et al., Theorem 1).
     plan : ndarray or None
         For the OTLP routes, the optimal selection rule :math:`\\pi(y \\mid x)`, one row per entry of
         ``support``; for ``maxflow`` and ``dual``, the relaxed plan S(x, y) (flows) per entry of
@@ -56,6 +76,9 @@ class AcceptanceResult:
     sampling: str
     drafts: int
     status: str = "optimal"
+    certificate: str = ""
+    certificate_gap: float | None = None
+    base: np.ndarray | None = None
     plan: np.ndarray | None = None
     support: np.ndarray | None = None
     support_probs: np.ndarray | None = None
@@ -78,4 +101,5 @@ class AcceptanceResult:
 
     def __repr__(self) -> str:
         return (f"AcceptanceResult(value={self.value:.12g}, cut={self.cut.tolist()}, method={self.method!r}, "
-                f"sampling={self.sampling!r}, drafts={self.drafts}, status={self.status!r})")
+                f"sampling={self.sampling!r}, drafts={self.drafts}, status={self.status!r}, "
+                f"certificate={self.certificate!r})")

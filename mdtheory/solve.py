@@ -6,10 +6,12 @@ import time
 
 import numpy as np
 
+from ._certify import CERT_TOL, CERTIFY_MODES
+from ._certify import certify as _certify
 from ._validate import as_distribution
 from .drafts import DraftModel, make_draft_model
 from .dual import dual_lp
-from .errors import InvalidDistributionError, InvalidInputError, SolverError
+from .errors import InvalidDistributionError, InvalidInputError
 from .maxflow import maxflow
 from .otlp import otlp
 from .result import AcceptanceResult
@@ -17,8 +19,6 @@ from .subsets import PREFIX_SAMPLINGS, prefix_scan, subsets_exhaustive
 
 __all__ = ["optimal_acceptance", "alpha_star", "METHODS", "CERT_TOL"]
 
-#: Every route's cut set must reproduce its value, 1 + p(T) - Q(T), within this.
-CERT_TOL = 1e-7
 #: ``method="auto"`` enumerates all token sets up to this alphabet size (models without a prefix route).
 AUTO_SUBSET_V = 16
 
@@ -39,7 +39,8 @@ def _auto(model: DraftModel) -> str:
 
 
 def optimal_acceptance(p, q, n: int | None = None, sampling: str = "iid", *,
-                       method: str = "auto", normalize: bool = False) -> AcceptanceResult:
+                       method: str = "auto", normalize: bool = False,
+                       certify: str = "fast") -> AcceptanceResult:
     """Optimal acceptance of n-draft speculative sampling, with an optimal cut set.
 
     .. math::
@@ -71,35 +72,50 @@ def optimal_acceptance(p, q, n: int | None = None, sampling: str = "iid", *,
         preflow-push.
     normalize : bool
         Rescale p and q to sum one instead of refusing sums off one by more than 1e-6.
+    certify : str
+        ``"fast"`` (default): each route's own primal object, and for the iid prefix route a base
+        pooled along the route's own order (O(V) beyond the route). ``"full"``: for the iid prefix
+        route the lexicographically optimal base of
+        :func:`~mdtheory.polymatroid.lex_optimal_base_iid` (its own stable sort; several times the route's
+        cost), and for the without-replacement prefix route the flow proof at any size (see
+        :mod:`mdtheory._certify`).
 
     Returns
     -------
     AcceptanceResult
-        ``value``, ``cut``, ``method``, ``status``, and per route the plan, duals, duality gap and
-        timings.
+        ``value``, ``cut``, ``method``, ``status``, ``certificate``, ``certificate_gap``, and per
+        route the plan or flow, base, duals, duality gap and timings.
 
     Raises
     ------
     InvalidDistributionError
         p or q is not a distribution, or their lengths differ.
     InvalidInputError
-        Unknown method or sampling, or a bad number of drafts.
+        Unknown method, sampling or certify mode, or a bad number of drafts.
     ProblemTooLargeError
         The chosen method would not fit (the message names the size and another route).
     SolverError
-        A solver fails, or a route's cut set does not reproduce its value within :data:`CERT_TOL`.
+        A solver fails, or the result is not proven: its value leaves [0, 1], its cut set does not
+        reproduce it, or its primal object is infeasible or misses the cut value by more than
+        :data:`~mdtheory._certify.CERT_TOL` (:func:`mdtheory._certify.certify`).
 
     Notes
     -----
     Every route is exact up to floating-point rounding (the LP and flow routes up to their solver
-    tolerances, about 1e-9). Each result is certified: the cut T it returns must satisfy
-    :math:`1 + p(T) - Q(T) = \\alpha^*` within :data:`CERT_TOL`, Q(T) recomputed by the draft model.
+    tolerances, about 1e-9). Each result is proven by weak duality: the cut T it returns gives
+    :math:`\\alpha^* \\le 1 + p(T) - Q(T)` (Q(T) recomputed by the draft model), a primal object
+    checked for feasibility (the plan, the flow, or a base μ of the coverage polytope with
+    :math:`\\sum_y \\min(p, \\mu)`) gives the lower bound, and both must meet the value within
+    :data:`~mdtheory._certify.CERT_TOL`; ``certificate`` names the primal object and
+    ``certificate_gap`` is the difference of the two bounds. The value is not clamped. Without-
+    replacement drafts with more than :data:`~mdtheory._certify.MAX_CERT_SETS` draft sets get only
+    the cut by default: ``status="upper-bound"``.
 
     References
     ----------
     Hu et al., "Towards Optimal Multi-draft Speculative Decoding", ICLR 2025 (the dual, Theorem 1).
     Khisti et al., ICLR 2025, Theorems 2 and 3 (n = 2 iid). Thomas & Pal, "Global Resolution",
-    ICLR 2026 (max-flow form). ``../shared/THEORY.md`` §2–4.
+    ICLR 2026 (max-flow form).
 
     Examples
     --------
@@ -120,28 +136,27 @@ def optimal_acceptance(p, q, n: int | None = None, sampling: str = "iid", *,
         raise InvalidInputError(
             f"unknown method {method!r}; valid choices: auto, {', '.join(METHODS)}"
         )
+    if certify not in CERTIFY_MODES:
+        raise InvalidInputError(
+            f"unknown certify mode {certify!r}; valid choices: {', '.join(CERTIFY_MODES)}"
+        )
     out = METHODS[name](p, model)
+    t1 = time.perf_counter()
+    cert = _certify(p, model, out, name, certify)
     cut = np.asarray(out["cut"], dtype=np.int64)
     cut.setflags(write=False)
-    in_cut = np.zeros(model.V, dtype=bool)
-    in_cut[cut] = True
-    certified = 1.0 + float(p[in_cut].sum()) - float(model.containment(in_cut))
-    if abs(certified - out["value"]) > CERT_TOL:
-        raise SolverError(
-            f"method {name!r} returned value {out['value']:.12g} but its cut set {cut.tolist()} gives "
-            f"{certified:.12g}"
-        )
-    timings = dict(out.get("timings", {}), total=time.perf_counter() - t0)
+    t2 = time.perf_counter()
+    timings = dict(out.get("timings", {}), certify=t2 - t1, total=t2 - t0)
     return AcceptanceResult(
-        value=float(min(max(out["value"], 0.0), 1.0)), cut=cut, method=name,
-        sampling=model.sampling, drafts=model.n, plan=out.get("plan"),
-        support=out.get("support"), support_probs=out.get("support_probs"),
+        value=float(out["value"]), cut=cut, method=name, sampling=model.sampling, drafts=model.n,
+        status=cert.status, certificate=cert.name, certificate_gap=cert.gap, base=cert.base,
+        plan=out.get("plan"), support=out.get("support"), support_probs=out.get("support_probs"),
         duals=out.get("duals"), duality_gap=out.get("duality_gap"), timings=timings,
     )
 
 
 def alpha_star(p, q, n: int | None = None, sampling: str = "iid", *, method: str = "auto",
-               normalize: bool = False) -> float:
+               normalize: bool = False, certify: str = "fast") -> float:
     """The value :math:`\\alpha^*` alone; see :func:`optimal_acceptance` for the parameters.
 
     Examples
@@ -149,4 +164,5 @@ def alpha_star(p, q, n: int | None = None, sampling: str = "iid", *, method: str
     >>> alpha_star([0.25, 0.75], [0.75, 0.25], 1)
     0.5
     """
-    return optimal_acceptance(p, q, n, sampling, method=method, normalize=normalize).value
+    return optimal_acceptance(p, q, n, sampling, method=method, normalize=normalize,
+                              certify=certify).value

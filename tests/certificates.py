@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from mdtheory._certify import CERT_TOL
+from mdtheory.polymatroid import MAX_EXHAUSTIVE_V, base_polytope_violation
+
 #: Tolerance for feasibility and objective checks of float solutions.
 TOL = 1e-8
 
@@ -73,9 +76,25 @@ def check_cut(result, p: np.ndarray, model, tol: float = TOL) -> None:
         f"{result.method}: cut {result.cut} has value {cut_value}, result says {result.value}"
 
 
+def check_proof(result, p: np.ndarray, model, tol: float = TOL) -> None:
+    """The front door's own proof is reported: which primal object, and a gap within CERT_TOL; the
+    iid prefix route's base attains the value and lies in B(g) (all 2^V sets, small V)."""
+    expected = {"otlp": "plan", "otlp-literal": "plan", "dual": "flow", "maxflow": "flow",
+                "subsets": "exhaustive", "prefix": "base" if model.sampling == "iid" else "flow"}
+    assert result.certificate == expected[result.method], (result.method, result.certificate)
+    assert result.status == "optimal", f"{result.method}: status {result.status}"
+    if result.certificate != "exhaustive":
+        assert abs(result.certificate_gap) <= CERT_TOL, f"{result.method}: gap {result.certificate_gap}"
+    if result.certificate == "base":
+        assert abs(np.minimum(p, result.base).sum() - result.value) <= tol, "base misses the value"
+        if model.V <= MAX_EXHAUSTIVE_V:
+            assert base_polytope_violation(result.base, model) <= tol, "base outside B(g)"
+
+
 def check_all(result, p: np.ndarray, model, tol: float = TOL) -> None:
     """Every certificate that applies to the result's method."""
     check_cut(result, p, model, tol)
+    check_proof(result, p, model, tol)
     if result.method in ("otlp", "otlp-literal"):
         check_plan(result, p, tol)
         check_zero_gap(result, tol)

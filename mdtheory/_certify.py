@@ -1,0 +1,524 @@
+"""Optimality certificates of the front door: a primal object checked against the dual cut.
+
+Weak duality of the relaxed OTLP (the max-flow / min-cut pair of :mod:`mdtheory.maxflow`): every
+feasible primal object of objective A and every token set T satisfy
+
+.. math:: A \\le \\alpha^* \\le 1 + p(T) - Q(T).
+
+A route's value is **proven** when its cut T (the dual side, Q(T) recomputed by the draft model) and
+a primal object (checked for feasibility here, not trusted) meet within :data:`CERT_TOL`, and the value
+lies between them. The primal object per route:
+
+==========================  ===================================================================
+route                       primal object (``certificate``)
+==========================  ===================================================================
+``otlp``, ``otlp-literal``  the plan π(y | x) (``"plan"``): rows are distributions, the output law
+                            is p, acceptance :math:`\\sum_x Q(x) \\sum_{y \\in x} \\pi(y \\mid x)`.
+``dual``, ``maxflow``       the flow S(U, y) (``"flow"``): non-negative, only along y ∈ U, within
+                            the capacities p(y) and w_U; its value :math:`\\sum S`.
+``prefix``, iid             a base μ of B(g) (``"base"``, or ``"lex-base"`` with
+                            ``certify="full"``): :math:`\\sum_y \\min(p, \\mu)`, membership by one
+                            scan along the route's order (:func:`check_base_iid`).
+``prefix``, without         the flow of :func:`~mdtheory.dual.dual_lp` when the model has at most
+replacement                 :data:`MAX_CERT_SETS` draft sets (or ``certify="full"``); otherwise only
+                            the cut (``"cut"``, status ``"upper-bound"``: the value is a proven upper
+                            bound, equal to α* if Hu et al.'s prefix property holds for successive
+                            sampling, which the tests re-check against the exhaustive route).
+``subsets``                 none (``"exhaustive"``): the route evaluates p(T) - Q(T) on all
+                            :math:`2^V` sets, which is the definition of the minimum; the check is
+                            that it reports :math:`2^V` sets and that its cut reproduces its value.
+==========================  ===================================================================
+
+A plan or flow is read against the model's own tuple or set law (the route's support and masses must
+reproduce it), and the base against the model's own coverage: only the route's order is taken on
+trust, and any order is sound. Tolerances are named here and nowhere else in the certificate:
+:data:`VALUE_TOL`, :data:`FEAS_TOL`, :data:`CERT_TOL`, :data:`RATIO_TOL` (and the size limit
+:data:`MAX_CERT_SETS`). Nothing is clamped: a failed check raises
+:class:`~mdtheory.errors.SolverError`.
+
+References
+----------
+Hu et al., "Towards Optimal Multi-draft Speculative Decoding", ICLR 2025 (Theorem 1, the dual).
+Thomas & Pal, "Global Resolution", ICLR 2026 (max-flow form). Khisti et al., ICLR 2025, Theorem 1
+(canonical decomposition: a base μ of the coverage polytope is realised by importance sampling).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import numpy as np
+from numba import njit
+
+from .drafts import DraftModel
+from .dual import dual_lp
+from .errors import InvalidInputError, SolverError
+from .polymatroid import _lex_blocks, lex_optimal_base_iid
+
+__all__ = ["certify", "check_plan", "check_flow", "check_base_iid", "cut_value",
+           "support_members", "Certificate", "VALUE_TOL", "FEAS_TOL", "CERT_TOL", "RATIO_TOL",
+           "MAX_CERT_SETS", "CERTIFY_MODES"]
+
+#: A value may leave [0, 1] by at most this (rounding; an LP route's objective is accurate to ~1e-8).
+VALUE_TOL = 1e-7
+#: Each feasibility constraint of a plan, flow or base may be violated by at most this (HiGHS works
+#: to 1e-10 per constraint; the violation is also charged to the lower bound, see check_plan etc.).
+FEAS_TOL = 1e-8
+#: The value, the cut value and the primal lower bound must agree within this (as the cut check
+#: before issue 10; the literal OTLP's objective has been seen 5e-9 off its cut on V <= 6, n <= 4).
+CERT_TOL = 1e-7
+#: Base scan: mu/q may exceed its run's least value by this (relative) without starting a new run.
+#: Soundness does not depend on it (the excess is charged to the bound), only tightness at ties.
+RATIO_TOL = 1e-9
+#: Without-replacement prefix route: the flow proof by default up to this many draft sets.
+MAX_CERT_SETS = 2_000
+#: ``"fast"``: primal objects that cost O(V) beyond the route; ``"full"``: independent ones.
+CERTIFY_MODES = ("fast", "full")
+
+
+class Certificate(NamedTuple):
+    """What proved a route's value.
+
+    Attributes
+    ----------
+    name : str
+        The primal object: ``"plan"``, ``"flow"``, ``"base"``, ``"lex-base"``, ``"exhaustive"`` or
+        ``"cut"`` (no primal object: the value is only an upper bound).
+    status : str
+        ``"optimal"`` (both bounds meet) or ``"upper-bound"``.
+    gap : float or None
+        Cut value minus the primal lower bound (objective less infeasibility); None without a primal.
+    base : ndarray or None
+        The base μ in token order, for the ``base`` and ``lex-base`` certificates.
+    """
+
+    name: str
+    status: str
+    gap: float | None = None
+    base: np.ndarray | None = None
+
+
+def support_members(support: np.ndarray, V: int) -> np.ndarray:
+    """Indicator (M, V) of the tokens of each support entry: draft sets (bool) or tuples (int)."""
+    support = np.asarray(support)
+    if support.dtype == bool:
+        return support
+    members = np.zeros((len(support), V), dtype=bool)
+    members[np.arange(len(support))[:, None], support] = True
+    return members
+
+
+def cut_value(p: np.ndarray, model: DraftModel, cut) -> float:
+    """:math:`1 + p(T) - Q(T)`, an upper bound on α* for every token set T (weak duality).
+
+    Raises
+    ------
+    SolverError
+        ``cut`` holds an index outside 0..V-1.
+    """
+    cut = np.asarray(cut, dtype=np.int64)
+    if cut.size and (cut.min() < 0 or cut.max() >= p.size):
+        raise SolverError(f"the cut set holds token indices outside 0..{p.size - 1}")
+    in_cut = np.zeros(p.size, dtype=bool)
+    in_cut[cut] = True
+    return 1.0 + float(p[in_cut].sum()) - float(model.containment(in_cut))
+
+
+def _infeasible(who: str, what: str, amount: float) -> SolverError:
+    return SolverError(f"{who}: {what} by {amount:.3g} (tolerance {FEAS_TOL:g})")
+
+
+def check_plan(p: np.ndarray, members: np.ndarray, mass: np.ndarray, plan: np.ndarray,
+               who: str = "plan") -> float:
+    """Check a selection rule π(y | x) and return the lower bound on α* that it proves.
+
+    Parameters
+    ----------
+    p : ndarray, shape (V,)
+    members : ndarray of bool, shape (M, V)
+        Tokens of each draft support entry x.
+    mass : ndarray, shape (M,)
+        Q(x).
+    plan : ndarray, shape (M, V)
+        π(y | x).
+    who : str
+        Names the route in error messages.
+
+    Returns
+    -------
+    float
+        :math:`A - \\mathrm{TV}(p, p')`, where A is the plan's acceptance and p' its output law: α* is
+        1-Lipschitz in p for the total variation distance (each p(T) moves by at most TV), so a plan
+        for the target p' proves :math:`\\alpha^*(p) \\ge A - \\mathrm{TV}(p, p')`.
+
+    Raises
+    ------
+    SolverError
+        A non-finite or negative entry, a row that does not sum to one, or an output law off p by
+        more than :data:`FEAS_TOL`.
+    """
+    plan = np.asarray(plan, dtype=float)
+    if plan.shape != members.shape:
+        raise SolverError(f"{who}: plan has shape {plan.shape}, expected {members.shape}")
+    if not np.isfinite(plan).all():
+        raise SolverError(f"{who}: the plan has a non-finite entry")
+    if (low := -float(plan.min(initial=0.0))) > FEAS_TOL:
+        raise _infeasible(who, "a plan entry is negative", low)
+    if (off := float(np.abs(plan.sum(axis=1) - 1.0).max(initial=0.0))) > FEAS_TOL:
+        raise _infeasible(who, "a row of the plan misses summing to one", off)
+    law = mass @ plan
+    if (off := float(np.abs(law - p).max())) > FEAS_TOL:
+        raise _infeasible(who, "the plan's output law differs from p", off)
+    accepted = float((plan * members).sum(axis=1) @ mass)
+    return accepted - 0.5 * float(np.abs(law - p).sum())
+
+
+def check_flow(p: np.ndarray, members: np.ndarray, mass: np.ndarray, flow: np.ndarray,
+               who: str = "flow") -> float:
+    """Check a flow S(U, y) of the token/draft-set network and return the lower bound it proves.
+
+    The flow enters token y from the source, goes to a set U ∋ y and on to the sink; conservation at
+    every node holds by this representation, so feasibility is: S >= 0, S = 0 where y ∉ U,
+    :math:`\\sum_U S(U, y) \\le p(y)` and :math:`\\sum_y S(U, y) \\le w_U`.
+
+    Returns
+    -------
+    float
+        The value of the feasible flow obtained by removing the excess over each capacity:
+        :math:`\\sum S^+ - \\sum_y (\\mathrm{in}_y - p_y)^+ - \\sum_U (\\mathrm{out}_U - w_U)^+`,
+        :math:`S^+ = \\max(S, 0)`. Every feasible flow is at most the max-flow α*.
+
+    Raises
+    ------
+    SolverError
+        A non-finite entry, or a negative entry, flow outside a draft set, or a capacity exceeded by
+        more than :data:`FEAS_TOL`.
+    """
+    flow = np.asarray(flow, dtype=float)
+    if flow.shape != members.shape:
+        raise SolverError(f"{who}: flow has shape {flow.shape}, expected {members.shape}")
+    if not np.isfinite(flow).all():
+        raise SolverError(f"{who}: the flow has a non-finite entry")
+    if (low := -float(flow.min(initial=0.0))) > FEAS_TOL:
+        raise _infeasible(who, "a flow entry is negative", low)
+    if (stray := float(np.abs(flow[~members]).max(initial=0.0))) > FEAS_TOL:
+        raise _infeasible(who, "flow runs from a token to a draft set without it", stray)
+    flow = np.where(members, np.maximum(flow, 0.0), 0.0)
+    over_p = np.maximum(flow.sum(axis=0) - p, 0.0)
+    over_w = np.maximum(flow.sum(axis=1) - mass, 0.0)
+    if (over := float(over_p.max(initial=0.0))) > FEAS_TOL:
+        raise _infeasible(who, "a token sends more than p(y)", over)
+    if (over := float(over_w.max(initial=0.0))) > FEAS_TOL:
+        raise _infeasible(who, "a draft set receives more than w_U", over)
+    return float(flow.sum()) - float(over_p.sum()) - float(over_w.sum())
+
+
+@njit(cache=True)
+def _add(s, c, x):
+    """Neumaier's compensated step: (s, c) + x, the sum being s + c."""
+    t = s + x
+    c += (s - t) + x if abs(s) >= abs(x) else (x - t) + s
+    return t, c
+
+
+@njit(cache=True)
+def _cover(contained, k):
+    """g of the first k tokens of the reversed order: 1 - Q(the other V - k), the model's
+    containment of the first V - k tokens of the order (``contained[V - k - 1]``)."""
+    V = contained.size
+    if k == 0:
+        return 0.0
+    return 1.0 if k == V else 1.0 - contained[V - k - 1]
+
+
+@njit(cache=True)
+def _iid_points(order, p, q, n):
+    """p along ``order[::-1]``, and the iid containments of the prefixes of ``order``,
+    :math:`Q = \\min(q(\\text{prefix}), 1)^n` (as :meth:`~mdtheory.drafts.IID.prefix_containment`,
+    fused into this pass: q is read once and the integer power is a few multiplications); empty
+    arrays if ``order`` is no permutation of 0..V-1."""
+    V = p.size
+    seen = np.zeros(V, np.bool_)
+    ps, contained = np.empty(V), np.empty(V)
+    s = 0.0
+    for k in range(V):
+        y = order[k]
+        if y < 0 or y >= V or seen[y]:
+            return np.empty(0), np.empty(0)
+        seen[y] = True
+        ps[V - 1 - k] = p[y]
+        s += q[y]
+        contained[k] = min(s, 1.0) ** n
+    return ps, contained
+
+
+@njit(cache=True)
+def _rises(contained):
+    """g(first k + 1) - g(first k) along the reversed order, k = 0..V-1."""
+    dg = np.empty(contained.size)
+    for k in range(contained.size):
+        dg[k] = _cover(contained, k + 1) - _cover(contained, k)
+    return dg
+
+
+@njit(cache=True)
+def _base_scan(ps, q, contained, order, bounds, dP, dG, mu_in, ratio_tol, mu_out):
+    """One pass along ``order[::-1]``: the base (``mu_in`` in token order if given, else each pooled
+    block's rise dG shared by p as dG * (p / dP), which cannot overflow, or by q where dP = 0), written
+    to ``mu_out`` in token order, and its check.
+
+    Returns (sum of min(p, mu), eta, min mu, sum mu); eta is the bound of
+    :func:`check_base_iid`: per run, the most the capped mu~ exceeds g's rise since the run's start,
+    plus the run's sum of mu - mu~.
+    """
+    V = ps.size
+    acc, m, m_c = 0.0, 0.0, 0.0
+    eta, mu_min = 0.0, np.inf
+    d = 0.0  # M - G of the tokens scanned so far
+    start, top, m_run = d, d, 0.0  # D and M at the run's start; the run's largest D~
+    mt, w, rmin = 0.0, 0.0, np.inf  # the run's sums of mu~ and of mu - mu~; its least mu/q
+    j, share = -1, 0.0
+    for k in range(V):
+        y = order[V - 1 - k]
+        if mu_in.size:
+            mu = mu_in[y]
+        else:
+            if k == bounds[j + 1]:  # a new pooled block
+                j += 1
+                share = dP[j]
+                if share <= 0:  # p = 0 < q on the block: share by q
+                    share = 0.0
+                    for i in range(bounds[j], bounds[j + 1]):
+                        share += q[order[V - 1 - i]]
+            weight = ps[k] if dP[j] > 0 else q[y]
+            mu = dG[j] * (weight / share) if share > 0 else 0.0
+        qy = q[y]
+        if qy > 0 or mu > 0:
+            r = mu / qy if qy > 0 else np.inf
+            # a new run where mu/q rises past the run's least; and at a ratio that overflowed
+            if r > rmin + ratio_tol * abs(rmin) or (qy > 0 and r == np.inf):
+                eta += max(top - start, 0.0) + w
+                start, top, m_run = d, d, m + m_c
+                mt, w, rmin = 0.0, 0.0, np.inf
+            rmin = min(rmin, r)
+            cap = min(mu, rmin * qy) if qy > 0 else mu
+        else:  # q = 0 and mu <= 0: mu~ = 0 >= mu
+            cap = 0.0
+        w += max(mu - cap, 0.0)
+        mt += cap
+        m, m_c = _add(m, m_c, mu)
+        g = _cover(contained, k + 1)
+        d = (m + m_c) - g
+        top = max(top, m_run + mt - g)
+        acc += min(ps[k], mu)
+        mu_min = min(mu_min, mu)
+        mu_out[y] = mu
+    eta += max(top - start, 0.0) + w
+    return acc, eta, mu_min, m + m_c
+
+
+def _base_bounds(p: np.ndarray, model: DraftModel, order, mu, who: str):
+    """(sum of min(p, mu), eta, min mu, mu(Omega), mu in token order) of :func:`check_base_iid`,
+    without its verdict."""
+    if model.sampling != "iid":
+        raise InvalidInputError(f"the one-scan base check needs iid drafts, not {model.sampling!r}")
+    order = np.asarray(order)
+    if order.shape != p.shape or not np.issubdtype(order.dtype, np.integer):
+        raise SolverError(f"{who}: the route's order is not a permutation of the {p.size} tokens")
+    ps, contained = _iid_points(order, p, model.q, model.n)  # from p and q, not from the route
+    if ps.size != p.size:
+        raise SolverError(f"{who}: the route's order is not a permutation of the {p.size} tokens")
+    if mu is None:  # pool along the order: the lower convex hull of (p, g) of its prefixes
+        bounds, dP, dG = _lex_blocks(ps, _rises(contained))
+        mu_in = np.zeros(0)
+    else:
+        bounds, dP, dG = np.zeros(1, np.int64), np.zeros(0), np.zeros(0)
+        mu_in = np.asarray(mu, dtype=float)
+        if mu_in.shape != p.shape:
+            raise SolverError(f"{who}: the base has shape {mu_in.shape}, expected {p.shape}")
+    mu = np.empty(p.size)
+    accepted, excess, mu_min, total = _base_scan(ps, model.q, contained, order, bounds, dP, dG,
+                                                 mu_in, RATIO_TOL, mu)
+    return accepted, excess, mu_min, total, mu
+
+
+def check_base_iid(p: np.ndarray, model: DraftModel, order: np.ndarray, mu: np.ndarray | None = None,
+                   who: str = "base") -> tuple[float, np.ndarray]:
+    """Check a base μ of B(g) for iid drafts by one scan and return the lower bound on α* it proves.
+
+    For iid drafts :math:`g(S) = h(q(S))` with :math:`h(t) = 1 - (1 - t)^n` concave.
+
+    **Lower bound.** If :math:`\\mu(S) \\le g(S) + \\eta` for every S, then for every T,
+    :math:`\\sum_y \\min(p, \\mu) \\le p(T) + \\mu(\\Omega \\setminus T) \\le p(T) + 1 - Q(T) + \\eta`,
+    so :math:`\\alpha^* \\ge \\sum_y \\min(p, \\mu) - \\eta` (polymatroid max-flow/min-cut; this needs
+    neither μ >= 0 nor μ(Ω) = 1, which are checked so that μ is also a rule's marginal).
+
+    **η by one scan.** Let σ be any order (here the reverse of the route's: q/p increasing), G_k the
+    value of g on its first k tokens, and cut σ into consecutive runs B_1, B_2, ... Within run B_j
+    let :math:`\\tilde r` be the running minimum of μ/q and :math:`\\tilde\\mu = \\min(\\mu, \\tilde r q)`
+    (a token with q = 0 < μ has μ/q = +∞ and starts a run; one with q = 0, μ <= 0 gets
+    :math:`\\tilde\\mu = 0`), :math:`w_j = \\sum_{B_j} (\\mu - \\tilde\\mu)^+`, F_j the tokens before B_j
+    and :math:`e_j = \\max_{k \\in B_j} [\\tilde\\mu(B_j \\cap \\sigma_{\\le k}) - (G_k - g(F_j))]^+`. Then
+    :math:`\\eta = \\sum_j (e_j + w_j)`. Proof: take S and S_j = S ∩ B_j. (i)
+    :math:`\\mu(S_j) \\le \\tilde\\mu(S_j) + w_j`, and :math:`\\tilde\\mu / q` does not increase along B_j,
+    so the most :math:`\\tilde\\mu` a subset of B_j of q-mass t can hold is the piecewise-linear
+    interpolation of the run's prefix points (fractional knapsack); at those points it is at most
+    :math:`H_j(t) + e_j`, :math:`H_j(t) = h(q(F_j) + t) - h(q(F_j))`, and H_j is concave, so it lies
+    above its chords: :math:`\\mu(S_j) \\le H_j(q(S_j)) + e_j + w_j`. (ii) h is concave and
+    :math:`S \\cap F_j \\subseteq F_j`, so
+    :math:`H_j(q(S_j)) \\le g((S \\cap F_j) \\cup S_j) - g(S \\cap F_j)`.
+    (iii) Summing over j, the right sides telescope to g(S): :math:`\\mu(S) \\le g(S) + \\eta`. This
+    holds for any order, any runs and any μ; runs start where μ/q rises past its run's least value by
+    more than :data:`RATIO_TOL` (relative), which only affects how tight η is. For the
+    lexicographically optimal base along q/p increasing, μ/q = slope · p/q falls within each of its
+    blocks, μ meets g at block ends and stays below inside, so η is rounding.
+
+    Parameters
+    ----------
+    p : ndarray, shape (V,)
+    model : IID
+    order : ndarray of int, shape (V,)
+        A permutation: the prefix route's order (q/p decreasing); the scan runs along its reverse.
+    mu : ndarray, shape (V,), optional
+        The base to check, in token order; default: the base pooled along ``order[::-1]``, the
+        greatest convex minorant of the points (p(S_k), g(S_k)) of its prefixes S_k, each segment's
+        rise of g shared by its tokens in proportion to p (by q on a vertical segment, p = 0 < q).
+        Along q/p increasing this is the lexicographically optimal base
+        (:func:`~mdtheory.polymatroid.lex_optimal_base_iid`), here from the model's own coverage
+        values instead of a second sort.
+    who : str
+        Names the route in error messages.
+
+    Returns
+    -------
+    lower : float
+        :math:`\\sum_y \\min(p, \\mu) - \\eta`.
+    mu : ndarray, shape (V,)
+        The base, in token order.
+
+    Raises
+    ------
+    SolverError
+        ``order`` is not a permutation; μ has a non-finite entry, a negative entry, does not sum to
+        one, or exceeds g (η) by more than :data:`FEAS_TOL`.
+
+    Notes
+    -----
+    O(V) beyond the route: one compiled pass for p and g along the order, the pooling pass of
+    :func:`~mdtheory.polymatroid._lex_blocks` and one compiled scan. p, q and g are computed here
+    from the inputs (g by the iid formula the proof rests on, fused into the first pass: recomputing
+    it through the model's vectorised containment cost more than the rest of the certificate), never
+    taken from the route, which contributes only the order (any permutation is sound). Floating
+    point: μ(Ω) is summed with compensation; the sums of min(p, μ) and of :math:`\\tilde\\mu` are
+    plain, each off by at most V u (u = 2^-53; 1.4e-11 at V = 128,000), which :data:`FEAS_TOL` and
+    :data:`CERT_TOL` absorb.
+    """
+    accepted, excess, mu_min, total, mu = _base_bounds(p, model, order, mu, who)
+    if not math.isfinite(total):
+        raise SolverError(f"{who}: the base has a non-finite entry")
+    if -mu_min > FEAS_TOL:
+        raise _infeasible(who, "a base entry is negative", -mu_min)
+    if abs(total - 1.0) > FEAS_TOL:
+        raise _infeasible(who, "the base misses summing to one", abs(total - 1.0))
+    if excess > FEAS_TOL:
+        raise _infeasible(who, "the base exceeds the coverage g(S) of a token set", excess)
+    return accepted - excess, mu
+
+
+def _model_law(model: DraftModel, out: dict, literal: bool, who: str):
+    """(members, masses) of the model's own tuple or set law, which the route's support and its
+    probabilities must reproduce: a plan or flow is checked against the drafts' true law."""
+    law = model.tuple_law() if literal else model.set_law()
+    support = law.tuples if literal else law.members
+    got, probs = np.asarray(out["support"]), np.asarray(out["support_probs"], dtype=float)
+    if got.shape != support.shape or not np.array_equal(got, support) or \
+            probs.shape != law.probs.shape or not np.abs(probs - law.probs).max() <= FEAS_TOL:
+        raise SolverError(f"{who}: its support or their probabilities differ from the draft model's "
+                          f"{'tuple' if literal else 'set'} law")
+    return support_members(support, model.V), law.probs
+
+
+def _primal(p: np.ndarray, model: DraftModel, out: dict, method: str, mode: str):
+    """(certificate name, lower bound or None, base or None) for one route's output."""
+    who = f"method {method!r}"
+    if method in ("otlp", "otlp-literal", "dual", "maxflow"):
+        if out.get("plan") is None or out.get("support") is None or out.get("support_probs") is None:
+            raise SolverError(f"{who} returned no {'plan' if 'otlp' in method else 'flow'} to certify")
+        members, mass = _model_law(model, out, method == "otlp-literal", who)
+        if method.startswith("otlp"):
+            return "plan", check_plan(p, members, mass, out["plan"], who), None
+        return "flow", check_flow(p, members, mass, out["plan"], who), None
+    if method == "prefix" and model.sampling == "iid":
+        order = out.get("order")
+        if order is None:
+            raise SolverError(f"{who} returned no order to certify")
+        if mode == "full":
+            lower, mu = check_base_iid(p, model, order, lex_optimal_base_iid(p, model.q, model.n).mu,
+                                       who)
+            return "lex-base", lower, mu
+        lower, mu = check_base_iid(p, model, order, who=who)
+        return "base", lower, mu
+    if method == "prefix":
+        if mode == "fast" and model.count_sets() > MAX_CERT_SETS:
+            return "cut", None, None
+        flows = dual_lp(p, model)
+        members, mass = _model_law(model, flows, False, who)
+        return "flow", check_flow(p, members, mass, flows["plan"], who), None
+    if method == "subsets":
+        if out.get("sets") != 2 ** p.size:
+            raise SolverError(f"{who} reports {out.get('sets')} token sets evaluated, not all "
+                              f"2^{p.size}")
+        return "exhaustive", None, None
+    raise SolverError(f"no certificate is known for method {method!r}")
+
+
+def certify(p: np.ndarray, model: DraftModel, out: dict, method: str, mode: str = "fast"
+            ) -> Certificate:
+    """Prove a route's output optimal, or raise.
+
+    Parameters
+    ----------
+    p : ndarray, shape (V,)
+    model : DraftModel
+    out : dict
+        The route's output: ``value``, ``cut`` and its primal object (``plan``, ``support``,
+        ``support_probs``; ``order`` for the prefix route; ``sets`` for the exhaustive one).
+    method : str
+        The route's name (a key of :data:`mdtheory.solve.METHODS`).
+    mode : str
+        A member of :data:`CERTIFY_MODES`.
+
+    Returns
+    -------
+    Certificate
+
+    Raises
+    ------
+    SolverError
+        The value is not finite or leaves [0, 1] by more than :data:`VALUE_TOL`; the cut does not
+        reproduce the value within :data:`CERT_TOL`; the primal object is infeasible (see
+        :func:`check_plan`, :func:`check_flow`, :func:`check_base_iid`) or its lower bound misses
+        the cut value by more than :data:`CERT_TOL`; the exhaustive route did not evaluate all sets.
+    """
+    value = float(out["value"])
+    if not -VALUE_TOL <= value <= 1.0 + VALUE_TOL:
+        raise SolverError(f"method {method!r} returned alpha* = {value:.12g}, outside [0, 1]")
+    upper = cut_value(p, model, out["cut"])
+    if not abs(upper - value) <= CERT_TOL:
+        cut = np.asarray(out["cut"]).tolist()
+        shown = f"{cut}" if len(cut) <= 10 else f"{str(cut[:10])[:-1]}, ...] ({len(cut)} tokens)"
+        raise SolverError(
+            f"method {method!r} returned value {value:.12g} but its cut set {shown} gives "
+            f"{upper:.12g}"
+        )
+    name, lower, base = _primal(p, model, out, method, mode)
+    if lower is None:
+        return Certificate(name, "upper-bound" if name == "cut" else "optimal", None, None)
+    gap = upper - lower
+    if not abs(gap) <= CERT_TOL:
+        raise SolverError(
+            f"method {method!r}: its {name} proves alpha* >= {lower:.12g} but its cut set gives "
+            f"alpha* <= {upper:.12g} (gap {gap:.3g}, tolerance {CERT_TOL:g})"
+        )
+    return Certificate(name, "optimal", gap, base)
