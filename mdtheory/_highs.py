@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import sys
 from typing import NamedTuple
 
 import highspy
@@ -12,6 +14,29 @@ from .errors import SolverError
 
 #: HiGHS primal and dual feasibility tolerance (its default, 1e-7, is too loose to read cuts off plans).
 FEAS_TOL = 1e-10
+
+
+_banner_shown = False
+
+
+def _new_highs() -> highspy.Highs:
+    """A ``Highs`` object, keeping the banner HiGHS writes to file descriptor 1 on its first construction
+    in a process (not governed by ``output_flag``) out of standard output, where it would break ``--json``."""
+    global _banner_shown
+    if _banner_shown:
+        return highspy.Highs()
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        with open(os.devnull, "w") as null:
+            os.dup2(null.fileno(), 1)
+            h = highspy.Highs()
+            h.setOptionValue("output_flag", False)
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+    _banner_shown = True
+    return h
 
 
 class LPSolution(NamedTuple):
@@ -48,7 +73,7 @@ def solve_lp(cost: np.ndarray, A: sparse.csc_matrix, row_lower: np.ndarray, row_
     lp.a_matrix_.start_ = A.indptr.astype(np.int32)
     lp.a_matrix_.index_ = A.indices.astype(np.int32)
     lp.a_matrix_.value_ = A.data.astype(np.float64)
-    h = highspy.Highs()
+    h = _new_highs()
     h.setOptionValue("output_flag", False)
     h.setOptionValue("threads", 1)
     h.setOptionValue("primal_feasibility_tolerance", FEAS_TOL)

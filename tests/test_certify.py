@@ -392,3 +392,17 @@ def test_subnormal_masses_full_certificate(p, q, n):
 def test_base_check_needs_iid_drafts():
     with pytest.raises(md.InvalidInputError, match="needs iid drafts, not 'without-replacement'"):
         _certify.check_base_iid(P, md.WithoutReplacement(Q, N), np.arange(4))
+
+
+def test_json_stdout_is_clean_with_an_lp_route(tmp_path):
+    """HiGHS writes a banner to fd 1 on its first construction; --json output must stay parseable."""
+    import json
+    import subprocess
+    import sys
+
+    np.save(tmp_path / "p.npy", np.array([0.5, 0.3, 0.2]))
+    np.save(tmp_path / "q.npy", np.array([0.2, 0.3, 0.5]))
+    out = subprocess.run([sys.executable, "-m", "mdtheory", "check-acceptance", str(tmp_path / "p.npy"),
+                          str(tmp_path / "q.npy"), "--drafts", "2", "--method", "dual", "--json"],
+                         capture_output=True, text=True, check=True).stdout
+    assert json.loads(out.splitlines()[0])["alpha_star"] == pytest.approx(0.86)
