@@ -75,7 +75,7 @@ class Optimal(SetPlanRule):
         if self.schedule is None:
             return super().conditional(drafts)
         accept = self.schedule.candidate_law(drafts) * self.accept_ratio
-        return accept, (1.0 - accept.sum()) * self.res
+        return accept, max(1.0 - accept.sum(), 0.0) * self.res
 
     def select(self, drafts, rng):
         if self.schedule is None:
