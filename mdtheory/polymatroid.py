@@ -104,27 +104,31 @@ class LexBase:
         return np.sort(self.order[self.bounds[first]:])
 
 
-def _power_gap(x: np.ndarray, d: np.ndarray, n: int) -> np.ndarray:
+def _power_gap(x: np.ndarray, d: np.ndarray, n: int, x_err=0.0) -> np.ndarray:
     """:math:`(x^n - y^n) / (x - y)` for y = x - d, 0 <= d <= x, elementwise: the rise of
-    :math:`1 - (1 - Q)^n` per unit of q, to full relative precision (no difference of powers)."""
+    :math:`1 - (1 - Q)^n` per unit of q, to full relative precision (no difference of powers).
+    ``x_err`` is the rounding error of x (x + x_err is the value meant): the power then carries
+    :math:`(1 + x_{err}/x)^{n-1}`, so n does not multiply the rounding of x."""
     with np.errstate(divide="ignore", invalid="ignore"):
         r = np.clip(d / x, 0.0, 1.0)
-        out = x ** (n - 1) * -np.expm1(n * np.log1p(-r)) / r
-        out = np.where(r > 0, out, n * x ** (n - 1))
+        power = x ** (n - 1) * np.exp((n - 1) * np.log1p(x_err / x))
+        out = power * -np.expm1(n * np.log1p(-r)) / r
+        out = np.where(r > 0, out, n * power)
     return np.where(x > 0, out, 0.0)
 
 
 @njit(cache=True)
 def _suffix_sums(v):
-    """Suffix sums of v with an appended 0, compensated (Neumaier): each to about one rounding."""
-    out = np.zeros(v.size + 1)
+    """Suffix sums of v with an appended 0, compensated (Neumaier): (rounded sums, their errors)."""
+    out, err = np.zeros(v.size + 1), np.zeros(v.size + 1)
     s, c = 0.0, 0.0
     for k in range(v.size - 1, -1, -1):
         t = s + v[k]
         c += (s - t) + v[k] if abs(s) >= abs(v[k]) else (v[k] - t) + s
         s = t
         out[k] = s + c
-    return out
+        err[k] = c - (out[k] - s)
+    return out, err
 
 
 @njit(cache=True)
@@ -224,9 +228,10 @@ def lex_optimal_base_iid(p: np.ndarray, q: np.ndarray, n: int) -> LexBase:
     with np.errstate(divide="ignore", invalid="ignore"):
         order = np.argsort(q / p, kind="stable")  # NaN (p = q = 0) and inf (p = 0 < q) last
     po, qo = p[order], q[order]
-    rest = _suffix_sums(qo)  # 1 - Q before each token; raised to the power n below, so compensated
+    # 1 - Q before each token, raised to the power n - 1 below: compensated, with its rounding error
+    rest, rest_err = _suffix_sums(qo)
     # each token's rise of G = 1 - (1 - Q)^n, to full relative precision
-    dg = qo * _power_gap(rest[:-1], qo, int(n))
+    dg = qo * _power_gap(rest[:-1], qo, int(n), rest_err[:-1])
     bounds, dP, dG = _lex_blocks(po, dg)
     sizes = np.diff(bounds)
     vertical = dP <= 0

@@ -129,9 +129,9 @@ def _build(qs, mus, n, nfront):
     """The window construction over [0, 1] for tokens already in processing order.
 
     Tokens ``0..nfront-1`` (the short ones, by q increasing) take consecutive pieces from 0; the
-    others take windows in the free time that follows, each aiming at its target plus the
-    shortfall of the windows before it (so rounding does not pile up on the last token); the last
-    takes all the free time left.
+    others take windows in the free time that follows, each aiming at its G-mass target and its
+    length q plus the shortfalls of the windows before it (so rounding does not pile up on the last
+    token); the last takes all the free time left.
 
     Returns (status, owner, start, end): piece k of the schedule is [start[k], end[k]] owned by
     token position owner[k]; each token's pieces are consecutive. status is ``_OK``, ``_STUCK``
@@ -159,7 +159,7 @@ def _build(qs, mus, n, nfront):
     sa[0], sb[0] = c, 1.0
     head, nodes = (0 if c < 1.0 else -1), 1
     ci, cx = 0, c  # the hole the previous token left, as (node, position)
-    carry = 0.0  # targets minus realised G-masses of the windows so far
+    carry, spare = 0.0, 0.0  # targets minus realised G-masses, and q minus realised lengths, so far
     for k in range(nfront, m):
         if head < 0:
             break
@@ -174,7 +174,7 @@ def _build(qs, mus, n, nfront):
                 return _STUCK, owner, start, end
             head = -1
             break
-        length, target = qs[k], max(mus[k] + carry, 0.0)
+        length, target = max(qs[k] + spare, 0.0), max(mus[k] + carry, 0.0)
         # start one window-length before the hole
         i, x, back = ci, cx, length
         walked = False
@@ -248,11 +248,10 @@ def _build(qs, mus, n, nfront):
             x = new
         x = min(max(x, lo), hi)
         y = min(max(x + gap, x if i == j else sa[j]), sb[j])
-        # record the pieces, their realised G-mass, and remove the window from the free time
-        realised = 0.0
+        # record the pieces and remove the window from the free time
+        first = npieces
         if i == j:
             npieces = _record(k, x, y, owner, start, end, npieces)
-            realised = _gmass(x, y, n)
             right = nodes
             nodes += 1
             if right >= cap:
@@ -265,7 +264,6 @@ def _build(qs, mus, n, nfront):
             sb[i] = x
         else:
             npieces = _record(k, x, sb[i], owner, start, end, npieces)
-            realised = _gmass(x, sb[i], n) + middle + _gmass(sa[j], y, n)
             t = nxt[i]
             for _ in range(cap):
                 if t == j:
@@ -276,7 +274,11 @@ def _build(qs, mus, n, nfront):
             sb[i], sa[j] = x, y
             nxt[i], prv[j] = j, i
             right = j
-        carry += mus[k] - realised
+        for r in range(first, min(npieces, owner.size)):  # what the window realised
+            carry += -_gmass(start[r], end[r], n)
+            spare += start[r] - end[r]
+        carry += mus[k]
+        spare += qs[k]
         # the hole sits between the end of node i and the start of node ``right``; drop empty nodes
         ci, cx = i, x
         if sb[i] - sa[i] <= 0.0:
