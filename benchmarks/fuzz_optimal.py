@@ -170,7 +170,8 @@ def law_failures(rule, rng: np.random.Generator) -> list[tuple[str, str]]:
             if bad:
                 fails.append(("law", f"tuple {x[:6].tolist()}: {bad}"))
                 break
-    if int(np.count_nonzero(rule.q)) ** rule.n <= ENUM_MAX:  # Python ints: no overflow
+    tuples = int(np.count_nonzero(rule.q)) ** rule.n  # Python ints: no overflow
+    if tuples <= ENUM_MAX and tuples * rule.V <= 10**7:
         acc, law = rule.enumerate()
         if not (np.all(np.isfinite(law)) and abs(law.sum() - 1) <= LAW_TOL and law.min() >= -LAW_TOL):
             fails.append(("law", f"enumerated output law sums to {law.sum()!r}, min {law.min()!r}"))

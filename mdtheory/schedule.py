@@ -102,6 +102,12 @@ def _window_end(i, x, length, nxt, sa, sb, n, cap):
 
 
 @njit(cache=True)
+def _end(x, gap, i, j, sa, sb):
+    """End of the window of free length ``gap`` (occupied time included) from x, kept in node j."""
+    return min(max(x + gap, x if i == j else sa[j]), sb[j])
+
+
+@njit(cache=True)
 def _record(k, a, b, owner, start, end, npieces):
     """Append the piece [a, b] of token position k unless it is empty; counts past the capacity
     without writing (the caller turns that into an error)."""
@@ -247,7 +253,18 @@ def _build(qs, mus, n, nfront):
                 break
             x = new
         x = min(max(x, lo), hi)
-        y = min(max(x + gap, x if i == j else sa[j]), sb[j])
+        # the floats next to x move the window's G-mass by about its density times a rounding:
+        # keep whichever of the three lands nearest the target
+        best, err = x, abs(_window_mass(i, x, j, _end(x, gap, i, j, sa, sb), middle, sa, sb, n)
+                           - target)
+        for cand in (np.nextafter(x, -1.0), np.nextafter(x, 2.0)):
+            if lo <= cand <= hi:
+                e = abs(_window_mass(i, cand, j, _end(cand, gap, i, j, sa, sb), middle, sa, sb, n)
+                        - target)
+                if e < err:
+                    best, err = cand, e
+        x = best
+        y = _end(x, gap, i, j, sa, sb)
         # record the pieces and remove the window from the free time
         first = npieces
         if i == j:
