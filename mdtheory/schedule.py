@@ -46,14 +46,27 @@ SHORT = 2.0 ** -70
 _OK, _STUCK, _FULL = 0, 1, 2
 
 
+#: Up to this n, :func:`_power_diff` sums the geometric series (relative error about n 2^-53,
+#: no transcendental function); above it, log1p and expm1 (about 4 2^-53 whatever n).
+SERIES_N = 16
+
+
 @njit(cache=True)
 def _power_diff(x, d, n):
-    """:math:`x^n - (x - d)^n` for 0 <= d <= x, to full relative precision:
-    :math:`x^n (1 - (1 - d/x)^n)` by log1p and expm1, no difference of powers."""
+    """:math:`x^n - (x - d)^n` for 0 <= d <= x, to full relative precision, with no difference of
+    powers: :math:`d \\sum_{k<n} x^k (x - d)^{n-1-k}` (positive terms) for n <= :data:`SERIES_N`,
+    else :math:`x^n (1 - (1 - d/x)^n)` by log1p and expm1."""
     if d <= 0.0 or x <= 0.0 or n == 0:
         return 0.0
     if d >= x:
         return x ** n
+    if n <= SERIES_N:
+        y = x - d
+        total, power = 1.0, 1.0
+        for _ in range(n - 1):  # total_m = y total_{m-1} + x^m
+            power *= x
+            total = y * total + power
+        return d * total
     return x ** n * -math.expm1(n * math.log1p(-d / x))
 
 
@@ -62,6 +75,13 @@ def _gmass(a, b, n):
     """G-mass of the piece [a, b], :math:`(1 - a)^n - (1 - b)^n`, to full relative precision
     (the piece's end points taken as exact)."""
     return _power_diff(1.0 - a, b - a, n)
+
+
+@njit(cache=True)
+def _gmass_fast(a, b, n):
+    """(1 - a)^n - (1 - b)^n as a difference of powers: absolute error about n 2^-53, enough to
+    choose the nodes a window ends in (the window itself is then placed with :func:`_gmass`)."""
+    return (1.0 - a) ** n - (1.0 - b) ** n
 
 
 @njit(cache=True)
@@ -78,6 +98,13 @@ def _window_mass(i, x, j, y, middle, sa, sb, n):
     if i == j:
         return _gmass(x, y, n)
     return _gmass(x, sb[i], n) + middle + _gmass(sa[j], y, n)
+
+
+@njit(cache=True)
+def _window_mass_fast(i, x, j, y, middle, sa, sb, n):
+    if i == j:
+        return _gmass_fast(x, y, n)
+    return _gmass_fast(x, sb[i], n) + middle + _gmass_fast(sa[j], y, n)
 
 
 @njit(cache=True)
@@ -199,7 +226,7 @@ def _build(qs, mus, n, nfront):
         j, y, middle, ok = _window_end(i, x, length, nxt, sa, sb, n, cap)
         if not (walked and ok):
             return _STUCK, owner, start, end
-        if _window_mass(i, x, j, y, middle, sa, sb, n) < target:  # safeguard: search from the front
+        if _window_mass_fast(i, x, j, y, middle, sa, sb, n) < target:  # safeguard: from the front
             i, x = head, sa[head]
             j, y, middle, ok = _window_end(i, x, length, nxt, sa, sb, n, cap)
             if not ok:
@@ -213,12 +240,12 @@ def _build(qs, mus, n, nfront):
             xe = sb[i] if di <= dj else x + d
             ye = sb[j] if dj <= di else y + d
             at_end = nxt[j] < 0 and dj <= di
-            if _window_mass(i, xe, j, ye, middle, sa, sb, n) <= target or at_end:
+            if _window_mass_fast(i, xe, j, ye, middle, sa, sb, n) <= target or at_end:
                 slid = True
                 break
             if dj <= di:  # the end passes into the next node (not at the end: nxt[j] >= 0)
                 if j != i:
-                    middle += _gmass(sa[j], sb[j], n)
+                    middle += _gmass_fast(sa[j], sb[j], n)
                 j = nxt[j]
                 y = sa[j]
             else:
@@ -226,12 +253,12 @@ def _build(qs, mus, n, nfront):
             if di <= dj:  # the start passes into the next node (which exists: j lies beyond)
                 i = nxt[i]
                 x = sa[i]
-                middle = 0.0 if i == j else middle - _gmass(sa[i], sb[i], n)
+                middle = 0.0 if i == j else middle - _gmass_fast(sa[i], sb[i], n)
             else:
                 x = xe
         if not slid or i < 0:
             return _STUCK, owner, start, end
-        # exact middle mass, then Newton on the convex, decreasing mass(x') - target in [x, x + d]
+        # accurate middle mass, then Newton on the convex, decreasing mass(x') - target in [x, x + d]
         middle = 0.0
         t = nxt[i] if i != j else j
         for _ in range(cap):
@@ -243,27 +270,35 @@ def _build(qs, mus, n, nfront):
             return _STUCK, owner, start, end
         gap = y - x
         lo, hi = x, min(x + d, sb[i])
-        for _ in range(100):
-            f = _window_mass(i, x, j, x + gap, middle, sa, sb, n) - target
-            slope = -n * _gmass(x, x + gap, n - 1) if n > 1 else 0.0
+        for _ in range(100):  # from the left with the fast mass (converges in a few steps)
+            f = _window_mass_fast(i, x, j, x + gap, middle, sa, sb, n) - target
+            slope = n * ((1.0 - x - gap) ** (n - 1) - (1.0 - x) ** (n - 1))  # only steers the step
             if f <= 0.0 or slope >= 0.0:
                 break
             new = min(x - f / slope, hi)
             if new <= x:
                 break
             x = new
-        x = min(max(x, lo), hi)
-        # the floats next to x move the window's G-mass by about its density times a rounding:
-        # keep whichever of the three lands nearest the target
-        best, err = x, abs(_window_mass(i, x, j, _end(x, gap, i, j, sa, sb), middle, sa, sb, n)
-                           - target)
-        for cand in (np.nextafter(x, -1.0), np.nextafter(x, 2.0)):
-            if lo <= cand <= hi:
-                e = abs(_window_mass(i, cand, j, _end(cand, gap, i, j, sa, sb), middle, sa, sb, n)
-                        - target)
-                if e < err:
-                    best, err = cand, e
-        x = best
+        f, at = 0.0, -1.0  # the accurate mass error at the position ``at``
+        for _ in range(3):  # polish with the accurate mass, either way
+            f = _window_mass(i, x, j, _end(x, gap, i, j, sa, sb), middle, sa, sb, n) - target
+            at = x
+            slope = n * ((1.0 - x - gap) ** (n - 1) - (1.0 - x) ** (n - 1))
+            if f == 0.0 or slope >= 0.0:
+                break
+            new = min(max(x - f / slope, lo), hi)
+            if new == x:
+                break
+            x = new
+        if at != x:
+            f = _window_mass(i, x, j, _end(x, gap, i, j, sa, sb), middle, sa, sb, n) - target
+        # the next float in the direction of the target moves the window's G-mass by about its
+        # density times a rounding: keep it if it lands nearer
+        cand = np.nextafter(x, 2.0) if f > 0.0 else np.nextafter(x, -1.0)
+        if lo <= cand <= hi and f != 0.0:
+            e = _window_mass(i, cand, j, _end(cand, gap, i, j, sa, sb), middle, sa, sb, n) - target
+            if abs(e) < abs(f):
+                x = cand
         y = _end(x, gap, i, j, sa, sb)
         # record the pieces and remove the window from the free time
         first = npieces
