@@ -74,7 +74,7 @@ def test_a_priority_order_is_a_schedule_of_intervals():
 
 
 def test_candidate_law_averages_to_the_marginal():
-    """The exact per-tuple law (piecewise Gauss-Legendre) against the closed-form marginal."""
+    """The exact per-tuple law (closed form on each interval) against the marginal of the pieces."""
     rng = np.random.default_rng(1)
     for _ in range(15):
         V, n = int(rng.integers(2, 6)), int(rng.integers(1, 4))

@@ -45,7 +45,8 @@ def speculative_step(p: np.ndarray, marginal: np.ndarray) -> tuple[np.ndarray, n
     μ(y) = 0, never proposed) and the residual :math:`\\mathrm{norm}((p - \\mu)^+)`; with μ the exact
     marginal of the candidate, the output law is p (Khisti et al., Thm 1).
     """
-    ratio = np.minimum(1.0, np.divide(p, marginal, out=np.ones(p.size), where=marginal > 0))
+    # divide only where p < μ: the quotient is below one, so a subnormal μ cannot overflow it
+    ratio = np.minimum(1.0, np.divide(p, marginal, out=np.ones(p.size), where=p < marginal))
     return ratio, residual(p, marginal)
 
 
