@@ -54,7 +54,7 @@ from numba import njit
 from .drafts import DraftModel
 from .dual import dual_lp
 from .errors import InvalidInputError, SolverError
-from .polymatroid import _lex_blocks, lex_optimal_base_iid
+from .polymatroid import TINY, _lex_blocks, lex_optimal_base_iid
 
 __all__ = ["certify", "check_plan", "check_flow", "check_base_iid", "cut_value",
            "support_members", "Certificate", "VALUE_TOL", "FEAS_TOL", "CERT_TOL", "RATIO_TOL",
@@ -330,6 +330,9 @@ def _base_bounds(p: np.ndarray, model: DraftModel, order, mu, who: str):
     if ps.size != p.size:
         raise SolverError(f"{who}: the route's order is not a permutation of the {p.size} tokens")
     if mu is None:  # pool along the order: the lower convex hull of (p, g) of its prefixes
+        # p below TINY counts as zero, as in lex_optimal_base_iid (the pooling's slopes stay finite);
+        # this only lowers the proven bound sum(min(p, mu)), by at most V * TINY
+        ps = np.where(ps >= TINY, ps, 0.0)
         bounds, dP, dG = _lex_blocks(ps, _rises(contained))
         mu_in = np.zeros(0)
     else:

@@ -379,9 +379,6 @@ def test_subnormal_masses_are_proven(p, q, n):
     assert res.value == pytest.approx(md.alpha_star(p, q, n, method="subsets"), abs=1e-12)
 
 
-@pytest.mark.xfail(reason="lex_optimal_base_iid overflows on subnormal masses (issue 10 item 2); "
-                          "certify='full' reports it as SolverError until polymatroid.py is fixed",
-                   raises=md.SolverError, strict=False)
 @pytest.mark.parametrize("p,q,n", SUBNORMAL)
 def test_subnormal_masses_full_certificate(p, q, n):
     p, q = np.array(p) / np.sum(p), np.array(q) / np.sum(q)
