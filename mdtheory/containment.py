@@ -169,9 +169,10 @@ def successive_prefix_containment(q: np.ndarray, order, n: int) -> np.ndarray:
 def _in_order(q, order) -> tuple[np.ndarray, int]:
     """q in the given order, followed by the tokens the order leaves out; and the order's length."""
     order = np.asarray(order, dtype=np.int64)
-    if order.size < q.size:
+    size = order.size
+    if size < q.size:
         order = np.concatenate([order, np.setdiff1d(np.arange(q.size), order)])
-    return np.ascontiguousarray(q[order], dtype=np.float64), order.size
+    return np.ascontiguousarray(q[order], dtype=np.float64), size
 
 
 _POW2_OFFSET = 1200
