@@ -18,7 +18,7 @@ from mdtheory.containment import (
 from mdtheory.exact import elementary_symmetric
 
 #: Agreement required with exact rational values (absolute for successive sampling, relative for
-#: conditional Poisson); the quadrature's proven bound is 1e-16 Q + 5e-18 before rounding.
+#: conditional Poisson); the quadrature's proven bound is 1e-15 Q + 2e-18 before rounding.
 EXACT_TOL = 1e-13
 #: Agreement required with the per-set quadrature of WithoutReplacement.containment.
 PER_SET_TOL = 1e-12
