@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
+from functools import cache
 
 import numpy as np
 import pytest
@@ -24,9 +25,10 @@ EXACT_TOL = 1e-13
 PER_SET_TOL = 1e-12
 
 
-def exact_successive_prefix(q, order, n) -> list[Fraction]:
-    """Q(prefix) for successive sampling from the weights q / sum(q), exactly (the float weights
-    converted exactly): P(the first k drafts are the set S) by dynamic programming over subsets,
+@cache
+def exact_successive_set_law(q: tuple, n: int) -> dict[int, Fraction]:
+    """P(set of the n drafts = S), S a bitmask, for successive sampling from the weights q / sum(q),
+    exactly (the float weights converted exactly), by dynamic programming over subsets:
     f(S) = sum_{i in S} f(S - i) q_i / (total - q(S - i))."""
     w = [Fraction(float(x)) for x in q]
     total, V = sum(w), len(w)
@@ -40,11 +42,18 @@ def exact_successive_prefix(q, order, n) -> list[Fraction]:
                     nxt[S | 1 << i] = nxt.get(S | 1 << i, 0) + prob * w[i] / (total - mass[S])
                     mass[S | 1 << i] = mass[S] + w[i]
         f = nxt
+    return f
+
+
+def exact_successive_prefix(q, order, n) -> list[Fraction]:
+    """Q of every prefix of ``order``, exactly: the set law summed by the rank of each set's last
+    token in the order."""
+    V = len(q)
     rank = [0] * V
     for k, tok in enumerate(order):
         rank[int(tok)] = k
     by_last = [Fraction(0)] * V
-    for S, prob in f.items():
+    for S, prob in exact_successive_set_law(tuple(float(x) for x in q), n).items():
         by_last[max(rank[i] for i in range(V) if S >> i & 1)] += prob
     out, acc = [], Fraction(0)
     for v in by_last:
@@ -82,6 +91,9 @@ def adversarial_cases():
     yield "n-support-minus-one", _with_rest([0.9], 6, rng), 6
     yield "n8-support8", rng.dirichlet(np.ones(8)), 8
     yield "spread", np.array([0.6, 0.2, 0.1, 0.05, 0.03, 0.015, 0.005 - 1e-20, 1e-20]), 8
+    yield "n9-of-10", rng.dirichlet(0.7 * np.ones(10)), 9
+    yield "n10-of-10-tiny", np.array([0.3, 0.2, 0.2, 0.1, 0.1, 0.05, 0.03, 0.02 - 2e-12, 1e-12,
+                                      1e-12]), 10
 
 
 CASES = list(adversarial_cases())
@@ -120,7 +132,7 @@ def test_conditional_poisson_huge_dynamic_range():
         assert got[k] == pytest.approx(float(w), rel=EXACT_TOL, abs=0.0), k
 
 
-@pytest.mark.parametrize("V,n", [(40, 3), (40, 8), (120, 5)])
+@pytest.mark.parametrize("V,n", [(40, 3), (40, 8), (40, 12), (120, 5)])
 def test_models_match_per_set_containment(V, n):
     """The drafts' prefix_containment overrides against one per-set containment per prefix."""
     rng = np.random.default_rng(V + n)
