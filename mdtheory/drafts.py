@@ -379,7 +379,10 @@ class WithoutReplacement(_MarkovDraftModel):
             return float(qT.sum())
         if self.n == 2:
             # q(T) - q_i and 1 - q_i as sums of positive terms: subtracting cancels when q_i ~ 1
-            rest = np.cumsum(qT) - qT + (np.cumsum(qT[::-1]) - qT[::-1])[::-1]
+            # (exclusive running sums: cumsum(qT) - qT loses the smaller terms beside a q_i ~ 1)
+            before = np.concatenate(([0.0], np.cumsum(qT)[:-1]))
+            after = np.concatenate((np.cumsum(qT[::-1])[:-1][::-1], [0.0]))
+            rest = before + after
             return float(np.sum(qT * rest / (rest + c)))
         # In log-time u = ln t the integrand c t e^{-ct} P(N_T(t) >= n) is a smooth bump. Below
         # t = 1e-9 / max(q(T), c) it is under c q(T) t^2 (< 1e-18); above t = 45 / c under

@@ -209,3 +209,13 @@ def test_conditional_poisson_optimal_cut_is_a_prefix():
         order = np.argsort(p / q)
         prefix = min(0.0, float(np.min(np.cumsum(p[order]) - model.prefix_containment(order))))
         assert abs(prefix - best) <= 1e-14, (p, q, n, prefix, best)
+
+
+def test_two_draft_closed_form_beside_a_mass_near_one():
+    """q = (1, eps, eps): the first draft is token 0, the second token 1 or 2 with probability 1/2
+    each, so Q({0, 1}) = 1/2. (The per-set n = 2 closed form once formed q(T) - q_i by subtracting
+    q_i ~ 1 from a running sum and returned eps; hypothesis found it through the prefix route.)"""
+    eps = 1.0132149e-155
+    model = md.WithoutReplacement([1.0, eps, eps], 2)
+    assert float(model.containment([True, True, False])) == pytest.approx(0.5, rel=1e-15)
+    assert successive_prefix_containment(model.q, [0, 1, 2], 2)[1] == pytest.approx(0.5, rel=1e-15)
