@@ -360,6 +360,14 @@ class WithoutReplacement(_MarkovDraftModel):
         out = np.array([self._containment_one(row) for row in T])
         return out[0] if single else out
 
+    def prefix_containment(self, order):
+        """Q of every prefix of ``order`` in one pass: the exponential-race integral by one
+        trapezoidal rule in log-time shared by all prefixes, with a proven error bound
+        (:func:`mdtheory.containment.successive_prefix_containment`), O(V n K)."""
+        from .containment import successive_prefix_containment
+
+        return successive_prefix_containment(self.q, order, self.n)
+
     def _containment_one(self, mask: np.ndarray) -> float:
         qT = self.q[mask & (self.q > 0)]
         if qT.size < self.n:
@@ -371,7 +379,10 @@ class WithoutReplacement(_MarkovDraftModel):
             return float(qT.sum())
         if self.n == 2:
             # q(T) - q_i and 1 - q_i as sums of positive terms: subtracting cancels when q_i ~ 1
-            rest = np.cumsum(qT) - qT + (np.cumsum(qT[::-1]) - qT[::-1])[::-1]
+            # (exclusive running sums: cumsum(qT) - qT loses the smaller terms beside a q_i ~ 1)
+            before = np.concatenate(([0.0], np.cumsum(qT)[:-1]))
+            after = np.concatenate((np.cumsum(qT[::-1])[:-1][::-1], [0.0]))
+            rest = before + after
             return float(np.sum(qT * rest / (rest + c)))
         # In log-time u = ln t the integrand c t e^{-ct} P(N_T(t) >= n) is a smooth bump. Below
         # t = 1e-9 / max(q(T), c) it is under c q(T) t^2 (< 1e-18); above t = 45 / c under
@@ -453,6 +464,13 @@ class ConditionalPoisson(DraftModel):
         T, single = self._masks(T)
         out = self._esp(np.where(T, self.q, 0.0)) / self._esp(self.q[None, :])[0]
         return out[0] if single else out
+
+    def prefix_containment(self, order):
+        """Q of every prefix of ``order`` in one O(V n) pass of the e_j recurrence
+        (:func:`mdtheory.containment.conditional_poisson_prefix_containment`)."""
+        from .containment import conditional_poisson_prefix_containment
+
+        return conditional_poisson_prefix_containment(self.q, order, self.n)
 
     def count_tuples(self):
         return self.count_sets() * math.factorial(self.n)

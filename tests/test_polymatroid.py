@@ -49,7 +49,9 @@ def test_minimum_norm_point_base(sampling):
             continue
         model = md.make_draft_model(q, n, sampling)
         mix = lex_optimal_base_mnp(p, model)
-        assert mix.gap <= 1e-12
+        # the gap lives in the coordinates mu / sqrt(p): a rounding of 1e-16 in one Q(T), which a prefix
+        # pass makes depend on the order of T's tokens, moves it by about 1e-16 / min(p)
+        assert mix.gap <= max(1e-12, 1e-15 / p.min())
         assert mix.weights.min() > 0 and mix.weights.sum() == pytest.approx(1.0, abs=1e-14)
         exact = sum(w * priority_marginal(model, o) for w, o in zip(mix.weights, mix.orders, strict=True))
         assert np.abs(exact - mix.mu).max() <= 1e-14  # the mixture's marginal, kept exactly
