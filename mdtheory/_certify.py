@@ -55,6 +55,7 @@ from .drafts import DraftModel
 from .dual import dual_lp
 from .errors import InvalidInputError, SolverError
 from .polymatroid import TINY, _lex_blocks, lex_optimal_base_iid
+from .subsets import PREFIX_PROVED
 
 __all__ = ["certify", "check_plan", "check_flow", "check_base_iid", "cut_value",
            "support_members", "Certificate", "VALUE_TOL", "FEAS_TOL", "CERT_TOL", "RATIO_TOL",
@@ -464,7 +465,9 @@ def _primal(p: np.ndarray, model: DraftModel, out: dict, method: str, mode: str)
         return "base", lower, mu
     if method == "prefix":
         if mode == "fast" and model.count_sets() > MAX_CERT_SETS:
-            return "cut", None, None
+            # conditional Poisson: the prefix property is a theorem (subsets.prefix_scan), so the best
+            # prefix is optimal; successive sampling: only checked, so the cut is an upper bound
+            return ("prefix-theorem" if model.sampling in PREFIX_PROVED else "cut"), None, None
         flows = dual_lp(p, model)
         members, mass = _model_law(model, flows, False, who)
         return "flow", check_flow(p, members, mass, flows["plan"], who), None

@@ -33,7 +33,9 @@ class AcceptanceResult:
         Number of drafts n.
     status : str
         ``"optimal"``: the value is proven, its cut and a feasible primal object (``certificate``)
-        meet within :data:`~mdtheory._certify.CERT_TOL`, or the route evaluated every cut.
+        meet within :data:`~mdtheory._certify.CERT_TOL`, or the route evaluated every cut, or (conditional
+        Poisson beyond :data:`~mdtheory._certify.MAX_CERT_SETS` sets) the prefix property is proved
+        for the model and the best prefix's value is checked against its cut.
         ``"upper-bound"``: only the cut is checked, so the value is a proven upper bound on
         :math:`\\alpha^*` (the without-replacement prefix route beyond
         :data:`~mdtheory._certify.MAX_CERT_SETS` draft sets). A route that cannot be proven raises
@@ -43,7 +45,9 @@ class AcceptanceResult:
         routes), ``"flow"`` (``dual``, ``maxflow``, and ``prefix`` for without-replacement drafts
         up to :data:`~mdtheory._certify.MAX_CERT_SETS` sets), ``"base"`` / ``"lex-base"``
         (``prefix``, iid: a base μ of the coverage polytope, see ``base``), ``"exhaustive"``
-        (``subsets``: all :math:`2^V` cuts evaluated) or ``"cut"`` (none; status ``"upper-bound"``).
+        (``subsets``: all :math:`2^V` cuts evaluated), ``"prefix-theorem"`` (``prefix``, conditional
+        Poisson: the proved prefix property; no primal object) or ``"cut"`` (none; status
+        ``"upper-bound"``).
     certificate_gap : float or None
         Cut value :math:`1 + p(T) - Q(T)` minus the primal object's lower bound on
         :math:`\\alpha^*` (its objective less its infeasibility): the width of the proven interval,

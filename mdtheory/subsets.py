@@ -29,9 +29,12 @@ MAX_SUBSET_V = 22
 MAX_SUBSET_V_SLOW = 16
 #: Sets whose p(T) - Q(T) is within this of the minimum count as minimisers.
 TIE_TOL = 1e-12
-#: Draft models for which the prefix scan is exact. iid: proven (convexity exchange argument).
-#: without-replacement: Hu et al. claim it; the test suite re-checks it against the exhaustive route.
-PREFIX_SAMPLINGS = ("iid", "without-replacement")
+#: Draft models for which the prefix scan is exact. iid and conditional Poisson: proven
+#: (papers/theory.md §4); without-replacement: Hu et al. claim it; the test suite re-checks it against
+#: the exhaustive route.
+PREFIX_SAMPLINGS = ("iid", "without-replacement", "conditional-poisson")
+#: Of those, the ones whose prefix property is proved (the rest are checked, not proved).
+PREFIX_PROVED = ("iid", "conditional-poisson")
 
 
 def subsets_exhaustive(p: np.ndarray, model: DraftModel) -> dict:
@@ -122,7 +125,7 @@ def prefix_scan(p: np.ndarray, model: DraftModel) -> dict:
     Parameters
     ----------
     p : ndarray, shape (V,)
-    model : IID or WithoutReplacement
+    model : IID, WithoutReplacement or ConditionalPoisson
 
     Returns
     -------
@@ -138,8 +141,15 @@ def prefix_scan(p: np.ndarray, model: DraftModel) -> dict:
 
     Notes
     -----
-    iid: one argsort and two compiled passes, O(V log V). Without replacement: one containment
-    quadrature per prefix, O(V) quadratures (see :class:`~mdtheory.drafts.WithoutReplacement`).
+    iid: one argsort and two compiled passes, O(V log V). Without replacement and conditional
+    Poisson: one argsort and one pass carrying the containment along the prefixes
+    (:mod:`mdtheory.containment`), O(V n K) with K quadrature nodes, and O(V n) respectively.
+
+    Conditional Poisson (proof). :math:`Q(T \\cup i) - Q(T) = q_i e_{n-1}(q|_T) / e_n(q)`. At an
+    inclusion-maximal minimiser T, with :math:`h = e_{n-1}(q|_T)/e_n(q)`, a token i outside T has
+    :math:`p_i > q_i h` (adding it would not tie), and one inside has
+    :math:`p_i \\le Q(T) - Q(T \\setminus i) = q_i e_{n-1}(q|_{T \\setminus i})/e_n(q) \\le q_i h`. So T is
+    the set of tokens with p/q at most h: a prefix of the order, whatever the order inside ties.
     """
     if model.sampling not in PREFIX_SAMPLINGS:
         raise InvalidInputError(
