@@ -1,4 +1,4 @@
-"""The polymatroid view of multi-draft selection (THEORY §5).
+"""The polymatroid view of multi-draft selection (papers/theory.md §5).
 
 The coverage function :math:`g(S) = P(\\mathrm{set}(X) \\cap S \\neq \\emptyset) = 1 - Q(S^c)` is
 submodular, and the marginals :math:`\\mu(y) = \\sum_x Q(x) \\beta(y \\mid x)` of all importance-sampling

@@ -52,7 +52,7 @@ def test_khisti_theorem2_condition_is_hall():
 
 
 def test_without_replacement_is_not_the_elementary_symmetric_ratio():
-    """THEORY §3: q = (0.5, 0.3, 0.2), n = 2, T = first two tokens."""
+    """papers/theory.md §3: q = (0.5, 0.3, 0.2), n = 2, T = first two tokens."""
     q, T = [0.5, 0.3, 0.2], [True, True, False]
     assert float(md.WithoutReplacement(q, 2).containment(T)) == pytest.approx(0.8 * 0 + 0.3 + 0.3 * 0.5 / 0.7)
     assert float(md.WithoutReplacement(q, 2).containment(T)) == pytest.approx(0.5143, abs=5e-5)
