@@ -104,11 +104,16 @@ class DraftModel(ABC):
         Alphabet size.
     sampling : str
         Registry name of the model (a key of :data:`SAMPLINGS`).
+    q : ndarray of shape (V,) or None
+        The one draft distribution the model is built from (iid, without-replacement,
+        conditional-poisson, greedy); None for models given by several laws or a joint table
+        (independent, joint).
     """
 
     sampling: str = ""
     n: int
     V: int
+    q: np.ndarray | None = None
 
     @abstractmethod
     def containment(self, T) -> np.ndarray:
@@ -344,10 +349,15 @@ class WithoutReplacement(_MarkovDraftModel):
         return math.perm(int(np.count_nonzero(self.q)), self.n)
 
     def sample(self, rng, size=1):
-        """Gumbel-top-k: the n largest of log q_i + Gumbel noise, in decreasing order."""
+        """Gumbel-top-k: the n largest of log q_i + Gumbel noise, in decreasing order.
+
+        O(V) per tuple: a partition finds the n largest keys, a sort of those n orders them.
+        """
         with np.errstate(divide="ignore"):
             keys = np.log(self.q)[None, :] + rng.gumbel(size=(size, self.V))
-        return np.argsort(-keys, axis=1)[:, : self.n]
+        top = np.argpartition(-keys, self.n - 1, axis=1)[:, : self.n]
+        order = np.argsort(-np.take_along_axis(keys, top, axis=1), axis=1)
+        return np.take_along_axis(top, order, axis=1)
 
     def count_sets(self):
         return math.comb(int(np.count_nonzero(self.q)), self.n)
@@ -481,8 +491,26 @@ class ConditionalPoisson(DraftModel):
         return TupleLaw(np.array(tuples, dtype=np.int64), np.array(probs))
 
     def first_draft_law(self):
-        law = self.set_law()
-        return law.members.T.astype(float) @ law.probs / self.n
+        """Inclusion probabilities over n: :math:`q_i\\, e_{n-1}(q_{-i}) / (n\\, e_n(q))`, in O(V n^2).
+
+        :math:`e_{n-1}(q_{-i}) = \\sum_j e_j(q_{<i})\\, e_{n-1-j}(q_{>i})` from prefix and suffix
+        tables of elementary symmetric polynomials (sums of non-negative terms, no cancellation);
+        no draft set is enumerated.
+        """
+        pre = self._esp_table(self.q)  # pre[i, j] = e_j(q_0..q_{i-1})
+        suf = self._esp_table(self.q[::-1])[::-1]  # suf[i, j] = e_j(q_i..q_{V-1})
+        without = np.einsum("ij,ij->i", pre[:-1, : self.n], suf[1:, : self.n][:, ::-1])
+        law = self.q * without
+        return law / law.sum()
+
+    def _esp_table(self, w: np.ndarray) -> np.ndarray:
+        """Row i holds e_0..e_n of the first i weights, shape (V + 1, n + 1)."""
+        table = np.zeros((w.size + 1, self.n + 1))
+        table[0, 0] = 1.0
+        for i, x in enumerate(w):
+            table[i + 1] = table[i]
+            table[i + 1, 1:] += x * table[i, :-1]
+        return table
 
 
 class Independent(_MarkovDraftModel):
