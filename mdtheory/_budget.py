@@ -19,7 +19,7 @@ from typing import NamedTuple
 from .errors import ProblemTooLargeError
 
 __all__ = ["Estimate", "require", "combine", "fmt_seconds", "fmt_bytes", "monte_carlo",
-           "mc_chunk", "acceptance_route", "verify_claim", "stored_floats", "MAX_SECONDS",
+           "mc_chunk", "enumeration", "acceptance_route", "verify_claim", "stored_floats", "MAX_SECONDS",
            "MAX_BYTES", "CHUNK_BYTES"]
 
 #: Default time limit of one CLI step (``--max-seconds``).
@@ -32,8 +32,8 @@ CHUNK_BYTES = 32 * 2**20
 # Measured per-unit costs (seconds), see the module docstring.
 _MC_STEP = 2e-5          # one verification step's fixed Python overhead
 _MC_TOKEN = 3e-8         # per token and per draft in one step (residual updates, sampling)
-_WOR_PREFIX_N2 = 5e-8    # without replacement, n = 2: per (prefix, token) of the closed form
-_WOR_PREFIX_QUAD = 5e-5  # without replacement, n >= 3: per prefix pair, 16 quadrature panels
+_WOR_PREFIX_N2 = 1e-7    # without replacement, n = 2: per (prefix, token) of the closed form
+_WOR_PREFIX_QUAD = 3e-4  # without replacement, n = 3: per (prefix, token) of the quadrature
 _SUBSET_ROW = 1.2e-5     # one containment row of the exhaustive route (generic models)
 _LP_COLUMN = 1e-7        # HiGHS transport LP: seconds = _LP_COLUMN * columns ** 1.5
 _DUAL_ROW = 3e-6         # HiGHS dual simplex: seconds = _DUAL_ROW * rows ** 1.3
@@ -53,10 +53,13 @@ class Estimate(NamedTuple):
     bytes: float = 0.0
 
 
-def combine(*estimates: Estimate) -> Estimate:
-    """Estimates of steps run one after the other: times add, the memory is the largest step's."""
-    return Estimate("; ".join(e.what for e in estimates), sum(e.seconds for e in estimates),
-                    max((e.bytes for e in estimates), default=0.0))
+def combine(*estimates: Estimate, what: str | None = None) -> Estimate:
+    """Estimates of steps run one after the other: times add, the memory is the largest step's.
+
+    ``what`` names the whole (default: the steps' names joined by ``"; "``).
+    """
+    return Estimate("; ".join(e.what for e in estimates) if what is None else what,
+                    sum(e.seconds for e in estimates), max((e.bytes for e in estimates), default=0.0))
 
 
 def fmt_seconds(s: float) -> str:
@@ -115,6 +118,13 @@ def monte_carlo(samples: int, n: int, V: int) -> Estimate:
     per_step = _MC_STEP + _MC_TOKEN * (n + 1) * V
     return Estimate(f"Monte Carlo over {samples:.3g} samples of n = {n} drafts, V = {V}",
                     samples * per_step, 8.0 * V * min(samples, mc_chunk(V)))
+
+
+def enumeration(count: float, n: int, V: int) -> Estimate:
+    """Exact enumeration of a rule over ``count`` draft tuples (one conditional law each)."""
+    per_step = _MC_STEP + _MC_TOKEN * (n + 1) * V
+    return Estimate(f"exact enumeration over {count:.3g} draft tuples of n = {n} drafts, V = {V}",
+                    count * per_step, count * (V * 9.0 + 8.0 * (n + 1)))
 
 
 def acceptance_route(model, method: str) -> Estimate:
