@@ -17,6 +17,7 @@ import math
 from typing import NamedTuple
 
 from .errors import ProblemTooLargeError
+from .subsets import PREFIX_SAMPLINGS
 
 __all__ = ["Estimate", "require", "combine", "fmt_seconds", "fmt_bytes", "monte_carlo",
            "mc_chunk", "enumeration", "acceptance_route", "verify_claim", "stored_floats", "MAX_SECONDS",
@@ -46,11 +47,13 @@ _QUAD_NODES = 2500       # quadrature nodes of one without-replacement containme
 
 
 class Estimate(NamedTuple):
-    """What would run, and its estimated time (seconds) and working memory (bytes)."""
+    """What would run, its estimated time (seconds) and working memory (bytes), and a hint that a
+    refusal appends (another route, say)."""
 
     what: str
     seconds: float
     bytes: float = 0.0
+    hint: str = ""
 
 
 def combine(*estimates: Estimate, what: str | None = None) -> Estimate:
@@ -59,7 +62,8 @@ def combine(*estimates: Estimate, what: str | None = None) -> Estimate:
     ``what`` names the whole (default: the steps' names joined by ``"; "``).
     """
     return Estimate("; ".join(e.what for e in estimates) if what is None else what,
-                    sum(e.seconds for e in estimates), max((e.bytes for e in estimates), default=0.0))
+                    sum(e.seconds for e in estimates), max((e.bytes for e in estimates), default=0.0),
+                    "; ".join(dict.fromkeys(e.hint for e in estimates if e.hint)))
 
 
 def fmt_seconds(s: float) -> str:
@@ -91,15 +95,16 @@ def require(est: Estimate, max_seconds: float = MAX_SECONDS, *, max_bytes: float
     ProblemTooLargeError
         Naming what would run, the estimate, the limit and (for time) ``flag`` to raise it.
     """
+    hint = f"; {est.hint}" if est.hint else ""
     if est.bytes > max_bytes:
         raise ProblemTooLargeError(
             f"{est.what}: estimated {fmt_bytes(est.bytes)} of memory, over the limit of "
-            f"{fmt_bytes(max_bytes)}"
+            f"{fmt_bytes(max_bytes)}{hint}"
         )
     if est.seconds > max_seconds:
         raise ProblemTooLargeError(
             f"{est.what}: estimated {fmt_seconds(est.seconds)}, over the limit of "
-            f"{fmt_seconds(max_seconds)}; raise it with {flag} to run it anyway"
+            f"{fmt_seconds(max_seconds)}; raise it with {flag} to run it anyway{hint}"
         )
 
 
@@ -151,8 +156,11 @@ def acceptance_route(model, method: str) -> Estimate:
         unit = _SUBSET_ROW if name != "without-replacement" or n <= 2 else 4e-4
         if name == "iid":
             unit = 1e-8 * V
-        return Estimate(f"{head}: 2^{V} token sets", sets * unit, sets * (V + 16))
+        return Estimate(f"{head}: 2^{V} token sets", sets * unit, sets * (V + 16),
+                        "method 'auto' picks a route that fits")
     literal = method == "otlp-literal"
+    hint = ("method 'otlp' works over draft sets instead of tuples" if literal
+            else "method 'prefix' enumerates nothing" if name in PREFIX_SAMPLINGS else "")
     count = float(model.count_tuples() if literal else model.count_sets())
     kind = "draft tuples" if literal else "draft sets"
     law_bytes = count * V * 9.0  # indicators and the forward pass's float masses
@@ -161,13 +169,14 @@ def acceptance_route(model, method: str) -> Estimate:
     if method in ("otlp", "otlp-literal"):
         cols = count * V
         return Estimate(f"{head}: an LP over {count:.3g} {kind} x {V} tokens = {cols:.3g} variables",
-                        law_seconds + _LP_COLUMN * cols ** 1.5, law_bytes + 80.0 * cols)
+                        law_seconds + _LP_COLUMN * cols ** 1.5, law_bytes + 80.0 * cols, hint)
     if method == "dual":
         return Estimate(f"{head}: a dual LP over {count:.3g} {kind} ({incidences:.3g} rows)",
-                        law_seconds + _DUAL_ROW * incidences ** 1.3, law_bytes + 120.0 * incidences)
+                        law_seconds + _DUAL_ROW * incidences ** 1.3, law_bytes + 120.0 * incidences,
+                        hint)
     if method == "maxflow":
         return Estimate(f"{head}: a flow network over {count:.3g} {kind} ({incidences:.3g} edges)",
-                        law_seconds + _FLOW_EDGE * incidences, law_bytes + 1000.0 * incidences)
+                        law_seconds + _FLOW_EDGE * incidences, law_bytes + 1000.0 * incidences, hint)
     return Estimate(head, 0.0)  # unknown methods are refused by the front door itself
 
 

@@ -344,7 +344,7 @@ def _compare_selectors(args: argparse.Namespace) -> int:
                      "prepare_ms": rule.prepare_seconds * 1e3,
                      **({} if known else {"alpha_star_error": alpha})})
     if all(r.get("error") for r in rows):
-        raise InvalidInputError("no selection rule could run: "
+        raise InvalidInputError("no selection rule could be prepared within the limits: "
                                 + "; ".join(f"{r['rule']}: {r['error']}" for r in rows))
     if args.json:
         print(json.dumps(rows))
