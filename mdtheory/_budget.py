@@ -21,7 +21,7 @@ from .subsets import PREFIX_SAMPLINGS
 
 __all__ = ["Estimate", "require", "combine", "fmt_seconds", "fmt_bytes", "monte_carlo",
            "mc_chunk", "enumeration", "acceptance_route", "verify_claim", "stored_floats", "MAX_SECONDS",
-           "MAX_BYTES", "CHUNK_BYTES"]
+           "MAX_BYTES", "CHUNK_BYTES", "MAX_CHUNK"]
 
 #: Default time limit of one CLI step (``--max-seconds``).
 MAX_SECONDS = 60.0
@@ -29,6 +29,8 @@ MAX_SECONDS = 60.0
 MAX_BYTES = 4 * 2**30
 #: Monte Carlo draws are made in chunks whose draft-sampling buffers stay under this.
 CHUNK_BYTES = 32 * 2**20
+#: and of at most this many draft tuples.
+MAX_CHUNK = 4096
 
 # Measured per-unit costs (seconds), see the module docstring.
 _MC_STEP = 2e-5          # one verification step's fixed Python overhead
@@ -114,8 +116,9 @@ def stored_floats(what: str, count: float) -> Estimate:
 
 
 def mc_chunk(V: int) -> int:
-    """Draft tuples per Monte Carlo chunk: sampling allocates up to V floats per tuple."""
-    return max(1, CHUNK_BYTES // (8 * max(V, 1)))
+    """Draft tuples per Monte Carlo chunk: sampling allocates up to V floats per tuple, and a chunk
+    holds at most :data:`MAX_CHUNK` tuples so that progress is reported every few seconds at most."""
+    return max(1, min(MAX_CHUNK, CHUNK_BYTES // (8 * max(V, 1))))
 
 
 def monte_carlo(samples: int, n: int, V: int) -> Estimate:
