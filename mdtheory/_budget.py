@@ -19,9 +19,9 @@ from typing import NamedTuple
 from .errors import ProblemTooLargeError
 from .subsets import PREFIX_SAMPLINGS
 
-__all__ = ["Estimate", "require", "combine", "fmt_seconds", "fmt_bytes", "monte_carlo",
-           "mc_chunk", "enumeration", "acceptance_route", "verify_claim", "stored_floats", "MAX_SECONDS",
-           "MAX_BYTES", "CHUNK_BYTES", "MAX_CHUNK"]
+__all__ = ["Estimate", "require", "combine", "fmt_seconds", "fmt_bytes", "stored_floats",
+           "mc_chunk", "monte_carlo", "batched_steps", "enumeration", "acceptance_route",
+           "verify_claim", "MAX_SECONDS", "MAX_BYTES", "CHUNK_BYTES", "MAX_CHUNK"]
 
 #: Default time limit of one CLI step (``--max-seconds``).
 MAX_SECONDS = 60.0
@@ -126,6 +126,13 @@ def monte_carlo(samples: int, n: int, V: int) -> Estimate:
     per_step = _MC_STEP + _MC_TOKEN * (n + 1) * V
     return Estimate(f"Monte Carlo over {samples:.3g} samples of n = {n} drafts, V = {V}",
                     samples * per_step, 8.0 * V * min(samples, mc_chunk(V)))
+
+
+def batched_steps(batch: int, samples: int, V: int) -> Estimate:
+    """``samples`` steps for each of ``batch`` positions run as one batch (``cross-validate``): a few
+    float64 tensors of batch x samples rows over V tokens."""
+    return Estimate(f"cross-validate: {batch} positions x {samples} steps over V = {V}", 0.0,
+                    4 * 8.0 * batch * samples * V)
 
 
 def enumeration(count: float, n: int, V: int) -> Estimate:

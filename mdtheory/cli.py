@@ -329,20 +329,18 @@ def _compare_selectors(args: argparse.Namespace) -> int:
                          "exact": False, "ci95": None, "alpha_star": None, "gap": None,
                          "prepare_ms": None, "error": str(exc)})
             continue
-        if rule.sampling not in optimum:
+        if rule.sampling not in optimum:  # (alpha*, None) or (None, why it was not computed)
             try:
                 _budget.require(_budget.acceptance_route(rule.model, _auto(rule.model)),
                                 args.max_seconds)
-                optimum[rule.sampling] = optimal_acceptance(rule.p, rule.model).value
+                optimum[rule.sampling] = (optimal_acceptance(rule.p, rule.model).value, None)
             except ProblemTooLargeError as exc:
-                optimum[rule.sampling] = f"alpha* not computed: {exc}"
-        alpha = optimum[rule.sampling]
-        known = not isinstance(alpha, str)
+                optimum[rule.sampling] = (None, f"alpha* not computed: {exc}")
+        alpha, why = optimum[rule.sampling]
         rows.append({"rule": name, "sampling": rule.sampling, "acceptance": acc, "exact": exact,
-                     "ci95": ci, "alpha_star": alpha if known else None,
-                     "gap": alpha - acc if known else None,
+                     "ci95": ci, "alpha_star": alpha, "gap": None if why else alpha - acc,
                      "prepare_ms": rule.prepare_seconds * 1e3,
-                     **({} if known else {"alpha_star_error": alpha})})
+                     **({"alpha_star_error": why} if why else {})})
     if all(r.get("error") for r in rows):
         raise InvalidInputError("no selection rule could be prepared within the limits: "
                                 + "; ".join(f"{r['rule']}: {r['error']}" for r in rows))
@@ -362,9 +360,9 @@ def _compare_selectors(args: argparse.Namespace) -> int:
             else (f"{'n/a':>10s}", f"{'n/a':>10s}")
         print(f"{r['rule']:<10s} {r['sampling']:<20s} {r['acceptance']:12.6f} {how:<24s} "
               f"{alpha} {gap} {r['prepare_ms']:11.3f}")
-    for sampling, alpha in optimum.items():
-        if isinstance(alpha, str):
-            print(f"  {sampling} drafts: {alpha}")
+    for sampling, (_, why) in optimum.items():
+        if why:
+            print(f"  {sampling} drafts: {why}")
     return EXIT_OK
 
 
@@ -372,9 +370,7 @@ def _cross_validate(args: argparse.Namespace) -> int:
     from .torch_bridge import TORCH_RULES, check_device, cross_validate
 
     check_device(args.device)
-    _budget.require(_budget.Estimate(
-        f"cross-validate: {args.batch} positions x {args.samples} steps over V = {args.vocab}",
-        0.0, 8.0 * 4 * args.batch * args.samples * args.vocab), args.max_seconds)
+    _budget.require(_budget.batched_steps(args.batch, args.samples, args.vocab), args.max_seconds)
     names = list(TORCH_RULES) if args.rules is None else [r for r in args.rules.split(",") if r]
     for name in names:
         if name not in TORCH_RULES:
@@ -398,8 +394,15 @@ def _cross_validate(args: argparse.Namespace) -> int:
     return EXIT_OK if report["passed"] else EXIT_REFUTED
 
 
+def _seconds(text: str) -> float:
+    value = float(text)
+    if not value > 0:  # also refuses NaN
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text}")
+    return value
+
+
 def _add_limits(parser: argparse.ArgumentParser, quiet: bool = True) -> None:
-    parser.add_argument("--max-seconds", type=float, default=_budget.MAX_SECONDS, metavar="S",
+    parser.add_argument("--max-seconds", type=_seconds, default=_budget.MAX_SECONDS, metavar="S",
                         help="refuse, before starting, work estimated to take longer than S seconds "
                              f"(default {_budget.MAX_SECONDS:g}); the refusal states the estimate")
     if quiet:
