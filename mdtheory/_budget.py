@@ -20,7 +20,7 @@ from .errors import ProblemTooLargeError
 from .subsets import PREFIX_SAMPLINGS
 
 __all__ = ["Estimate", "require", "combine", "fmt_seconds", "fmt_bytes", "stored_floats",
-           "mc_chunk", "monte_carlo", "batched_steps", "enumeration", "acceptance_route",
+           "mc_chunk", "monte_carlo", "batched_steps", "enumeration", "rule_preparation", "acceptance_route",
            "verify_claim", "MAX_SECONDS", "MAX_BYTES", "CHUNK_BYTES", "MAX_CHUNK"]
 
 #: Default time limit of one CLI step (``--max-seconds``).
@@ -46,6 +46,8 @@ _FRACTION_OP = 4e-7      # one Fraction operation
 _LAW_CELL = 1e-8         # forward pass of a set law, per (set, token) cell
 _CP_SET = 2e-6           # conditional Poisson set law: one Python step per set
 _QUAD_NODES = 2500       # quadrature nodes of one without-replacement containment (typical)
+_SOFTMAX_FIT = 2e-9      # gr-softmax's L-BFGS-B fits: seconds = _SOFTMAX_FIT * (sets * V) ** 1.5
+_KHISTI_CELL = 2e-8      # khisti-lp: per cell of one stage's V x V keep matrix
 
 
 class Estimate(NamedTuple):
@@ -140,6 +142,20 @@ def enumeration(count: float, n: int, V: int) -> Estimate:
     per_step = _MC_STEP + _MC_TOKEN * (n + 1) * V
     return Estimate(f"exact enumeration over {count:.3g} draft tuples of n = {n} drafts, V = {V}",
                     count * per_step, count * (V * 9.0 + 8.0 * (n + 1)))
+
+
+def rule_preparation(name: str, model) -> Estimate:
+    """Preparing the selection rule ``name`` on ``model`` (the rules that enumerate or fit; the
+    others prepare in O(V log V) or O(n V) and are estimated as free)."""
+    V, n = model.V, model.n
+    if name == "gr-softmax":  # the set law, then two softmax fits over it
+        sets = float(model.count_sets())
+        return Estimate(f"gr-softmax: fits over {sets:.3g} draft sets x {V} tokens",
+                        sets * V * _LAW_CELL + _SOFTMAX_FIT * (sets * V) ** 1.5, 40.0 * sets * V)
+    if name == "khisti-lp":  # n - 1 stages, each a V x V keep matrix and a small LP
+        return Estimate(f"khisti-lp: {n - 1} stages of a {V} x {V} keep matrix",
+                        (n - 1) * (_KHISTI_CELL * V * V + 0.01), 8.0 * (n - 1) * V * V)
+    return Estimate(name, 0.0)
 
 
 def acceptance_route(model, method: str) -> Estimate:

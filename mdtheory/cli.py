@@ -320,7 +320,9 @@ def _compare_selectors(args: argparse.Namespace) -> int:
     for name in names:  # each rule is prepared and its work estimated before that work starts
         params = {"s": args.truncation} if name == "khisti-lp" else {}
         try:
-            rule = make_rule(name, P[0], Q[0], args.drafts, **params)
+            model = make_draft_model(Q[0], args.drafts, RULES[name].sampling)
+            _budget.require(_budget.rule_preparation(name, model), args.max_seconds)
+            rule = make_rule(name, P[0], Q[0], args.drafts, **params)  # times q's validation too
             acc, exact, ci = _rule_acceptance(args, rule, rng)
         except (InvalidInputError, ProblemTooLargeError) as exc:
             if isinstance(exc, InvalidDistributionError):

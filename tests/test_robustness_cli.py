@@ -168,6 +168,18 @@ def test_large_vocabulary_default_rules(capsys, pair):
         assert rows[name]["exact"] and rows[name]["gap"] >= -1e-12, name
 
 
+def test_slow_preparation_refused_up_front(capsys, pair):
+    """gr-softmax fits over every draft set: at V = 30, n = 6 that is 768,211 sets (minutes)."""
+    p, q = pair(30)
+    code, out, err = run_main(capsys, "compare-selectors", p, q, "-n", 6, "--rules",
+                              "gr-softmax,single", "--json")
+    assert code == 0 and err == ""
+    rows = {r["rule"]: r for r in json.loads(out)}
+    assert rows["gr-softmax"]["error"].startswith("gr-softmax: fits over 7.68e+05 draft sets x 30 "
+                                                  "tokens: estimated ")
+    assert "--max-seconds" in rows["gr-softmax"]["error"] and rows["single"]["exact"]
+
+
 def test_many_drafts_refused_by_memory(capsys, pair):
     """Was: -n 1000000 did not finish (khisti-lp: 999,999 LPs and V x V matrices; rrs: 10^6 residuals)."""
     p, q = pair(1000)
