@@ -46,7 +46,7 @@ _FRACTION_OP = 4e-7      # one Fraction operation
 _LAW_CELL = 1e-8         # forward pass of a set law, per (set, token) cell
 _CP_SET = 2e-6           # conditional Poisson set law: one Python step per set
 _QUAD_NODES = 2500       # quadrature nodes of one without-replacement containment (typical)
-_SOFTMAX_FIT = 2e-9      # gr-softmax's L-BFGS-B fits: seconds = _SOFTMAX_FIT * (sets * V) ** 1.5
+_SOFTMAX_FIT = 2e-9      # gr-softmax's L-BFGS-B fits: seconds = _SOFTMAX_FIT * _pow(sets * V, 1.5)
 _KHISTI_CELL = 2e-8      # khisti-lp: per cell of one stage's V x V keep matrix
 
 
@@ -70,8 +70,21 @@ def combine(*estimates: Estimate, what: str | None = None) -> Estimate:
                     "; ".join(dict.fromkeys(e.hint for e in estimates if e.hint)))
 
 
+def _pow(x: float, e: float) -> float:
+    """x ** e for x >= 0, capped near 1e304 instead of raising OverflowError (counts saturate at
+    :data:`mdtheory.drafts.COUNT_CAP` = 1e300)."""
+    return math.exp(min(e * math.log(x), 700.0)) if x > 0 else 0.0
+
+
+def _comb(m: int, k: int) -> float:
+    """C(m, k) as a float, from log-gamma (capped near 1e304)."""
+    return math.exp(min(math.lgamma(m + 1) - math.lgamma(k + 1) - math.lgamma(m - k + 1), 700.0))
+
+
 def fmt_seconds(s: float) -> str:
     """``0.5 s``, ``2.4 min``, ``3.1 h``, ``4.2e+03 days``."""
+    if math.isinf(s):
+        return "over 1e+300 days"
     if s < 120:
         return f"{s:.2g} s"
     if s < 7200:
@@ -83,6 +96,8 @@ def fmt_seconds(s: float) -> str:
 
 def fmt_bytes(b: float) -> str:
     """``512 B``, ``3.2 MiB``, ``7.3 TiB``."""
+    if math.isinf(b):
+        return "over 1e+300 TiB"
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
         if b < 1024 or unit == "TiB":
             return f"{b:.3g} {unit}"
@@ -151,7 +166,7 @@ def rule_preparation(name: str, model) -> Estimate:
     if name == "gr-softmax":  # the set law, then two softmax fits over it
         sets = float(model.count_sets())
         return Estimate(f"gr-softmax: fits over {sets:.3g} draft sets x {V} tokens",
-                        sets * V * _LAW_CELL + _SOFTMAX_FIT * (sets * V) ** 1.5, 40.0 * sets * V)
+                        sets * V * _LAW_CELL + _SOFTMAX_FIT * _pow(sets * V, 1.5), 40.0 * sets * V)
     if name == "khisti-lp":  # n - 1 stages, each a V x V keep matrix and a small LP
         return Estimate(f"khisti-lp: {n - 1} stages of a {V} x {V} keep matrix",
                         (n - 1) * (_KHISTI_CELL * V * V + 0.01), 8.0 * (n - 1) * V * V)
@@ -178,7 +193,7 @@ def acceptance_route(model, method: str) -> Estimate:
         return Estimate(f"{head}: {V} containment quadratures of up to {V} tokens",
                         pairs * _WOR_PREFIX_QUAD * ((n + 1) / 4) ** 2, 8.0 * V * _QUAD_NODES * (n + 2))
     if method == "subsets":
-        sets = 2.0 ** V
+        sets = _pow(2.0, V)
         unit = _SUBSET_ROW if name != "without-replacement" or n <= 2 else 4e-4
         if name == "iid":
             unit = 1e-8 * V
@@ -195,10 +210,10 @@ def acceptance_route(model, method: str) -> Estimate:
     if method in ("otlp", "otlp-literal"):
         cols = count * V
         return Estimate(f"{head}: an LP over {count:.3g} {kind} x {V} tokens = {cols:.3g} variables",
-                        law_seconds + _LP_COLUMN * cols ** 1.5, law_bytes + 80.0 * cols, hint)
+                        law_seconds + _LP_COLUMN * _pow(cols, 1.5), law_bytes + 80.0 * cols, hint)
     if method == "dual":
         return Estimate(f"{head}: a dual LP over {count:.3g} {kind} ({incidences:.3g} rows)",
-                        law_seconds + _DUAL_ROW * incidences ** 1.3, law_bytes + 120.0 * incidences,
+                        law_seconds + _DUAL_ROW * _pow(incidences, 1.3), law_bytes + 120.0 * incidences,
                         hint)
     if method == "maxflow":
         return Estimate(f"{head}: a flow network over {count:.3g} {kind} ({incidences:.3g} edges)",
@@ -210,14 +225,14 @@ def verify_claim(claim: str, m: int, K: int, instances: int) -> Estimate:
     """One exact ``mdtheory verify`` check (theorem3, hu-wor) on alphabet m with K drafts."""
     if claim == "theorem3":
         cols = (m + math.comb(m, 2)) * m  # exact OTLP over the draft sets of 2 iid drafts
-        per = _CDD_COLUMN * cols**3 + _FRACTION_OP * m * 2.0**m
+        per = _CDD_COLUMN * _pow(cols, 3) + _FRACTION_OP * m * _pow(2.0, m)
         return Estimate(f"verify theorem3, alphabet {m}: {instances} instances, each 2^{m} token "
                         f"sets and an exact LP of {cols} variables", instances * per)
-    if claim == "hu-wor":
-        sets = math.comb(m, K)
-        token_sets = sum(math.comb(m, k) for k in range(K, m))
-        ops = math.perm(m, K) * K + 2.0 * token_sets * sets
+    if claim == "hu-wor":  # in floats: m and K may be huge
+        sets, tuples = _comb(m, K), math.exp(min(math.lgamma(m + 1) - math.lgamma(m - K + 1), 700.0))
+        token_sets = sum(_comb(m, k) for k in range(K, m)) if m <= 64 else _pow(2.0, m)
+        ops = tuples * K + 2.0 * token_sets * sets
         return Estimate(f"verify hu-wor, alphabet {m}, {K} drafts: {instances} instances, each "
-                        f"{math.perm(m, K):.3g} ordered draft tuples and {token_sets:.3g} token "
+                        f"{tuples:.3g} ordered draft tuples and {token_sets:.3g} token "
                         f"sets against {sets:.3g} draft sets", instances * _FRACTION_OP * ops)
     return Estimate(f"verify {claim}", 0.0)

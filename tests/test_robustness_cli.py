@@ -20,7 +20,7 @@ from mdtheory.drafts import ConditionalPoisson, WithoutReplacement
 from mdtheory.rules import make_rule
 
 ROOT = Path(__file__).resolve().parents[1]
-ESTIMATE = re.compile(r"estimated [0-9.e+]+ (s|min|h|days|B|KiB|MiB|GiB|TiB)")
+ESTIMATE = re.compile(r"estimated (over )?[0-9.e+]+ (s|min|h|days|B|KiB|MiB|GiB|TiB)")
 
 
 @pytest.fixture
@@ -184,7 +184,7 @@ def test_many_drafts_refused_by_memory(capsys, pair):
     """Was: -n 1000000 did not finish (khisti-lp: 999,999 LPs and V x V matrices; rrs: 10^6 residuals)."""
     p, q = pair(1000)
     code, out, err = run_main(capsys, "compare-selectors", p, q, "-n", 10**6, "--rules",
-                              "rrs,khisti-lp,k-seq,greedy", "--json")
+                              "rrs,khisti-lp,k-seq,greedy,gr-softmax", "--json")
     assert code == 0 and err == ""
     rows = {r["rule"]: r for r in json.loads(out)}
     assert re.search(r"rrs keeps n \+ 1 = 1000001 residuals.*estimated 7.45 GiB of memory",
@@ -192,6 +192,7 @@ def test_many_drafts_refused_by_memory(capsys, pair):
     assert re.search(r"999999 stages of a 1000 x 1000 keep matrix: estimated 7.28 TiB",
                      rows["khisti-lp"]["error"])
     assert "n <= the number of tokens with q > 0 (1000)" in rows["greedy"]["error"]
+    assert "fits over 1e+300 draft sets" in rows["gr-softmax"]["error"]  # a saturated count
     assert rows["k-seq"]["acceptance"] is not None
 
 
@@ -218,6 +219,7 @@ def test_progress_bar_on_a_terminal_only(capsys, monkeypatch, pair):
 @pytest.mark.parametrize("argv,pattern", [
     (["theorem3", "--alphabet", 50], r"verify theorem3, alphabet 50: 20 instances, each 2\^50"),
     (["hu-wor", "--alphabet", 30, "--drafts", 6], r"verify hu-wor, alphabet 30, 6 drafts"),
+    (["hu-wor", "--alphabet", 10**9, "--drafts", 10**9 - 1], r"alphabet 1000000000, 999999999 drafts"),
 ])
 def test_verify_refused_with_estimate(capsys, argv, pattern):
     code, out, err = run_main(capsys, "verify", *argv)
@@ -316,6 +318,19 @@ def test_optimal_rule_on_draft_models_without_one_q(sampling):
     acceptance, law = rule.enumerate()
     assert acceptance == pytest.approx(md.alpha_star(p, q, 2, sampling), abs=1e-9)
     assert law == pytest.approx(p, abs=1e-12)
+
+
+def test_counts_saturate_instead_of_building_huge_integers():
+    """Sizes are compared with limits before anything runs; at n = 10^6 the exact counts would be
+    integers of millions of digits (seconds to build, and float() overflows)."""
+    q = np.full(1000, 1e-3)
+    assert md.IID(q, 10**6).count_tuples() == md.drafts.COUNT_CAP
+    assert md.IID(q, 10**6).count_sets() == md.drafts.COUNT_CAP
+    assert md.IID(q, 3).count_sets() == 1000 + 499_500 + 166_167_000
+    assert ConditionalPoisson(q, 500).count_tuples() == md.drafts.COUNT_CAP
+    assert WithoutReplacement(q, 3).count_tuples() == 1000 * 999 * 998
+    with pytest.raises(md.ProblemTooLargeError, match=r"the set law has over 1e\+300 sets"):
+        md.IID(q, 10**6).set_law()
 
 
 def test_rule_refuses_a_draft_model_of_another_kind():
