@@ -20,8 +20,9 @@ from .errors import ProblemTooLargeError
 from .subsets import PREFIX_SAMPLINGS
 
 __all__ = ["Estimate", "require", "combine", "fmt_seconds", "fmt_bytes", "stored_floats",
-           "mc_chunk", "monte_carlo", "batched_steps", "enumeration", "rule_preparation", "acceptance_route",
-           "verify_claim", "MAX_SECONDS", "MAX_BYTES", "CHUNK_BYTES", "MAX_CHUNK"]
+           "mc_chunk", "monte_carlo", "batched_steps", "enumeration", "rule_preparation",
+           "acceptance_route", "acceptance_cone", "verify_claim", "MAX_SECONDS", "MAX_BYTES",
+           "CHUNK_BYTES", "MAX_CHUNK"]
 
 #: Default time limit of one CLI step (``--max-seconds``).
 MAX_SECONDS = 60.0
@@ -46,6 +47,7 @@ _FRACTION_OP = 4e-7      # one Fraction operation
 _LAW_CELL = 1e-8         # forward pass of a set law, per (set, token) cell
 _CP_SET = 2e-6           # conditional Poisson set law: one Python step per set
 _QUAD_NODES = 2500       # quadrature nodes of one without-replacement containment (typical)
+_CDD_REDUNDANCY = 8e-7  # Hall comparison: seconds = _CDD_REDUNDANCY * rows ** 3 * dimension
 _SOFTMAX_FIT = 2e-9      # gr-softmax's L-BFGS-B fits: seconds = _SOFTMAX_FIT * _pow(sets * V, 1.5)
 _KHISTI_CELL = 2e-8      # khisti-lp: per cell of one stage's V x V keep matrix
 
@@ -219,6 +221,16 @@ def acceptance_route(model, method: str) -> Estimate:
         return Estimate(f"{head}: a flow network over {count:.3g} {kind} ({incidences:.3g} edges)",
                         law_seconds + _FLOW_EDGE * incidences, law_bytes + 1000.0 * incidences, hint)
     return Estimate(head, 0.0)  # unknown methods are refused by the front door itself
+
+
+def acceptance_cone(m: int, K: int, model: str, supports: int) -> Estimate:
+    """``mdtheory dd`` / ``verify theorem2``: the cone's facets by double description (fast at these
+    dimensions), then the comparison with Hall's family, whose redundancy removal solves one exact
+    LP per row over the 2^m - 2 Hall inequalities and the non-negativity rows (the cost)."""
+    rows, dim = 2.0**m - 2 + supports + m, m + supports
+    return Estimate(f"the {model} acceptance-one cone for m = {m}, K = {K} (dimension {dim}) and its "
+                    f"comparison with {rows:.3g} Hall and non-negativity inequalities",
+                    _CDD_REDUNDANCY * _pow(rows, 3) * dim, 16.0 * rows * dim)
 
 
 def verify_claim(claim: str, m: int, K: int, instances: int) -> Estimate:

@@ -20,7 +20,7 @@ import numpy as np
 
 from . import _budget
 from ._validate import as_distribution, as_drafts
-from .dd import DD_MODELS, acceptance_one_cone, compare_with_hall, sparsest
+from .dd import DD_MODELS, acceptance_one_cone, compare_with_hall, draft_supports, sparsest
 from .drafts import make_draft_model
 from .errors import (
     InvalidDistributionError,
@@ -155,7 +155,14 @@ def _check_acceptance(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _require_cone(args: argparse.Namespace, m: int, K: int, model: str) -> None:
+    """Refuse a cone whose Hall comparison is estimated over ``--max-seconds``."""
+    supports = len(draft_supports(m, K, model))  # refuses dimensions over the DD limit first
+    _budget.require(_budget.acceptance_cone(m, K, model, supports), args.max_seconds)
+
+
 def _dd(args: argparse.Namespace) -> int:
+    _require_cone(args, args.alphabet, args.drafts, args.model)
     cone = acceptance_one_cone(args.alphabet, args.drafts, args.model, args.method)
     cmp = compare_with_hall(cone)
     rows = sorted(zip(cmp["facets"], cone.facets, strict=True),  # Hall's inequalities first
@@ -210,6 +217,7 @@ def _verify_one(args: argparse.Namespace) -> dict:
         return verify_symbolic()
     check_claim(args.claim, m, K if K is not None else 2, instances or 0)
     if args.claim == "theorem2":
+        _require_cone(args, m, K, args.model)
         return verify_theorem2(m, K, args.model)
     _budget.require(_budget.verify_claim(args.claim, m, K, instances), args.max_seconds)
     total = instances + (args.claim == "hu-wor" and (m, K) == (3, 2))
@@ -486,6 +494,7 @@ def build_parser() -> argparse.ArgumentParser:
     dd.add_argument("--method", choices=["generators", "elimination"], default="generators",
                     help="projection route (default generators)")
     dd.add_argument("--json", action="store_true", help="one JSON object")
+    _add_limits(dd, quiet=False)
     dd.set_defaults(func=_dd)
 
     ver = sub.add_parser(

@@ -268,6 +268,17 @@ def test_dd_huge_sizes_refused_before_enumerating(argv):
     assert proc.stderr.count("\n") == 1 and "over the limit 90 of the exact DD routes" in proc.stderr
 
 
+@pytest.mark.parametrize("argv", [["dd", "-m", 8, "-K", 2], ["verify", "theorem2", "-m", 8]])
+def test_hall_comparison_refused_with_estimate(capsys, argv):
+    """m = 8 is within the DD dimension limit (44) but comparing with Hall's 254 inequalities solves
+    an exact LP per row: minutes."""
+    code, out, err = run_main(capsys, *argv)
+    one_line_error(code, err, r"the iid acceptance-one cone for m = 8, K = 2 \(dimension 44\) and "
+                   r"its comparison with 298 Hall and non-negativity inequalities", ESTIMATE,
+                   "--max-seconds")
+    assert out == ""
+
+
 # ----------------------------------------------------------------------------- torch bridge
 @pytest.mark.parametrize("device,pattern", [("tpu", "unknown device 'tpu'; use cpu, cuda or cuda:N"),
                                             ("mps", "device 'mps' is not available here")])
