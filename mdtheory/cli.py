@@ -109,18 +109,19 @@ def _check_acceptance(args: argparse.Namespace) -> int:
         )
     rows = max(len(P), len(Q))
     models, estimates = [], []
-    for i in range(rows):  # every row's model and size estimate before any solve starts
+    for j in range(len(Q)):  # every draft model and size estimate before any solve starts
         try:
-            model = make_draft_model(Q[i % len(Q)], args.drafts, args.sampling)
+            model = make_draft_model(Q[j], args.drafts, args.sampling)
         except MdtheoryError as exc:
-            raise _row_error(exc, i, rows) from None
-        method = _auto(model) if args.method == "auto" else args.method
+            raise _row_error(exc, j, rows) from None
         models.append(model)
-        estimates.append(_budget.acceptance_route(model, method))
+        estimates.append(_budget.acceptance_route(
+            model, _auto(model) if args.method == "auto" else args.method))
     what = estimates[0].what + (f" (and {rows - 1} more rows)" if rows > 1 else "")
-    _budget.require(_budget.combine(*estimates, what=what), args.max_seconds)
-    for i, model in enumerate(models):
-        p = P[i % len(P)]
+    _budget.require(_budget.combine(*(estimates[i % len(Q)] for i in range(rows)), what=what),
+                    args.max_seconds)
+    for i in range(rows):
+        p, model = P[i % len(P)], models[i % len(Q)]
         try:
             res = optimal_acceptance(p, model, method=args.method)
         except MdtheoryError as exc:
