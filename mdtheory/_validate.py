@@ -45,8 +45,10 @@ def as_distribution(x, name: str, *, normalize: bool = False, ndim: int = 1) -> 
         raise InvalidDistributionError(
             f"{name} has {arr.ndim} dimension(s) (shape {arr.shape}); expected {ndim}"
         )
-    if arr.shape[-1] == 0:
-        raise InvalidDistributionError(f"{name} is empty")
+    if arr.size == 0:
+        raise InvalidDistributionError(
+            f"{name} is empty" + (f" (shape {arr.shape})" if arr.ndim > 1 else "")
+        )
     arr = arr.astype(np.float64)
     bad = ~np.isfinite(arr)
     if bad.any():

@@ -1,7 +1,12 @@
 """Command-line interface: ``mdtheory check-acceptance P Q [--drafts N] ...``.
 
 Exit codes: 0 success (for ``verify``: the claim holds), 1 a ``verify`` claim is refuted, 2 bad input
-(one line on stderr naming the culprit, never a traceback), 3 a solver failure.
+(one line on stderr naming the culprit, never a traceback) or work refused because its estimated
+time or memory is over the limit (``--max-seconds``; the line states the estimate), 3 a solver
+failure, 130 interrupted (Ctrl-C).
+
+Long work that was allowed to start (Monte Carlo, exact verification) shows a progress bar on stderr
+when stderr is a terminal, unless ``--quiet``.
 """
 
 from __future__ import annotations
@@ -13,8 +18,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ._validate import as_distribution
-from .dd import DD_MODELS, acceptance_one_cone, compare_with_hall, sparsest
+from . import _budget
+from ._validate import as_distribution, as_drafts
+from .dd import DD_MODELS, acceptance_one_cone, compare_with_hall, draft_supports, sparsest
 from .drafts import make_draft_model
 from .errors import (
     InvalidDistributionError,
@@ -23,11 +29,11 @@ from .errors import (
     ProblemTooLargeError,
     SolverError,
 )
-from .solve import METHODS, optimal_acceptance
+from .solve import METHODS, _auto, optimal_acceptance
 
 __all__ = ["main", "load_npy"]
 
-EXIT_OK, EXIT_REFUTED, EXIT_BAD_INPUT, EXIT_SOLVER = 0, 1, 2, 3
+EXIT_OK, EXIT_REFUTED, EXIT_BAD_INPUT, EXIT_SOLVER, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 #: Cut sets longer than this are abbreviated in the human-readable output (never in --json).
 SHOW_TOKENS = 20
 
@@ -91,6 +97,10 @@ def _fmt_set(tokens: np.ndarray) -> str:
     return "{" + head + f", ... }} ({len(tokens)} tokens; --json lists all)"
 
 
+def _row_error(exc: MdtheoryError, i: int, rows: int) -> MdtheoryError:
+    return exc if rows == 1 else type(exc)(f"row {i}: {exc}")
+
+
 def _check_acceptance(args: argparse.Namespace) -> int:
     P, Q = _load_pair(args)
     if len(P) != len(Q) and 1 not in (len(P), len(Q)):
@@ -98,15 +108,24 @@ def _check_acceptance(args: argparse.Namespace) -> int:
             f"p has {len(P)} rows but q has {len(Q)}; give equal batches or one row to broadcast"
         )
     rows = max(len(P), len(Q))
-    for i in range(rows):
-        p, q = P[i % len(P)], Q[i % len(Q)]
+    models, estimates = [], []
+    for j in range(len(Q)):  # every draft model and size estimate before any solve starts
         try:
-            model = make_draft_model(q, args.drafts, args.sampling)
+            model = make_draft_model(Q[j], args.drafts, args.sampling)
+        except MdtheoryError as exc:
+            raise _row_error(exc, j, rows) from None
+        models.append(model)
+        estimates.append(_budget.acceptance_route(
+            model, _auto(model) if args.method == "auto" else args.method))
+    what = estimates[0].what + (f" (and {rows - 1} more rows)" if rows > 1 else "")
+    _budget.require(_budget.combine(*(estimates[i % len(Q)] for i in range(rows)), what=what),
+                    args.max_seconds)
+    for i in range(rows):
+        p, model = P[i % len(P)], models[i % len(Q)]
+        try:
             res = optimal_acceptance(p, model, method=args.method)
         except MdtheoryError as exc:
-            if rows == 1:
-                raise
-            raise type(exc)(f"row {i}: {exc}") from None
+            raise _row_error(exc, i, rows) from None
         in_cut = np.zeros(p.size, dtype=bool)
         in_cut[res.cut] = True
         p_cut, q_cut = float(p[in_cut].sum()), float(model.containment(in_cut))
@@ -137,7 +156,14 @@ def _check_acceptance(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _require_cone(args: argparse.Namespace, m: int, K: int, model: str) -> None:
+    """Refuse a cone whose Hall comparison is estimated over ``--max-seconds``."""
+    supports = len(draft_supports(m, K, model))  # refuses dimensions over the DD limit first
+    _budget.require(_budget.acceptance_cone(m, K, model, supports), args.max_seconds)
+
+
 def _dd(args: argparse.Namespace) -> int:
+    _require_cone(args, args.alphabet, args.drafts, args.model)
     cone = acceptance_one_cone(args.alphabet, args.drafts, args.model, args.method)
     cmp = compare_with_hall(cone)
     rows = sorted(zip(cmp["facets"], cone.facets, strict=True),  # Hall's inequalities first
@@ -171,24 +197,55 @@ def _dd(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+#: Defaults of ``mdtheory verify CLAIM``: (alphabet, drafts, instances).
+VERIFY_DEFAULTS = {"theorem2": (3, 2, None), "theorem3": (4, None, 20), "hu-wor": (3, 2, 20),
+                   "symbolic": (None, None, None)}
+
+
+def _verify_one(args: argparse.Namespace) -> dict:
+    """Check the arguments of one claim, estimate its cost, then run it with a progress bar."""
+    from .verify import check_claim, verify_hu_wor, verify_symbolic, verify_theorem2, verify_theorem3
+
+    defaults = VERIFY_DEFAULTS[args.claim]
+    for flag, value, default in zip(("--alphabet", "--drafts", "--instances"),
+                                    (args.alphabet, args.drafts, args.instances), defaults,
+                                    strict=True):
+        if value is not None and default is None:
+            raise InvalidInputError(f"verify {args.claim} takes no {flag}")
+    m, K, instances = (d if v is None else v for v, d in
+                       zip((args.alphabet, args.drafts, args.instances), defaults, strict=True))
+    if args.claim == "symbolic":
+        return verify_symbolic()
+    check_claim(args.claim, m, K if K is not None else 2, instances or 0)
+    if args.claim == "theorem2":
+        _require_cone(args, m, K, args.model)
+        return verify_theorem2(m, K, args.model)
+    _budget.require(_budget.verify_claim(args.claim, m, K, instances), args.max_seconds)
+    total = instances + (args.claim == "hu-wor" and (m, K) == (3, 2))
+    with _progress(args, total, f"verify {args.claim}") as bar:
+        if args.claim == "theorem3":
+            return verify_theorem3(m, instances, args.seed, progress=bar.update)
+        return verify_hu_wor(m, K, instances, args.seed, progress=bar.update)
+
+
 def _verify(args: argparse.Namespace) -> int:
-    from .verify import verify_all, verify_hu_wor, verify_symbolic, verify_theorem2, verify_theorem3
+    from .verify import ALL_GRID, verify_all
 
     if args.claim == "all":
-        def progress(done, total, label):
-            bar = "#" * (20 * done // total)
-            print(f"\r[{bar:<20s}] {done}/{total} {label:<50s}", end="", file=sys.stderr,
-                  flush=True)
-        records = verify_all(progress)
-        print(file=sys.stderr)
+        given = [flag for flag, value in (("--alphabet", args.alphabet), ("--drafts", args.drafts),
+                                          ("--instances", args.instances)) if value is not None]
+        if given:
+            raise InvalidInputError(
+                f"verify all runs its fixed grid; {', '.join(given)} applies to one claim "
+                "(theorem2, theorem3 or hu-wor)"
+            )
+        with _progress(args, len(ALL_GRID), "verify all") as bar:
+            def progress(done, total, label):
+                bar.update(done - bar.n)
+                bar.set_postfix_str(label, refresh=True)
+            records = verify_all(progress)
     else:
-        m, K = args.alphabet, args.drafts
-        records = [{
-            "theorem2": lambda: verify_theorem2(m or 3, K or 2, args.model),
-            "theorem3": lambda: verify_theorem3(m or 4, args.instances, args.seed),
-            "hu-wor": lambda: verify_hu_wor(m or 3, K or 2, args.instances, args.seed),
-            "symbolic": verify_symbolic,
-        }[args.claim]()]
+        records = [_verify_one(args)]
     if args.json:
         for rec in records:
             print(json.dumps(rec))
@@ -214,12 +271,39 @@ def _verify(args: argparse.Namespace) -> int:
             print("  the ratio is exact for conditional Poisson sampling: "
                   + ("yes, on every instance and set" if rec["matches_conditional_poisson"]
                      else "no"))
-    return EXIT_OK if all(r["verified"] for r in records) else EXIT_REFUTED
+    refuted = sorted({r["name"] for r in records if not r["verified"]})
+    if refuted:
+        print(f"mdtheory: refuted: {', '.join(refuted)} (counterexample on stdout)", file=sys.stderr)
+    return EXIT_REFUTED if refuted else EXIT_OK
+
+
+def _progress(args: argparse.Namespace, total: int, desc: str):
+    """A tqdm bar on stderr; silent under ``--quiet`` or when stderr is not a terminal."""
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc=desc, file=sys.stderr, leave=False, dynamic_ncols=True,
+                disable=args.quiet or not sys.stderr.isatty())
+
+
+def _rule_acceptance(args, rule, rng) -> tuple[float, bool, list | None]:
+    """(acceptance, exact, 95% interval or None): closed form, exact enumeration or Monte Carlo."""
+    from .rules.base import MAX_ENUMERATION
+
+    closed = rule.closed_form_acceptance()
+    if closed is not None:
+        return closed, True, None
+    count = rule.model.count_tuples()
+    if count <= MAX_ENUMERATION:
+        _budget.require(_budget.enumeration(count, rule.n, rule.V), args.max_seconds)
+        return rule.enumerate()[0], True, None
+    _budget.require(_budget.monte_carlo(args.samples, rule.n, rule.V), args.max_seconds)
+    with _progress(args, args.samples, f"{rule.name} Monte Carlo") as bar:
+        mc = rule.monte_carlo(args.samples, rng, progress=bar.update)
+    return mc["acceptance"], False, list(mc["ci95"])
 
 
 def _compare_selectors(args: argparse.Namespace) -> int:
     from .rules import RULES, make_rule
-    from .rules.base import MAX_ENUMERATION
 
     P, Q = _load_pair(args)
     if len(P) != 1 or len(Q) != 1:
@@ -232,6 +316,7 @@ def _compare_selectors(args: argparse.Namespace) -> int:
             raise InvalidInputError(
                 f"unknown selection rule {name!r}; valid choices: {', '.join(RULES)}"
             )
+    as_drafts(args.drafts)
     if args.samples < 1:
         raise InvalidInputError(f"--samples must be at least 1, got {args.samples}")
     rng = np.random.default_rng(args.seed)
@@ -241,10 +326,13 @@ def _compare_selectors(args: argparse.Namespace) -> int:
         except MdtheoryError:
             pass
     rows, optimum = [], {}
-    for name in names:
+    for name in names:  # each rule is prepared and its work estimated before that work starts
         params = {"s": args.truncation} if name == "khisti-lp" else {}
         try:
-            rule = make_rule(name, P[0], Q[0], args.drafts, **params)
+            model = make_draft_model(Q[0], args.drafts, RULES[name].sampling)
+            _budget.require(_budget.rule_preparation(name, model), args.max_seconds)
+            rule = make_rule(name, P[0], Q[0], args.drafts, **params)  # times q's validation too
+            acc, exact, ci = _rule_acceptance(args, rule, rng)
         except (InvalidInputError, ProblemTooLargeError) as exc:
             if isinstance(exc, InvalidDistributionError):
                 raise
@@ -252,22 +340,20 @@ def _compare_selectors(args: argparse.Namespace) -> int:
                          "exact": False, "ci95": None, "alpha_star": None, "gap": None,
                          "prepare_ms": None, "error": str(exc)})
             continue
-        closed = rule.closed_form_acceptance()
-        if closed is not None:
-            acc, exact, ci = closed, True, None
-        elif rule.model.count_tuples() <= MAX_ENUMERATION:
-            acc, exact, ci = rule.enumerate()[0], True, None
-        else:
-            mc = rule.monte_carlo(args.samples, rng)
-            acc, exact, ci = mc["acceptance"], False, list(mc["ci95"])
-        if rule.sampling not in optimum:
-            optimum[rule.sampling] = optimal_acceptance(rule.p, rule.model).value
-        alpha = optimum[rule.sampling]
+        if rule.sampling not in optimum:  # (alpha*, None) or (None, why it was not computed)
+            try:
+                _budget.require(_budget.acceptance_route(rule.model, _auto(rule.model)),
+                                args.max_seconds)
+                optimum[rule.sampling] = (optimal_acceptance(rule.p, rule.model).value, None)
+            except ProblemTooLargeError as exc:
+                optimum[rule.sampling] = (None, f"alpha* not computed: {exc}")
+        alpha, why = optimum[rule.sampling]
         rows.append({"rule": name, "sampling": rule.sampling, "acceptance": acc, "exact": exact,
-                     "ci95": ci, "alpha_star": alpha, "gap": alpha - acc,
-                     "prepare_ms": rule.prepare_seconds * 1e3})
+                     "ci95": ci, "alpha_star": alpha, "gap": None if why else alpha - acc,
+                     "prepare_ms": rule.prepare_seconds * 1e3,
+                     **({"alpha_star_error": why} if why else {})})
     if all(r.get("error") for r in rows):
-        raise InvalidInputError("no selection rule could be prepared: "
+        raise InvalidInputError("no selection rule could be prepared within the limits: "
                                 + "; ".join(f"{r['rule']}: {r['error']}" for r in rows))
     if args.json:
         print(json.dumps(rows))
@@ -281,14 +367,21 @@ def _compare_selectors(args: argparse.Namespace) -> int:
             print(f"{r['rule']:<10s} {r['sampling']:<20s} not run: {r['error']}")
             continue
         how = "exact" if r["exact"] else f"MC, 95% [{r['ci95'][0]:.4f}, {r['ci95'][1]:.4f}]"
+        alpha, gap = (f"{r['alpha_star']:10.6f}", f"{r['gap']:10.6f}") if r["alpha_star"] is not None \
+            else (f"{'n/a':>10s}", f"{'n/a':>10s}")
         print(f"{r['rule']:<10s} {r['sampling']:<20s} {r['acceptance']:12.6f} {how:<24s} "
-              f"{r['alpha_star']:10.6f} {r['gap']:10.6f} {r['prepare_ms']:11.3f}")
+              f"{alpha} {gap} {r['prepare_ms']:11.3f}")
+    for sampling, (_, why) in optimum.items():
+        if why:
+            print(f"  {sampling} drafts: {why}")
     return EXIT_OK
 
 
 def _cross_validate(args: argparse.Namespace) -> int:
-    from .torch_bridge import TORCH_RULES, cross_validate
+    from .torch_bridge import TORCH_RULES, check_device, cross_validate
 
+    check_device(args.device)
+    _budget.require(_budget.batched_steps(args.batch, args.samples, args.vocab), args.max_seconds)
     names = list(TORCH_RULES) if args.rules is None else [r for r in args.rules.split(",") if r]
     for name in names:
         if name not in TORCH_RULES:
@@ -310,6 +403,22 @@ def _cross_validate(args: argparse.Namespace) -> int:
                   f"{r['law_pvalue']:8.3f}  {'pass' if r['passed'] else 'FAIL'}")
         print("overall: " + ("PASSED" if report["passed"] else "FAILED"))
     return EXIT_OK if report["passed"] else EXIT_REFUTED
+
+
+def _seconds(text: str) -> float:
+    value = float(text)
+    if not value > 0:  # also refuses NaN
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text}")
+    return value
+
+
+def _add_limits(parser: argparse.ArgumentParser, quiet: bool = True) -> None:
+    parser.add_argument("--max-seconds", type=_seconds, default=_budget.MAX_SECONDS, metavar="S",
+                        help="refuse, before starting, work estimated to take longer than S seconds "
+                             f"(default {_budget.MAX_SECONDS:g}); the refusal states the estimate")
+    if quiet:
+        parser.add_argument("--quiet", "-q", action="store_true",
+                            help="no progress bar (it is shown only when stderr is a terminal)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -335,6 +444,7 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--normalize", action="store_true",
                        help="rescale rows that do not sum to 1 instead of refusing them")
     check.add_argument("--json", action="store_true", help="one JSON object per row")
+    _add_limits(check, quiet=False)
     check.set_defaults(func=_check_acceptance)
 
     cmp = sub.add_parser(
@@ -352,6 +462,7 @@ def build_parser() -> argparse.ArgumentParser:
     cmp.add_argument("--truncation", type=int, default=5, help="khisti-lp truncation s")
     cmp.add_argument("--normalize", action="store_true")
     cmp.add_argument("--json", action="store_true", help="a JSON list, one object per rule")
+    _add_limits(cmp)
     cmp.set_defaults(func=_compare_selectors)
 
     xv = sub.add_parser(
@@ -369,6 +480,7 @@ def build_parser() -> argparse.ArgumentParser:
     xv.add_argument("--rules", help="comma-separated torch rules (default: all)")
     xv.add_argument("--seed", type=int, default=0)
     xv.add_argument("--json", action="store_true", help="one JSON object")
+    _add_limits(xv, quiet=False)
     xv.set_defaults(func=_cross_validate)
 
     dd = sub.add_parser(
@@ -383,6 +495,7 @@ def build_parser() -> argparse.ArgumentParser:
     dd.add_argument("--method", choices=["generators", "elimination"], default="generators",
                     help="projection route (default generators)")
     dd.add_argument("--json", action="store_true", help="one JSON object")
+    _add_limits(dd, quiet=False)
     dd.set_defaults(func=_dd)
 
     ver = sub.add_parser(
@@ -394,9 +507,11 @@ def build_parser() -> argparse.ArgumentParser:
     ver.add_argument("--alphabet", "-m", type=int, help="alphabet size (theorem2, theorem3, hu-wor)")
     ver.add_argument("--drafts", "-K", type=int, help="number of drafts (theorem2, hu-wor)")
     ver.add_argument("--model", choices=DD_MODELS, default="iid", help="theorem2's cone model")
-    ver.add_argument("--instances", type=int, default=20, help="random rational instances")
+    ver.add_argument("--instances", type=int,
+                     help="random rational instances (theorem3, hu-wor; default 20)")
     ver.add_argument("--seed", type=int, default=0)
     ver.add_argument("--json", action="store_true", help="one JSON object per check")
+    _add_limits(ver)
     ver.set_defaults(func=_verify)
     from .audit import add_audit_parser
     add_audit_parser(sub)
@@ -418,6 +533,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except MdtheoryError as exc:
         print(f"mdtheory: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        print("mdtheory: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":

@@ -34,6 +34,7 @@ the orthogonal complement of the linearity space and scaled to a primitive integ
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -60,14 +61,24 @@ def draft_supports(m: int, K: int, model: str = "iid") -> list[tuple[int, ...]]:
         raise InvalidInputError(f"the alphabet size must be an integer >= 1, got {m!r}")
     if isinstance(K, bool) or not isinstance(K, int) or K < 1:
         raise InvalidInputError(f"the number of drafts must be an integer >= 1, got {K!r}")
-    supports = (list(combinations_with_replacement(range(m), K)) if model == "iid"
-                else list(product(range(m), repeat=K)))
-    if m + len(supports) > MAX_DD_DIMENSION:
+    # count before enumerating, exactly up to 10^6 supports (m and K may be huge)
+    cap, count = 10**6, 1
+    if model == "iid":  # C(m + K - 1, m - 1), built up factor by factor; each factor is >= 1
+        for i in range(1, m):
+            count = count * (K + i) // i
+            if count > cap:
+                break
+    elif m > 1:
+        count = m**K if K * math.log2(m) < 64 else cap + 1
+    if m + count > MAX_DD_DIMENSION or K > MAX_DD_DIMENSION:
+        size = (f"supports of K = {K} tokens each" if m + count <= MAX_DD_DIMENSION
+                else f"dimension {m + count}" if count <= cap else f"dimension over {cap:.0e}")
         raise ProblemTooLargeError(
-            f"the {model} acceptance-one cone for m = {m}, K = {K} has dimension "
-            f"{m + len(supports)}, over the limit {MAX_DD_DIMENSION} of the exact DD routes"
+            f"the {model} acceptance-one cone for m = {m}, K = {K} has {size}, over the limit "
+            f"{MAX_DD_DIMENSION} of the exact DD routes"
         )
-    return supports
+    return (list(combinations_with_replacement(range(m), K)) if model == "iid"
+            else list(product(range(m), repeat=K)))
 
 
 def variable_names(m: int, supports) -> list[str]:

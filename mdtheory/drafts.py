@@ -39,6 +39,7 @@ from ._validate import as_distribution, as_drafts
 from .errors import InvalidDistributionError, InvalidInputError, ProblemTooLargeError
 
 __all__ = [
+    "COUNT_CAP",
     "DraftModel",
     "IID",
     "WithoutReplacement",
@@ -60,9 +61,36 @@ MAX_SETS = 2_000_000
 MAX_CELLS = 200_000_000
 
 
+#: Counts of draft tuples and sets saturate here. A count this large only ever meets a size limit;
+#: saturating keeps counting cheap (no million-digit integers) and every count convertible to float.
+COUNT_CAP = 10**300
+
+
+def _capped(log10_bound: float, exact) -> int:
+    """``exact()``, or :data:`COUNT_CAP` when ``log10_bound`` (a bound on its log10) says it is
+    larger, without computing it."""
+    return COUNT_CAP if log10_bound > 300 else min(exact(), COUNT_CAP)
+
+
+def _power(s: int, n: int) -> int:
+    """s ** n, saturated."""
+    return _capped(n * math.log10(s) if s > 1 else 0.0, lambda: s**n)
+
+
+def _fmt_count(count: int) -> str:
+    return "over 1e+300" if count >= COUNT_CAP else f"up to {count:.3g}"
+
+
+def _count_exactly(s: int, n: int) -> int:
+    """C(s, n), saturated (it is at most s ** n and 2 ** s)."""
+    return _capped(min(n * math.log10(max(s, 2)), s * math.log10(2)), lambda: math.comb(s, n))
+
+
 def _count_up_to(s: int, n: int) -> int:
-    """Number of non-empty subsets of at most n of s tokens."""
-    return sum(math.comb(s, k) for k in range(1, n + 1))
+    """Number of non-empty subsets of at most n of s tokens (at most s ** n and 2 ** s), saturated."""
+    if n >= s:
+        return _capped(s * math.log10(2), lambda: 2**s - 1)
+    return _capped(n * math.log10(max(s, 2)), lambda: sum(math.comb(s, k) for k in range(1, n + 1)))
 
 
 class SetLaw(NamedTuple):
@@ -104,11 +132,16 @@ class DraftModel(ABC):
         Alphabet size.
     sampling : str
         Registry name of the model (a key of :data:`SAMPLINGS`).
+    q : ndarray of shape (V,) or None
+        The one draft distribution the model is built from (iid, without-replacement,
+        conditional-poisson, greedy); None for models given by several laws or a joint table
+        (independent, joint).
     """
 
     sampling: str = ""
     n: int
     V: int
+    q: np.ndarray | None = None
 
     @abstractmethod
     def containment(self, T) -> np.ndarray:
@@ -146,7 +179,7 @@ class DraftModel(ABC):
             (self.count_sets(), MAX_SETS)
         if count > limit or count * self.V > MAX_CELLS:
             raise ProblemTooLargeError(
-                f"the {kind} law has up to {count:.3g} {kind}s (V = {self.V}, n = {self.n}), over the "
+                f"the {kind} law has {_fmt_count(count)} {kind}s (V = {self.V}, n = {self.n}), over the "
                 f"limit of {limit:g} {kind}s or {MAX_CELLS:g} {kind}-token cells; use "
                 + ("a set-based method (method='otlp', 'dual' or 'prefix')" if kind == "tuple"
                    else "method='prefix' where it applies")
@@ -276,7 +309,7 @@ class IID(_MarkovDraftModel):
         return np.broadcast_to(self.q, drafted.shape)
 
     def count_tuples(self):
-        return np.count_nonzero(self.q) ** self.n
+        return _power(int(np.count_nonzero(self.q)), self.n)
 
     def sample(self, rng, size=1):
         return rng.choice(self.V, size=(size, self.n), p=self.q)
@@ -341,16 +374,22 @@ class WithoutReplacement(_MarkovDraftModel):
         return free / free.sum(axis=1, keepdims=True)
 
     def count_tuples(self):
-        return math.perm(int(np.count_nonzero(self.q)), self.n)
+        s = int(np.count_nonzero(self.q))
+        return _capped(self.n * math.log10(max(s, 2)), lambda: math.perm(s, self.n))
 
     def sample(self, rng, size=1):
-        """Gumbel-top-k: the n largest of log q_i + Gumbel noise, in decreasing order."""
+        """Gumbel-top-k: the n largest of log q_i + Gumbel noise, in decreasing order.
+
+        O(V) per tuple: a partition finds the n largest keys, a sort of those n orders them.
+        """
         with np.errstate(divide="ignore"):
             keys = np.log(self.q)[None, :] + rng.gumbel(size=(size, self.V))
-        return np.argsort(-keys, axis=1)[:, : self.n]
+        top = np.argpartition(-keys, self.n - 1, axis=1)[:, : self.n]
+        order = np.argsort(-np.take_along_axis(keys, top, axis=1), axis=1)
+        return np.take_along_axis(top, order, axis=1)
 
     def count_sets(self):
-        return math.comb(int(np.count_nonzero(self.q)), self.n)
+        return _count_exactly(int(np.count_nonzero(self.q)), self.n)
 
     def first_draft_law(self):
         return self.q
@@ -473,10 +512,11 @@ class ConditionalPoisson(DraftModel):
         return conditional_poisson_prefix_containment(self.q, order, self.n)
 
     def count_tuples(self):
-        return self.count_sets() * math.factorial(self.n)
+        s = int(np.count_nonzero(self.q))
+        return _capped(self.n * math.log10(max(s, 2)), lambda: self.count_sets() * math.factorial(self.n))
 
     def count_sets(self):
-        return math.comb(int(np.count_nonzero(self.q)), self.n)
+        return _count_exactly(int(np.count_nonzero(self.q)), self.n)
 
     def set_law(self):
         self._guard("set")
@@ -499,8 +539,26 @@ class ConditionalPoisson(DraftModel):
         return TupleLaw(np.array(tuples, dtype=np.int64), np.array(probs))
 
     def first_draft_law(self):
-        law = self.set_law()
-        return law.members.T.astype(float) @ law.probs / self.n
+        """Inclusion probabilities over n: :math:`q_i\\, e_{n-1}(q_{-i}) / (n\\, e_n(q))`, in O(V n^2).
+
+        :math:`e_{n-1}(q_{-i}) = \\sum_j e_j(q_{<i})\\, e_{n-1-j}(q_{>i})` from prefix and suffix
+        tables of elementary symmetric polynomials (sums of non-negative terms, no cancellation);
+        no draft set is enumerated.
+        """
+        pre = self._esp_table(self.q)  # pre[i, j] = e_j(q_0..q_{i-1})
+        suf = self._esp_table(self.q[::-1])[::-1]  # suf[i, j] = e_j(q_i..q_{V-1})
+        without = np.einsum("ij,ij->i", pre[:-1, : self.n], suf[1:, : self.n][:, ::-1])
+        law = self.q * without
+        return law / law.sum()
+
+    def _esp_table(self, w: np.ndarray) -> np.ndarray:
+        """Row i holds e_0..e_n of the first i weights, shape (V + 1, n + 1)."""
+        table = np.zeros((w.size + 1, self.n + 1))
+        table[0, 0] = 1.0
+        for i, x in enumerate(w):
+            table[i + 1] = table[i]
+            table[i + 1, 1:] += x * table[i, :-1]
+        return table
 
 
 class Independent(_MarkovDraftModel):
@@ -529,7 +587,7 @@ class Independent(_MarkovDraftModel):
         return np.broadcast_to(self.qs[step], drafted.shape)
 
     def count_tuples(self):
-        return math.prod(int(np.count_nonzero(row)) for row in self.qs)
+        return min(math.prod(int(np.count_nonzero(row)) for row in self.qs), COUNT_CAP)
 
     def sample(self, rng, size=1):
         return np.column_stack([rng.choice(self.V, size=size, p=row) for row in self.qs])

@@ -22,9 +22,11 @@ from abc import ABC, abstractmethod
 
 import numpy as np
 
-from .errors import InvalidInputError, MdtheoryError
+from ._validate import SUM_TOL
+from .errors import InvalidDistributionError, InvalidInputError, MdtheoryError
 
-__all__ = ["to_probs", "alpha_star", "sample_drafts", "TorchRule", "TORCH_RULES", "cross_validate"]
+__all__ = ["to_probs", "alpha_star", "check_device", "sample_drafts", "TorchRule", "TORCH_RULES",
+           "cross_validate"]
 
 
 def _torch():
@@ -83,21 +85,76 @@ def alpha_star(p, q, n: int):
     Parameters
     ----------
     p, q : Tensor, shape (V,) or (B, V)
-        Probability rows (not validated here: use :func:`to_probs` or the numpy front door).
+        Probability rows: finite, non-negative, each summing to one within
+        :data:`mdtheory._validate.SUM_TOL` (:func:`to_probs` gives such rows).
     n : int
 
     Returns
     -------
     Tensor, shape () or (B,), differentiable in p and q (a subgradient at ties).
+
+    Raises
+    ------
+    InvalidDistributionError
+        p or q is not a tensor of probability rows, or their shapes differ.
     """
     torch = _torch()
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise InvalidInputError(f"the number of drafts must be an integer >= 1, got {n!r}")
+    for name, t in (("p", p), ("q", q)):
+        _check_rows(torch, t, name)
+    if p.shape != q.shape:
+        raise InvalidDistributionError(f"p has shape {tuple(p.shape)} but q has {tuple(q.shape)}")
     order = torch.argsort(p.detach() / q.detach(), dim=-1)  # NaN (p = q = 0) sorts last
     Q = torch.gather(q, -1, order).cumsum(-1).clamp(max=1.0)
     P = torch.gather(p, -1, order).cumsum(-1)
     gain = (Q**n - P).amax(dim=-1)
     return 1.0 - gain.clamp(min=0.0)
+
+
+def _check_rows(torch, t, name: str) -> None:
+    """Refuse anything but a float tensor of shape (V,) or (B, V) whose rows are distributions."""
+    if not isinstance(t, torch.Tensor) or not t.is_floating_point():
+        raise InvalidDistributionError(f"{name} must be a floating-point torch tensor, got "
+                                       f"{type(t).__name__}")
+    if t.ndim not in (1, 2) or t.shape[-1] == 0 or t.numel() == 0:
+        raise InvalidDistributionError(
+            f"{name} has shape {tuple(t.shape)}; expected non-empty (V,) or (B, V)")
+    d = t.detach()
+    if not torch.isfinite(d).all():
+        raise InvalidDistributionError(f"{name} has a non-finite entry")
+    if (d < 0).any():
+        raise InvalidDistributionError(f"{name} has a negative entry ({float(d.min()):g})")
+    # summed in float64: what is left is each entry's rounding, at most about eps of the dtype
+    tol = max(SUM_TOL, 4 * torch.finfo(d.dtype).eps)
+    off = float((d.double().sum(-1) - 1.0).abs().max())
+    if off > tol:
+        raise InvalidDistributionError(
+            f"a row of {name} sums {off:.3g} away from 1 (tolerance {tol:g})")
+
+
+def check_device(device: str) -> None:
+    """Refuse a device string torch cannot parse or this machine cannot use, in one line.
+
+    Raises
+    ------
+    InvalidInputError
+        Naming the device and why (unknown type, or its backend is not available here).
+    """
+    torch = _torch()
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError):
+        raise InvalidInputError(f"unknown device {device!r}; use cpu, cuda or cuda:N") from None
+    if dev.type == "cpu":
+        return
+    try:
+        torch.Generator(device=dev)
+        torch.zeros(1, device=dev)
+    except (RuntimeError, AssertionError, TypeError) as exc:
+        raise InvalidInputError(
+            f"device {device!r} is not available here ({str(exc).splitlines()[0].split('. ')[0]})"
+        ) from None
 
 
 def sample_drafts(q, n: int, generator=None):

@@ -13,11 +13,12 @@ from fractions import Fraction
 from itertools import combinations
 
 from .dd import acceptance_one_cone, compare_with_hall
+from .errors import InvalidInputError
 from .exact import elementary_symmetric, exact_containment, exact_otlp, exact_set_law
 from .symbolic import multinomial_substitution, theorem2_example_interval, theorem3_identity
 
 __all__ = ["verify_theorem2", "verify_theorem3", "verify_hu_wor", "verify_symbolic", "verify_all",
-           "CLAIMS", "ALL_GRID"]
+           "check_claim", "CLAIMS", "ALL_GRID"]
 
 CLAIMS = {
     "theorem2": "Khisti et al. Thm 2 / Remark 2: with K drafts, acceptance is one iff p(T) >= Q(T) for "
@@ -33,6 +34,40 @@ def _record(claim: str, verified: bool, cases: list, counterexample, t0: float, 
             "counterexample": counterexample, "seconds": round(time.perf_counter() - t0, 3), **extra}
 
 
+def _require(condition: bool, what: str) -> None:
+    """Refuse a vacuous check: a claim verified on no case must not read as verified."""
+    if not condition:
+        raise InvalidInputError(f"nothing to verify: {what}")
+
+
+def check_claim(claim: str, m: int, K: int, instances: int) -> None:
+    """Refuse arguments that leave nothing to verify (a vacuous claim must not read as verified).
+
+    theorem2 needs m >= 2 tokens (with one there is no proper T and Hall's family is empty) and
+    K >= 1; theorem3 m >= 2 and at least one instance; hu-wor K >= 1, m >= K + 1 (T ranges over the
+    sets of K to m - 1 tokens) and at least one instance (the fixed instance counts for m = 3, K = 2).
+
+    Raises
+    ------
+    InvalidInputError
+        ``nothing to verify: ...`` naming the argument.
+    """
+    for value, name in ((m, "the alphabet size"), (K, "the number of drafts"),
+                        (instances, "the number of instances")):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise InvalidInputError(f"{name} must be an integer, got {value!r}")
+    if claim in ("theorem2", "theorem3"):
+        _require(m >= 2, f"the alphabet size must be at least 2, got {m}")
+    if claim in ("theorem2", "hu-wor"):
+        _require(K >= 1, f"the number of drafts must be at least 1, got {K}")
+    if claim == "hu-wor":
+        _require(m > K, f"hu-wor needs an alphabet of at least n + 1 = {K + 1} tokens (T ranges over "
+                 f"the sets of n to m - 1 tokens), got {m}")
+    if claim in ("theorem3", "hu-wor"):
+        low = 0 if (claim, m, K) == ("hu-wor", 3, 2) else 1  # hu-wor's fixed instance
+        _require(instances >= low, f"the number of instances must be at least {low}, got {instances}")
+
+
 def _random_distribution(rng: random.Random, m: int, zeros: bool = True) -> list[Fraction]:
     weights = [rng.randint(0 if zeros else 1, 9) for _ in range(m)]
     if sum(weights) == 0:
@@ -44,6 +79,7 @@ def _random_distribution(rng: random.Random, m: int, zeros: bool = True) -> list
 def verify_theorem2(m: int, K: int, model: str = "iid") -> dict:
     """DD facets of the acceptance-one cone equal Hall's family; for iid, also the substitution
     sum_{M ⊆ T} multinomial(K; M) prod q^c = q(T)^K that turns it into p(T) >= q(T)^K."""
+    check_claim("theorem2", m, K, 0)
     t0 = time.perf_counter()
     cone = acceptance_one_cone(m, K, model)
     cmp = compare_with_hall(cone)
@@ -55,12 +91,24 @@ def verify_theorem2(m: int, K: int, model: str = "iid") -> dict:
                    facets=len(cone.facets), substitution=substitution)
 
 
-def verify_theorem3(m: int, instances: int = 20, seed: int = 0) -> dict:
-    """Theorem 3's closed form equals the exact (GMP) OTLP optimum, with equality, on random rationals."""
+def verify_theorem3(m: int, instances: int = 20, seed: int = 0,
+                    progress: Callable[[], object] | None = None) -> dict:
+    """Theorem 3's closed form equals the exact (GMP) OTLP optimum, with equality, on random rationals.
+
+    ``progress()``, if given, is called as each instance starts.
+
+    Raises
+    ------
+    InvalidInputError
+        Nothing to verify (:func:`check_claim`).
+    """
+    check_claim("theorem3", m, 2, instances)
     t0 = time.perf_counter()
     rng = random.Random(seed)
     cases = []
     for _ in range(instances):
+        if progress is not None:
+            progress()
         p, q = _random_distribution(rng, m), _random_distribution(rng, m)
         closed = min(sum((p[i] for i in S), Fraction(0)) + (1 - sum(q[i] for i in S)) ** 2
                      + 2 * sum(q[i] for i in S) * (1 - sum(q[i] for i in S))
@@ -74,18 +122,28 @@ def verify_theorem3(m: int, instances: int = 20, seed: int = 0) -> dict:
     return _record("theorem3", True, cases, None, t0, alphabet=m, seed=seed)
 
 
-def verify_hu_wor(m: int, n: int = 2, instances: int = 20, seed: int = 0) -> dict:
+def verify_hu_wor(m: int, n: int = 2, instances: int = 20, seed: int = 0,
+                  progress: Callable[[], object] | None = None) -> dict:
     """Hu et al.'s ratio against exact successive sampling and exact conditional Poisson sampling.
 
     ``verified`` is whether the ratio is the containment of successive sampling (what sampling
     without replacement means in practice); ``matches_conditional_poisson`` whether it is exact for
-    conditional Poisson sampling, on every instance and every T.
+    conditional Poisson sampling, on every instance and every T. ``progress()``, if given, is called
+    as each instance starts.
+
+    Raises
+    ------
+    InvalidInputError
+        Nothing to verify (:func:`check_claim`).
     """
+    check_claim("hu-wor", m, n, instances)
+    fixed = [[Fraction(1, 2), Fraction(3, 10), Fraction(1, 5)]] if m == 3 and n == 2 else []
     t0 = time.perf_counter()
     rng = random.Random(seed)
     counter, matches_cp, cases = None, True, []
-    fixed = [[Fraction(1, 2), Fraction(3, 10), Fraction(1, 5)]] if m == 3 and n == 2 else []
     for q in fixed + [_random_distribution(rng, m, zeros=False) for _ in range(instances)]:
+        if progress is not None:
+            progress()
         successive = exact_set_law(q, n, "without-replacement")
         poisson = exact_set_law(q, n, "conditional-poisson")
         total = elementary_symmetric(q, n)

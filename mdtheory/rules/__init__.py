@@ -16,6 +16,8 @@ name           rule                                                             
 
 from __future__ import annotations
 
+import inspect
+
 from ..errors import InvalidInputError
 from .base import SelectionRule, residual
 from .baselines import (
@@ -29,7 +31,7 @@ from .global_resolution import GlobalResolution
 from .khisti import KhistiLP
 from .optimal import Optimal
 
-__all__ = ["RULES", "make_rule", "SelectionRule", "residual"]
+__all__ = ["RULES", "make_rule", "rule_keywords", "SelectionRule", "residual"]
 
 #: Registry of selection rules by name.
 RULES: dict[str, type[SelectionRule]] = {
@@ -45,7 +47,8 @@ def make_rule(name: str, p, q, n: int, *, normalize: bool = False, **params) -> 
     Raises
     ------
     InvalidInputError
-        Unknown rule name (the message lists the valid ones), or bad parameters.
+        Unknown rule name (the message lists the valid ones), a keyword the rule does not take
+        (the message lists those it takes), or bad parameters.
     """
     try:
         cls = RULES[name]
@@ -53,4 +56,22 @@ def make_rule(name: str, p, q, n: int, *, normalize: bool = False, **params) -> 
         raise InvalidInputError(
             f"unknown selection rule {name!r}; valid choices: {', '.join(RULES)}"
         ) from None
+    valid = rule_keywords(cls)
+    unknown = sorted(set(params) - set(valid))
+    if unknown:
+        raise InvalidInputError(
+            f"rule {name!r} takes no keyword {', '.join(map(repr, unknown))}; valid keywords: "
+            + ", ".join(["normalize", *valid])
+        )
     return cls(p, q, n, normalize=normalize, **params)
+
+
+def rule_keywords(cls: type[SelectionRule]) -> list[str]:
+    """The keyword parameters a rule class takes besides (p, q, n, normalize)."""
+    names = []
+    for func in (cls.__init__, cls._prepare):
+        for par in inspect.signature(func).parameters.values():
+            if par.kind in (par.KEYWORD_ONLY, par.POSITIONAL_OR_KEYWORD) and par.name not in (
+                    "self", "p", "q", "n", "normalize") and par.name not in names:
+                names.append(par.name)
+    return names

@@ -17,13 +17,15 @@ from __future__ import annotations
 
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from typing import ClassVar
 
 import numpy as np
 
+from .. import _budget
 from .._validate import as_distribution
-from ..drafts import DraftModel, make_draft_model
-from ..errors import InvalidDistributionError, ProblemTooLargeError
+from ..drafts import SAMPLINGS, DraftModel, make_draft_model
+from ..errors import InvalidDistributionError, InvalidInputError, ProblemTooLargeError
 
 __all__ = ["SelectionRule", "SetPlanRule", "residual", "speculative_step", "MAX_ENUMERATION"]
 
@@ -83,11 +85,17 @@ class SelectionRule(ABC):
         t0 = time.perf_counter()
         self.p = as_distribution(p, "p", normalize=normalize)
         self.model: DraftModel = make_draft_model(q, n, self.sampling, normalize=normalize)
+        expected = getattr(SAMPLINGS.get(self.sampling), "sampling", self.sampling)  # aliases
+        if self.model.sampling != expected:  # a ready DraftModel of another kind
+            raise InvalidInputError(
+                f"{self.name} is a rule for {expected} drafts; got a {self.model.sampling} "
+                "draft model"
+            )
         if self.p.size != self.model.V:
             raise InvalidDistributionError(
                 f"p has length {self.p.size} but q has length {self.model.V}"
             )
-        self.q = self.model.q
+        self.q = self.model.q  # None for models without one draft law (independent, joint)
         self.n, self.V = self.model.n, self.model.V
         self._prepare(**params)
         self.prepare_seconds = time.perf_counter() - t0
@@ -143,21 +151,40 @@ class SelectionRule(ABC):
     def exact_output_law(self) -> np.ndarray:
         return self.enumerate()[1]
 
-    def monte_carlo(self, samples: int, rng: np.random.Generator) -> dict:
+    def monte_carlo(self, samples: int, rng: np.random.Generator,
+                    progress: Callable[[int], object] | None = None) -> dict:
         """Simulate drafts and verification; acceptance estimate with a 95% normal interval.
+
+        Draft tuples are drawn in chunks of :func:`mdtheory._budget.mc_chunk` (sampling buffers of at
+        most :data:`mdtheory._budget.CHUNK_BYTES`), so memory does not grow with ``samples``.
+
+        Parameters
+        ----------
+        samples : int
+            At least 1.
+        rng : numpy.random.Generator
+        progress : callable, optional
+            Called with the number of steps done after each chunk.
 
         Returns
         -------
         dict
             ``acceptance``, ``ci95`` (pair), ``counts`` (output token counts, shape (V,)).
         """
-        drafts = self.model.sample(rng, samples)
+        if isinstance(samples, bool) or not isinstance(samples, (int, np.integer)) or samples < 1:
+            raise InvalidInputError(f"Monte Carlo needs an integer number of samples >= 1, got "
+                                    f"{samples!r}")
+        chunk = _budget.mc_chunk(self.V)
         counts = np.zeros(self.V, dtype=np.int64)
         hits = 0
-        for x in drafts:
-            y, ok = self.select(x, rng)
-            counts[y] += 1
-            hits += ok
+        for start in range(0, samples, chunk):
+            size = min(chunk, samples - start)
+            for x in self.model.sample(rng, size):
+                y, ok = self.select(x, rng)
+                counts[y] += 1
+                hits += ok
+            if progress is not None:
+                progress(size)
         est = hits / samples
         half = 1.96 * np.sqrt(max(est * (1 - est), 1.0 / samples) / samples)
         return {"acceptance": est, "ci95": (max(est - half, 0.0), min(est + half, 1.0)),

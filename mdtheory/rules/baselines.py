@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import _budget
 from .base import SelectionRule, residual
 
 __all__ = ["SingleDraft", "RecursiveRejection", "RecursiveRejectionWithoutReplacement", "KSeq",
@@ -52,6 +53,8 @@ class RecursiveRejection(SelectionRule):
     name = "rrs"
 
     def _prepare(self):
+        _budget.require(_budget.stored_floats(
+            f"rrs keeps n + 1 = {self.n + 1} residuals of V = {self.V} tokens", (self.n + 1) * self.V))
         self.r = [self.p]
         for _ in range(self.n):
             self.r.append(residual(self.r[-1], self.q))

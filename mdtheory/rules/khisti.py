@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 from scipy import sparse
 
+from .. import _budget
 from .._highs import solve_lp
 from ..errors import InvalidInputError, ProblemTooLargeError
 from .base import SelectionRule, speculative_step
@@ -113,6 +114,9 @@ class KhistiLP(SelectionRule):
                 f"khisti-lp stores a {self.V} x {self.V} keep matrix per stage; V is over the limit "
                 f"{MAX_KHISTI_V}"
             )
+        _budget.require(_budget.stored_floats(
+            f"khisti-lp keeps n - 1 = {self.n - 1} stages of a {self.V} x {self.V} keep matrix",
+            (self.n - 1) * self.V**2))
         self.stages = []
         law = self.q
         for _ in range(self.n - 1):

@@ -1,0 +1,250 @@
+"""Size estimates for work that may be long or large, checked before it starts; one place for the limits.
+
+Every estimator works from sizes alone (V, n, counts of draft sets or tuples, samples) and allocates
+nothing. It returns an :class:`Estimate`: what would run, about how many seconds and how many bytes.
+:func:`require` turns an estimate over the limits into a :class:`~mdtheory.errors.ProblemTooLargeError`
+that states the estimate and how to raise the limit; the CLI calls it before any work, with
+``--max-seconds`` as the time limit.
+
+The seconds are rough: per-unit costs measured on a 2-core x86 machine (numpy 2, HiGHS 1.16,
+networkx 3, pycddlib 3) and fitted by a power law; expect a factor of a few either way. They exist to
+tell "seconds" from "hours" before starting, not to time anything.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+from .errors import ProblemTooLargeError
+from .subsets import PREFIX_SAMPLINGS
+
+__all__ = ["Estimate", "require", "combine", "fmt_seconds", "fmt_bytes", "stored_floats",
+           "mc_chunk", "monte_carlo", "batched_steps", "enumeration", "rule_preparation",
+           "acceptance_route", "acceptance_cone", "verify_claim", "MAX_SECONDS", "MAX_BYTES",
+           "CHUNK_BYTES", "MAX_CHUNK"]
+
+#: Default time limit of one CLI step (``--max-seconds``).
+MAX_SECONDS = 60.0
+#: Memory limit of one step's estimated working set.
+MAX_BYTES = 4 * 2**30
+#: Monte Carlo draws are made in chunks whose draft-sampling buffers stay under this.
+CHUNK_BYTES = 32 * 2**20
+#: and of at most this many draft tuples.
+MAX_CHUNK = 4096
+
+# Measured per-unit costs (seconds), see the module docstring.
+_MC_STEP = 2e-5          # one verification step's fixed Python overhead
+_MC_TOKEN = 3e-8         # per token and per draft in one step (residual updates, sampling)
+_WOR_PREFIX_N2 = 1e-7    # without replacement, n = 2: per (prefix, token) of the closed form
+_WOR_PREFIX_QUAD = 3e-4  # without replacement, n = 3: per (prefix, token) of the quadrature
+_SUBSET_ROW = 1.2e-5     # one containment row of the exhaustive route (generic models)
+_LP_COLUMN = 1e-7        # HiGHS transport LP: seconds = _LP_COLUMN * columns ** 1.5
+_DUAL_ROW = 3e-6         # HiGHS dual simplex: seconds = _DUAL_ROW * rows ** 1.3
+_FLOW_EDGE = 1e-4        # networkx preflow-push, per edge
+_CDD_COLUMN = 1.3e-7     # cdd's exact simplex: seconds = _CDD_COLUMN * columns ** 3
+_FRACTION_OP = 4e-7      # one Fraction operation
+_LAW_CELL = 1e-8         # forward pass of a set law, per (set, token) cell
+_CP_SET = 2e-6           # conditional Poisson set law: one Python step per set
+_QUAD_NODES = 2500       # quadrature nodes of one without-replacement containment (typical)
+_CDD_REDUNDANCY = 8e-7  # Hall comparison: seconds = _CDD_REDUNDANCY * rows ** 3 * dimension
+_SOFTMAX_FIT = 2e-9      # gr-softmax's L-BFGS-B fits: seconds = _SOFTMAX_FIT * _pow(sets * V, 1.5)
+_KHISTI_CELL = 2e-8      # khisti-lp: per cell of one stage's V x V keep matrix
+
+
+class Estimate(NamedTuple):
+    """What would run, its estimated time (seconds) and working memory (bytes), and a hint that a
+    refusal appends (another route, say)."""
+
+    what: str
+    seconds: float
+    bytes: float = 0.0
+    hint: str = ""
+
+
+def combine(*estimates: Estimate, what: str | None = None) -> Estimate:
+    """Estimates of steps run one after the other: times add, the memory is the largest step's.
+
+    ``what`` names the whole (default: the steps' names joined by ``"; "``).
+    """
+    return Estimate("; ".join(e.what for e in estimates) if what is None else what,
+                    sum(e.seconds for e in estimates), max((e.bytes for e in estimates), default=0.0),
+                    "; ".join(dict.fromkeys(e.hint for e in estimates if e.hint)))
+
+
+def _pow(x: float, e: float) -> float:
+    """x ** e for x >= 0, capped near 1e304 instead of raising OverflowError (counts saturate at
+    :data:`mdtheory.drafts.COUNT_CAP` = 1e300)."""
+    return math.exp(min(e * math.log(x), 700.0)) if x > 0 else 0.0
+
+
+def _comb(m: int, k: int) -> float:
+    """C(m, k) as a float, from log-gamma (capped near 1e304)."""
+    return math.exp(min(math.lgamma(m + 1) - math.lgamma(k + 1) - math.lgamma(m - k + 1), 700.0))
+
+
+def fmt_seconds(s: float) -> str:
+    """``0.5 s``, ``2.4 min``, ``3.1 h``, ``4.2e+03 days``."""
+    if math.isinf(s):
+        return "over 1e+300 days"
+    if s < 120:
+        return f"{s:.2g} s"
+    if s < 7200:
+        return f"{s / 60:.2g} min"
+    if s < 2 * 86400:
+        return f"{s / 3600:.2g} h"
+    return f"{s / 86400:.2g} days"
+
+
+def fmt_bytes(b: float) -> str:
+    """``512 B``, ``3.2 MiB``, ``7.3 TiB``."""
+    if math.isinf(b):
+        return "over 1e+300 TiB"
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if b < 1024 or unit == "TiB":
+            return f"{b:.3g} {unit}"
+        b /= 1024
+    raise AssertionError("unreachable")
+
+
+def require(est: Estimate, max_seconds: float = MAX_SECONDS, *, max_bytes: float = MAX_BYTES,
+            flag: str = "--max-seconds") -> None:
+    """Refuse ``est`` if its time is over ``max_seconds`` or its memory over ``max_bytes``.
+
+    Raises
+    ------
+    ProblemTooLargeError
+        Naming what would run, the estimate, the limit and (for time) ``flag`` to raise it.
+    """
+    hint = f"; {est.hint}" if est.hint else ""
+    if est.bytes > max_bytes:
+        raise ProblemTooLargeError(
+            f"{est.what}: estimated {fmt_bytes(est.bytes)} of memory, over the limit of "
+            f"{fmt_bytes(max_bytes)}{hint}"
+        )
+    if est.seconds > max_seconds:
+        raise ProblemTooLargeError(
+            f"{est.what}: estimated {fmt_seconds(est.seconds)}, over the limit of "
+            f"{fmt_seconds(max_seconds)}; raise it with {flag} to run it anyway{hint}"
+        )
+
+
+def stored_floats(what: str, count: float) -> Estimate:
+    """Memory of ``count`` float64 numbers a preparation would keep (time not counted)."""
+    return Estimate(what, 0.0, 8.0 * count)
+
+
+def mc_chunk(V: int) -> int:
+    """Draft tuples per Monte Carlo chunk: sampling allocates up to V floats per tuple, and a chunk
+    holds at most :data:`MAX_CHUNK` tuples so that progress is reported every few seconds at most."""
+    return max(1, min(MAX_CHUNK, CHUNK_BYTES // (8 * max(V, 1))))
+
+
+def monte_carlo(samples: int, n: int, V: int) -> Estimate:
+    """``samples`` verification steps, drawn in chunks of :func:`mc_chunk` draft tuples."""
+    per_step = _MC_STEP + _MC_TOKEN * (n + 1) * V
+    return Estimate(f"Monte Carlo over {samples:.3g} samples of n = {n} drafts, V = {V}",
+                    samples * per_step, 8.0 * V * min(samples, mc_chunk(V)))
+
+
+def batched_steps(batch: int, samples: int, V: int) -> Estimate:
+    """``samples`` steps for each of ``batch`` positions run as one batch (``cross-validate``): a few
+    float64 tensors of batch x samples rows over V tokens."""
+    return Estimate(f"cross-validate: {batch} positions x {samples} steps over V = {V}", 0.0,
+                    4 * 8.0 * batch * samples * V)
+
+
+def enumeration(count: float, n: int, V: int) -> Estimate:
+    """Exact enumeration of a rule over ``count`` draft tuples (one conditional law each)."""
+    per_step = _MC_STEP + _MC_TOKEN * (n + 1) * V
+    return Estimate(f"exact enumeration over {count:.3g} draft tuples of n = {n} drafts, V = {V}",
+                    count * per_step, count * (V * 9.0 + 8.0 * (n + 1)))
+
+
+def rule_preparation(name: str, model) -> Estimate:
+    """Preparing the selection rule ``name`` on ``model`` (the rules that enumerate or fit; the
+    others prepare in O(V log V) or O(n V) and are estimated as free)."""
+    V, n = model.V, model.n
+    if name == "gr-softmax":  # the set law, then two softmax fits over it
+        sets = float(model.count_sets())
+        return Estimate(f"gr-softmax: fits over {sets:.3g} draft sets x {V} tokens",
+                        sets * V * _LAW_CELL + _SOFTMAX_FIT * _pow(sets * V, 1.5), 40.0 * sets * V)
+    if name == "khisti-lp":  # n - 1 stages, each a V x V keep matrix and a small LP
+        return Estimate(f"khisti-lp: {n - 1} stages of a {V} x {V} keep matrix",
+                        (n - 1) * (_KHISTI_CELL * V * V + 0.01), 8.0 * (n - 1) * V * V)
+    return Estimate(name, 0.0)
+
+
+def acceptance_route(model, method: str) -> Estimate:
+    """The route ``method`` of :func:`mdtheory.solve.optimal_acceptance` on ``model`` (not ``auto``).
+
+    Set-based routes (``otlp``, ``dual``, ``maxflow``) enumerate the draft sets; ``otlp-literal`` the
+    ordered tuples; ``subsets`` all 2^V token sets; ``prefix`` V prefixes (for without-replacement
+    drafts one containment per prefix, each over up to V tokens).
+    """
+    V, n, name = model.V, model.n, model.sampling
+    head = f"method {method!r} on {name} drafts, V = {V}, n = {n}"
+    if method == "prefix":
+        if name != "without-replacement" or n == 1:
+            return Estimate(head, 1e-7 * V * max(math.log2(V), 1.0), 40.0 * V)
+        pairs = V * (V + 1) / 2
+        if n == 2:  # closed form, a few arrays of V floats
+            return Estimate(f"{head}: {V} containments of up to {V} tokens", pairs * _WOR_PREFIX_N2,
+                            64.0 * V)
+        # quadrature: a (tokens, n + 1, nodes) Poisson-binomial product tree, ~2,500 nodes
+        return Estimate(f"{head}: {V} containment quadratures of up to {V} tokens",
+                        pairs * _WOR_PREFIX_QUAD * ((n + 1) / 4) ** 2, 8.0 * V * _QUAD_NODES * (n + 2))
+    if method == "subsets":
+        sets = _pow(2.0, V)
+        unit = _SUBSET_ROW if name != "without-replacement" or n <= 2 else 4e-4
+        if name == "iid":
+            unit = 1e-8 * V
+        return Estimate(f"{head}: 2^{V} token sets", sets * unit, sets * (V + 16),
+                        "method 'auto' picks a route that fits")
+    literal = method == "otlp-literal"
+    hint = ("method 'otlp' works over draft sets instead of tuples" if literal
+            else "method 'prefix' enumerates nothing" if name in PREFIX_SAMPLINGS else "")
+    count = float(model.count_tuples() if literal else model.count_sets())
+    kind = "draft tuples" if literal else "draft sets"
+    law_bytes = count * V * 9.0  # indicators and the forward pass's float masses
+    law_seconds = count * (V * _LAW_CELL + (_CP_SET if name == "conditional-poisson" else 0.0))
+    incidences = count * n  # rows of the dual, edges of the flow network
+    if method in ("otlp", "otlp-literal"):
+        cols = count * V
+        return Estimate(f"{head}: an LP over {count:.3g} {kind} x {V} tokens = {cols:.3g} variables",
+                        law_seconds + _LP_COLUMN * _pow(cols, 1.5), law_bytes + 80.0 * cols, hint)
+    if method == "dual":
+        return Estimate(f"{head}: a dual LP over {count:.3g} {kind} ({incidences:.3g} rows)",
+                        law_seconds + _DUAL_ROW * _pow(incidences, 1.3), law_bytes + 120.0 * incidences,
+                        hint)
+    if method == "maxflow":
+        return Estimate(f"{head}: a flow network over {count:.3g} {kind} ({incidences:.3g} edges)",
+                        law_seconds + _FLOW_EDGE * incidences, law_bytes + 1000.0 * incidences, hint)
+    return Estimate(head, 0.0)  # unknown methods are refused by the front door itself
+
+
+def acceptance_cone(m: int, K: int, model: str, supports: int) -> Estimate:
+    """``mdtheory dd`` / ``verify theorem2``: the cone's facets by double description (fast at these
+    dimensions), then the comparison with Hall's family, whose redundancy removal solves one exact
+    LP per row over the 2^m - 2 Hall inequalities and the non-negativity rows (the cost)."""
+    rows, dim = 2.0**m - 2 + supports + m, m + supports
+    return Estimate(f"the {model} acceptance-one cone for m = {m}, K = {K} (dimension {dim}) and its "
+                    f"comparison with {rows:.3g} Hall and non-negativity inequalities",
+                    _CDD_REDUNDANCY * _pow(rows, 3) * dim, 16.0 * rows * dim)
+
+
+def verify_claim(claim: str, m: int, K: int, instances: int) -> Estimate:
+    """One exact ``mdtheory verify`` check (theorem3, hu-wor) on alphabet m with K drafts."""
+    if claim == "theorem3":
+        cols = (m + math.comb(m, 2)) * m  # exact OTLP over the draft sets of 2 iid drafts
+        per = _CDD_COLUMN * _pow(cols, 3) + _FRACTION_OP * m * _pow(2.0, m)
+        return Estimate(f"verify theorem3, alphabet {m}: {instances} instances, each 2^{m} token "
+                        f"sets and an exact LP of {cols} variables", instances * per)
+    if claim == "hu-wor":  # in floats: m and K may be huge
+        sets, tuples = _comb(m, K), math.exp(min(math.lgamma(m + 1) - math.lgamma(m - K + 1), 700.0))
+        token_sets = sum(_comb(m, k) for k in range(K, m)) if m <= 64 else _pow(2.0, m)
+        ops = tuples * K + 2.0 * token_sets * sets
+        return Estimate(f"verify hu-wor, alphabet {m}, {K} drafts: {instances} instances, each "
+                        f"{tuples:.3g} ordered draft tuples and {token_sets:.3g} token "
+                        f"sets against {sets:.3g} draft sets", instances * _FRACTION_OP * ops)
+    return Estimate(f"verify {claim}", 0.0)

@@ -1,0 +1,363 @@
+"""Issue 10, item 5: every CLI case ends in exit 2 with one line (a refusal states its estimate before
+any work), or runs with a progress bar; rules refuse what they do not support. Each test is cheap: the
+refusals come from size estimates, nothing large is allocated."""
+
+import io
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import mdtheory as md
+from mdtheory import _budget, cli
+from mdtheory.cli import main
+from mdtheory.drafts import ConditionalPoisson, WithoutReplacement
+from mdtheory.rules import make_rule
+
+ROOT = Path(__file__).resolve().parents[1]
+ESTIMATE = re.compile(r"estimated (over )?[0-9.e+]+ (s|min|h|days|B|KiB|MiB|GiB|TiB)")
+
+
+@pytest.fixture
+def npy(tmp_path):
+    def save(name, arr):
+        path = tmp_path / name
+        np.save(path, np.asarray(arr))
+        return str(path)
+    return save
+
+
+@pytest.fixture
+def pair(npy):
+    """Random (p, q) .npy files of V tokens."""
+    def make(V, seed=0):
+        rng = np.random.default_rng(seed)
+        return npy(f"p{V}.npy", rng.dirichlet(np.ones(V))), npy(f"q{V}.npy", rng.dirichlet(np.ones(V)))
+    return make
+
+
+def run_main(capsys, *argv):
+    code = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def one_line_error(code, err, *patterns):
+    assert code == 2, err
+    assert err.startswith("mdtheory: error: ") and err.count("\n") == 1, err
+    for pat in patterns:
+        assert re.search(pat, err), (pat, err)
+
+
+def run_cli(*argv):
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    return subprocess.run([sys.executable, "-m", "mdtheory", *map(str, argv)], capture_output=True,
+                          text=True, env=env, timeout=120)
+
+
+# ----------------------------------------------------------------------------- check-acceptance
+def test_empty_batch_exit_2(capsys, npy):
+    """Was ZeroDivisionError (integer modulo by zero) on p of shape (0, V)."""
+    code, out, err = run_main(capsys, "check-acceptance", npy("p.npy", np.zeros((0, 5))),
+                              npy("q.npy", np.full(5, 0.2)))
+    one_line_error(code, err, r"p is empty \(shape \(0, 5\)\)")
+    assert out == ""
+    with pytest.raises(md.InvalidDistributionError, match=r"q is empty \(shape \(3, 0\)\)"):
+        md.drafts.as_distribution(np.zeros((3, 0)), "q", ndim=2)
+
+
+@pytest.mark.parametrize("method,size", [("otlp", r"2.3e\+07 variables"),
+                                         ("dual", r"4.61e\+06 rows"),
+                                         ("maxflow", r"4.61e\+06 edges")])
+def test_set_routes_refused_with_estimate(capsys, pair, method, size):
+    """Was: -n 6 --method otlp|dual|maxflow at V = 30 did not finish in 150 s."""
+    p, q = pair(30)
+    code, out, err = run_main(capsys, "check-acceptance", p, q, "-n", 6, "--method", method)
+    one_line_error(code, err, r"7.68e\+05 draft sets", size, ESTIMATE, "method 'prefix'")
+    assert out == ""
+
+
+def test_conditional_poisson_refused_with_estimate(capsys, pair):
+    p, q = pair(30)
+    code, _, err = run_main(capsys, "check-acceptance", p, q, "-n", 6, "--sampling",
+                            "conditional-poisson")
+    one_line_error(code, err, r"method 'dual' on conditional-poisson drafts, V = 30, n = 6",
+                   r"5.94e\+05 draft sets", ESTIMATE, "--max-seconds")
+
+
+def test_conditional_poisson_single_draft_baseline_needs_no_set_law():
+    """check-acceptance prints 1 - TV(p, first-draft law); for conditional Poisson that law is now
+    computed from elementary symmetric polynomials instead of enumerating C(V, n) sets."""
+    rng = np.random.default_rng(4)
+    for V, n in [(6, 2), (7, 3), (5, 5), (8, 1)]:
+        q = rng.dirichlet(np.ones(V))
+        q[0] = 0.0 if V > n else q[0]
+        model = ConditionalPoisson(q / q.sum(), n)
+        law = model.set_law()
+        ref = law.members.T.astype(float) @ law.probs / n
+        assert np.abs(model.first_draft_law() - ref).max() < 1e-15
+    big = ConditionalPoisson(rng.dirichlet(np.ones(2000)), 50)  # C(2000, 50) sets: never enumerated
+    assert big.first_draft_law().sum() == pytest.approx(1.0, abs=1e-12)
+
+
+def test_without_replacement_large_vocabulary_refused(capsys, npy):
+    """Was killed at V = 10^7: the prefix scan does one containment of up to V tokens per prefix."""
+    V = 10**6
+    p = npy("p.npy", np.full(V, 1.0 / V))
+    code, _, err = run_main(capsys, "check-acceptance", p, p, "--sampling", "without-replacement")
+    one_line_error(code, err, r"method 'prefix' on without-replacement drafts, V = 1000000, n = 2",
+                   ESTIMATE, "--max-seconds")
+
+
+def test_max_seconds_lets_a_refused_run_start(capsys, pair):
+    p, q = pair(12)
+    code, _, err = run_main(capsys, "check-acceptance", p, q, "-n", 3, "--method", "otlp",
+                            "--max-seconds", 1e-9)
+    one_line_error(code, err, "over the limit of 1e-09 s", "--max-seconds")
+    code, out, _ = run_main(capsys, "check-acceptance", p, q, "-n", 3, "--method", "otlp", "--json")
+    assert code == 0
+    assert json.loads(out)["alpha_star"] == pytest.approx(md.alpha_star(np.load(p), np.load(q), 3),
+                                                          abs=1e-9)
+
+
+# ----------------------------------------------------------------------------- compare-selectors
+def test_monte_carlo_samples_refused_before_allocating(pair):
+    """Was MemoryError for 7.28 TiB (1e9 Gumbel keys per token) at V = 1000."""
+    p, q = pair(1000)
+    proc = run_cli("compare-selectors", p, q, "--rules", "rrs-wor", "--samples", 10**9)
+    assert proc.returncode == 2 and proc.stdout == "" and "Traceback" not in proc.stderr
+    line = proc.stderr.strip()
+    assert "\n" not in line
+    assert line.startswith("mdtheory: error: no selection rule could be prepared within the limits: "
+                           "rrs-wor: Monte Carlo over 1e+09 samples of n = 2 drafts, V = 1000")
+    assert ESTIMATE.search(line) and "--max-seconds" in line
+
+
+def test_monte_carlo_runs_in_bounded_chunks(monkeypatch):
+    V, samples = 8, 10
+    monkeypatch.setattr(_budget, "CHUNK_BYTES", 8 * V * 3)  # 3 draft tuples per chunk
+    rule = make_rule("rrs-wor", np.full(V, 1 / V), np.arange(1, V + 1) / (V * (V + 1) / 2), 3)
+    sizes, done = [], []
+    real = rule.model.sample
+    monkeypatch.setattr(rule.model, "sample", lambda rng, size: sizes.append(size) or real(rng, size))
+    mc = rule.monte_carlo(samples, np.random.default_rng(0), progress=done.append)
+    assert sizes == [3, 3, 3, 1] and done == sizes
+    assert mc["counts"].sum() == samples
+    with pytest.raises(md.InvalidInputError, match="samples >= 1, got 0"):
+        rule.monte_carlo(0, np.random.default_rng(0))
+
+
+def test_large_vocabulary_default_rules(capsys, pair):
+    """Was: V = 32,000, n = 4 with the default rules did not finish in 150 s (rrs-wor's Monte Carlo
+    sampled 20,000 x 32,000 Gumbel keys at once, then its alpha* needs V quadratures of V tokens)."""
+    p, q = pair(32_000)
+    code, out, err = run_main(capsys, "compare-selectors", p, q, "-n", 4, "--json")
+    assert code == 0 and err == ""
+    rows = {r["rule"]: r for r in json.loads(out)}
+    assert ESTIMATE.search(rows["rrs-wor"]["error"]) and "--max-seconds" in rows["rrs-wor"]["error"]
+    assert "Monte Carlo over 2e+04 samples" in rows["rrs-wor"]["error"]
+    assert "3 stages of a 32000 x 32000 keep matrix: estimated 22.9 GiB" in rows["khisti-lp"]["error"]
+    assert "fits over 4.37e+16 draft sets x 32000 tokens" in rows["gr-softmax"]["error"]
+    assert rows["greedy"]["alpha_star"] is None and "of memory" in rows["greedy"]["alpha_star_error"]
+    for name in ("single", "rrs", "k-seq", "optimal"):
+        assert rows[name]["exact"] and rows[name]["gap"] >= -1e-12, name
+
+
+def test_slow_preparation_refused_up_front(capsys, pair):
+    """gr-softmax fits over every draft set: at V = 30, n = 6 that is 768,211 sets (minutes)."""
+    p, q = pair(30)
+    code, out, err = run_main(capsys, "compare-selectors", p, q, "-n", 6, "--rules",
+                              "gr-softmax,single", "--json")
+    assert code == 0 and err == ""
+    rows = {r["rule"]: r for r in json.loads(out)}
+    assert rows["gr-softmax"]["error"].startswith("gr-softmax: fits over 7.68e+05 draft sets x 30 "
+                                                  "tokens: estimated ")
+    assert "--max-seconds" in rows["gr-softmax"]["error"] and rows["single"]["exact"]
+
+
+def test_many_drafts_refused_by_memory(capsys, pair):
+    """Was: -n 1000000 did not finish (khisti-lp: 999,999 LPs and V x V matrices; rrs: 10^6 residuals)."""
+    p, q = pair(1000)
+    code, out, err = run_main(capsys, "compare-selectors", p, q, "-n", 10**6, "--rules",
+                              "rrs,khisti-lp,k-seq,greedy,gr-softmax", "--json")
+    assert code == 0 and err == ""
+    rows = {r["rule"]: r for r in json.loads(out)}
+    assert re.search(r"rrs keeps n \+ 1 = 1000001 residuals.*estimated 7.45 GiB of memory",
+                     rows["rrs"]["error"])
+    assert re.search(r"999999 stages of a 1000 x 1000 keep matrix: estimated 7.28 TiB",
+                     rows["khisti-lp"]["error"])
+    assert "n <= the number of tokens with q > 0 (1000)" in rows["greedy"]["error"]
+    assert "fits over 1e+300 draft sets" in rows["gr-softmax"]["error"]  # a saturated count
+    assert rows["k-seq"]["acceptance"] is not None
+
+
+def test_progress_bar_on_a_terminal_only(capsys, monkeypatch, pair):
+    p, q = pair(500)  # 249,500 ordered pairs: rrs-wor goes to Monte Carlo
+    argv = ["compare-selectors", p, q, "--rules", "rrs-wor", "--samples", 300]
+    code, _, err = run_main(capsys, *argv)
+    assert code == 0 and err == ""  # stderr is not a terminal here: no bar
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    for quiet in (False, True):
+        term = Terminal()
+        monkeypatch.setattr(sys, "stderr", term)
+        assert main([str(a) for a in argv] + (["--quiet"] if quiet else [])) == 0
+        monkeypatch.undo()
+        shown = term.getvalue()
+        assert ("rrs-wor Monte Carlo" in shown and "/300" in shown) != quiet, shown
+
+
+# ----------------------------------------------------------------------------- verify, dd
+@pytest.mark.parametrize("argv,pattern", [
+    (["theorem3", "--alphabet", 50], r"verify theorem3, alphabet 50: 20 instances, each 2\^50"),
+    (["hu-wor", "--alphabet", 30, "--drafts", 6], r"verify hu-wor, alphabet 30, 6 drafts"),
+    (["hu-wor", "--alphabet", 10**9, "--drafts", 10**9 - 1], r"alphabet 1000000000, 999999999 drafts"),
+])
+def test_verify_refused_with_estimate(capsys, argv, pattern):
+    code, out, err = run_main(capsys, "verify", *argv)
+    one_line_error(code, err, pattern, ESTIMATE, "--max-seconds")
+    assert out == ""
+
+
+@pytest.mark.parametrize("argv,pattern", [
+    (["hu-wor", "--alphabet", 0], r"hu-wor needs an alphabet of at least n \+ 1 = 3 tokens.*got 0"),
+    (["hu-wor", "--drafts", 0], "the number of drafts must be at least 1, got 0"),
+    (["hu-wor", "--alphabet", 2, "--drafts", 2], r"hu-wor needs an alphabet .* got 2"),
+    (["theorem2", "--alphabet", 0], "the alphabet size must be at least 2, got 0"),
+    (["theorem3", "--alphabet", 0], "the alphabet size must be at least 2, got 0"),
+    (["theorem3", "--instances", 0], "the number of instances must be at least 1, got 0"),
+])
+def test_vacuous_claims_do_not_verify(capsys, argv, pattern):
+    """Was: theorem2 --alphabet 0 printed VERIFIED (0 fell back to the default); hu-wor tracebacks."""
+    code, out, err = run_main(capsys, "verify", *argv)
+    one_line_error(code, err, "nothing to verify: " + pattern)
+    assert "VERIFIED" not in out
+
+
+@pytest.mark.parametrize("argv,pattern", [
+    (["all", "--alphabet", 50], "verify all runs its fixed grid; --alphabet applies to one claim"),
+    (["symbolic", "--drafts", 3], "verify symbolic takes no --drafts"),
+    (["theorem3", "--drafts", 3], "verify theorem3 takes no --drafts"),
+])
+def test_verify_flags_that_do_not_apply(capsys, argv, pattern):
+    code, _, err = run_main(capsys, "verify", *argv)
+    one_line_error(code, err, pattern)
+
+
+def test_verify_refuted_says_so_on_stderr(capsys):
+    code, out, err = run_main(capsys, "verify", "hu-wor")
+    assert code == 1 and out.startswith("REFUTED")
+    assert err == "mdtheory: refuted: hu-wor (counterexample on stdout)\n"
+
+
+@pytest.mark.parametrize("argv", [["--alphabet", 10**9, "--drafts", 10**9],
+                                  ["--alphabet", 1, "--drafts", 10**9, "--model", "tuples"],
+                                  ["--alphabet", 2, "--drafts", 10**9, "--model", "tuples"]])
+def test_dd_huge_sizes_refused_before_enumerating(argv):
+    """Was killed: the supports were listed before their number was checked."""
+    proc = run_cli("dd", *argv)
+    assert proc.returncode == 2 and proc.stdout == "" and "Traceback" not in proc.stderr
+    assert proc.stderr.count("\n") == 1 and "over the limit 90 of the exact DD routes" in proc.stderr
+
+
+@pytest.mark.parametrize("argv", [["dd", "-m", 8, "-K", 2], ["verify", "theorem2", "-m", 8]])
+def test_hall_comparison_refused_with_estimate(capsys, argv):
+    """m = 8 is within the DD dimension limit (44) but comparing with Hall's 254 inequalities solves
+    an exact LP per row: minutes."""
+    code, out, err = run_main(capsys, *argv)
+    one_line_error(code, err, r"the iid acceptance-one cone for m = 8, K = 2 \(dimension 44\) and "
+                   r"its comparison with 298 Hall and non-negativity inequalities", ESTIMATE,
+                   "--max-seconds")
+    assert out == ""
+
+
+# ----------------------------------------------------------------------------- torch bridge
+@pytest.mark.parametrize("device,pattern", [("tpu", "unknown device 'tpu'; use cpu, cuda or cuda:N"),
+                                            ("mps", "device 'mps' is not available here")])
+def test_cross_validate_bad_device(capsys, device, pattern):
+    pytest.importorskip("torch")
+    code, _, err = run_main(capsys, "cross-validate", "--device", device)
+    one_line_error(code, err, pattern)
+
+
+def test_torch_alpha_star_validates_rows():
+    torch = pytest.importorskip("torch")
+    from mdtheory.torch_bridge import alpha_star
+
+    half = torch.tensor([0.5, 0.5], dtype=torch.float64)
+    with pytest.raises(md.InvalidDistributionError, match=r"p has a negative entry \(-0.5\)"):
+        alpha_star(torch.tensor([1.5, -0.5], dtype=torch.float64), half, 2)
+    with pytest.raises(md.InvalidDistributionError, match="a row of q sums 0.1 away from 1"):
+        alpha_star(half, torch.tensor([0.5, 0.6], dtype=torch.float64), 2)
+    with pytest.raises(md.InvalidDistributionError, match="p has a non-finite entry"):
+        alpha_star(torch.tensor([float("nan"), 1.0]), torch.tensor([0.5, 0.5]), 2)
+    with pytest.raises(md.InvalidDistributionError, match="p has shape"):
+        alpha_star(half, torch.full((2, 1), 1.0, dtype=torch.float64), 2)
+    logits = torch.randn(4, 50_000, generator=torch.Generator().manual_seed(0))
+    p32, q32 = torch.softmax(logits, -1), torch.softmax(logits.flip(-1), -1)  # float32 rows pass
+    ref = [md.alpha_star(a.double().numpy(), b.double().numpy(), 3, normalize=True)
+           for a, b in zip(p32, q32, strict=True)]
+    assert alpha_star(p32, q32, 3).double().numpy() == pytest.approx(ref, abs=1e-5)
+
+
+# ----------------------------------------------------------------------------- rules, Ctrl-C
+def test_make_rule_unknown_keyword_names_the_valid_ones():
+    with pytest.raises(md.InvalidInputError,
+                       match=r"rule 'khisti-lp' takes no keyword 'tau'; valid keywords: normalize, s$"):
+        make_rule("khisti-lp", [0.5, 0.5], [0.5, 0.5], 2, tau=1e-3)
+    with pytest.raises(md.InvalidInputError, match="rule 'rrs' takes no keyword 'sampling'; valid "
+                                                   "keywords: normalize$"):
+        make_rule("rrs", [0.5, 0.5], [0.5, 0.5], 2, sampling="without-replacement")
+
+
+@pytest.mark.parametrize("sampling", ["independent", "joint"])
+def test_optimal_rule_on_draft_models_without_one_q(sampling):
+    """Was AttributeError: rules read model.q, which DraftModel never declared."""
+    p = np.array([0.3, 0.3, 0.4])
+    qs = np.array([[0.2, 0.3, 0.5], [0.6, 0.2, 0.2]])
+    q = qs if sampling == "independent" else np.outer(qs[0], qs[1])
+    rule = make_rule("optimal", p, q, 2, sampling=sampling)
+    assert rule.model.q is None and rule.sampling == sampling
+    acceptance, law = rule.enumerate()
+    assert acceptance == pytest.approx(md.alpha_star(p, q, 2, sampling), abs=1e-9)
+    assert law == pytest.approx(p, abs=1e-12)
+
+
+def test_counts_saturate_instead_of_building_huge_integers():
+    """Sizes are compared with limits before anything runs; at n = 10^6 the exact counts would be
+    integers of millions of digits (seconds to build, and float() overflows)."""
+    q = np.full(1000, 1e-3)
+    assert md.IID(q, 10**6).count_tuples() == md.drafts.COUNT_CAP
+    assert md.IID(q, 10**6).count_sets() == md.drafts.COUNT_CAP
+    assert md.IID(q, 3).count_sets() == 1000 + 499_500 + 166_167_000
+    assert ConditionalPoisson(q, 500).count_tuples() == md.drafts.COUNT_CAP
+    assert WithoutReplacement(q, 3).count_tuples() == 1000 * 999 * 998
+    with pytest.raises(md.ProblemTooLargeError, match=r"the set law has over 1e\+300 sets"):
+        md.IID(q, 10**6).set_law()
+
+
+def test_rule_refuses_a_draft_model_of_another_kind():
+    q = [0.5, 0.3, 0.2]
+    with pytest.raises(md.InvalidInputError, match="rrs is a rule for iid drafts; got a "
+                                                   "without-replacement draft model"):
+        make_rule("rrs", q, WithoutReplacement(q, 2), 2)
+    with pytest.raises(md.InvalidInputError, match="unknown sampling 'bogus'"):
+        make_rule("optimal", q, q, 2, sampling="bogus")
+
+
+def test_keyboard_interrupt_exits_130_with_one_line(capsys, monkeypatch, pair):
+    def interrupted(args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "_check_acceptance", interrupted)
+    p, q = pair(4)
+    code, out, err = run_main(capsys, "check-acceptance", p, q)
+    assert code == 130 and out == "" and err == "mdtheory: interrupted\n"
