@@ -136,13 +136,19 @@ def _check_acceptance(args: argparse.Namespace) -> int:
                 "witness": None if res.witness is None else res.witness.tolist(),
                 "cut": res.cut.tolist(), "margin": q_cut - p_cut, "single_draft": single,
                 "drafts": res.drafts, "sampling": res.sampling, "method": res.method,
-                "vocab": int(p.size),
+                "vocab": int(p.size), "status": res.status, "certificate": res.certificate,
+                "certificate_gap": res.certificate_gap,
             }))
             continue
         head = f"row {i}: " if rows > 1 else ""
         print(f"{head}V = {p.size}, n = {res.drafts} drafts, {res.sampling} sampling, "
               f"method {res.method}")
-        print(f"  optimal acceptance alpha* = {res.value:.12g}")
+        if res.status == "optimal":
+            gap = "" if res.certificate_gap is None else f", gap {abs(res.certificate_gap):.1g}"
+            print(f"  optimal acceptance alpha* = {res.value:.12g} (proven: {res.certificate}{gap})")
+        else:
+            print(f"  optimal acceptance alpha* <= {res.value:.12g} (an upper bound: the cut is checked, "
+                  f"optimality is not proved for {res.sampling} drafts at this size)")
         hall = "p(T) >= Q(T) for every T (Hall's condition"
         hall += "; iid: p(T) >= q(T)^n, Khisti et al. Thm 2 / Remark 2)" if res.sampling == "iid" \
             else ")"

@@ -348,12 +348,11 @@ class WithoutReplacement(_MarkovDraftModel):
 
     Notes
     -----
-    :meth:`containment` evaluates the integral in log-time :math:`u = \\ln t`, where the integrand is
-    a smooth bump between the time scales 1/max(q(T), c) and 1/c, by composite 16-node
-    Gauss-Legendre panels of width :data:`PANEL` (absolute error below 1e-13 in the tests, including
-    c near 1e-8, where a plain adaptive quadrature misses the mass); n = 2 uses the closed form
+    :meth:`containment` and :meth:`prefix_containment` evaluate the integral by one trapezoidal rule
+    in log-time with a proven error bound (:mod:`mdtheory.containment`); n = 2 uses the closed form
     :math:`\\sum_{i \\in T} q_i (q(T) - q_i)/(1 - q_i)`. The set law is exact (a forward pass over
-    partial draft sets) and independent of the integral; the tests compare the two.
+    partial draft sets) and independent of the integral; the tests compare the two, and compare the
+    integral with exact rationals and with an independent Gauss-Legendre quadrature.
 
     Examples
     --------
@@ -363,8 +362,6 @@ class WithoutReplacement(_MarkovDraftModel):
     """
 
     sampling = "without-replacement"
-    #: width, in log-time, of one 16-node Gauss-Legendre panel of the containment quadrature
-    PANEL = 0.25
 
     def __init__(self, q, n: int, *, normalize: bool = False):
         self._init_from_q(q, n, normalize, distinct="without replacement")
@@ -423,48 +420,9 @@ class WithoutReplacement(_MarkovDraftModel):
             after = np.concatenate((np.cumsum(qT[::-1])[:-1][::-1], [0.0]))
             rest = before + after
             return float(np.sum(qT * rest / (rest + c)))
-        # In log-time u = ln t the integrand c t e^{-ct} P(N_T(t) >= n) is a smooth bump. Below
-        # t = 1e-9 / max(q(T), c) it is under c q(T) t^2 (< 1e-18); above t = 45 / c under
-        # 45 e^{-45}. Composite Gauss-Legendre panels of width PANEL cover the range between.
-        u_lo = math.log(1e-9) - math.log(max(qT.sum(), c))
-        u_hi = math.log(45.0) - math.log(c)
-        panels = max(1, math.ceil((u_hi - u_lo) / self.PANEL))
-        edges = np.linspace(u_lo, u_hi, panels + 1)
-        half = (edges[1] - edges[0]) / 2.0
-        u = (((edges[:-1] + edges[1:]) / 2.0)[:, None] + half * _GL_NODES[None, :]).ravel()
-        # c t and q_i t formed in log space: t itself overflows when c is subnormal
-        ct = np.exp(u + math.log(c))
-        # 1 - exp(-q_i t); exponents past 700 give exactly 1 either way
-        hit = -np.expm1(-np.exp(np.minimum(u[None, :] + np.log(qT)[:, None], 700.0)))
-        integrand = ct * np.exp(-ct) * _poisson_binomial_tail(hit, self.n)
-        value = half * float(np.sum(integrand.reshape(panels, -1) @ _GL_WEIGHTS))
-        return min(max(value, 0.0), 1.0)
+        from .containment import successive_prefix_containment
 
-
-_GL_NODES, _GL_WEIGHTS = np.polynomial.legendre.leggauss(16)
-
-
-def _poisson_binomial_tail(hit: np.ndarray, n: int) -> np.ndarray:
-    """P(at least n successes) among independent trials, for each column of ``hit`` (|T|, K).
-
-    A product tree of the generating polynomials, truncated at degree n with the top coefficient
-    absorbing (so it holds P(count >= n)); every operation adds non-negative numbers.
-    """
-    polys = np.zeros((hit.shape[0], n + 1, hit.shape[1]))
-    polys[:, 0] = 1.0 - hit
-    polys[:, 1] = hit
-    while polys.shape[0] > 1:
-        if polys.shape[0] % 2:
-            unit = np.zeros((1, n + 1, hit.shape[1]))
-            unit[0, 0] = 1.0
-            polys = np.concatenate([polys, unit])
-        a, b = polys[0::2], polys[1::2]
-        prod = np.zeros_like(a)
-        for i in range(n + 1):
-            for j in range(n + 1):
-                prod[:, min(i + j, n)] += a[:, i] * b[:, j]
-        polys = prod
-    return polys[0, n]
+        return float(successive_prefix_containment(self.q, np.flatnonzero(mask), self.n)[-1])
 
 
 class ConditionalPoisson(DraftModel):

@@ -144,7 +144,6 @@ def test_unreadable_and_odd_files(capsys, tmp_path, npy):
     (["--sampling", "without-replacement", "-n", "3"], r"n <= the number of tokens with q > 0 \(2\)"),
     (["--method", "otlp-literal", "-n", "9"], r"5.9e\+14 variables.*method 'otlp' works over draft sets"),
     (["--method", "subsets"], r"2\^30"),
-    (["--sampling", "conditional-poisson", "--method", "prefix"], "exact only for"),
 ])
 def test_refusals(capsys, npy, argv, msg):
     V = 30

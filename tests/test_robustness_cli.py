@@ -83,9 +83,14 @@ def test_set_routes_refused_with_estimate(capsys, pair, method, size):
 
 
 def test_conditional_poisson_refused_with_estimate(capsys, pair):
+    """The default route is the (proved) prefix scan and answers at once; the dual LP over the
+    C(30, 6) draft sets is refused with its estimate."""
     p, q = pair(30)
+    code, out, _ = run_main(capsys, "check-acceptance", p, q, "-n", 6, "--sampling",
+                            "conditional-poisson", "--json")
+    assert code == 0 and json.loads(out)["certificate"] == "prefix-theorem"
     code, _, err = run_main(capsys, "check-acceptance", p, q, "-n", 6, "--sampling",
-                            "conditional-poisson")
+                            "conditional-poisson", "--method", "dual")
     one_line_error(code, err, r"method 'dual' on conditional-poisson drafts, V = 30, n = 6",
                    r"5.94e\+05 draft sets", ESTIMATE, "--max-seconds")
 
@@ -105,12 +110,17 @@ def test_conditional_poisson_single_draft_baseline_needs_no_set_law():
     assert big.first_draft_law().sum() == pytest.approx(1.0, abs=1e-12)
 
 
-def test_without_replacement_large_vocabulary_refused(capsys, npy):
-    """Was killed at V = 10^7: the prefix scan does one containment of up to V tokens per prefix."""
-    V = 10**6
+def test_without_replacement_large_vocabulary(capsys, npy):
+    """Was killed at V = 10^7 (one quadrature per prefix); the one-pass containment runs it, and the
+    estimate still refuses it under a tiny --max-seconds before any work."""
+    V = 10**5
     p = npy("p.npy", np.full(V, 1.0 / V))
-    code, _, err = run_main(capsys, "check-acceptance", p, p, "--sampling", "without-replacement")
-    one_line_error(code, err, r"method 'prefix' on without-replacement drafts, V = 1000000, n = 2",
+    code, out, _ = run_main(capsys, "check-acceptance", p, p, "--sampling", "without-replacement",
+                            "-n", 3, "--json")
+    assert code == 0 and json.loads(out)["alpha_star"] == pytest.approx(1.0)
+    code, _, err = run_main(capsys, "check-acceptance", p, p, "--sampling", "without-replacement",
+                            "-n", 3, "--max-seconds", 1e-6)
+    one_line_error(code, err, r"method 'prefix' on without-replacement drafts, V = 100000, n = 3",
                    ESTIMATE, "--max-seconds")
 
 
@@ -361,3 +371,10 @@ def test_keyboard_interrupt_exits_130_with_one_line(capsys, monkeypatch, pair):
     p, q = pair(4)
     code, out, err = run_main(capsys, "check-acceptance", p, q)
     assert code == 130 and out == "" and err == "mdtheory: interrupted\n"
+
+
+def test_prefix_route_refuses_models_without_a_prefix_property():
+    qs = np.array([[0.5, 0.3, 0.2], [0.2, 0.3, 0.5]])
+    with pytest.raises(md.InvalidInputError, match="exact only for iid, without-replacement, "
+                                                   "conditional-poisson"):
+        md.optimal_acceptance(np.full(3, 1 / 3), qs, 2, sampling="independent", method="prefix")

@@ -1,4 +1,7 @@
-"""The optimal verifier: the lexicographically optimal base, realised by a time schedule (papers/theory.md §5)."""
+"""The optimal verifier: the lexicographically optimal base realised by a time schedule.
+
+See papers/theory.md §5.
+"""
 
 from __future__ import annotations
 
