@@ -18,4 +18,6 @@ fi
 
 [ -x .venv/bin/python ] || python3 -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
-.venv/bin/python -m pip install -q -e ".[${MDTHEORY_EXTRAS:-test,torch}]"
+.venv/bin/python -m pip install -q -e ".[${MDTHEORY_EXTRAS:-test,torch,lm}]"
+# the pretrained char-LSTM's weights and vocabulary (mdtheory.lm); --no-deps keeps TensorFlow out
+.venv/bin/python -m pip install -q --no-deps textgenrnn==2.0.0
