@@ -398,6 +398,9 @@ def build_parser() -> argparse.ArgumentParser:
     ver.add_argument("--seed", type=int, default=0)
     ver.add_argument("--json", action="store_true", help="one JSON object per check")
     ver.set_defaults(func=_verify)
+    from .drafters import add_lm_pairs_parser  # the real-LM commands (mdtheory.lm)
+
+    add_lm_pairs_parser(sub)
     return parser
 
 
