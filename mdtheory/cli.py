@@ -401,6 +401,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .drafters import add_lm_pairs_parser  # the real-LM commands (mdtheory.lm)
 
     add_lm_pairs_parser(sub)
+    from .blockeff import add_block_efficiency_parser
+
+    add_block_efficiency_parser(sub)
     return parser
 
 

@@ -1,11 +1,14 @@
 """The pretrained char-LSTM (textgenrnn 2.0.0 weights in numpy), its drafters and its commands."""
 
+import json
 from dataclasses import replace
 
 import numpy as np
 import pytest
+from scipy import stats
 
-from mdtheory import lm
+from mdtheory import blockeff, drafters, lm
+from mdtheory.cli import main
 from mdtheory.errors import InvalidInputError, MdtheoryError
 from mdtheory.logits import to_probs
 
@@ -81,3 +84,118 @@ def test_missing_package_names_the_install_command(monkeypatch):
     monkeypatch.setattr(lm.importlib.util, "find_spec", lambda name: None)
     with pytest.raises(MdtheoryError, match="pip install --no-deps textgenrnn==2.0.0"):
         lm.textgenrnn_files()
+
+
+# ---------------------------------------------------------------- drafters and pairs
+@needs_model
+def test_drafter_laws_sum_to_one(model):
+    rng = np.random.default_rng(0)
+    target = drafters.LSTMLaw(model, 1.0)
+    contexts = [model.encode("Wh"), model.encode("The best "), np.array([model.vocab[lm.META]])]
+    ngram = drafters.distill_ngram(target, rng, order=3, streams=8, length=40)
+    assert ngram.strength in drafters.NGRAM_STRENGTHS
+    for kind, law in (("tempered", drafters.make_drafter("tempered", target, rng, temperature=1.3,
+                                                         top_k=20)),
+                      ("quantized", drafters.make_drafter("quantized", target, rng)),
+                      ("ngram", ngram)):
+        q = law(contexts)
+        assert q.shape == (3, model.V), kind
+        assert np.abs(q.sum(axis=1) - 1).max() < 1e-12, kind
+        assert (q >= 0).all() and (q[:, lm.PAD] == 0).all(), kind
+    p = target(contexts)
+    q8 = drafters.make_drafter("quantized", target, rng)(contexts)
+    assert 0 < np.abs(p - q8).sum(axis=1).max() < 0.2  # int8 rounding moves the law, a little
+
+
+@needs_model
+def test_lm_pairs_reproducible_by_seed(tmp_path):
+    def pairs(seed, name):
+        out = tmp_path / name
+        argv = ["lm-pairs", "--positions", "70", "--target-temperature", "0.9", "--draft", "tempered",
+                "--draft-temperature", "1.2", "--seed", str(seed), "--out", str(out), "--quiet"]
+        assert main(argv) == 0
+        return np.load(out / "P.npy"), np.load(out / "Q.npy")
+
+    (P, Q), (P2, Q2), (P3, _) = pairs(3, "a"), pairs(3, "b"), pairs(4, "c")
+    assert P.shape == Q.shape == (70, 465)
+    assert np.abs(P.sum(axis=1) - 1).max() < 1e-12 and np.abs(Q.sum(axis=1) - 1).max() < 1e-12
+    assert np.array_equal(P, P2) and np.array_equal(Q, Q2)
+    assert not np.array_equal(P, P3)
+
+
+@pytest.mark.parametrize("argv, culprit", [
+    (["lm-pairs", "--positions", "0", "--draft", "tempered", "--out", "x"], "--positions"),
+    (["lm-pairs", "--positions", "5", "--draft", "tempered", "--draft-temperature", "0", "--out", "x"],
+     "temperature"),
+    (["block-efficiency", "--drafts", "0", "--length", "3"], "--drafts"),
+    (["block-efficiency", "--drafts", "2", "--length", "3", "--rules", "rrs,nope"], "nope"),
+    (["block-efficiency", "--drafts", "2", "--length", "3", "--rules", "rrs-wor"], "rrs-wor"),
+])
+def test_bad_input_exits_2_with_one_line(argv, culprit, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and culprit in err
+
+
+# ---------------------------------------------------------------- block efficiency
+class MarkovLaw:
+    """A toy law whose next token depends on the last one: rows of a fixed stochastic matrix."""
+
+    def __init__(self, matrix):
+        self.matrix = matrix
+
+    def __call__(self, contexts):
+        return np.stack([self.matrix[c[-1]] for c in contexts])
+
+
+def _first_two_tokens_pvalue(rule, sampling, reps=1200):
+    """Chi-square p-value of the first two tokens emitted from a fixed context against the target."""
+    rng = np.random.default_rng(11)
+    V = 4
+    target = MarkovLaw(rng.dirichlet(np.ones(V), size=V))
+    drafter = MarkovLaw(rng.dirichlet(np.ones(V) * 0.7, size=V))
+    counts = np.zeros((V, V))
+    longest = 0
+    for _ in range(reps):
+        out: list[int] = []
+        while len(out) < 2:  # bounded: every step emits at least one token
+            out += blockeff.speculative_step(target, drafter, (0, *out), rule, 3, 2, rng, sampling)
+        longest = max(longest, len(out))
+        counts[out[0], out[1]] += 1
+    assert longest > 2  # blocks of more than one token did happen
+    expected = reps * target.matrix[0][:, None] * target.matrix
+    return stats.chisquare(counts.ravel(), expected.ravel()).pvalue
+
+
+@pytest.mark.parametrize("rule, sampling", [("rrs", "iid"), ("khisti-lp", "iid"), ("optimal", "iid"),
+                                            ("rrs-wor", "without-replacement")])
+def test_block_decoding_is_lossless(rule, sampling):
+    assert _first_two_tokens_pvalue(rule, sampling) > 1e-3
+
+
+def test_the_losslessness_check_catches_a_lossy_verifier(monkeypatch):
+    """Accepting the first draft always (the drafter's law, not the target's) fails the same check."""
+    class AcceptFirst:
+        def __init__(self, *args, **kwargs):
+            pass
+
+        def select(self, drafts, rng):
+            return int(drafts[0]), True
+
+    monkeypatch.setattr(blockeff, "make_rule", AcceptFirst)
+    assert _first_two_tokens_pvalue("single", "iid") < 1e-6
+
+
+@needs_model
+def test_block_efficiency_rows(capsys):
+    argv = ["block-efficiency", "--drafts", "2", "--length", "2", "--rules", "single,optimal",
+            "--steps", "4", "--draft-temperature", "1.2", "--json", "--quiet"]
+    assert main(argv) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{")]
+    assert [r["rule"] for r in rows] == ["single", "optimal"]
+    for r in rows:
+        assert set(r) == {"rule", "drafts", "length", "block_efficiency", "ci95", "target_calls",
+                          "tokens"}
+        assert r["target_calls"] == 4 and 4 <= r["tokens"] <= 12
+        assert r["block_efficiency"] == r["tokens"] / 4
