@@ -192,14 +192,16 @@ def make_drafter(kind: str, target: LSTMLaw, rng: np.random.Generator, *,
     raise InvalidInputError(f"unknown drafter {kind!r}; valid choices: {', '.join(DRAFTERS)}")
 
 
-def lm_pairs(positions: int, target: LSTMLaw, drafter, rng: np.random.Generator, streams: int = 64,
+def lm_pairs(positions: int, target: LSTMLaw, drafter, rng: np.random.Generator, length: int = 64,
              quiet: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """Target and draft laws (P, Q), each (positions, V), at the positions of texts sampled from the
-    target (``streams`` texts side by side, each from the start of a title)."""
+    target: ceil(positions / length) texts of ``length`` characters side by side, each from the start
+    of a title; rows in time-major order (every text's first position, then every text's second ...),
+    the last step cut to make ``positions`` rows."""
     if positions < 1:
         raise InvalidInputError(f"--positions must be >= 1, got {positions}")
-    streams = min(streams, positions)
-    length = -(-positions // streams)
+    length = min(length, positions)
+    streams = -(-positions // length)
     P, Q = [], []
 
     def record(contexts, p):

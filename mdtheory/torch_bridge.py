@@ -202,7 +202,7 @@ class TorchKhisti(TorchRule):
     """Khisti et al.'s tournament: stage LPs per position on the CPU, the tournament on the device."""
 
     name = "khisti-lp"
-    s = 5
+    s = None  # the numpy rule's default truncation
 
     def prepare(self):
         from .rules import make_rule
