@@ -11,6 +11,7 @@ from mdtheory import blockeff, drafters, lm
 from mdtheory.cli import main
 from mdtheory.errors import InvalidInputError, MdtheoryError
 from mdtheory.logits import to_probs
+from mdtheory.rules import make_rule
 
 try:
     lm.textgenrnn_files()
@@ -199,3 +200,30 @@ def test_block_efficiency_rows(capsys):
                           "tokens"}
         assert r["target_calls"] == 4 and 4 <= r["tokens"] <= 12
         assert r["block_efficiency"] == r["tokens"] / 4
+
+
+# ---------------------------------------------------------------- khisti-lp's default truncation
+def test_khisti_default_guard_falls_back_losslessly():
+    """Where the nucleus tournament is below single-draft, the default keeps the first draft."""
+    p = np.array([0.125, 0.769, 0.001, 0.08, 0.025])
+    q = np.array([0.12, 0.786, 0.0, 0.088, 0.006])
+    rule = make_rule("khisti-lp", p, q, 2, normalize=True)
+    single = 1 - 0.5 * np.abs(rule.p - rule.q).sum()
+    unguarded = make_rule("khisti-lp", p, q, 2, s=rule.s, normalize=True)
+    assert rule.fallback and unguarded.exact_acceptance() < single - 1e-4
+    acceptance, law = rule.enumerate()
+    assert abs(acceptance - single) < 1e-12 and abs(rule.exact_acceptance() - single) < 1e-12
+    assert np.abs(law - rule.p).max() < 1e-12
+
+
+@needs_model
+def test_khisti_default_not_below_single_on_real_pairs(model):
+    rng = np.random.default_rng(0)
+    target = drafters.LSTMLaw(model, 1.0)
+    P, Q = drafters.lm_pairs(12, target, drafters.make_drafter("quantized", target, rng), rng)
+    below_s5 = 0
+    for p, q in zip(P, Q, strict=True):
+        single = 1 - 0.5 * np.abs(p - q).sum()
+        assert make_rule("khisti-lp", p, q, 2).exact_acceptance() >= single - 1e-12
+        below_s5 += make_rule("khisti-lp", p, q, 2, s=5).exact_acceptance() < single - 1e-9
+    assert below_s5 > 0  # the fixed s = 5 of the first version does fall below on these pairs
