@@ -57,7 +57,7 @@ class BlockResult:
         mean = float(self.counts.mean())
         half = 1.96 * float(self.counts.std(ddof=1)) / np.sqrt(m) if m > 1 else float("inf")
         return {"rule": self.rule, "drafts": self.drafts, "length": self.length,
-                "block_efficiency": mean, "ci95": [mean - half, mean + half],
+                "block_efficiency": mean, "ci95": [float(mean - half), float(mean + half)],
                 "target_calls": int(m), "tokens": int(self.counts.sum())}
 
 
