@@ -119,7 +119,7 @@ def _check_rule(rule: str, sampling: str) -> None:
     if rule not in RULES:
         raise InvalidInputError(f"unknown selection rule {rule!r}; valid choices: {', '.join(RULES)}")
     expects = RULES[rule].sampling
-    if rule == "optimal" or expects == sampling or (sampling == "iid" and rule == "single"):
+    if rule in ("optimal", "single") or expects == sampling:  # single: the first draft has law q
         return
     raise InvalidInputError(f"rule {rule!r} expects {expects} drafts, not {sampling}")
 
