@@ -84,8 +84,13 @@ def _draft(drafter, context: tuple, K: int, L: int, sampling: str, rng) -> tuple
 
 
 def speculative_step(target, drafter, context: tuple, rule: str, K: int, L: int, rng,
-                     sampling: str = "iid", rule_params: dict | None = None) -> list[int]:
-    """One target call of K-draft, L-token speculative decoding; returns the emitted tokens."""
+                     sampling: str = "iid", rule_params: dict | None = None,
+                     prepared: dict | None = None) -> list[int]:
+    """One target call of K-draft, L-token speculative decoding; returns the emitted tokens.
+
+    ``prepared``, if given, keeps the rules prepared at each (prefix, number of drafts) for reuse by
+    later calls (the laws at a prefix never change); useful where prefixes recur.
+    """
     drafts, q = _draft(drafter, context, K, L, sampling, rng)
     p = _laws(target, [context + tuple(drafts[k, :d].tolist()) for k in range(K) for d in range(L + 1)])
     emitted: list[int] = []
@@ -96,7 +101,13 @@ def speculative_step(target, drafter, context: tuple, rule: str, K: int, L: int,
         params = dict(rule_params or {})
         if rule == "optimal" and kind != "iid":
             params["sampling"] = kind
-        r = make_rule(rule, p[here], q[here], alive.size, normalize=True, **params)
+        key = (here, alive.size)
+        if prepared is not None and key in prepared:
+            r = prepared[key]
+        else:
+            r = make_rule(rule, p[here], q[here], alive.size, normalize=True, **params)
+            if prepared is not None:
+                prepared[key] = r
         y, accepted = r.select(drafts[alive, d], rng)
         emitted.append(y)
         alive = alive[drafts[alive, d] == y]

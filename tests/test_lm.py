@@ -150,18 +150,19 @@ class MarkovLaw:
         return np.stack([self.matrix[c[-1]] for c in contexts])
 
 
-def _first_two_tokens_pvalue(rule, sampling, reps=1200):
+def _first_two_tokens_pvalue(rule, sampling, reps=2500):
     """Chi-square p-value of the first two tokens emitted from a fixed context against the target."""
     rng = np.random.default_rng(11)
     V = 4
     target = MarkovLaw(rng.dirichlet(np.ones(V), size=V))
     drafter = MarkovLaw(rng.dirichlet(np.ones(V) * 0.7, size=V))
     counts = np.zeros((V, V))
-    longest = 0
+    longest, prepared = 0, {}
     for _ in range(reps):
         out: list[int] = []
         while len(out) < 2:  # bounded: every step emits at least one token
-            out += blockeff.speculative_step(target, drafter, (0, *out), rule, 3, 2, rng, sampling)
+            out += blockeff.speculative_step(target, drafter, (0, *out), rule, 3, 2, rng, sampling,
+                                             prepared=prepared)
         longest = max(longest, len(out))
         counts[out[0], out[1]] += 1
     assert longest > 2  # blocks of more than one token did happen
