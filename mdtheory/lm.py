@@ -125,14 +125,16 @@ class CharLSTM:
         return out
 
     def with_dtype(self, dtype) -> CharLSTM:
-        """The same model computing in another float type."""
-        return replace(self, dtype=np.dtype(dtype).type)
+        """The same model computing in another float type (its weights converted once, here)."""
+        dtype = np.dtype(dtype).type
+        return replace(self, dtype=dtype, weights={k: v.astype(dtype) for k, v in self.weights.items()})
 
     def logits(self, windows: np.ndarray) -> np.ndarray:
         """Forward pass of a batch of windows (B, 40) of ids: next-token logits (B, V).
 
         Padding gets logit -inf (textgenrnn never emits it).
         """
+        # no copy where the weights already have the model's dtype (as with_dtype leaves them)
         w = {k: v.astype(self.dtype, copy=False) for k, v in self.weights.items()}
         windows = np.asarray(windows, dtype=np.int64)
         emb = w["embedding"][windows]  # (B, T, 100)
@@ -191,7 +193,7 @@ class CharLSTM:
             new = {k: (_int8_columns(v) if v.ndim == 2 else v) for k, v in self.weights.items()}
         else:
             raise MdtheoryError(f"unknown quantization {kind!r}; valid choices: float16, int8")
-        return replace(self, weights=new)
+        return replace(self, weights={k: v.astype(self.dtype) for k, v in new.items()})
 
 
 def _int8_columns(w: np.ndarray) -> np.ndarray:
@@ -233,5 +235,5 @@ def load_char_lstm(dtype=np.float32) -> CharLSTM:
                 w[f"recurrent{k}"] = _cudnn_recurrent(raw(f"rnn_{k}", "recurrent_kernel"))
                 w[f"bias{k}"] = raw(f"rnn_{k}", "bias").reshape(2, -1).sum(axis=0)
         vocab = json.loads(vocab_path.read_text(encoding="utf-8"))
-        _CACHE["model"] = CharLSTM(vocab=vocab, weights=w)
+        _CACHE["model"] = CharLSTM(vocab=vocab, weights=w, dtype=np.float64)
     return _CACHE["model"].with_dtype(dtype)
