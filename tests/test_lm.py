@@ -228,3 +228,36 @@ def test_khisti_default_not_below_single_on_real_pairs(model):
         assert make_rule("khisti-lp", p, q, 2).exact_acceptance() >= single - 1e-12
         below_s5 += make_rule("khisti-lp", p, q, 2, s=5).exact_acceptance() < single - 1e-9
     assert below_s5 > 0  # the fixed s = 5 of the first version does fall below on these pairs
+
+
+class Memo:
+    """A language law with its rows cached by context (the laws at a context never change)."""
+
+    def __init__(self, law):
+        self.law, self.rows = law, {}
+
+    def __call__(self, contexts):
+        missing = [c for c in dict.fromkeys(tuple(c) for c in contexts) if c not in self.rows]
+        if missing:
+            self.rows.update(zip(missing, self.law([np.array(c) for c in missing]), strict=True))
+        return np.stack([self.rows[tuple(c)] for c in contexts])
+
+
+@needs_model
+def test_block_decoding_follows_the_real_target(model):
+    """The char-LSTM as target: the next char after a fixed context, by chi-square (cells with an
+    expected count under 5 pooled)."""
+    rng = np.random.default_rng(5)
+    context = (model.vocab[lm.META], *model.encode("The "))
+    target = Memo(drafters.LSTMLaw(model, 1.0))
+    drafter = Memo(drafters.LSTMLaw(model, 1.5))  # flatter: the drafts are often wrong
+    reps, prepared = 600, {}
+    first = [blockeff.speculative_step(target, drafter, context, "optimal", 2, 2, rng,
+                                       prepared=prepared)[0] for _ in range(reps)]
+    observed = np.bincount(first, minlength=model.V).astype(float)
+    expected = reps * target([context])[0]
+    big = expected >= 5
+    obs = np.append(observed[big], observed[~big].sum())
+    exp = np.append(expected[big], expected[~big].sum())
+    assert big.sum() >= 5
+    assert stats.chisquare(obs, exp).pvalue > 1e-3
