@@ -465,7 +465,8 @@ def build_parser() -> argparse.ArgumentParser:
     cmp.add_argument("--samples", type=int, default=20_000,
                      help="Monte Carlo samples where exact enumeration is too costly")
     cmp.add_argument("--seed", type=int, default=0)
-    cmp.add_argument("--truncation", type=int, default=5, help="khisti-lp truncation s")
+    cmp.add_argument("--truncation", type=int, default=None,
+                     help="khisti-lp truncation s (default: the union of p's and q's top-0.95 nuclei)")
     cmp.add_argument("--normalize", action="store_true")
     cmp.add_argument("--json", action="store_true", help="a JSON list, one object per rule")
     _add_limits(cmp)
@@ -521,6 +522,13 @@ def build_parser() -> argparse.ArgumentParser:
     ver.set_defaults(func=_verify)
     from .audit import add_audit_parser
     add_audit_parser(sub)
+
+    from .drafters import add_lm_pairs_parser  # the real-LM commands (mdtheory.lm)
+
+    add_lm_pairs_parser(sub)
+    from .blockeff import add_block_efficiency_parser
+
+    add_block_efficiency_parser(sub)
     return parser
 
 

@@ -22,6 +22,7 @@ from abc import ABC, abstractmethod
 
 import numpy as np
 
+from . import logits as _logits
 from ._validate import SUM_TOL
 from .errors import InvalidDistributionError, InvalidInputError, MdtheoryError
 
@@ -43,39 +44,11 @@ def to_probs(logits, temperature: float = 1.0, top_k: int | None = None,
              top_p: float | None = None):
     """Softmax of ``logits / temperature`` after top-k, then top-p (nucleus) filtering.
 
-    Parameters
-    ----------
-    logits : Tensor, shape (..., V)
-    temperature : float
-        > 0.
-    top_k : int, optional
-        Keep the k largest logits (ties at the k-th value are kept).
-    top_p : float, optional
-        In (0, 1]: keep the smallest set of most likely tokens whose probability reaches top_p
-        (at least one token).
-
-    Returns
-    -------
-    Tensor, same shape, dtype and device as ``logits``.
+    The shared implementation :func:`mdtheory.logits.to_probs` (also used by :mod:`mdtheory.lm`) on
+    a tensor: the result keeps the dtype and device of ``logits`` and stays differentiable.
     """
-    torch = _torch()
-    if not temperature > 0:
-        raise InvalidInputError(f"temperature must be > 0, got {temperature}")
-    x = logits / temperature
-    if top_k is not None:
-        if top_k < 1:
-            raise InvalidInputError(f"top_k must be >= 1, got {top_k}")
-        kth = torch.topk(x, min(top_k, x.shape[-1]), dim=-1).values[..., -1:]
-        x = x.masked_fill(x < kth, float("-inf"))
-    if top_p is not None:
-        if not 0 < top_p <= 1:
-            raise InvalidInputError(f"top_p must be in (0, 1], got {top_p}")
-        sorted_x, idx = torch.sort(x, dim=-1)  # ascending
-        cum = torch.softmax(sorted_x, dim=-1).cumsum(dim=-1)
-        drop = cum <= 1 - top_p
-        drop[..., -1] = False  # always keep the most likely token
-        x = x.masked_fill(drop.scatter(-1, idx, drop), float("-inf"))
-    return torch.softmax(x, dim=-1)
+    _torch()
+    return _logits.to_probs(logits, temperature, top_k, top_p)
 
 
 def alpha_star(p, q, n: int):
@@ -286,7 +259,7 @@ class TorchKhisti(TorchRule):
     """Khisti et al.'s tournament: stage LPs per position on the CPU, the tournament on the device."""
 
     name = "khisti-lp"
-    s = 5
+    s = None  # the numpy rule's default truncation
 
     def prepare(self):
         from .rules import make_rule
