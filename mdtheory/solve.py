@@ -15,7 +15,7 @@ from .errors import InvalidDistributionError, InvalidInputError
 from .maxflow import maxflow
 from .otlp import otlp
 from .result import AcceptanceResult
-from .subsets import PREFIX_SAMPLINGS, prefix_scan, subsets_exhaustive
+from .subsets import prefix_scan, subsets_exhaustive
 
 __all__ = ["optimal_acceptance", "alpha_star", "METHODS", "CERT_TOL"]
 
@@ -33,7 +33,7 @@ METHODS = {
 
 
 def _auto(model: DraftModel) -> str:
-    if model.sampling in PREFIX_SAMPLINGS:
+    if model.prefix_property is not None:
         return "prefix"
     return "subsets" if model.V <= AUTO_SUBSET_V else "dual"
 
@@ -143,15 +143,15 @@ def optimal_acceptance(p, q, n: int | None = None, sampling: str = "iid", *,
     out = METHODS[name](p, model)
     t1 = time.perf_counter()
     cert = _certify(p, model, out, name, certify)
-    cut = np.asarray(out["cut"], dtype=np.int64)
+    cut = np.asarray(out.cut, dtype=np.int64)
     cut.setflags(write=False)
     t2 = time.perf_counter()
-    timings = dict(out.get("timings", {}), certify=t2 - t1, total=t2 - t0)
+    timings = dict(out.timings, certify=t2 - t1, total=t2 - t0)
     return AcceptanceResult(
-        value=float(out["value"]), cut=cut, method=name, sampling=model.sampling, drafts=model.n,
+        value=float(out.value), cut=cut, method=name, sampling=model.sampling, drafts=model.n,
         status=cert.status, certificate=cert.name, certificate_gap=cert.gap, base=cert.base,
-        plan=out.get("plan"), support=out.get("support"), support_probs=out.get("support_probs"),
-        duals=out.get("duals"), duality_gap=out.get("duality_gap"), timings=timings,
+        plan=out.plan, support=out.support, support_probs=out.support_probs, duals=out.duals,
+        duality_gap=out.duality_gap, timings=timings,
     )
 
 

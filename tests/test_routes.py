@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 
 import mdtheory as md
-from mdtheory.subsets import PREFIX_SAMPLINGS
 
 from .certificates import check_all
 from .instances import CANONICAL, canonical, random_pair
@@ -24,7 +23,7 @@ def model_for(sampling, rng, V, n, concentration=1.0):
 
 
 def routes_for(model):
-    return ROUTES + (["prefix"] if model.sampling in PREFIX_SAMPLINGS else [])
+    return ROUTES + (["prefix"] if model.prefix_property is not None else [])
 
 
 def run_all(p, model):
@@ -157,3 +156,38 @@ def test_plan_depends_on_set_only_in_symmetry_reduction():
     lit = md.optimal_acceptance(p, model, method="otlp-literal")
     assert sets.value == pytest.approx(lit.value, abs=AGREE)
     assert len(sets.support) < len(lit.support)
+
+
+def test_declarations_drive_the_routes():
+    """The solvers read a draft model's declarations, not its class or name: an iid law under a new
+    name, declaring no prefix property, is routed to 'subsets' and refused by 'prefix'; declaring a
+    proved one (but no closed-form base) it takes the prefix route with the flow certificate."""
+
+    class Plain(md.IID):
+        sampling = "plain"
+        prefix_property = None
+        lex_base_closed_form = False
+
+    class Prefixed(Plain):
+        prefix_property = "proved"
+
+    p, q, n = np.array([0.4, 0.3, 0.2, 0.1]), np.array([0.1, 0.2, 0.3, 0.4]), 2
+    expected = md.alpha_star(p, q, n, method="subsets")
+    res = md.optimal_acceptance(p, Plain(q, n))
+    assert (res.method, res.certificate) == ("subsets", "exhaustive")
+    assert abs(res.value - expected) <= AGREE
+    with pytest.raises(md.InvalidInputError, match="method 'prefix' is exact only for"):
+        md.optimal_acceptance(p, Plain(q, n), method="prefix")
+    res = md.optimal_acceptance(p, Prefixed(q, n))
+    assert (res.method, res.certificate, res.status) == ("prefix", "flow", "optimal")
+    assert abs(res.value - expected) <= AGREE
+
+
+def test_enumeration_limit_is_the_models():
+    """The exhaustive route refuses V over the model's own limit: 16 for successive sampling with
+    n > 2 (a quadrature per set), 22 with a closed-form containment."""
+    q = np.full(17, 1 / 17)
+    assert md.WithoutReplacement(q, 3).enumeration_limit == 16
+    assert md.WithoutReplacement(q, 2).enumeration_limit == md.IID(q, 3).enumeration_limit == 22
+    with pytest.raises(md.ProblemTooLargeError, match="over the limit 2\\^16"):
+        md.optimal_acceptance(q, md.WithoutReplacement(q, 3), method="subsets")
