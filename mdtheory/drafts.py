@@ -36,6 +36,7 @@ from itertools import combinations, permutations
 from typing import ClassVar, NamedTuple
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ._validate import as_distribution, as_drafts
 from .errors import InvalidDistributionError, InvalidInputError, ProblemTooLargeError
@@ -744,7 +745,7 @@ PREFIX_PROVED = tuple(dict.fromkeys(cls.sampling for cls in SAMPLINGS.values()
                                     if cls.prefix_property == "proved"))
 
 
-def make_draft_model(q, n: int | None = None, sampling: str = "iid", *,
+def make_draft_model(q: ArrayLike | DraftModel, n: int | None = None, sampling: str = "iid", *,
                      normalize: bool = False) -> DraftModel:
     """Build a draft model from its registry name.
 

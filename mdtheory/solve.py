@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ._certify import CERT_TOL, CERTIFY_MODES
 from ._certify import certify as _certify
@@ -38,8 +39,8 @@ def _auto(model: DraftModel) -> str:
     return "subsets" if model.V <= AUTO_SUBSET_V else "dual"
 
 
-def optimal_acceptance(p, q, n: int | None = None, sampling: str = "iid", *,
-                       method: str = "auto", normalize: bool = False,
+def optimal_acceptance(p: ArrayLike, q: ArrayLike | DraftModel, n: int | None = None,
+                       sampling: str = "iid", *, method: str = "auto", normalize: bool = False,
                        certify: str = "fast") -> AcceptanceResult:
     """Optimal acceptance of n-draft speculative sampling, with an optimal cut set.
 
@@ -155,8 +156,8 @@ def optimal_acceptance(p, q, n: int | None = None, sampling: str = "iid", *,
     )
 
 
-def alpha_star(p, q, n: int | None = None, sampling: str = "iid", *, method: str = "auto",
-               normalize: bool = False, certify: str = "fast") -> float:
+def alpha_star(p: ArrayLike, q: ArrayLike | DraftModel, n: int | None = None, sampling: str = "iid",
+               *, method: str = "auto", normalize: bool = False, certify: str = "fast") -> float:
     """The value :math:`\\alpha^*` alone; see :func:`optimal_acceptance` for the parameters.
 
     Examples
