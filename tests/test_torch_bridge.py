@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import mdtheory as md
+from mdtheory._synthetic import llm_pairs
 from mdtheory.cli import main
 
 from .tolerances import FLOAT32, ROUNDING
@@ -138,7 +139,7 @@ def test_cross_validate_is_the_audit_of_the_torch_rules():
     """One harness: cross_validate's law test and TV bound are mdtheory.audit's, same seed, same
     numbers."""
     report = tb.cross_validate(["rrs"], batch=3, vocab=5, samples=2000, seed=9)
-    p, q = tb._pairs(np.random.default_rng(9), 3, 5)
+    p, q = llm_pairs(np.random.default_rng(9), 3, 5)
     res = md.audit(tb.TorchRRS, p, q, 2, torch=True, samples=2000, seed=9, level=1e-4)
     row = report["rules"][0]
     assert row["law_pvalue"] == res.pvalue and row["tv_upper"] == res.tv_upper
