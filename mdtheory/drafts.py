@@ -135,6 +135,10 @@ class TupleLaw(NamedTuple):
 class DraftModel(ABC):
     """Joint law of n drafts over V tokens.
 
+    What a model supports is declared on it, once (``single_q``, ``prefix_property``,
+    ``lex_base_closed_form``, ``closed_form_containment``, ``enumeration_limit``), and read by the
+    solvers, the certificate and the rules, which test no model class or name.
+
     Attributes
     ----------
     n : int
@@ -147,10 +151,6 @@ class DraftModel(ABC):
         The one draft distribution the model is built from (iid, without-replacement,
         conditional-poisson, greedy); None for models given by several laws or a joint table
         (independent, joint).
-
-    What a model supports is declared here, once, and read by the solvers and rules (which test no
-    model class or name):
-
     single_q : bool
         Class attribute: the model is built from one q of shape (V,) and n (``q`` is set);
         otherwise from a table whose shape gives n (:func:`make_draft_model`).
