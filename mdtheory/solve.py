@@ -23,6 +23,7 @@ __all__ = ["optimal_acceptance", "alpha_star", "METHODS", "CERT_TOL"]
 #: ``method="auto"`` enumerates all token sets up to this alphabet size (models without a prefix route).
 AUTO_SUBSET_V = 16
 
+#: The exact routes by name: ``route(p, model)`` returns a :class:`~mdtheory._route.RouteOutput`.
 METHODS = {
     "prefix": prefix_scan,
     "subsets": subsets_exhaustive,
