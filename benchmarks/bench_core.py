@@ -20,16 +20,15 @@ import time
 import numpy as np
 
 import mdtheory as md
+from mdtheory._synthetic import SERVING, llm_pairs
 from mdtheory.subsets import prefix_scan
 
 
 def llm_pair(V: int, seed: int = 0):
-    """Zipf-like target logits; draft = perturbed, tempered target."""
-    rng = np.random.default_rng(seed)
-    logits = -1.1 * np.log(np.arange(1, V + 1)) + 0.5 * rng.standard_normal(V)
-    p = np.exp(logits - logits.max())
-    q = np.exp((logits + 0.8 * rng.standard_normal(V)) / 1.3)
-    return p / p.sum(), q / q.sum()
+    """One LLM-like pair (:func:`mdtheory._synthetic.llm_pairs`, the benchmarks' draft noise)."""
+    (p,), (q,) = llm_pairs(np.random.default_rng(seed), 1, V, noise=SERVING[0],
+                           temperature=SERVING[1])
+    return p, q
 
 
 def median_time(fn, repeats: int) -> float:

@@ -20,6 +20,7 @@ import time
 import numpy as np
 
 import mdtheory as md
+from mdtheory._synthetic import SERVING, llm_pairs
 from mdtheory.rules import make_rule
 
 RULES = ["optimal", "gr-softmax", "khisti-lp", "k-seq", "rrs"]
@@ -27,12 +28,10 @@ SIZES = [(10, 2), (10, 4), (10, 5), (100, 2), (1000, 2), (1000, 8), (32000, 4)]
 
 
 def llm_pair(k: int, rng: np.random.Generator, vocab: int = 32_000):
-    logits = -1.1 * np.log(np.arange(1, vocab + 1)) + 0.5 * rng.standard_normal(vocab)
-    draft_logits = (logits + 0.8 * rng.standard_normal(vocab)) / 1.3
-    top = np.argsort(-draft_logits)[:k]
-    p = np.exp(logits[top] - logits[top].max())
-    q = np.exp(draft_logits[top] - draft_logits[top].max())
-    return p / p.sum(), q / q.sum()
+    """One LLM-like pair over 32,000 tokens restricted to the draft's top k
+    (:func:`mdtheory._synthetic.llm_pairs`, the benchmarks' draft noise)."""
+    (p,), (q,) = llm_pairs(rng, 1, vocab, noise=SERVING[0], temperature=SERVING[1], top_k=k)
+    return p, q
 
 
 def main() -> None:

@@ -4,7 +4,7 @@
 
 alpha*: the sorted-prefix route on (B, V) float32 tensors, median of 5 runs after a warm-up (CUDA
 runs are synchronised). Rules: positions per second for one verification step each, preparation
-included, on LLM-like pairs (mdtheory.torch_bridge._pairs), n = 4 drafts.
+included, on LLM-like pairs (mdtheory._synthetic.llm_pairs), n = 4 drafts.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from mdtheory import torch_bridge as tb
+from mdtheory._synthetic import llm_pairs
 
 
 def timed(fn, device, repeats=5):
@@ -49,7 +50,7 @@ def main():
     rng = np.random.default_rng(0)
     for name, B, V in [("rrs", 4096, 1000), ("k-seq", 4096, 1000), ("khisti-lp", 256, 10),
                        ("optimal", 256, 10), ("optimal", 1024, 1000)]:
-        P, Q = (torch.as_tensor(x, dtype=torch.float64, device=dev) for x in tb._pairs(rng, B, V))
+        P, Q = (torch.as_tensor(x, dtype=torch.float64, device=dev) for x in llm_pairs(rng, B, V))
 
         def run(P=P, Q=Q, name=name):
             rule = tb.TORCH_RULES[name](P, Q, 4)

@@ -17,7 +17,6 @@ import math
 from typing import NamedTuple
 
 from .errors import ProblemTooLargeError
-from .subsets import PREFIX_SAMPLINGS
 
 __all__ = ["Estimate", "require", "combine", "fmt_seconds", "fmt_bytes", "stored_floats",
            "mc_chunk", "monte_carlo", "batched_steps", "enumeration", "rule_preparation",
@@ -183,7 +182,7 @@ def acceptance_route(model, method: str) -> Estimate:
     V, n, name = model.V, model.n, model.sampling
     head = f"method {method!r} on {name} drafts, V = {V}, n = {n}"
     if method == "prefix":
-        if name != "without-replacement" or n <= 2:
+        if model.closed_form_containment:
             return Estimate(head, 1e-7 * V * max(math.log2(V), 1.0) * (n if n > 1 else 1), 40.0 * V)
         # one trapezoidal pass carrying a degree-n polynomial per node along the prefixes (and once
         # more for the certificate's cut): ~1.6e-7 s per (token, degree) measured at V = 32,000, n = 8
@@ -191,14 +190,14 @@ def acceptance_route(model, method: str) -> Estimate:
                         2 * _WOR_PREFIX_TOKEN * V * (n + 1), 8.0 * V * (n + 2) * 64)
     if method == "subsets":
         sets = _pow(2.0, V)
-        unit = _SUBSET_ROW if name != "without-replacement" or n <= 2 else 4e-4
+        unit = _SUBSET_ROW if model.closed_form_containment else 4e-4
         if name == "iid":
             unit = 1e-8 * V
         return Estimate(f"{head}: 2^{V} token sets", sets * unit, sets * (V + 16),
                         "method 'auto' picks a route that fits")
     literal = method == "otlp-literal"
     hint = ("method 'otlp' works over draft sets instead of tuples" if literal
-            else "method 'prefix' enumerates nothing" if name in PREFIX_SAMPLINGS else "")
+            else "method 'prefix' enumerates nothing" if model.prefix_property else "")
     count = float(model.count_tuples() if literal else model.count_sets())
     kind = "draft tuples" if literal else "draft sets"
     law_bytes = count * V * 9.0  # indicators and the forward pass's float masses

@@ -51,11 +51,11 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
+from ._route import RouteOutput
 from .drafts import DraftModel
 from .dual import dual_lp
 from .errors import InvalidInputError, SolverError
 from .polymatroid import TINY, _lex_blocks, lex_optimal_base_iid
-from .subsets import PREFIX_PROVED
 
 __all__ = ["certify", "check_plan", "check_flow", "check_base_iid", "cut_value",
            "support_members", "Certificate", "VALUE_TOL", "FEAS_TOL", "CERT_TOL", "RATIO_TOL",
@@ -322,7 +322,7 @@ def _base_scan(ps, q, contained, order, bounds, dP, dG, mu_in, ratio_tol, mu_out
 def _base_bounds(p: np.ndarray, model: DraftModel, order, mu, who: str):
     """(sum of min(p, mu), eta, min mu, mu(Omega), mu in token order) of :func:`check_base_iid`,
     without its verdict."""
-    if model.sampling != "iid":
+    if not model.lex_base_closed_form:
         raise InvalidInputError(f"the one-scan base check needs iid drafts, not {model.sampling!r}")
     order = np.asarray(order)
     if order.shape != p.shape or not np.issubdtype(order.dtype, np.integer):
@@ -430,12 +430,12 @@ def check_base_iid(p: np.ndarray, model: DraftModel, order: np.ndarray, mu: np.n
     return accepted - excess, mu
 
 
-def _model_law(model: DraftModel, out: dict, literal: bool, who: str):
+def _model_law(model: DraftModel, out: RouteOutput, literal: bool, who: str):
     """(members, masses) of the model's own tuple or set law, which the route's support and its
     probabilities must reproduce: a plan or flow is checked against the drafts' true law."""
     law = model.tuple_law() if literal else model.set_law()
     support = law.tuples if literal else law.members
-    got, probs = np.asarray(out["support"]), np.asarray(out["support_probs"], dtype=float)
+    got, probs = np.asarray(out.support), np.asarray(out.support_probs, dtype=float)
     if got.shape != support.shape or not np.array_equal(got, support) or \
             probs.shape != law.probs.shape or not np.abs(probs - law.probs).max() <= FEAS_TOL:
         raise SolverError(f"{who}: its support or their probabilities differ from the draft model's "
@@ -443,18 +443,18 @@ def _model_law(model: DraftModel, out: dict, literal: bool, who: str):
     return support_members(support, model.V), law.probs
 
 
-def _primal(p: np.ndarray, model: DraftModel, out: dict, method: str, mode: str):
+def _primal(p: np.ndarray, model: DraftModel, out: RouteOutput, method: str, mode: str):
     """(certificate name, lower bound or None, base or None) for one route's output."""
     who = f"method {method!r}"
     if method in ("otlp", "otlp-literal", "dual", "maxflow"):
-        if out.get("plan") is None or out.get("support") is None or out.get("support_probs") is None:
+        if out.plan is None or out.support is None or out.support_probs is None:
             raise SolverError(f"{who} returned no {'plan' if 'otlp' in method else 'flow'} to certify")
         members, mass = _model_law(model, out, method == "otlp-literal", who)
         if method.startswith("otlp"):
-            return "plan", check_plan(p, members, mass, out["plan"], who), None
-        return "flow", check_flow(p, members, mass, out["plan"], who), None
-    if method == "prefix" and model.sampling == "iid":
-        order = out.get("order")
+            return "plan", check_plan(p, members, mass, out.plan, who), None
+        return "flow", check_flow(p, members, mass, out.plan, who), None
+    if method == "prefix" and model.lex_base_closed_form:
+        order = out.order
         if order is None:
             raise SolverError(f"{who} returned no order to certify")
         if mode == "full":
@@ -467,19 +467,19 @@ def _primal(p: np.ndarray, model: DraftModel, out: dict, method: str, mode: str)
         if mode == "fast" and model.count_sets() > MAX_CERT_SETS:
             # conditional Poisson: the prefix property is a theorem (subsets.prefix_scan), so the best
             # prefix is optimal; successive sampling: only checked, so the cut is an upper bound
-            return ("prefix-theorem" if model.sampling in PREFIX_PROVED else "cut"), None, None
+            return ("prefix-theorem" if model.prefix_property == "proved" else "cut"), None, None
         flows = dual_lp(p, model)
         members, mass = _model_law(model, flows, False, who)
-        return "flow", check_flow(p, members, mass, flows["plan"], who), None
+        return "flow", check_flow(p, members, mass, flows.plan, who), None
     if method == "subsets":
-        if out.get("sets") != 2 ** p.size:
-            raise SolverError(f"{who} reports {out.get('sets')} token sets evaluated, not all "
+        if out.sets != 2 ** p.size:
+            raise SolverError(f"{who} reports {out.sets} token sets evaluated, not all "
                               f"2^{p.size}")
         return "exhaustive", None, None
     raise SolverError(f"no certificate is known for method {method!r}")
 
 
-def certify(p: np.ndarray, model: DraftModel, out: dict, method: str, mode: str = "fast"
+def certify(p: np.ndarray, model: DraftModel, out: RouteOutput, method: str, mode: str = "fast"
             ) -> Certificate:
     """Prove a route's output optimal, or raise.
 
@@ -487,7 +487,7 @@ def certify(p: np.ndarray, model: DraftModel, out: dict, method: str, mode: str 
     ----------
     p : ndarray, shape (V,)
     model : DraftModel
-    out : dict
+    out : RouteOutput
         The route's output: ``value``, ``cut`` and its primal object (``plan``, ``support``,
         ``support_probs``; ``order`` for the prefix route; ``sets`` for the exhaustive one).
     method : str
@@ -507,12 +507,12 @@ def certify(p: np.ndarray, model: DraftModel, out: dict, method: str, mode: str 
         :func:`check_plan`, :func:`check_flow`, :func:`check_base_iid`) or its lower bound misses
         the cut value by more than :data:`CERT_TOL`; the exhaustive route did not evaluate all sets.
     """
-    value = float(out["value"])
+    value = float(out.value)
     if not -VALUE_TOL <= value <= 1.0 + VALUE_TOL:
         raise SolverError(f"method {method!r} returned alpha* = {value:.12g}, outside [0, 1]")
-    upper = cut_value(p, model, out["cut"])
+    upper = cut_value(p, model, out.cut)
     if not abs(upper - value) <= CERT_TOL:
-        cut = np.asarray(out["cut"]).tolist()
+        cut = np.asarray(out.cut).tolist()
         shown = f"{cut}" if len(cut) <= 10 else f"{str(cut[:10])[:-1]}, ...] ({len(cut)} tokens)"
         raise SolverError(
             f"method {method!r} returned value {value:.12g} but its cut set {shown} gives "

@@ -80,11 +80,13 @@ import math
 import operator
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ._validate import as_distribution, as_drafts
 from .drafts import make_draft_model
@@ -560,9 +562,10 @@ def _worst(observed: np.ndarray, P: np.ndarray) -> list[dict]:
     return out
 
 
-def audit(f, p, q, n: int, *, sampling: str | None = None, samples: int | None = None,
-          seed: int = 0, level: float = DEFAULT_LEVEL, exact: bool = False, torch: bool = False,
-          device: str = "cpu", dtype=None, normalize: bool = False) -> AuditResult:
+def audit(f: Callable | type, p: ArrayLike, q: ArrayLike, n: int, *, sampling: str | None = None,
+          samples: int | None = None, seed: int = 0, level: float = DEFAULT_LEVEL,
+          exact: bool = False, torch: bool = False, device: str = "cpu", dtype: Any = None,
+          normalize: bool = False) -> AuditResult:
     """Audit a multi-draft verifier: is its output law p, and how far is its acceptance from α*?
 
     Parameters

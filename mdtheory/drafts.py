@@ -1,7 +1,7 @@
 """Draft models: the joint law Q of the draft tuple X = (X_1, ..., X_n) over an alphabet of V tokens.
 
 Every formulation of the optimal acceptance consumes a :class:`DraftModel` through three exact
-quantities (``../shared/THEORY.md`` §1, §3):
+quantities (papers/theory.md §1, §3):
 
 * the **containment** :math:`Q(T) = P(X_1, \\dots, X_n \\in T)` of a token set ``T``;
 * the **set law** :math:`w_U = P(\\mathrm{set}(X) = U)`, the law of the set of distinct drafted tokens;
@@ -16,14 +16,16 @@ Models
                            yet drafted; the law of ``torch.multinomial(q, n, replacement=False)``
                            and of the Gumbel-top-k trick.
 ``conditional-poisson``    P(set(X) = A) proportional to prod_{i in A} q_i over |A| = n, in a
-                           uniformly random order. Not successive sampling (THEORY §3).
+                           uniformly random order. Not successive sampling (papers/theory.md §3).
 ``independent``            independent drafts with different laws q_1, ..., q_n.
 ``joint``                  an explicit table Q(x_1, ..., x_n).
 ``greedy``                 Hu et al.'s greedy set: the n - 1 most likely tokens of q and one
                            draw from q renormalised outside them.
 =========================  ==================================================================
 
-Adding a draft model touches this file only.
+Adding a draft model touches this file only: a subclass of :class:`DraftModel`, its entry in
+:data:`SAMPLINGS`, and its declarations (``single_q``, ``prefix_property``, ``lex_base_closed_form``,
+``closed_form_containment``), which the solvers and rules read instead of testing model names.
 """
 
 from __future__ import annotations
@@ -31,9 +33,10 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from itertools import combinations, permutations
-from typing import NamedTuple
+from typing import ClassVar, NamedTuple
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ._validate import as_distribution, as_drafts
 from .errors import InvalidDistributionError, InvalidInputError, ProblemTooLargeError
@@ -50,6 +53,10 @@ __all__ = [
     "SetLaw",
     "TupleLaw",
     "SAMPLINGS",
+    "PREFIX_SAMPLINGS",
+    "PREFIX_PROVED",
+    "MAX_SUBSET_V",
+    "MAX_SUBSET_V_SLOW",
     "make_draft_model",
 ]
 
@@ -59,6 +66,10 @@ MAX_TUPLES = 20_000_000
 MAX_SETS = 2_000_000
 #: Largest number of (support, token) cells of an enumerated law's indicator matrix.
 MAX_CELLS = 200_000_000
+#: Largest alphabet for the exhaustive subset route when Q(T) has a closed form.
+MAX_SUBSET_V = 22
+#: Largest alphabet for the exhaustive subset route when Q(T) needs a quadrature per set.
+MAX_SUBSET_V_SLOW = 16
 
 
 #: Counts of draft tuples and sets saturate here. A count this large only ever meets a size limit;
@@ -124,6 +135,10 @@ class TupleLaw(NamedTuple):
 class DraftModel(ABC):
     """Joint law of n drafts over V tokens.
 
+    What a model supports is declared on it, once (``single_q``, ``prefix_property``,
+    ``lex_base_closed_form``, ``closed_form_containment``, ``enumeration_limit``), and read by the
+    solvers, the certificate and the rules, which test no model class or name.
+
     Attributes
     ----------
     n : int
@@ -136,12 +151,41 @@ class DraftModel(ABC):
         The one draft distribution the model is built from (iid, without-replacement,
         conditional-poisson, greedy); None for models given by several laws or a joint table
         (independent, joint).
+    single_q : bool
+        Class attribute: the model is built from one q of shape (V,) and n (``q`` is set);
+        otherwise from a table whose shape gives n (:func:`make_draft_model`).
+    prefix_property : {"proved", "checked", None}
+        Class attribute: whether the best prefix of the tokens sorted by q/p decreasing is an optimal
+        cut set (the ``prefix`` route, :func:`mdtheory.subsets.prefix_scan`): ``"proved"``
+        (papers/theory.md §4), ``"checked"`` (claimed by Hu et al. and re-checked by the tests
+        against the exhaustive route; the front door then reports an upper bound where it cannot
+        prove the value otherwise), or None (no prefix route).
+    lex_base_closed_form : bool
+        Class attribute: the coverage is :math:`g(S) = 1 - (1 - q(S))^n`, so the lexicographically
+        optimal base is one sort and one convex hull
+        (:func:`~mdtheory.polymatroid.lex_optimal_base_iid`) and the one-scan base certificate applies.
+    closed_form_containment : bool
+        Q(T) of one set costs O(V) (no quadrature); a property, as it may depend on n.
+    enumeration_limit : int
+        Largest V for which the exhaustive subset route enumerates all :math:`2^V` token sets
+        (:data:`MAX_SUBSET_V`, or :data:`MAX_SUBSET_V_SLOW` without a closed-form containment).
     """
 
     sampling: str = ""
+    single_q: ClassVar[bool] = True
+    prefix_property: ClassVar[str | None] = None
+    lex_base_closed_form: ClassVar[bool] = False
     n: int
     V: int
     q: np.ndarray | None = None
+
+    @property
+    def closed_form_containment(self) -> bool:
+        return True
+
+    @property
+    def enumeration_limit(self) -> int:
+        return MAX_SUBSET_V if self.closed_form_containment else MAX_SUBSET_V_SLOW
 
     @abstractmethod
     def containment(self, T) -> np.ndarray:
@@ -296,6 +340,8 @@ class IID(_MarkovDraftModel):
     """
 
     sampling = "iid"
+    prefix_property = "proved"
+    lex_base_closed_form = True
 
     def __init__(self, q, n: int, *, normalize: bool = False):
         self._init_from_q(q, n, normalize)
@@ -362,9 +408,14 @@ class WithoutReplacement(_MarkovDraftModel):
     """
 
     sampling = "without-replacement"
+    prefix_property = "checked"
 
     def __init__(self, q, n: int, *, normalize: bool = False):
         self._init_from_q(q, n, normalize, distinct="without replacement")
+
+    @property
+    def closed_form_containment(self) -> bool:
+        return self.n <= 2  # n >= 3: an exponential-race quadrature per set
 
     def next_law(self, step, drafted):
         free = np.where(drafted, 0.0, self.q)
@@ -433,7 +484,7 @@ class ConditionalPoisson(DraftModel):
 
     with :math:`e_n` the elementary symmetric polynomial; the drafts are A in uniformly random order.
     This is the model for which Hu et al.'s elementary-symmetric ratio is exact; it is *not* the law of
-    successive sampling (:class:`WithoutReplacement`), see THEORY §3.
+    successive sampling (:class:`WithoutReplacement`), see papers/theory.md §3.
 
     Parameters
     ----------
@@ -445,6 +496,7 @@ class ConditionalPoisson(DraftModel):
     """
 
     sampling = "conditional-poisson"
+    prefix_property = "proved"
 
     def __init__(self, q, n: int, *, normalize: bool = False):
         self._init_from_q(q, n, normalize, distinct="conditional Poisson sampling")
@@ -531,6 +583,7 @@ class Independent(_MarkovDraftModel):
     """
 
     sampling = "independent"
+    single_q = False
 
     def __init__(self, qs, *, normalize: bool = False):
         self.qs = as_distribution(qs, "q", normalize=normalize, ndim=2)
@@ -571,6 +624,7 @@ class Joint(DraftModel):
     """
 
     sampling = "joint"
+    single_q = False
 
     def __init__(self, table, *, normalize: bool = False):
         arr = np.asarray(table)
@@ -683,7 +737,15 @@ SAMPLINGS = {
 }
 
 
-def make_draft_model(q, n: int | None = None, sampling: str = "iid", *,
+#: Draft models with a prefix route (:attr:`DraftModel.prefix_property`), by registry name.
+PREFIX_SAMPLINGS = tuple(dict.fromkeys(cls.sampling for cls in SAMPLINGS.values()
+                                       if cls.prefix_property is not None))
+#: Of those, the ones whose prefix property is proved (the rest are checked, not proved).
+PREFIX_PROVED = tuple(dict.fromkeys(cls.sampling for cls in SAMPLINGS.values()
+                                    if cls.prefix_property == "proved"))
+
+
+def make_draft_model(q: ArrayLike | DraftModel, n: int | None = None, sampling: str = "iid", *,
                      normalize: bool = False) -> DraftModel:
     """Build a draft model from its registry name.
 
@@ -713,7 +775,7 @@ def make_draft_model(q, n: int | None = None, sampling: str = "iid", *,
         raise InvalidInputError(
             f"unknown sampling {sampling!r}; valid choices: {', '.join(SAMPLINGS)}"
         ) from None
-    if cls in (Independent, Joint):
+    if not cls.single_q:
         model = cls(q, normalize=normalize)
         if n is not None and as_drafts(n) != model.n:
             raise InvalidInputError(

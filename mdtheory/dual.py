@@ -20,9 +20,9 @@ import numpy as np
 from scipy import sparse
 
 from ._highs import solve_lp
+from ._route import RouteOutput, cut_from_flow
 from .drafts import DraftModel
 from .errors import SolverError
-from .maxflow import cut_from_flow
 
 __all__ = ["dual_lp", "INTEGRALITY_TOL"]
 
@@ -30,7 +30,7 @@ __all__ = ["dual_lp", "INTEGRALITY_TOL"]
 INTEGRALITY_TOL = 1e-9
 
 
-def dual_lp(p: np.ndarray, model: DraftModel) -> dict:
+def dual_lp(p: np.ndarray, model: DraftModel) -> RouteOutput:
     """Optimal acceptance and an optimal 0/1 cut set from the dual LP, solved by HiGHS simplex.
 
     Parameters
@@ -40,7 +40,7 @@ def dual_lp(p: np.ndarray, model: DraftModel) -> dict:
 
     Returns
     -------
-    dict
+    RouteOutput
         ``value`` (dual optimum), ``cut`` (the inclusion-minimal optimal cut, read off the primal
         flows; the simplex vertex's own cut, :math:`\\{y : a_y = 1\\}`, is optimal too but may be
         larger where minimisers tie), ``duals`` (``a``, ``b``),
@@ -76,7 +76,7 @@ def dual_lp(p: np.ndarray, model: DraftModel) -> dict:
         raise SolverError("the dual LP vertex is not 0/1, against total unimodularity")
     flows = np.zeros((M, V))
     flows[set_idx, tok_idx] = np.clip(sol.row_dual, 0.0, None)
-    return {"value": sol.objective, "cut": cut_from_flow(p, members, w, flows),
-            "duals": {"a": np.round(a), "b": np.round(b)}, "plan": flows, "support": members,
-            "support_probs": w, "duality_gap": sol.objective - float(flows.sum()),
-            "timings": {"build": t1 - t0, "solve": t2 - t1}}
+    return RouteOutput(value=sol.objective, cut=cut_from_flow(p, members, w, flows),
+                       duals={"a": np.round(a), "b": np.round(b)}, plan=flows, support=members,
+                       support_probs=w, duality_gap=sol.objective - float(flows.sum()),
+                       timings={"build": t1 - t0, "solve": t2 - t1})

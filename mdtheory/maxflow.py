@@ -20,64 +20,14 @@ import time
 import networkx as nx
 import numpy as np
 
+from ._route import RouteOutput, cut_from_flow
 from .drafts import DraftModel
-from .errors import SolverError
 
-__all__ = ["maxflow", "cut_from_flow", "FLOW_TOL", "SCALE"]
+__all__ = ["maxflow", "SCALE"]
 
 #: Capacities are rounded to integer multiples of 1 / SCALE for the exact integer max-flow.
 SCALE = 2**48
-#: Residual capacities below this count as saturated when a cut is read off a float flow.
-FLOW_TOL = 1e-9
-
-
-def cut_from_flow(p: np.ndarray, members: np.ndarray, mass: np.ndarray, flow: np.ndarray,
-                  tol: float | None = None) -> np.ndarray:
-    """Read the inclusion-minimal minimum cut off a maximum flow of the token/draft network.
-
-    Parameters
-    ----------
-    p : ndarray, shape (V,)
-    members : ndarray of bool, shape (M, V)
-        Draft supports (sets or tuples) and the tokens they contain.
-    mass : ndarray, shape (M,)
-        Their probabilities (the capacities into the sink).
-    flow : ndarray, shape (M, V)
-        A maximum flow: ``flow[k, y]`` is sent along token y → support k (zero where y ∉ support k).
-    tol : float, optional
-        Residual capacities up to ``tol`` count as saturated (default :data:`FLOW_TOL`).
-
-    Returns
-    -------
-    ndarray of int
-        The tokens that can reach the sink in the residual network. Over all minimum cuts this is
-        the smallest sink side, so it is the inclusion-minimal optimal cut set (empty when the flow
-        saturates every draft support, i.e. acceptance is one).
-
-    Raises
-    ------
-    SolverError
-        The source reaches the sink in the residual network (the flow was not maximum).
-    """
-    tol = FLOW_TOL if tol is None else tol
-    flow = np.where(members, flow, 0.0)
-    # residual arcs: U -> sink if U has spare mass; token -> U (infinite) if the token is in U;
-    # U -> token if U sends it flow (the reverse of a used arc)
-    sets = mass - flow.sum(axis=1) > tol
-    tokens = np.zeros(members.shape[1], dtype=bool)
-    while True:
-        new_tokens = members[sets].any(axis=0) & ~tokens
-        tokens |= new_tokens
-        new_sets = (flow[:, tokens] > tol).any(axis=1) & ~sets
-        sets |= new_sets
-        if not new_sets.any() and not new_tokens.any():
-            break
-    if (p[tokens] - flow[:, tokens].sum(axis=0) > tol).any():
-        raise SolverError("the flow is not maximum: the residual network has an augmenting path")
-    return np.flatnonzero(tokens)
-
-
-def maxflow(p: np.ndarray, model: DraftModel) -> dict:
+def maxflow(p: np.ndarray, model: DraftModel) -> RouteOutput:
     """Optimal acceptance as a maximum flow, with networkx's preflow-push in integer arithmetic.
 
     Parameters
@@ -87,7 +37,7 @@ def maxflow(p: np.ndarray, model: DraftModel) -> dict:
 
     Returns
     -------
-    dict
+    RouteOutput
         ``value`` (flow value), ``cut`` (sink-side tokens of the minimum cut, read off the residual
         network; its capacity 1 + p(T) - Q(T) is certified by the front door), ``plan``
         (the flow S(U, y)), ``support`` (set indicators), ``support_probs``, ``timings``.
@@ -122,6 +72,5 @@ def maxflow(p: np.ndarray, model: DraftModel) -> dict:
     cut = cut_from_flow(np.array(p_int, float), members, np.array(w_int, float), flow,
                         tol=float(model.V + len(w)))
     t2 = time.perf_counter()
-    return {"value": R.graph["flow_value"] / SCALE, "cut": cut,
-            "plan": flow / SCALE, "support": members, "support_probs": w,
-            "timings": {"build": t1 - t0, "solve": t2 - t1}}
+    return RouteOutput(value=R.graph["flow_value"] / SCALE, cut=cut, plan=flow / SCALE,
+                       support=members, support_probs=w, timings={"build": t1 - t0, "solve": t2 - t1})

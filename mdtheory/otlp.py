@@ -24,9 +24,9 @@ import numpy as np
 from scipy import sparse
 
 from ._highs import solve_lp
+from ._route import RouteOutput, cut_from_flow
 from .drafts import DraftModel
 from .errors import ProblemTooLargeError
-from .maxflow import cut_from_flow
 
 __all__ = ["otlp", "transport_lp", "MAX_LP_COLUMNS"]
 
@@ -74,7 +74,7 @@ def transport_lp(p: np.ndarray, members: np.ndarray, mass: np.ndarray):
     return sol.objective, plan, gap
 
 
-def otlp(p: np.ndarray, model: DraftModel, *, literal: bool = False) -> dict:
+def otlp(p: np.ndarray, model: DraftModel, *, literal: bool = False) -> RouteOutput:
     """Optimal acceptance by the OTLP over sets (default) or over ordered tuples (``literal``).
 
     Parameters
@@ -88,9 +88,9 @@ def otlp(p: np.ndarray, model: DraftModel, *, literal: bool = False) -> dict:
 
     Returns
     -------
-    dict
+    RouteOutput
         ``value``, ``cut`` (read off the accepted part of the plan, a maximum flow, by
-        :func:`~mdtheory.maxflow.cut_from_flow`), ``plan`` (π(y | x), shape (M, V)), ``support``
+        :func:`~mdtheory._route.cut_from_flow`), ``plan`` (π(y | x), shape (M, V)), ``support``
         (tuples (M, n) or set indicators (M, V)), ``support_probs``, ``duality_gap``, ``timings``.
 
     Raises
@@ -124,6 +124,5 @@ def otlp(p: np.ndarray, model: DraftModel, *, literal: bool = False) -> dict:
     value, plan, gap = transport_lp(p, members, law.probs)
     t2 = time.perf_counter()
     cut = cut_from_flow(p, members, law.probs, plan * law.probs[:, None])
-    return {"value": value, "cut": cut, "plan": plan, "support": support,
-            "support_probs": law.probs, "duality_gap": gap,
-            "timings": {"enumerate": t1 - t0, "solve": t2 - t1}}
+    return RouteOutput(value=value, cut=cut, plan=plan, support=support, support_probs=law.probs,
+                       duality_gap=gap, timings={"enumerate": t1 - t0, "solve": t2 - t1})

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ._certify import CERT_TOL, CERTIFY_MODES
 from ._certify import certify as _certify
@@ -15,13 +16,14 @@ from .errors import InvalidDistributionError, InvalidInputError
 from .maxflow import maxflow
 from .otlp import otlp
 from .result import AcceptanceResult
-from .subsets import PREFIX_SAMPLINGS, prefix_scan, subsets_exhaustive
+from .subsets import prefix_scan, subsets_exhaustive
 
 __all__ = ["optimal_acceptance", "alpha_star", "METHODS", "CERT_TOL"]
 
 #: ``method="auto"`` enumerates all token sets up to this alphabet size (models without a prefix route).
 AUTO_SUBSET_V = 16
 
+#: The exact routes by name: ``route(p, model)`` returns a :class:`~mdtheory._route.RouteOutput`.
 METHODS = {
     "prefix": prefix_scan,
     "subsets": subsets_exhaustive,
@@ -33,13 +35,13 @@ METHODS = {
 
 
 def _auto(model: DraftModel) -> str:
-    if model.sampling in PREFIX_SAMPLINGS:
+    if model.prefix_property is not None:
         return "prefix"
     return "subsets" if model.V <= AUTO_SUBSET_V else "dual"
 
 
-def optimal_acceptance(p, q, n: int | None = None, sampling: str = "iid", *,
-                       method: str = "auto", normalize: bool = False,
+def optimal_acceptance(p: ArrayLike, q: ArrayLike | DraftModel, n: int | None = None,
+                       sampling: str = "iid", *, method: str = "auto", normalize: bool = False,
                        certify: str = "fast") -> AcceptanceResult:
     """Optimal acceptance of n-draft speculative sampling, with an optimal cut set.
 
@@ -143,20 +145,20 @@ def optimal_acceptance(p, q, n: int | None = None, sampling: str = "iid", *,
     out = METHODS[name](p, model)
     t1 = time.perf_counter()
     cert = _certify(p, model, out, name, certify)
-    cut = np.asarray(out["cut"], dtype=np.int64)
+    cut = np.asarray(out.cut, dtype=np.int64)
     cut.setflags(write=False)
     t2 = time.perf_counter()
-    timings = dict(out.get("timings", {}), certify=t2 - t1, total=t2 - t0)
+    timings = dict(out.timings, certify=t2 - t1, total=t2 - t0)
     return AcceptanceResult(
-        value=float(out["value"]), cut=cut, method=name, sampling=model.sampling, drafts=model.n,
+        value=float(out.value), cut=cut, method=name, sampling=model.sampling, drafts=model.n,
         status=cert.status, certificate=cert.name, certificate_gap=cert.gap, base=cert.base,
-        plan=out.get("plan"), support=out.get("support"), support_probs=out.get("support_probs"),
-        duals=out.get("duals"), duality_gap=out.get("duality_gap"), timings=timings,
+        plan=out.plan, support=out.support, support_probs=out.support_probs, duals=out.duals,
+        duality_gap=out.duality_gap, timings=timings,
     )
 
 
-def alpha_star(p, q, n: int | None = None, sampling: str = "iid", *, method: str = "auto",
-               normalize: bool = False, certify: str = "fast") -> float:
+def alpha_star(p: ArrayLike, q: ArrayLike | DraftModel, n: int | None = None, sampling: str = "iid",
+               *, method: str = "auto", normalize: bool = False, certify: str = "fast") -> float:
     """The value :math:`\\alpha^*` alone; see :func:`optimal_acceptance` for the parameters.
 
     Examples

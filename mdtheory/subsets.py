@@ -16,28 +16,21 @@ import time
 import numpy as np
 from numba import njit
 
-from .drafts import DraftModel, WithoutReplacement
+from ._route import RouteOutput
+from .drafts import MAX_SUBSET_V, MAX_SUBSET_V_SLOW, PREFIX_PROVED, PREFIX_SAMPLINGS, DraftModel
 from .errors import InvalidInputError, ProblemTooLargeError
 from .polymatroid import TINY
 
-__all__ = ["subsets_exhaustive", "prefix_scan", "prefix_order", "PREFIX_SAMPLINGS",
-           "MAX_SUBSET_V", "MAX_SUBSET_V_SLOW"]
+__all__ = ["subsets_exhaustive", "prefix_scan", "prefix_order", "PREFIX_SAMPLINGS", "PREFIX_PROVED",
+           "MAX_SUBSET_V", "MAX_SUBSET_V_SLOW", "TIE_TOL"]
 
-#: Largest alphabet for the exhaustive route when Q(T) has a closed form.
-MAX_SUBSET_V = 22
-#: Largest alphabet for the exhaustive route when Q(T) needs a quadrature per set.
-MAX_SUBSET_V_SLOW = 16
 #: Sets whose p(T) - Q(T) is within this of the minimum count as minimisers.
 TIE_TOL = 1e-12
-#: Draft models for which the prefix scan is exact. iid and conditional Poisson: proven
-#: (papers/theory.md §4); without-replacement: Hu et al. claim it; the test suite re-checks it against
-#: the exhaustive route.
-PREFIX_SAMPLINGS = ("iid", "without-replacement", "conditional-poisson")
-#: Of those, the ones whose prefix property is proved (the rest are checked, not proved).
-PREFIX_PROVED = ("iid", "conditional-poisson")
+# MAX_SUBSET_V, MAX_SUBSET_V_SLOW, PREFIX_SAMPLINGS and PREFIX_PROVED are declared by the draft
+# models (mdtheory.drafts: enumeration_limit, prefix_property) and re-exported here.
 
 
-def subsets_exhaustive(p: np.ndarray, model: DraftModel) -> dict:
+def subsets_exhaustive(p: np.ndarray, model: DraftModel) -> RouteOutput:
     """Minimise p(T) - Q(T) over all :math:`2^V` token sets.
 
     Parameters
@@ -47,18 +40,17 @@ def subsets_exhaustive(p: np.ndarray, model: DraftModel) -> dict:
 
     Returns
     -------
-    dict
+    RouteOutput
         ``value`` = 1 + the minimum, ``cut`` (the inclusion-minimal minimiser), ``sets`` (the
         number of token sets evaluated, :math:`2^V`, which the front door checks), ``timings``.
 
     Raises
     ------
     ProblemTooLargeError
-        V over :data:`MAX_SUBSET_V` (:data:`MAX_SUBSET_V_SLOW` for models without a closed-form
-        containment).
+        V over the model's :attr:`~mdtheory.drafts.DraftModel.enumeration_limit`
+        (:data:`MAX_SUBSET_V`, or :data:`MAX_SUBSET_V_SLOW` without a closed-form containment).
     """
-    limit = MAX_SUBSET_V_SLOW if isinstance(model, WithoutReplacement) and model.n > 2 \
-        else MAX_SUBSET_V
+    limit = model.enumeration_limit
     if model.V > limit:
         raise ProblemTooLargeError(
             f"the exhaustive subset route enumerates 2^{model.V} = {2.0 ** model.V:.3g} sets, over "
@@ -73,8 +65,8 @@ def subsets_exhaustive(p: np.ndarray, model: DraftModel) -> dict:
     # p(T) - Q(T) is submodular (Q(T) is supermodular), so its minimisers are closed under
     # intersection: report the inclusion-minimal one
     minimal = masks[excess <= best + TIE_TOL].all(axis=0)
-    return {"value": 1.0 + best, "cut": np.flatnonzero(minimal), "sets": len(codes),
-            "timings": {"scan": time.perf_counter() - t0}}
+    return RouteOutput(value=1.0 + best, cut=np.flatnonzero(minimal), sets=len(codes),
+                       timings={"scan": time.perf_counter() - t0})
 
 
 def prefix_order(p: np.ndarray, q: np.ndarray) -> np.ndarray:
@@ -116,7 +108,7 @@ def _best_prefix(p, order, contained, tie_tol):
     return best, order.size  # not reached: the first pass found a prefix at best
 
 
-def prefix_scan(p: np.ndarray, model: DraftModel) -> dict:
+def prefix_scan(p: np.ndarray, model: DraftModel) -> RouteOutput:
     """Minimise p(T) - Q(T) over the prefixes of :func:`prefix_order`.
 
     .. math:: \\alpha^* = 1 - \\max_{0 \\le j \\le V} \\Big[ Q(\\{\\sigma_1..\\sigma_j\\})
@@ -125,11 +117,13 @@ def prefix_scan(p: np.ndarray, model: DraftModel) -> dict:
     Parameters
     ----------
     p : ndarray, shape (V,)
-    model : IID, WithoutReplacement or ConditionalPoisson
+    model : DraftModel
+        One with a prefix property (:attr:`~mdtheory.drafts.DraftModel.prefix_property`): iid,
+        without-replacement or conditional Poisson.
 
     Returns
     -------
-    dict
+    RouteOutput
         ``value``, ``cut`` (the shortest prefix within :data:`TIE_TOL` of the best; empty when no
         prefix gains more than that), ``order`` (the sorted tokens, which the front door's base
         certificate reuses), ``timings``.
@@ -137,7 +131,7 @@ def prefix_scan(p: np.ndarray, model: DraftModel) -> dict:
     Raises
     ------
     InvalidInputError
-        A draft model outside :data:`PREFIX_SAMPLINGS`, for which no prefix property is known.
+        A draft model without a prefix property (outside :data:`PREFIX_SAMPLINGS`).
 
     Notes
     -----
@@ -151,7 +145,7 @@ def prefix_scan(p: np.ndarray, model: DraftModel) -> dict:
     :math:`p_i \\le Q(T) - Q(T \\setminus i) = q_i e_{n-1}(q|_{T \\setminus i})/e_n(q) \\le q_i h`. So T is
     the set of tokens with p/q at most h: a prefix of the order, whatever the order inside ties.
     """
-    if model.sampling not in PREFIX_SAMPLINGS:
+    if model.prefix_property is None:
         raise InvalidInputError(
             f"method 'prefix' is exact only for {', '.join(PREFIX_SAMPLINGS)} drafts, not "
             f"{model.sampling!r}; use 'subsets', 'dual', 'maxflow' or 'otlp'"
@@ -161,6 +155,5 @@ def prefix_scan(p: np.ndarray, model: DraftModel) -> dict:
     best, length = _best_prefix(p, order, model.prefix_containment(order), TIE_TOL)
     in_cut = np.zeros(model.V, dtype=bool)
     in_cut[order[:length]] = True
-    value = 1.0 - best
-    cut = np.flatnonzero(in_cut)
-    return {"value": value, "cut": cut, "order": order, "timings": {"scan": time.perf_counter() - t0}}
+    return RouteOutput(value=1.0 - best, cut=np.flatnonzero(in_cut), order=order,
+                       timings={"scan": time.perf_counter() - t0})

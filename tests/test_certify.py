@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 
 import mdtheory as md
 from mdtheory import _certify, cli, solve
+from mdtheory._route import RouteOutput, cut_from_flow
 from mdtheory.exact import exact_otlp
-from mdtheory.maxflow import cut_from_flow
 from mdtheory.polymatroid import base_polytope_violation, lex_optimal_base_iid, priority_marginal
 
 from .instances import random_pair
@@ -27,14 +27,20 @@ N = 2
 ALL = ["prefix", "subsets", "otlp", "otlp-literal", "dual", "maxflow"]
 
 
+def edited(out, change, *args):
+    """A copy of the frozen RouteOutput ``out`` with ``change(fields, *args)`` applied to its fields
+    (a dict: fields may be updated or popped, a popped one reverting to its default)."""
+    fields = dict(vars(out))
+    change(fields, *args)
+    return RouteOutput(**fields)
+
+
 def corrupt(monkeypatch, method, change):
     """Replace route ``method`` by the real route followed by ``change(out, p, model)``."""
     real = solve.METHODS[method]
 
     def route(p, model):
-        out = dict(real(p, model))
-        change(out, p, model)
-        return out
+        return edited(real(p, model), change, p, model)
 
     monkeypatch.setitem(solve.METHODS, method, route)
 
@@ -260,9 +266,7 @@ def test_without_replacement_prefix_flow_is_checked(monkeypatch):
     real = _certify.dual_lp
 
     def halved(p, model):
-        out = dict(real(p, model))
-        out["plan"] = out["plan"] * 0.5
-        return out
+        return edited(real(p, model), lambda out: out.update(plan=out["plan"] * 0.5))
 
     monkeypatch.setattr(_certify, "dual_lp", halved)
     raises("its flow proves alpha\\* >=", "prefix", sampling="without-replacement")

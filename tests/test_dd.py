@@ -5,12 +5,14 @@ from fractions import Fraction
 
 import pytest
 
-from mdtheory.dd import acceptance_one_cone, compare_with_hall, draft_supports, sparsest
+from mdtheory.dd import acceptance_one_cone, canonical, compare_with_hall, draft_supports, sparsest
 from mdtheory.errors import InvalidInputError, ProblemTooLargeError
 from mdtheory.exact import exact_otlp
 
+#: (alphabet, drafts) checked for both models; SLOW: (alphabet, drafts, model) beyond those, which
+#: with FAST cover the Theorem 2 grid of ``mdtheory verify all`` (tests/test_verify.py checks that).
 FAST = [(m, K) for m in (2, 3, 4) for K in (2, 3)] + [(2, 4)]
-SLOW = [(5, 2), (5, 3), (3, 4)]
+SLOW = [(5, 2, "iid"), (5, 3, "iid"), (3, 4, "iid"), (5, 2, "tuples"), (3, 4, "tuples")]
 
 
 @pytest.mark.parametrize("model", ["iid", "tuples"])
@@ -31,9 +33,9 @@ def test_two_projection_routes_agree(m, K, model):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("m,K", SLOW)
-def test_facets_are_hall_family_larger(m, K):
-    assert compare_with_hall(acceptance_one_cone(m, K, "iid"))["equal"]
+@pytest.mark.parametrize("m,K,model", SLOW)
+def test_facets_are_hall_family_larger(m, K, model):
+    assert compare_with_hall(acceptance_one_cone(m, K, model))["equal"]
 
 
 def test_iid_2_2_facets_explicit():
@@ -91,10 +93,43 @@ def test_facets_agree_with_exact_lp_inside_and_just_outside(m, K, model):
     assert inside and outside  # both sides were exercised
 
 
-def test_sparsest_form_is_equivalent():
-    cone = acceptance_one_cone(3, 2)
+@pytest.mark.parametrize("m,K,model", [(3, 2, "iid"), (2, 3, "tuples"), (4, 2, "iid")])
+def test_sparsest_form_is_equivalent(m, K, model):
+    """The sparsest form of a facet is the same inequality on the cone's linear span: a positive
+    multiple of the facet plus a multiple of the linearity row (so it has the same canonical form and
+    the same value, up to one positive factor, at every point with sum p = sum d), and it has at most
+    as many non-zero coefficients."""
+    cone = acceptance_one_cone(m, K, model)
+    (ell,) = cone.linearities
+    rng = random.Random(m * 10 + K)
+    sparser = 0
     for f in cone.facets:
-        assert sparsest(f, cone.linearities) != tuple([0] * len(f))
+        s = sparsest(f, cone.linearities)
+        assert canonical(s, cone.linearities) == f
+        assert sum(x != 0 for x in s) <= sum(x != 0 for x in f)
+        sparser += sum(x != 0 for x in s) < sum(x != 0 for x in f)
+        # s = c f + t ell with c > 0: solve for (c, t) on two coordinates, check all of them
+        c, t = _combination(s, f, ell)
+        assert c > 0 and all(a == c * b + t * e for a, b, e in zip(s, f, ell, strict=True))
+        for _ in range(5):  # points of the linear span: the two forms differ by the factor c
+            z = [Fraction(rng.randint(-9, 9)) for _ in f]
+            z[-1] -= sum(a * x for a, x in zip(ell, z, strict=True)) / ell[-1]  # onto ell . z = 0
+            value = sum(a * x for a, x in zip(f, z, strict=True))
+            assert sum(a * x for a, x in zip(s, z, strict=True)) == c * value
+    assert sparser  # the canonical (projected) forms are dense; sparsest really removes terms
+
+
+def _combination(s, f, ell):
+    """(c, t) with s = c f + t ell, read off the first pair of coordinates where (f, ell) is
+    invertible (f is not a multiple of ell: it is orthogonal to it and non-zero)."""
+    for i in range(len(f)):
+        for j in range(i + 1, len(f)):
+            det = Fraction(f[i]) * ell[j] - Fraction(f[j]) * ell[i]
+            if det:
+                c = (Fraction(s[i]) * ell[j] - Fraction(s[j]) * ell[i]) / det
+                t = (Fraction(f[i]) * s[j] - Fraction(f[j]) * s[i]) / det
+                return c, t
+    raise AssertionError("a facet parallel to the linearity row")
 
 
 def test_bad_arguments():

@@ -5,6 +5,7 @@ import pytest
 from scipy import stats
 
 import mdtheory as md
+from mdtheory._synthetic import SERVING, llm_pairs
 from mdtheory.polymatroid import lex_optimal_base_iid, priority_marginal
 from mdtheory.rules import make_rule
 from mdtheory.schedule import realise_iid
@@ -128,10 +129,8 @@ def test_lex_base_keeps_tiny_masses_apart():
 def test_optimal_rule_at_llm_scale():
     rng = np.random.default_rng(6)
     for V, n in [(1000, 2), (1000, 8), (5000, 4)]:
-        logits = -1.1 * np.log(np.arange(1, V + 1)) + 0.5 * rng.standard_normal(V)
-        p = np.exp(logits) / np.exp(logits).sum()
-        q = np.exp((logits + 0.8 * rng.standard_normal(V)) / 1.3)
-        rule = make_rule("optimal", p, q / q.sum(), n)
+        (p,), (q,) = llm_pairs(rng, 1, V, noise=SERVING[0], temperature=SERVING[1])
+        rule = make_rule("optimal", p, q, n)
         assert rule.exact_acceptance() == pytest.approx(md.alpha_star(rule.p, rule.q, n), abs=1e-9)
         assert rule.closed_form_acceptance() < 1.0
 

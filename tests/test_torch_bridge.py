@@ -8,7 +8,10 @@ import numpy as np
 import pytest
 
 import mdtheory as md
+from mdtheory._synthetic import llm_pairs
 from mdtheory.cli import main
+
+from .tolerances import FLOAT32, ROUNDING
 
 torch = pytest.importorskip("torch")
 tb = pytest.importorskip("mdtheory.torch_bridge")
@@ -23,7 +26,7 @@ def test_importing_mdtheory_does_not_import_torch():
 
 
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("dtype,tol", [("float64", 1e-12), ("float32", 2e-5)])
+@pytest.mark.parametrize("dtype,tol", [("float64", ROUNDING), ("float32", FLOAT32)])
 def test_alpha_star_matches_numpy(device, dtype, tol):
     rng = np.random.default_rng(0)
     P, Q = rng.dirichlet(np.full(40, 0.5), size=32), rng.dirichlet(np.full(40, 0.5), size=32)
@@ -43,22 +46,27 @@ def test_alpha_star_matches_numpy(device, dtype, tol):
     assert single.shape == () and single.item() == 0.0
 
 
-def test_alpha_star_gradients_match_finite_differences():
-    rng = np.random.default_rng(1)
-    p0, q0 = rng.dirichlet(np.ones(12)), rng.dirichlet(np.ones(12))
-    p = torch.tensor(p0, requires_grad=True)
-    q = torch.tensor(q0, requires_grad=True)
-    tb.alpha_star(p, q, 3).backward()
-    eps = 1e-7
-    for vec, grad, which in ((p0, p.grad, "p"), (q0, q.grad, "q")):
-        for i in range(12):
-            d = np.zeros(12)
-            d[i] = eps
-            args = (vec + d, q0) if which == "p" else (p0, vec + d)
-            argm = (vec - d, q0) if which == "p" else (p0, vec - d)
-            fd = (tb.alpha_star(*map(torch.tensor, args), 3)
-                  - tb.alpha_star(*map(torch.tensor, argm), 3)).item() / (2 * eps)
-            assert fd == pytest.approx(grad[i].item(), abs=1e-6), (which, i)
+@pytest.mark.parametrize("n", [1, 2, 3, 5])
+def test_alpha_star_gradients_are_the_closed_form(n):
+    """alpha* = 1 + p(T*) - q(T*)^n at the optimal cut T* (from the numpy route, not from torch), so
+    d alpha*/dp_i = 1 and d alpha*/dq_i = -n q(T*)^(n-1) for i in T*, and both are 0 elsewhere."""
+    rng = np.random.default_rng(n)
+    checked = 0
+    for _ in range(20):
+        p0, q0 = rng.dirichlet(np.ones(12)), rng.dirichlet(np.ones(12))
+        res = md.optimal_acceptance(p0, q0, n)
+        if res.cut.size == 0:  # alpha* = 1: nothing to differentiate through
+            continue
+        p = torch.tensor(p0, requires_grad=True)
+        q = torch.tensor(q0, requires_grad=True)
+        tb.alpha_star(p, q, n).backward()
+        in_cut = np.zeros(12, dtype=bool)
+        in_cut[res.cut] = True
+        dq = -n * q0[in_cut].sum() ** (n - 1)
+        assert np.abs(p.grad.numpy() - in_cut).max() <= ROUNDING
+        assert np.abs(q.grad.numpy() - np.where(in_cut, dq, 0.0)).max() <= ROUNDING
+        checked += 1
+    assert checked >= 10
 
 
 def test_to_probs_like_llm_stacks():
@@ -131,7 +139,7 @@ def test_cross_validate_is_the_audit_of_the_torch_rules():
     """One harness: cross_validate's law test and TV bound are mdtheory.audit's, same seed, same
     numbers."""
     report = tb.cross_validate(["rrs"], batch=3, vocab=5, samples=2000, seed=9)
-    p, q = tb._pairs(np.random.default_rng(9), 3, 5)
+    p, q = llm_pairs(np.random.default_rng(9), 3, 5)
     res = md.audit(tb.TorchRRS, p, q, 2, torch=True, samples=2000, seed=9, level=1e-4)
     row = report["rules"][0]
     assert row["law_pvalue"] == res.pvalue and row["tv_upper"] == res.tv_upper

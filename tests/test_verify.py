@@ -6,10 +6,13 @@ from fractions import Fraction
 import pytest
 import sympy as sp
 
+from mdtheory import verify
 from mdtheory.cli import main
 from mdtheory.exact import exact_otlp, exact_set_law, exact_subset_formula
 from mdtheory.symbolic import symbolic_alpha_star, theorem2_example_interval
 from mdtheory.verify import verify_hu_wor, verify_symbolic, verify_theorem2, verify_theorem3
+
+from .test_dd import FAST, SLOW
 
 KEYS = {"claim", "verified", "cases", "counterexample"}
 
@@ -80,9 +83,23 @@ def test_cli_dd_json(capsys):
     assert main(["dd", "-m", "0", "-K", "2"]) == 2
 
 
-@pytest.mark.slow
-def test_cli_verify_all(capsys):
+def test_cli_verify_all(capsys, monkeypatch):
+    """``verify all`` over a reduced grid, one entry per claim: the run, the summary and the exit
+    code. The full grid's Theorem 2 cones are checked by tests/test_dd.py (see the next test), its
+    other claims above at the same or smaller sizes."""
+    small = [("symbolic", {}), ("theorem2", {"m": 2, "K": 2, "model": "iid"}),
+             ("theorem3", {"m": 3, "instances": 5, "seed": 3}),
+             ("hu-wor", {"m": 3, "n": 2, "instances": 2, "seed": 3})]
+    monkeypatch.setattr(verify, "ALL_GRID", small)
     code = main(["verify", "all"])
     out = capsys.readouterr().out
     assert code == 1 and "refuted: hu-wor" in out  # Hu et al.'s ratio is not successive sampling
-    assert out.count("verified") >= 24
+    assert "3/4 checks verified" in out
+
+
+def test_verify_all_grid_is_covered_by_the_dd_tests():
+    """Every Theorem 2 cone of ``verify all`` is compared with Hall's family by tests/test_dd.py, so
+    the suite need not rerun the whole grid (about a minute) to check it."""
+    covered = {(m, K, model) for m, K in FAST for model in ("iid", "tuples")} | set(SLOW)
+    grid = {(kw["m"], kw["K"], kw["model"]) for claim, kw in verify.ALL_GRID if claim == "theorem2"}
+    assert grid <= covered, sorted(grid - covered)

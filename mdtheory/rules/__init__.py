@@ -17,7 +17,11 @@ name           rule                                                             
 from __future__ import annotations
 
 import inspect
+from typing import Any
 
+from numpy.typing import ArrayLike
+
+from ..drafts import DraftModel
 from ..errors import InvalidInputError
 from .base import SelectionRule, residual
 from .baselines import (
@@ -41,7 +45,8 @@ RULES: dict[str, type[SelectionRule]] = {
 }
 
 
-def make_rule(name: str, p, q, n: int, *, normalize: bool = False, **params) -> SelectionRule:
+def make_rule(name: str, p: ArrayLike, q: ArrayLike | DraftModel, n: int, *, normalize: bool = False,
+              **params: Any) -> SelectionRule:
     """Prepare the rule ``name`` for one position.
 
     Raises

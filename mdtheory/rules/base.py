@@ -18,9 +18,10 @@ from __future__ import annotations
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from .. import _budget
 from .._validate import as_distribution
@@ -81,7 +82,8 @@ class SelectionRule(ABC):
     name: ClassVar[str] = ""
     sampling: ClassVar[str] = "iid"
 
-    def __init__(self, p, q, n: int, *, normalize: bool = False, **params):
+    def __init__(self, p: ArrayLike, q: ArrayLike | DraftModel, n: int, *, normalize: bool = False,
+                 **params: Any) -> None:
         t0 = time.perf_counter()
         self.p = as_distribution(p, "p", normalize=normalize)
         self.model: DraftModel = make_draft_model(q, n, self.sampling, normalize=normalize)
@@ -101,7 +103,7 @@ class SelectionRule(ABC):
         self.prepare_seconds = time.perf_counter() - t0
 
     @abstractmethod
-    def _prepare(self, **params) -> None:
+    def _prepare(self, **params: Any) -> None:
         """Per-position preparation (residuals, LP solves, fitted weights)."""
 
     @abstractmethod
@@ -113,7 +115,7 @@ class SelectionRule(ABC):
         return None
 
     # ------------------------------------------------------------------ derived, shared by all rules
-    def select(self, drafts, rng: np.random.Generator) -> tuple[int, bool]:
+    def select(self, drafts: ArrayLike, rng: np.random.Generator) -> tuple[int, bool]:
         """One verification step: the output token and whether a draft was accepted."""
         accept, reject = self.conditional(np.asarray(drafts))
         u = rng.random()
@@ -152,7 +154,7 @@ class SelectionRule(ABC):
         return self.enumerate()[1]
 
     def monte_carlo(self, samples: int, rng: np.random.Generator,
-                    progress: Callable[[int], object] | None = None) -> dict:
+                    progress: Callable[[int], object] | None = None) -> dict[str, Any]:
         """Simulate drafts and verification; acceptance estimate with a 95% normal interval.
 
         Draft tuples are drawn in chunks of :func:`mdtheory._budget.mc_chunk` (sampling buffers of at

@@ -1,4 +1,4 @@
-"""Practical selection rules with closed-form or enumerated acceptance (THEORY §6)."""
+"""Practical selection rules with closed-form or enumerated acceptance (papers/theory.md §6)."""
 
 from __future__ import annotations
 

@@ -27,12 +27,13 @@ class GlobalResolution(SetPlanRule):
               - \\sum_{i \\in H^*} p_i \\beta_i,
 
     whose gradients are (marginal - target): at the optimum tokens of H* receive p and tokens of O
-    receive t. THEORY §5 writes Φ with p as the target; since the sets meeting O carry only
-    :math:`1 - Q(H^*) < p(O)` when α* < 1, that Φ is unbounded below, so the targets here are the
-    lexicographically optimal base on O (:func:`~mdtheory.polymatroid.lex_optimal_base_iid`), which sums
-    to 1 - Q(H*) and is at most p. Both programs are solved by L-BFGS-B to gradient tolerance τ, as
-    Global Resolution does; the speculative step then runs against the exact marginal of the fitted
-    weights (:class:`~mdtheory.rules.base.SetPlanRule`), so the rule is lossless for every τ and its
+    receive t. Φ is usually stated with p as the target (papers/theory.md §5); since the sets
+    meeting O carry only :math:`1 - Q(H^*) < p(O)` when α* < 1, that Φ is unbounded below, so the
+    targets here are the lexicographically optimal base on O
+    (:func:`~mdtheory.polymatroid.lex_optimal_base_iid`), which sums to 1 - Q(H*) and is at most p.
+    Both programs are solved by L-BFGS-B to gradient tolerance τ, as Global Resolution does; the
+    speculative step then runs against the exact marginal of the fitted weights
+    (:class:`~mdtheory.rules.base.SetPlanRule`), so the rule is lossless for every τ and its
     acceptance falls short of α* by at most the fit error.
 
     Parameters

@@ -1,6 +1,6 @@
 """Khisti et al.'s importance-sampling rule with the truncated LP (ICLR 2025, §4 and Appendix G).
 
-Details follow a third-party implementation of the paper's appendix as THEORY §6 records them, not
+Details follow a third-party implementation of the paper's appendix as papers/theory.md §6 records them, not
 the paper text itself.
 """
 

@@ -74,10 +74,10 @@ class Optimal(SetPlanRule):
 
     def _prepare(self):
         self.schedule = self.base = None
-        if self.sampling != "iid":
+        if not self.model.lex_base_closed_form:
             flow = dual_lp(self.p, self.model)
-            w = flow["support_probs"]
-            self._use_plan(flow["support"], w, flow["plan"] / w[:, None])
+            w = flow.support_probs
+            self._use_plan(flow.support, w, flow.plan / w[:, None])
             return
         self.base = lex_optimal_base_iid(self.p, self.q, self.n)
         self.schedule = realise_iid(self.base.mu, self.q, self.n)

@@ -1,0 +1,29 @@
+"""Torch bridge: batched selection rules and alpha* on whatever device the tensors live on.
+
+torch is imported lazily (``import mdtheory`` never imports it) and is an optional extra
+(``pip install 'mdtheory[torch]'``). Every function keeps the dtype and device of its inputs. Four
+modules, one job each; every name is re-exported here:
+
+* :mod:`~mdtheory.torch_bridge.tensors`: :func:`to_probs` (logits to probabilities with temperature,
+  top-k and top-p applied in the order Hugging Face's samplers apply them), :func:`check_device`,
+  :func:`sample_drafts`.
+* :mod:`~mdtheory.torch_bridge.acceptance`: :func:`alpha_star`, batched optimal acceptance of iid
+  drafts by the sorted-prefix route (``mdtheory.subsets.prefix_scan``), differentiable in p and q
+  through autograd.
+* :mod:`~mdtheory.torch_bridge.rules`: :data:`TORCH_RULES`, batched ``rrs``, ``k-seq``, ``khisti-lp``
+  and ``optimal``, each written as the sequential algorithm itself (coins drawn on the device), not
+  from the numpy rules' exact conditional laws, so :func:`cross_validate` checks one implementation
+  against the other. ``khisti-lp`` solves its LPs and ``optimal`` builds its time schedules per
+  position on the CPU; both sample on the device.
+* :mod:`~mdtheory.torch_bridge.harness`: :func:`cross_validate`, the audit (:mod:`mdtheory.audit`,
+  torch form) of each torch rule on LLM-like pairs (:func:`mdtheory._synthetic.llm_pairs`), plus its
+  acceptance against the numpy rule's exact value.
+"""
+
+from .acceptance import alpha_star
+from .harness import cross_validate
+from .rules import TORCH_RULES, TorchKhisti, TorchKSeq, TorchOptimal, TorchRRS, TorchRule
+from .tensors import _torch, check_device, sample_drafts, to_probs  # noqa: F401 - _torch: audit
+
+__all__ = ["to_probs", "alpha_star", "check_device", "sample_drafts", "TorchRule", "TORCH_RULES",
+           "TorchRRS", "TorchKSeq", "TorchKhisti", "TorchOptimal", "cross_validate"]

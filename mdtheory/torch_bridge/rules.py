@@ -1,0 +1,209 @@
+"""Batched selection rules on the device, each written as the sequential algorithm itself."""
+
+from __future__ import annotations
+
+import copy
+from abc import ABC, abstractmethod
+
+import numpy as np
+
+from .tensors import _rows_numpy, _torch
+
+__all__ = ["TorchRule", "TorchRRS", "TorchKSeq", "TorchKhisti", "TorchOptimal", "TORCH_RULES"]
+
+
+def _residual(target, proposal):
+    """norm((target - proposal)^+) row by row; the target itself where that is zero."""
+    d = (target - proposal).clamp(min=0.0)
+    s = d.sum(-1, keepdim=True)
+    return _torch().where(s > 0, d / s.clamp(min=1e-300), target)
+
+
+def _is_rows(value, B: int) -> bool:
+    return hasattr(value, "repeat_interleave") and value.ndim >= 1 and value.shape[0] == B
+
+
+def _pick(values, index):
+    return values.gather(-1, index.unsqueeze(-1)).squeeze(-1)
+
+
+class TorchRule(ABC):
+    """A batched selection rule prepared for rows (p, q) of shape (B, V), n iid drafts.
+
+    :meth:`step` takes drafts (B, n) and returns (tokens (B,), accepted (B,) bool).
+    """
+
+    name = ""
+
+    def __init__(self, p, q, n: int):
+        self.p, self.q, self.n = p, q, n
+        self.prepare()
+
+    def prepare(self) -> None:  # noqa: B027 - a rule with nothing to prepare keeps this default
+        """Per-position preparation (none by default)."""
+
+    def repeat_rows(self, k: int) -> TorchRule:
+        """The same prepared rule with every row repeated k times (k steps per position in one batch),
+        without preparing again."""
+        B = self.p.shape[0]
+        new = copy.copy(self)
+        for name, value in vars(self).items():
+            if _is_rows(value, B):
+                setattr(new, name, value.repeat_interleave(k, dim=0))
+            elif isinstance(value, list) and value and all(_is_rows(v, B) for v in value):
+                setattr(new, name, [v.repeat_interleave(k, dim=0) for v in value])
+        return new
+
+    @abstractmethod
+    def step(self, drafts, generator=None):
+        """One verification step per row: (tokens (B,), accepted (B,) bool)."""
+
+    def _sequential(self, drafts, ratios_at, final_law, generator):
+        """Accept draft i with probability ratios_at(i, x_i) in turn; else sample final_law."""
+        torch = _torch()
+        B = drafts.shape[0]
+        u = torch.rand(B, drafts.shape[1], generator=generator, device=drafts.device,
+                       dtype=self.p.dtype)
+        token = torch.full((B,), -1, dtype=torch.long, device=drafts.device)
+        done = torch.zeros(B, dtype=torch.bool, device=drafts.device)
+        for i in range(drafts.shape[1]):
+            x = drafts[:, i]
+            take = ~done & (u[:, i] < ratios_at(i, x))
+            token = torch.where(take, x, token)
+            done |= take
+        fallback = torch.multinomial(final_law, 1, generator=generator).squeeze(-1)
+        return torch.where(done, token, fallback), done
+
+
+class TorchRRS(TorchRule):
+    """Recursive rejection sampling (SpecInfer), batched."""
+
+    name = "rrs"
+
+    def prepare(self):
+        self.r = [self.p]
+        for _ in range(self.n):
+            self.r.append(_residual(self.r[-1], self.q))
+
+    def step(self, drafts, generator=None):
+        def ratio(i, x):
+            return (_pick(self.r[i], x) / _pick(self.q, x)).clamp(max=1.0)
+        return self._sequential(drafts, ratio, self.r[self.n], generator)
+
+
+class TorchKSeq(TorchRule):
+    """SpecTr's K-SEQ, batched; ρ* by batched bisection keeping the residual a distribution."""
+
+    name = "k-seq"
+
+    def _beta(self, rho):
+        return _torch().minimum(self.p / rho[:, None], self.q).sum(-1)
+
+    def prepare(self):
+        torch = _torch()
+        B = self.p.shape[0]
+        lo = torch.ones(B, dtype=self.p.dtype, device=self.p.device)
+        hi = torch.full_like(lo, float(self.n))
+
+        def excess(rho):
+            b = self._beta(rho)
+            return 1 - (1 - b) ** self.n - rho * b
+
+        hi = torch.where(excess(lo) <= 0, lo, hi)
+        for _ in range(200):
+            mid = 0.5 * (lo + hi)
+            pos = excess(mid) > 0
+            lo, hi = torch.where(pos, mid, lo), torch.where(pos, hi, mid)
+        self.rho = hi
+        beta = self._beta(hi)
+        scale = torch.where(beta > 0, (1 - (1 - beta) ** self.n) / beta.clamp(min=1e-300),
+                            torch.zeros_like(beta))
+        accepted = scale[:, None] * torch.minimum(self.q, self.p / hi[:, None])
+        self.res = _residual(self.p, accepted)
+
+    def step(self, drafts, generator=None):
+        def ratio(i, x):
+            return (_pick(self.p, x) / (self.rho * _pick(self.q, x))).clamp(max=1.0)
+        return self._sequential(drafts, ratio, self.res, generator)
+
+
+class TorchKhisti(TorchRule):
+    """Khisti et al.'s tournament: stage LPs per position on the CPU, the tournament on the device."""
+
+    name = "khisti-lp"
+    s = None  # the numpy rule's default truncation
+
+    def prepare(self):
+        from ..rules import make_rule
+
+        torch = _torch()
+        rules = [make_rule("khisti-lp", p, q, self.n, s=self.s, normalize=True)
+                 for p, q in zip(_rows_numpy(self.p), _rows_numpy(self.q), strict=True)]
+        kw = {"dtype": self.p.dtype, "device": self.p.device}
+        self.stages = [torch.as_tensor(np.stack([r.stages[t] for r in rules]), **kw)
+                       for t in range(self.n - 1)]
+        self.mu = torch.as_tensor(np.stack([r.mu for r in rules]), **kw)
+        self.res = _residual(self.p, self.mu)
+
+    def step(self, drafts, generator=None):
+        torch = _torch()
+        B = drafts.shape[0]
+        rows = torch.arange(B, device=drafts.device)
+        u = torch.rand(B, self.n, generator=generator, device=drafts.device, dtype=self.p.dtype)
+        winner = drafts[:, 0]
+        for t, v in enumerate(self.stages):
+            x = drafts[:, t + 1]
+            winner = torch.where(u[:, t] < v[rows, winner, x], winner, x)
+        accept = u[:, -1] < (_pick(self.p, winner) / _pick(self.mu, winner)).clamp(max=1.0)
+        fallback = torch.multinomial(self.res, 1, generator=generator).squeeze(-1)
+        return torch.where(accept, winner, fallback), accept
+
+
+class TorchOptimal(TorchRule):
+    """The optimal rule: a time schedule per position on the CPU (:mod:`mdtheory.schedule`); on the
+    device, every draft draws a time from its token's pieces, the earliest is the candidate, then one
+    speculative step against the schedule's exact marginal.
+    """
+
+    name = "optimal"
+
+    def prepare(self):
+        from ..rules import make_rule
+
+        torch = _torch()
+        rules = [make_rule("optimal", p, q, self.n, normalize=True)
+                 for p, q in zip(_rows_numpy(self.p), _rows_numpy(self.q), strict=True)]
+        pieces = max(r.schedule.start.size for r in rules)
+        start = np.zeros((len(rules), pieces))
+        cum = np.full((len(rules), pieces + 1), 2.0)  # padding past the last piece: never selected
+        for b, r in enumerate(rules):
+            s = r.schedule
+            start[b, : s.start.size] = s.start
+            cum[b, : s.start.size + 1] = s.cumulative
+        kw = {"dtype": self.p.dtype, "device": self.p.device}
+        self.start = torch.as_tensor(start, **kw)
+        self.cum = torch.as_tensor(cum, **kw)
+        self.first = torch.as_tensor(np.stack([r.schedule.first for r in rules]), device=self.p.device)
+        self.last = self.first + torch.as_tensor(
+            np.stack([np.maximum(r.schedule.count - 1, 0) for r in rules]), device=self.p.device)
+        self.length = torch.as_tensor(np.stack([r.schedule.lengths for r in rules]), **kw)
+        self.ratio = torch.as_tensor(np.stack([r.accept_ratio for r in rules]), **kw)
+        self.res = torch.as_tensor(np.stack([r.res for r in rules]), **kw)
+
+    def step(self, drafts, generator=None):
+        torch = _torch()
+        B = drafts.shape[0]
+        first, last = self.first.gather(1, drafts), self.last.gather(1, drafts)
+        u = torch.rand(drafts.shape, generator=generator, device=drafts.device, dtype=self.p.dtype)
+        v = self.cum.gather(1, first) + u * self.length.gather(1, drafts)
+        k = (torch.searchsorted(self.cum, v, right=True) - 1).clamp(min=first).minimum(last)
+        time = self.start.gather(1, k) + (v - self.cum.gather(1, k))
+        cand = drafts.gather(1, time.argmin(dim=1, keepdim=True)).squeeze(-1)
+        u = torch.rand(B, generator=generator, device=drafts.device, dtype=self.p.dtype)
+        accept = u < _pick(self.ratio, cand)
+        fallback = torch.multinomial(self.res, 1, generator=generator).squeeze(-1)
+        return torch.where(accept, cand, fallback), accept
+
+
+#: Batched rules by name; each name is also the numpy rule it is validated against.
+TORCH_RULES = {cls.name: cls for cls in (TorchRRS, TorchKSeq, TorchKhisti, TorchOptimal)}

@@ -1,0 +1,86 @@
+"""Tensors in and out: the lazy torch import, validation of probability rows, logits to
+probabilities, device checks and draft sampling."""
+
+from __future__ import annotations
+
+from .. import logits as _logits
+from .._validate import SUM_TOL
+from ..errors import InvalidDistributionError, InvalidInputError, MdtheoryError
+
+__all__ = ["to_probs", "check_device", "sample_drafts"]
+
+
+def _torch():
+    try:
+        import torch
+    except ImportError:
+        raise MdtheoryError(
+            "the torch bridge needs PyTorch; install it with pip install 'mdtheory[torch]'"
+        ) from None
+    return torch
+
+
+def to_probs(logits, temperature: float = 1.0, top_k: int | None = None,
+             top_p: float | None = None):
+    """Softmax of ``logits / temperature`` after top-k, then top-p (nucleus) filtering.
+
+    The shared implementation :func:`mdtheory.logits.to_probs` (also used by :mod:`mdtheory.lm`) on
+    a tensor: the result keeps the dtype and device of ``logits`` and stays differentiable.
+    """
+    _torch()
+    return _logits.to_probs(logits, temperature, top_k, top_p)
+
+
+def _check_rows(torch, t, name: str) -> None:
+    """Refuse anything but a float tensor of shape (V,) or (B, V) whose rows are distributions."""
+    if not isinstance(t, torch.Tensor) or not t.is_floating_point():
+        raise InvalidDistributionError(f"{name} must be a floating-point torch tensor, got "
+                                       f"{type(t).__name__}")
+    if t.ndim not in (1, 2) or t.shape[-1] == 0 or t.numel() == 0:
+        raise InvalidDistributionError(
+            f"{name} has shape {tuple(t.shape)}; expected non-empty (V,) or (B, V)")
+    d = t.detach()
+    if not torch.isfinite(d).all():
+        raise InvalidDistributionError(f"{name} has a non-finite entry")
+    if (d < 0).any():
+        raise InvalidDistributionError(f"{name} has a negative entry ({float(d.min()):g})")
+    # summed in float64: what is left is each entry's rounding, at most about eps of the dtype
+    tol = max(SUM_TOL, 4 * torch.finfo(d.dtype).eps)
+    off = float((d.double().sum(-1) - 1.0).abs().max())
+    if off > tol:
+        raise InvalidDistributionError(
+            f"a row of {name} sums {off:.3g} away from 1 (tolerance {tol:g})")
+
+
+def check_device(device: str) -> None:
+    """Refuse a device string torch cannot parse or this machine cannot use, in one line.
+
+    Raises
+    ------
+    InvalidInputError
+        Naming the device and why (unknown type, or its backend is not available here).
+    """
+    torch = _torch()
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError):
+        raise InvalidInputError(f"unknown device {device!r}; use cpu, cuda or cuda:N") from None
+    if dev.type == "cpu":
+        return
+    try:
+        torch.Generator(device=dev)
+        torch.zeros(1, device=dev)
+    except (RuntimeError, AssertionError, TypeError) as exc:
+        raise InvalidInputError(
+            f"device {device!r} is not available here ({str(exc).splitlines()[0].split('. ')[0]})"
+        ) from None
+
+
+def sample_drafts(q, n: int, generator=None):
+    """n iid drafts per row of q (B, V): a long tensor (B, n) on q's device."""
+    torch = _torch()
+    return torch.multinomial(q, n, replacement=True, generator=generator)
+
+
+def _rows_numpy(t):
+    return t.detach().to("cpu", dtype=_torch().float64).numpy()

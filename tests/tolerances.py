@@ -1,0 +1,13 @@
+"""The test suite's tolerances, named once.
+
+Each says which error it absorbs; a test compares within one of these (or within a tolerance the
+package itself exports, e.g. :data:`mdtheory._certify.CERT_TOL`), never an unexplained literal.
+"""
+
+#: Two float64 evaluations of the same closed form: rounding of O(V) operations on masses <= 1.
+ROUNDING = 1e-12
+#: A route through an LP or flow solver against another route: HiGHS works to 1e-10 per constraint,
+#: the max-flow rounds capacities to multiples of 2^-48.
+SOLVER = 1e-9
+#: float32 torch arithmetic against float64 numpy, on V <= 40.
+FLOAT32 = 2e-5
