@@ -150,7 +150,8 @@ def optimal_acceptance(p, q, n: int | None = None, sampling: str = "iid", *,
     return AcceptanceResult(
         value=float(out["value"]), cut=cut, method=name, sampling=model.sampling, drafts=model.n,
         status=cert.status, certificate=cert.name, certificate_gap=cert.gap, base=cert.base,
-        plan=out.get("plan"), support=out.get("support"), support_probs=out.get("support_probs"),
+        **{"flow" if name in ("dual", "maxflow") else "plan": out.get("plan")},  # routes say "plan"
+        support=out.get("support"), support_probs=out.get("support_probs"),
         duals=out.get("duals"), duality_gap=out.get("duality_gap"), timings=timings,
     )
 
