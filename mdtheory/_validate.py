@@ -134,6 +134,30 @@ def as_drafts(n) -> int:
     return int(n)
 
 
+def as_generator(rng) -> np.random.Generator:
+    """numpy's usual random source: None (fresh entropy), an integer seed, a ``SeedSequence``,
+    a ``BitGenerator`` or a ``Generator`` (used as is), as :func:`numpy.random.default_rng` takes.
+
+    Raises
+    ------
+    InvalidInputError
+        Anything else (a ``RandomState`` included), or a negative seed.
+
+    Examples
+    --------
+    >>> bool(as_generator(0).integers(10) == as_generator(0).integers(10))
+    True
+    """
+    ok = (np.random.Generator, np.random.BitGenerator, np.random.SeedSequence, int, np.integer)
+    if rng is not None and (isinstance(rng, bool) or not isinstance(rng, ok)):
+        raise InvalidInputError(f"rng must be None, an integer seed or a numpy.random.Generator, "
+                                f"got {type(rng).__name__}")
+    try:
+        return np.random.default_rng(rng)
+    except ValueError as exc:  # a negative seed
+        raise InvalidInputError(f"rng: {exc}") from None
+
+
 def _fmt_index(idx: tuple[int, ...]) -> str:
     return "[" + ", ".join(str(i) for i in idx) + "]" if idx else ""
 
