@@ -754,6 +754,8 @@ def add_audit_parser(subparsers) -> argparse.ArgumentParser:
     sub.add_argument("--device", default="cpu", help="torch device (default cpu)")
     sub.add_argument("--normalize", action="store_true", help="rescale p and q to sum one")
     sub.add_argument("--json", action="store_true", help="one JSON object per line (JSON Lines)")
+    sub.add_argument("--quiet", "-q", action="store_true",
+                     help="accepted for uniformity with the other commands (the audit shows no bar)")
     sub.set_defaults(func=_cli)
     return sub
 

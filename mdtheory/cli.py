@@ -370,32 +370,35 @@ def _compare_selectors(args: argparse.Namespace) -> int:
         except MdtheoryError:
             pass
     rows, optimum = [], {}
-    for name in names:  # each rule is prepared and its work estimated before that work starts
-        params = {"s": args.truncation} if name == "khisti-lp" else {}
-        try:
-            model = make_draft_model(Q[0], args.drafts, RULES[name].sampling)
-            _budget.require(_budget.rule_preparation(name, model), args.max_seconds)
-            rule = make_rule(name, P[0], Q[0], args.drafts, **params)  # times q's validation too
-            acc, exact, ci = _rule_acceptance(args, rule, rng)
-        except (InvalidInputError, ProblemTooLargeError) as exc:
-            if isinstance(exc, InvalidDistributionError):
-                raise
-            rows.append({"rule": name, "sampling": RULES[name].sampling, "acceptance": None,
-                         "exact": False, "ci95": None, "alpha_star": None, "gap": None,
-                         "prepare_ms": None, "error": str(exc)})
-            continue
-        if rule.sampling not in optimum:  # (alpha*, None) or (None, why it was not computed)
+    with _progress(args, len(names), "compare-selectors") as bar:
+        for k, name in enumerate(names):  # each rule is prepared and its work estimated first
+            bar.update(k - bar.n)
+            bar.set_postfix_str(name, refresh=True)
+            params = {"s": args.truncation} if name == "khisti-lp" else {}
             try:
-                _budget.require(_budget.acceptance_route(rule.model, _auto(rule.model)),
-                                args.max_seconds)
-                optimum[rule.sampling] = (optimal_acceptance(rule.p, rule.model).value, None)
-            except ProblemTooLargeError as exc:
-                optimum[rule.sampling] = (None, f"alpha* not computed: {exc}")
-        alpha, why = optimum[rule.sampling]
-        rows.append({"rule": name, "sampling": rule.sampling, "acceptance": acc, "exact": exact,
-                     "ci95": ci, "alpha_star": alpha, "gap": None if why else alpha - acc,
-                     "prepare_ms": rule.prepare_seconds * 1e3,
-                     **({"alpha_star_error": why} if why else {})})
+                model = make_draft_model(Q[0], args.drafts, RULES[name].sampling)
+                _budget.require(_budget.rule_preparation(name, model), args.max_seconds)
+                rule = make_rule(name, P[0], Q[0], args.drafts, **params)  # times q's validation too
+                acc, exact, ci = _rule_acceptance(args, rule, rng)
+            except (InvalidInputError, ProblemTooLargeError) as exc:
+                if isinstance(exc, InvalidDistributionError):
+                    raise
+                rows.append({"rule": name, "sampling": RULES[name].sampling, "acceptance": None,
+                             "exact": False, "ci95": None, "alpha_star": None, "gap": None,
+                             "prepare_ms": None, "error": str(exc)})
+                continue
+            if rule.sampling not in optimum:  # (alpha*, None) or (None, why it was not computed)
+                try:
+                    _budget.require(_budget.acceptance_route(rule.model, _auto(rule.model)),
+                                    args.max_seconds)
+                    optimum[rule.sampling] = (optimal_acceptance(rule.p, rule.model).value, None)
+                except ProblemTooLargeError as exc:
+                    optimum[rule.sampling] = (None, f"alpha* not computed: {exc}")
+            alpha, why = optimum[rule.sampling]
+            rows.append({"rule": name, "sampling": rule.sampling, "acceptance": acc, "exact": exact,
+                         "ci95": ci, "alpha_star": alpha, "gap": None if why else alpha - acc,
+                         "prepare_ms": rule.prepare_seconds * 1e3,
+                         **({"alpha_star_error": why} if why else {})})
     if all(r.get("error") for r in rows):
         raise InvalidInputError("no selection rule could be prepared within the limits: "
                                 + "; ".join(f"{r['rule']}: {r['error']}" for r in rows))
@@ -452,13 +455,12 @@ def _seconds(text: str) -> float:
     return value
 
 
-def _add_limits(parser: argparse.ArgumentParser, quiet: bool = True) -> None:
+def _add_limits(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-seconds", type=_seconds, default=_budget.MAX_SECONDS, metavar="S",
                         help="refuse, before starting, work estimated to take longer than S seconds "
                              f"(default {_budget.MAX_SECONDS:g}); the refusal states the estimate")
-    if quiet:
-        parser.add_argument("--quiet", "-q", action="store_true",
-                            help="no progress bar (it is shown only when stderr is a terminal)")
+    parser.add_argument("--quiet", "-q", action="store_true",
+                        help="no progress bar (it is shown only when stderr is a terminal)")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -545,7 +547,7 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--normalize", action="store_true",
                        help="rescale rows that do not sum to 1 instead of refusing them")
     _add_common(check, "one JSON object per row")
-    _add_limits(check, quiet=False)
+    _add_limits(check)
     check.set_defaults(func=_check_acceptance)
 
     cmp = sub.add_parser(
@@ -583,7 +585,7 @@ def build_parser() -> argparse.ArgumentParser:
     xv.add_argument("--rules", help="comma-separated torch rules (default: all of rrs, k-seq, "
                                     "khisti-lp, optimal)")
     _add_common(xv, "one JSON object", seed=True)
-    _add_limits(xv, quiet=False)
+    _add_limits(xv)
     xv.set_defaults(func=_cross_validate)
 
     dd = sub.add_parser(
@@ -598,7 +600,7 @@ def build_parser() -> argparse.ArgumentParser:
     dd.add_argument("--method", choices=["generators", "elimination"], default="generators",
                     help="projection route (default generators)")
     _add_common(dd, "one JSON object")
-    _add_limits(dd, quiet=False)
+    _add_limits(dd)
     dd.set_defaults(func=_dd)
 
     ver = sub.add_parser(
