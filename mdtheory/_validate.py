@@ -8,7 +8,8 @@ arrives in: :data:`SUM_TOL` (1e-6) for float64 and integer input, and :math:`\\s
 its dtype where that is wider, the rule of ``numpy.random.Generator.choice``: about 3.5e-4 for
 float32, 0.031 for float16, 0.088 for bfloat16 (torch tensors). A float32 softmax over 32,000 to
 152,064 tokens misses one by up to about 2e-5, so probabilities taken straight from a model are
-accepted. Every accepted vector is converted to float64 and divided by its own float64 sum, so the
+accepted. The dtype judged is the one the data arrives in: a float32 softmax cast to float64
+afterwards is held to 1e-6 (cast after normalising, or pass ``normalize=True``). Every accepted vector is converted to float64 and divided by its own float64 sum, so the
 solvers see an exact distribution up to float64 rounding. ``normalize=True`` accepts any positive sum.
 Torch tensors (any device, float16 and bfloat16 included) are detached and copied to float64 on the
 CPU. Masked arrays are refused when an entry is masked (there is no single right fill value).
