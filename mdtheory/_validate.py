@@ -9,8 +9,9 @@ its dtype where that is wider, the rule of ``numpy.random.Generator.choice``: ab
 float32, 0.031 for float16, 0.088 for bfloat16 (torch tensors). A float32 softmax over 32,000 to
 152,064 tokens misses one by up to about 2e-5, so probabilities taken straight from a model are
 accepted. The dtype judged is the one the data arrives in: a float32 softmax cast to float64
-afterwards is held to 1e-6 (cast after normalising, or pass ``normalize=True``). Every accepted vector is converted to float64 and divided by its own float64 sum, so the
-solvers see an exact distribution up to float64 rounding. ``normalize=True`` accepts any positive sum.
+afterwards is held to 1e-6 (take the softmax in float64, or pass ``normalize=True``). Every accepted
+vector is converted to float64 and divided by its own float64 sum, so the solvers see an exact
+distribution up to float64 rounding. ``normalize=True`` accepts any positive sum.
 Torch tensors (any device, float16 and bfloat16 included) are detached and copied to float64 on the
 CPU. Masked arrays are refused when an entry is masked (there is no single right fill value).
 """
