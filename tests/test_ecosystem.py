@@ -259,6 +259,22 @@ def test_no_carriage_returns_when_stderr_is_not_a_terminal(capsys):
         assert code == 0 and "\r" not in err and err == "", (argv, err)
 
 
+# ------------------------------------------------------------------ 7. notebooks
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
+def test_notebooks_lead_with_their_question_and_plot_inline(path):
+    import nbformat
+
+    nb = nbformat.read(path, as_version=4)
+    assert nb.cells[0].cell_type == "markdown" and "**Question.**" in nb.cells[0].source
+    code = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
+    assert "matplotlib.use" not in code and "savefig" not in code
+    for jargon in ("polymatroid hull", "IS marginal", "mu*(prefix)"):
+        assert jargon not in code, jargon  # figure labels in plain words
+
+
 # ------------------------------------------------------------------ 8. API footguns
 U4 = np.full(4, 0.25)
 
