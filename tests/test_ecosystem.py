@@ -89,6 +89,18 @@ def test_cli_takes_a_float32_softmax(capsys, tmp_path):
     assert code == 0 and json.loads(out)["alpha_star"] == 1.0
 
 
+def readme_block(heading):
+    text = (ROOT / "README.md").read_text().split(heading, 1)[1]
+    return text.split("```python\n", 1)[1].split("```", 1)[0]
+
+
+def test_readme_quick_start_runs(monkeypatch):
+    pytest.importorskip("torch")
+    monkeypatch.chdir(ROOT)
+    for heading in ("## Quick start from a model's logits", "## Use"):
+        exec(compile(readme_block(heading), f"README {heading}", "exec"), {})
+
+
 # ------------------------------------------------------------------ 3. result objects
 P3, Q3 = np.array([0.5, 0.3, 0.2]), np.array([0.2, 0.2, 0.6])
 
