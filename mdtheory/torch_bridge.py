@@ -22,7 +22,7 @@ from abc import ABC, abstractmethod
 
 import numpy as np
 
-from ._validate import SUM_TOL
+from ._validate import sum_tolerance
 from .errors import InvalidDistributionError, InvalidInputError, MdtheoryError
 
 __all__ = ["to_probs", "alpha_star", "check_device", "sample_drafts", "TorchRule", "TORCH_RULES",
@@ -85,8 +85,8 @@ def alpha_star(p, q, n: int):
     Parameters
     ----------
     p, q : Tensor, shape (V,) or (B, V)
-        Probability rows: finite, non-negative, each summing to one within
-        :data:`mdtheory._validate.SUM_TOL` (:func:`to_probs` gives such rows).
+        Probability rows: finite, non-negative, each summing to one within the tolerance of their
+        dtype, :func:`mdtheory._validate.sum_tolerance` (:func:`to_probs` gives such rows).
     n : int
 
     Returns
@@ -125,8 +125,8 @@ def _check_rows(torch, t, name: str) -> None:
         raise InvalidDistributionError(f"{name} has a non-finite entry")
     if (d < 0).any():
         raise InvalidDistributionError(f"{name} has a negative entry ({float(d.min()):g})")
-    # summed in float64: what is left is each entry's rounding, at most about eps of the dtype
-    tol = max(SUM_TOL, 4 * torch.finfo(d.dtype).eps)
+    # summed in float64; the tolerance follows the dtype, as everywhere (mdtheory._validate)
+    tol = sum_tolerance(torch.finfo(d.dtype).eps)
     off = float((d.double().sum(-1) - 1.0).abs().max())
     if off > tol:
         raise InvalidDistributionError(

@@ -66,6 +66,17 @@ def test_torch_tensors_of_every_float_precision(dtype):
         md.alpha_star(p64 / p64.sum(), q64 / q64.sum(), 2), abs=1e-12)
 
 
+def test_torch_bridge_takes_the_same_rule():
+    torch = pytest.importorskip("torch")
+    from mdtheory import torch_bridge
+
+    g = torch.Generator().manual_seed(0)
+    p = torch.softmax(torch.randn(2, 152_064, generator=g) * 4, -1)  # off one by about 1.6e-5
+    assert torch.equal(torch_bridge.alpha_star(p, p, 2), torch.ones(2))
+    with pytest.raises(md.InvalidDistributionError, match="tolerance 0.000345"):
+        torch_bridge.alpha_star(p * 0.99, p, 2)
+
+
 def test_sum_tolerance_follows_precision_and_is_stated():
     off = np.array([0.5, 0.49])
     with pytest.raises(md.InvalidDistributionError,
