@@ -150,7 +150,9 @@ def as_generator(rng) -> np.random.Generator:
     >>> bool(as_generator(0).integers(10) == as_generator(0).integers(10))
     True
     """
-    ok = (np.random.Generator, np.random.BitGenerator, np.random.SeedSequence, int, np.integer)
+    if isinstance(rng, np.random.Generator):  # the common case, per step: no copy, no cost
+        return rng
+    ok = (np.random.BitGenerator, np.random.SeedSequence, int, np.integer)
     if rng is not None and (isinstance(rng, bool) or not isinstance(rng, ok)):
         raise InvalidInputError(f"rng must be None, an integer seed or a numpy.random.Generator, "
                                 f"got {type(rng).__name__}")

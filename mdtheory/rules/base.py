@@ -142,8 +142,8 @@ class SelectionRule(ABC):
         if x.shape != (self.n,):
             raise InvalidInputError(f"{self.name} was prepared for n = {self.n} drafts; got drafts of "
                                     f"shape {x.shape}")
-        bad = np.flatnonzero((x < 0) | (x >= self.V))
-        if bad.size:
+        if x.min() < 0 or x.max() >= self.V:
+            bad = np.flatnonzero((x < 0) | (x >= self.V))
             raise InvalidInputError(f"drafts[{bad[0]}] = {x[bad[0]]} is not a token id in "
                                     f"0 .. {self.V - 1}")
         return x
