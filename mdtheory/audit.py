@@ -739,13 +739,15 @@ def add_audit_parser(subparsers) -> argparse.ArgumentParser:
     sub.add_argument("target", metavar="TARGET", help="FILE.py:NAME or MODULE:NAME")
     sub.add_argument("P", help="target distribution p: .npy of shape (V,) or (B, V)")
     sub.add_argument("Q", help="draft distribution q: .npy of shape (V,) or (B, V)")
-    sub.add_argument("--drafts", "-n", type=int, required=True, metavar="N")
+    sub.add_argument("--drafts", "-n", "-K", type=int, required=True, metavar="N",
+                     help="number of drafts n (-K is an older spelling)")
     sub.add_argument("--sampling", choices=SAMPLINGS, default=None,
                      help="draft model (default iid, or a SelectionRule's own)")
     sub.add_argument("--samples", type=int, default=None,
                      help=f"steps per position (default: enough to detect TV {TARGET_TV} with "
                           f"probability {POWER})")
-    sub.add_argument("--seed", type=int, default=0)
+    sub.add_argument("--seed", type=int, default=0,
+                     help="seed of the random number generator (default 0)")
     sub.add_argument("--level", type=float, default=DEFAULT_LEVEL,
                      help=f"level of the output-law test (default {DEFAULT_LEVEL})")
     sub.add_argument("--exact", action="store_true",
@@ -754,7 +756,9 @@ def add_audit_parser(subparsers) -> argparse.ArgumentParser:
                      help="TARGET is batched: f(p, q, drafts, generator) -> tokens on tensors")
     sub.add_argument("--device", default="cpu", help="torch device (default cpu)")
     sub.add_argument("--normalize", action="store_true", help="rescale p and q to sum one")
-    sub.add_argument("--json", action="store_true", help="one JSON object")
+    sub.add_argument("--json", action="store_true", help="one JSON object per line (JSON Lines)")
+    sub.add_argument("--quiet", "-q", action="store_true",
+                     help="accepted for uniformity with the other commands (the audit shows no bar)")
     sub.set_defaults(func=_cli)
     return sub
 

@@ -166,11 +166,13 @@ def add_block_efficiency_parser(subparsers) -> None:
     cmd.add_argument("--steps", type=int, default=200, help="target calls per rule")
     cmd.add_argument("--sampling", choices=SAMPLINGS, default="iid",
                      help="first-token draft sampling (without-replacement: rrs-wor)")
-    cmd.add_argument("--target-temperature", type=float, default=1.0)
-    cmd.add_argument("--draft", choices=DRAFTERS, default="tempered")
+    cmd.add_argument("--target-temperature", type=float, default=1.0,
+                     help="temperature of the target LSTM (default 1.0)")
+    cmd.add_argument("--draft", choices=DRAFTERS, default="tempered",
+                     help="the drafter (default tempered: the LSTM at the draft temperature)")
     cmd.add_argument("--draft-temperature", type=float, help="default: the target temperature")
     cmd.add_argument("--top-k", type=int, help="top-k of the (LSTM) drafter")
-    cmd.add_argument("--seed", type=int, default=0)
+    cmd.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     cmd.add_argument("--json", action="store_true", help="one JSON object per rule")
     cmd.add_argument("--quiet", action="store_true", help="no progress bar")
     cmd.set_defaults(func=_block_efficiency_command)

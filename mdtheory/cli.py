@@ -1,9 +1,14 @@
 """Command-line interface: ``mdtheory check-acceptance P Q [--drafts N] ...``.
 
-Exit codes: 0 success (for ``verify``: the claim holds), 1 a ``verify`` claim is refuted, 2 bad input
-(one line on stderr naming the culprit, never a traceback) or work refused because its estimated
-time or memory is over the limit (``--max-seconds``; the line states the estimate), 3 a solver
-failure, 130 interrupted (Ctrl-C).
+Exit codes: 0 success (for ``verify CLAIM``: the claim holds; for ``verify all``: every verdict is
+the one papers/ records), 1 a ``verify`` claim is refuted (``verify all``: a verdict differs from the
+record), 2 bad input (one line on stderr naming the culprit, never a traceback) or work refused
+because its estimated time or memory is over the limit (``--max-seconds``; the line states the
+estimate), 3 a solver failure, 130 interrupted (Ctrl-C), 141 stdout closed early (``| head``).
+
+One vocabulary: n (``--drafts``, ``-n``) is the number of drafts, V (``--vocab``) the number of
+tokens; the old spellings ``-K``, ``--alphabet`` and ``-m`` are still accepted. ``--json`` prints
+JSON Lines everywhere: one JSON object per line (per row, rule, check or run).
 
 Long work that was allowed to start (Monte Carlo, exact verification) shows a progress bar on stderr
 when stderr is a terminal, unless ``--quiet``.
@@ -12,8 +17,12 @@ when stderr is a terminal, unless ``--quiet``.
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
+import os
+import re
 import sys
+import textwrap
 from collections.abc import Sequence
 
 import numpy as np
@@ -34,6 +43,10 @@ from .solve import METHODS, _auto, optimal_acceptance
 __all__ = ["main", "load_npy"]
 
 EXIT_OK, EXIT_REFUTED, EXIT_BAD_INPUT, EXIT_SOLVER, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+#: Exit code when stdout is closed before the output is written (128 + SIGPIPE, as a shell reports it).
+EXIT_BROKEN_PIPE = 141
+#: The first bytes of every .npy file.
+NPY_MAGIC = b"\x93NUMPY"
 #: Cut sets longer than this are abbreviated in the human-readable output (never in --json).
 SHOW_TOKENS = 20
 
@@ -48,6 +61,8 @@ def load_npy(path: str, name: str) -> np.ndarray:
         not in ``.npy`` format.
     """
     try:
+        with open(path, "rb") as fh:
+            head = fh.read(len(NPY_MAGIC))
         arr = np.load(path, allow_pickle=False)
     except FileNotFoundError:
         raise InvalidInputError(f"{name}: no such file: {path}") from None
@@ -56,9 +71,12 @@ def load_npy(path: str, name: str) -> np.ndarray:
     except PermissionError:
         raise InvalidInputError(f"{name}: cannot read {path}: permission denied") from None
     except (ValueError, EOFError, OSError) as exc:
-        raise InvalidInputError(
-            f"{name}: {path} is not a plain numeric .npy array ({exc})"
-        ) from None
+        if head != NPY_MAGIC:
+            raise InvalidInputError(f"{name}: {path} is not a valid .npy file (it does not start "
+                                    "with the .npy header)") from None
+        why = "it holds Python objects, which are not loaded (pickle is unsafe)" \
+            if "pickle" in str(exc) else f"a damaged .npy file: {exc}"
+        raise InvalidInputError(f"{name}: {path} is not a plain numeric .npy array: {why}") from None
     if not isinstance(arr, np.ndarray):
         arr.close()
         raise InvalidInputError(f"{name}: {path} is an .npz archive; expected a single .npy array")
@@ -169,15 +187,15 @@ def _require_cone(args: argparse.Namespace, m: int, K: int, model: str) -> None:
 
 
 def _dd(args: argparse.Namespace) -> int:
-    _require_cone(args, args.alphabet, args.drafts, args.model)
-    cone = acceptance_one_cone(args.alphabet, args.drafts, args.model, args.method)
+    _require_cone(args, args.vocab, args.drafts, args.model)
+    cone = acceptance_one_cone(args.vocab, args.drafts, args.model, args.method)
     cmp = compare_with_hall(cone)
     rows = sorted(zip(cmp["facets"], cone.facets, strict=True),  # Hall's inequalities first
                   key=lambda r: (r[0][1] is None, not (r[0][1] or "").startswith("hall"),
                                  len(r[0][1] or ""), r[0][1] or r[0][0]))
     if args.json:
         print(json.dumps({
-            "alphabet": cone.m, "drafts": cone.K, "model": cone.model, "method": cone.method,
+            "vocab": cone.m, "alphabet": cone.m, "drafts": cone.K, "model": cone.model, "method": cone.method,
             "dimension": len(cone.names), "variables": cone.names,
             "facets": [{"inequality": text, "hall": label,
                         "coefficients": list(sparsest(f, cone.linearities))}
@@ -213,13 +231,13 @@ def _verify_one(args: argparse.Namespace) -> dict:
     from .verify import check_claim, verify_hu_wor, verify_symbolic, verify_theorem2, verify_theorem3
 
     defaults = VERIFY_DEFAULTS[args.claim]
-    for flag, value, default in zip(("--alphabet", "--drafts", "--instances"),
-                                    (args.alphabet, args.drafts, args.instances), defaults,
+    for flag, value, default in zip(("--vocab", "--drafts", "--instances"),
+                                    (args.vocab, args.drafts, args.instances), defaults,
                                     strict=True):
         if value is not None and default is None:
             raise InvalidInputError(f"verify {args.claim} takes no {flag}")
     m, K, instances = (d if v is None else v for v, d in
-                       zip((args.alphabet, args.drafts, args.instances), defaults, strict=True))
+                       zip((args.vocab, args.drafts, args.instances), defaults, strict=True))
     if args.claim == "symbolic":
         return verify_symbolic()
     check_claim(args.claim, m, K if K is not None else 2, instances or 0)
@@ -235,10 +253,10 @@ def _verify_one(args: argparse.Namespace) -> dict:
 
 
 def _verify(args: argparse.Namespace) -> int:
-    from .verify import ALL_GRID, verify_all
+    from .verify import ALL_GRID, RECORDED, verify_all
 
     if args.claim == "all":
-        given = [flag for flag, value in (("--alphabet", args.alphabet), ("--drafts", args.drafts),
+        given = [flag for flag, value in (("--vocab", args.vocab), ("--drafts", args.drafts),
                                           ("--instances", args.instances)) if value is not None]
         if given:
             raise InvalidInputError(
@@ -252,9 +270,11 @@ def _verify(args: argparse.Namespace) -> int:
             records = verify_all(progress)
     else:
         records = [_verify_one(args)]
+    changed = sorted({r["name"] for r in records if r["verified"] != RECORDED[r["name"]]})
     if args.json:
         for rec in records:
-            print(json.dumps(rec))
+            print(json.dumps({**rec, "recorded": RECORDED[rec["name"]],
+                              **({"vocab": rec["alphabet"]} if "alphabet" in rec else {})}))
     elif args.claim == "all":
         print(f"{'claim':<10s} {'case':<34s} {'verdict':<9s} {'seconds':>8s}")
         for rec in records:
@@ -262,11 +282,14 @@ def _verify(args: argparse.Namespace) -> int:
                 {k: rec[k] for k in ("alphabet", "drafts", "seed") if k in rec}
             case = ", ".join(f"{k}={v}" for k, v in case.items()) if isinstance(case, dict) else ""
             verdict = "verified" if rec["verified"] else "REFUTED"
-            print(f"{rec['name']:<10s} {case:<34s} {verdict:<9s} {rec['seconds']:8.2f}")
+            note = "as recorded" if rec["verified"] == RECORDED[rec["name"]] else "CHANGED"
+            print(f"{rec['name']:<10s} {case:<34s} {verdict:<9s} {rec['seconds']:8.2f}  {note}")
         refuted = sorted({r["name"] for r in records if not r["verified"]})
         print(f"{sum(r['verified'] for r in records)}/{len(records)} checks verified"
               + (f"; refuted: {', '.join(refuted)} (run 'mdtheory verify NAME' for the "
                  "counterexample)" if refuted else ""))
+        print("every verdict is the one recorded in papers/" if not changed else
+              f"verdicts differ from papers/ for: {', '.join(changed)}")
     else:
         rec = records[0]
         print(("VERIFIED" if rec["verified"] else "REFUTED") + f": {rec['claim']}")
@@ -277,10 +300,16 @@ def _verify(args: argparse.Namespace) -> int:
             print("  the ratio is exact for conditional Poisson sampling: "
                   + ("yes, on every instance and set" if rec["matches_conditional_poisson"]
                      else "no"))
-    refuted = sorted({r["name"] for r in records if not r["verified"]})
-    if refuted:
-        print(f"mdtheory: refuted: {', '.join(refuted)} (counterexample on stdout)", file=sys.stderr)
-    return EXIT_REFUTED if refuted else EXIT_OK
+    if args.claim == "all":  # gates CI: 0 when every verdict is the recorded one
+        if changed:
+            print(f"mdtheory: verdicts differ from papers/ for: {', '.join(changed)}", file=sys.stderr)
+        return EXIT_REFUTED if changed else EXIT_OK
+    if not records[0]["verified"]:
+        recorded = "as papers/ records" if not RECORDED[args.claim] else "papers/ records it as holding"
+        print(f"mdtheory: refuted: {args.claim} ({recorded}; counterexample on stdout)",
+              file=sys.stderr)
+        return EXIT_REFUTED
+    return EXIT_OK
 
 
 def _progress(args: argparse.Namespace, total: int, desc: str):
@@ -289,6 +318,20 @@ def _progress(args: argparse.Namespace, total: int, desc: str):
 
     return tqdm(total=total, desc=desc, file=sys.stderr, leave=False, dynamic_ncols=True,
                 disable=args.quiet or not sys.stderr.isatty())
+
+
+def _names(text: str | None, valid, what: str) -> list[str]:
+    """The comma-separated names of ``--rules`` (all of ``valid`` when not given), each checked."""
+    if text is None:
+        return list(valid)
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    if not names:
+        raise InvalidInputError(f"--rules {text!r} names no {what}; give comma-separated names "
+                                f"from: {', '.join(valid)}")
+    for name in names:
+        if name not in valid:
+            raise InvalidInputError(f"unknown {what} {name!r}; valid choices: {', '.join(valid)}")
+    return names
 
 
 def _rule_acceptance(args, rule, rng) -> tuple[float, bool, list | None]:
@@ -316,12 +359,7 @@ def _compare_selectors(args: argparse.Namespace) -> int:
         raise InvalidDistributionError(
             f"compare-selectors takes one (V,) pair; got {len(P)} row(s) of p and {len(Q)} of q"
         )
-    names = list(RULES) if args.rules is None else [r.strip() for r in args.rules.split(",") if r]
-    for name in names:
-        if name not in RULES:
-            raise InvalidInputError(
-                f"unknown selection rule {name!r}; valid choices: {', '.join(RULES)}"
-            )
+    names = _names(args.rules, RULES, "selection rule")
     as_drafts(args.drafts)
     if args.samples < 1:
         raise InvalidInputError(f"--samples must be at least 1, got {args.samples}")
@@ -332,37 +370,41 @@ def _compare_selectors(args: argparse.Namespace) -> int:
         except MdtheoryError:
             pass
     rows, optimum = [], {}
-    for name in names:  # each rule is prepared and its work estimated before that work starts
-        params = {"s": args.truncation} if name == "khisti-lp" else {}
-        try:
-            model = make_draft_model(Q[0], args.drafts, RULES[name].sampling)
-            _budget.require(_budget.rule_preparation(name, model), args.max_seconds)
-            rule = make_rule(name, P[0], Q[0], args.drafts, **params)  # times q's validation too
-            acc, exact, ci = _rule_acceptance(args, rule, rng)
-        except (InvalidInputError, ProblemTooLargeError) as exc:
-            if isinstance(exc, InvalidDistributionError):
-                raise
-            rows.append({"rule": name, "sampling": RULES[name].sampling, "acceptance": None,
-                         "exact": False, "ci95": None, "alpha_star": None, "gap": None,
-                         "prepare_ms": None, "error": str(exc)})
-            continue
-        if rule.sampling not in optimum:  # (alpha*, None) or (None, why it was not computed)
+    with _progress(args, len(names), "compare-selectors") as bar:
+        for k, name in enumerate(names):  # each rule is prepared and its work estimated first
+            bar.update(k - bar.n)
+            bar.set_postfix_str(name, refresh=True)
+            params = {"s": args.truncation} if name == "khisti-lp" else {}
             try:
-                _budget.require(_budget.acceptance_route(rule.model, _auto(rule.model)),
-                                args.max_seconds)
-                optimum[rule.sampling] = (optimal_acceptance(rule.p, rule.model).value, None)
-            except ProblemTooLargeError as exc:
-                optimum[rule.sampling] = (None, f"alpha* not computed: {exc}")
-        alpha, why = optimum[rule.sampling]
-        rows.append({"rule": name, "sampling": rule.sampling, "acceptance": acc, "exact": exact,
-                     "ci95": ci, "alpha_star": alpha, "gap": None if why else alpha - acc,
-                     "prepare_ms": rule.prepare_seconds * 1e3,
-                     **({"alpha_star_error": why} if why else {})})
+                model = make_draft_model(Q[0], args.drafts, RULES[name].sampling)
+                _budget.require(_budget.rule_preparation(name, model), args.max_seconds)
+                rule = make_rule(name, P[0], Q[0], args.drafts, **params)  # times q's validation too
+                acc, exact, ci = _rule_acceptance(args, rule, rng)
+            except (InvalidInputError, ProblemTooLargeError) as exc:
+                if isinstance(exc, InvalidDistributionError):
+                    raise
+                rows.append({"rule": name, "sampling": RULES[name].sampling, "acceptance": None,
+                             "exact": False, "ci95": None, "alpha_star": None, "gap": None,
+                             "prepare_ms": None, "error": str(exc)})
+                continue
+            if rule.sampling not in optimum:  # (alpha*, None) or (None, why it was not computed)
+                try:
+                    _budget.require(_budget.acceptance_route(rule.model, _auto(rule.model)),
+                                    args.max_seconds)
+                    optimum[rule.sampling] = (optimal_acceptance(rule.p, rule.model).value, None)
+                except ProblemTooLargeError as exc:
+                    optimum[rule.sampling] = (None, f"alpha* not computed: {exc}")
+            alpha, why = optimum[rule.sampling]
+            rows.append({"rule": name, "sampling": rule.sampling, "acceptance": acc, "exact": exact,
+                         "ci95": ci, "alpha_star": alpha, "gap": None if why else alpha - acc,
+                         "prepare_ms": rule.prepare_seconds * 1e3,
+                         **({"alpha_star_error": why} if why else {})})
     if all(r.get("error") for r in rows):
         raise InvalidInputError("no selection rule could be prepared within the limits: "
                                 + "; ".join(f"{r['rule']}: {r['error']}" for r in rows))
-    if args.json:
-        print(json.dumps(rows))
+    if args.json:  # JSON Lines, as every command
+        for r in rows:
+            print(json.dumps(r))
         return EXIT_OK
     print(f"V = {P.shape[1]}, n = {args.drafts} drafts; alpha* is the optimum for each rule's "
           "draft model")
@@ -388,12 +430,7 @@ def _cross_validate(args: argparse.Namespace) -> int:
 
     check_device(args.device)
     _budget.require(_budget.batched_steps(args.batch, args.samples, args.vocab), args.max_seconds)
-    names = list(TORCH_RULES) if args.rules is None else [r for r in args.rules.split(",") if r]
-    for name in names:
-        if name not in TORCH_RULES:
-            raise InvalidInputError(
-                f"no torch rule {name!r}; valid choices: {', '.join(TORCH_RULES)}"
-            )
+    names = _names(args.rules, TORCH_RULES, "torch rule")
     report = cross_validate(names, device=args.device, batch=args.batch, vocab=args.vocab,
                             drafts=args.drafts, samples=args.samples, seed=args.seed)
     if args.json:
@@ -418,20 +455,80 @@ def _seconds(text: str) -> float:
     return value
 
 
-def _add_limits(parser: argparse.ArgumentParser, quiet: bool = True) -> None:
+def _add_limits(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-seconds", type=_seconds, default=_budget.MAX_SECONDS, metavar="S",
                         help="refuse, before starting, work estimated to take longer than S seconds "
                              f"(default {_budget.MAX_SECONDS:g}); the refusal states the estimate")
-    if quiet:
-        parser.add_argument("--quiet", "-q", action="store_true",
-                            help="no progress bar (it is shown only when stderr is a terminal)")
+    parser.add_argument("--quiet", "-q", action="store_true",
+                        help="no progress bar (it is shown only when stderr is a terminal)")
+
+
+class _Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose ``epilog`` may be a callable, evaluated only when help is shown (the
+    rule and claim lists need modules that the other commands do not load)."""
+
+    def format_help(self) -> str:
+        if callable(self.epilog):
+            self.epilog = self.epilog()
+        return super().format_help()
+
+
+def _rules_epilog() -> str:
+    from .rules import RULES
+
+    def summary(name, cls) -> str:  # the docstring's first sentence ("et al." does not end one)
+        text = re.split(r"(?<!\bal)\.\s", " ".join(inspect.getdoc(cls).split("\n\n")[0].split()))[0]
+        return textwrap.fill(f"{name:<11s} {text.rstrip('.')} [{cls.sampling} drafts]", 96,
+                             initial_indent="  ", subsequent_indent=" " * 14)
+    return "selection rules (--rules):\n" + "\n".join(summary(*item) for item in RULES.items())
+
+
+def _claims_epilog() -> str:
+    from .verify import CLAIMS, RECORDED
+
+    return "claims:\n" + "\n".join(
+        textwrap.fill(f"{name:<9s} {text} (papers/ records it as "
+                      f"{'holding' if RECORDED[name] else 'refuted'})", 96, initial_indent="  ",
+                      subsequent_indent=" " * 12) for name, text in CLAIMS.items()) + (
+        "\n  all       every claim above on a fixed grid of sizes\n\n" + textwrap.fill(
+            "exit code: verify CLAIM: 0 the claim holds, 1 it is refuted (the counterexample is "
+            "printed); verify all: 0 every verdict is the one papers/ records (refutations "
+            "included), 1 a verdict differs from the record", 96))
+
+
+def _vocab_option(parser: argparse.ArgumentParser, required: bool, help: str) -> None:
+    parser.add_argument("--vocab", "--alphabet", "-m", dest="vocab", type=int, required=required,
+                        metavar="V", help=help + " (--alphabet and -m are older spellings)")
+
+
+def _drafts_option(parser: argparse.ArgumentParser, default: int | None = 2, required=False,
+                   help: str = "number of drafts n") -> None:
+    parser.add_argument("--drafts", "-n", "-K", dest="drafts", type=int, default=default,
+                        required=required, metavar="N",
+                        help=help + ("" if default is None else f" (default {default})")
+                        + " (-K is an older spelling)")
+
+
+def _add_common(parser: argparse.ArgumentParser, json_help: str, seed: bool = False) -> None:
+    parser.add_argument("--json", action="store_true", help=json_help + " per line (JSON Lines)")
+    if seed:
+        parser.add_argument("--seed", type=int, default=0,
+                            help="seed of the random number generator (default 0)")
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from . import __version__
+
     parser = argparse.ArgumentParser(
-        prog="mdtheory", description="Exact theory of multi-draft speculative sampling."
+        prog="mdtheory", description="Exact theory of multi-draft speculative sampling.",
+        epilog="n is the number of drafts (--drafts, -n), V the number of tokens (--vocab). "
+               "--json prints JSON Lines: one object per line. Exit codes: 0 success, 1 a claim "
+               "refuted or a verifier found lossy, 2 bad input or work over --max-seconds, 3 solver "
+               "failure, 130 interrupted, 141 stdout closed early.",
     )
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    parser.add_argument("--version", action="version", version=f"mdtheory {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
+                                parser_class=_Parser)
     check = sub.add_parser(
         "check-acceptance",
         help="optimal acceptance alpha*, acceptance-one test and optimal cut set",
@@ -440,35 +537,36 @@ def build_parser() -> argparse.ArgumentParser:
     )
     check.add_argument("P", help="target distribution, .npy of shape (V,) or (B, V)")
     check.add_argument("Q", help="draft distribution, .npy of shape (V,) or (B, V)")
-    check.add_argument("--drafts", "-n", type=int, default=2, metavar="N",
-                       help="number of drafts (default 2)")
+    _drafts_option(check)
     check.add_argument("--sampling", default="iid",
-                       choices=["iid", "without-replacement", "conditional-poisson"],
-                       help="draft model (default iid)")
+                       choices=["iid", "without-replacement", "wor", "conditional-poisson"],
+                       help="draft model (default iid; wor is short for without-replacement: "
+                            "successive sampling, as torch.multinomial without replacement)")
     check.add_argument("--method", default="auto", choices=["auto", *METHODS],
                        help="route to alpha* (default auto: the fastest exact one)")
     check.add_argument("--normalize", action="store_true",
                        help="rescale rows that do not sum to 1 instead of refusing them")
-    check.add_argument("--json", action="store_true", help="one JSON object per row")
-    _add_limits(check, quiet=False)
+    _add_common(check, "one JSON object per row")
+    _add_limits(check)
     check.set_defaults(func=_check_acceptance)
 
     cmp = sub.add_parser(
         "compare-selectors", help="acceptance of practical selection rules against alpha*",
         description="Exact (or Monte Carlo) acceptance of each selection rule, the optimum alpha* "
                     "of its draft model, the gap, and the preparation time per position.",
+        epilog=_rules_epilog, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     cmp.add_argument("P", help="target distribution, .npy of shape (V,)")
     cmp.add_argument("Q", help="draft distribution, .npy of shape (V,)")
-    cmp.add_argument("--drafts", "-n", type=int, default=2, metavar="N")
-    cmp.add_argument("--rules", help="comma-separated rule names (default: all)")
+    _drafts_option(cmp)
+    cmp.add_argument("--rules", help="comma-separated rule names (default: all; listed below)")
     cmp.add_argument("--samples", type=int, default=20_000,
-                     help="Monte Carlo samples where exact enumeration is too costly")
-    cmp.add_argument("--seed", type=int, default=0)
+                     help="Monte Carlo samples where exact enumeration is too costly (default 20000)")
     cmp.add_argument("--truncation", type=int, default=None,
                      help="khisti-lp truncation s (default: the union of p's and q's top-0.95 nuclei)")
-    cmp.add_argument("--normalize", action="store_true")
-    cmp.add_argument("--json", action="store_true", help="a JSON list, one object per rule")
+    cmp.add_argument("--normalize", action="store_true",
+                     help="rescale p and q if they do not sum to 1 instead of refusing them")
+    _add_common(cmp, "one JSON object per rule", seed=True)
     _add_limits(cmp)
     cmp.set_defaults(func=_compare_selectors)
 
@@ -481,13 +579,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     xv.add_argument("--device", default="cpu", help="cpu or cuda (default cpu)")
     xv.add_argument("--batch", type=int, default=8, help="positions (default 8)")
-    xv.add_argument("--vocab", type=int, default=6, help="alphabet size V (default 6)")
-    xv.add_argument("--drafts", "-n", type=int, default=2, metavar="N")
+    xv.add_argument("--vocab", type=int, default=6, metavar="V",
+                    help="number of tokens V (default 6)")
+    _drafts_option(xv)
     xv.add_argument("--samples", type=int, default=4000, help="steps per position (default 4000)")
-    xv.add_argument("--rules", help="comma-separated torch rules (default: all)")
-    xv.add_argument("--seed", type=int, default=0)
-    xv.add_argument("--json", action="store_true", help="one JSON object")
-    _add_limits(xv, quiet=False)
+    xv.add_argument("--rules", help="comma-separated torch rules (default: all of rrs, k-seq, "
+                                    "khisti-lp, optimal)")
+    _add_common(xv, "one JSON object", seed=True)
+    _add_limits(xv)
     xv.set_defaults(func=_cross_validate)
 
     dd = sub.add_parser(
@@ -495,29 +594,30 @@ def build_parser() -> argparse.ArgumentParser:
         description="Project the flows out of the acceptance-one polyhedral cone with pycddlib "
                     "(exact GMP arithmetic) and compare its facets with Hall's family.",
     )
-    dd.add_argument("--alphabet", "-m", type=int, required=True, help="alphabet size m")
-    dd.add_argument("--drafts", "-K", type=int, required=True, help="number of drafts K")
+    _vocab_option(dd, True, "number of tokens V")
+    _drafts_option(dd, default=None, required=True)
     dd.add_argument("--model", choices=DD_MODELS, default="iid",
-                    help="iid (tuples grouped into multisets) or free ordered tuples")
+                    help="iid (tuples grouped into multisets) or free ordered tuples (default iid)")
     dd.add_argument("--method", choices=["generators", "elimination"], default="generators",
                     help="projection route (default generators)")
-    dd.add_argument("--json", action="store_true", help="one JSON object")
-    _add_limits(dd, quiet=False)
+    _add_common(dd, "one JSON object")
+    _add_limits(dd)
     dd.set_defaults(func=_dd)
 
     ver = sub.add_parser(
         "verify", help="verify a published claim exactly",
-        description="Verify a published claim in exact arithmetic. Exit code 0 if it holds, 1 if "
-                    "it is refuted (the counterexample is printed).",
+        description="Verify a published claim in exact arithmetic.",
+        epilog=_claims_epilog, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    ver.add_argument("claim", choices=["theorem2", "theorem3", "hu-wor", "symbolic", "all"])
-    ver.add_argument("--alphabet", "-m", type=int, help="alphabet size (theorem2, theorem3, hu-wor)")
-    ver.add_argument("--drafts", "-K", type=int, help="number of drafts (theorem2, hu-wor)")
-    ver.add_argument("--model", choices=DD_MODELS, default="iid", help="theorem2's cone model")
+    ver.add_argument("claim", choices=["theorem2", "theorem3", "hu-wor", "symbolic", "all"],
+                     help="the claim to check (listed below)")
+    _vocab_option(ver, False, "number of tokens V (theorem2, theorem3, hu-wor)")
+    _drafts_option(ver, default=None, help="number of drafts n (theorem2, hu-wor)")
+    ver.add_argument("--model", choices=DD_MODELS, default="iid",
+                     help="theorem2's cone model (default iid)")
     ver.add_argument("--instances", type=int,
                      help="random rational instances (theorem3, hu-wor; default 20)")
-    ver.add_argument("--seed", type=int, default=0)
-    ver.add_argument("--json", action="store_true", help="one JSON object per check")
+    _add_common(ver, "one JSON object per check", seed=True)
     _add_limits(ver)
     ver.set_defaults(func=_verify)
     from .audit import add_audit_parser
@@ -536,11 +636,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI and return its exit code."""
     parser = build_parser()
     try:
-        args = parser.parse_args(argv)
-    except SystemExit as exc:  # argparse has printed its usage error
-        return int(exc.code or 0)
-    try:
-        return args.func(args)
+        try:
+            args = parser.parse_args(argv)
+        except SystemExit as exc:  # argparse has printed its usage error, help or version
+            sys.stdout.flush()
+            return int(exc.code or 0)
+        code = args.func(args)
+        sys.stdout.flush()  # a closed pipe shows here, inside the handler, not at interpreter exit
+        return code
     except SolverError as exc:
         print(f"mdtheory: solver error: {exc}", file=sys.stderr)
         return EXIT_SOLVER
@@ -550,6 +653,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("mdtheory: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except BrokenPipeError:  # the reader left (`| head`): stop quietly, as the Python docs advise
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except (OSError, ValueError):  # stdout is not a file descriptor (captured)
+            pass
+        return EXIT_BROKEN_PIPE
 
 
 if __name__ == "__main__":

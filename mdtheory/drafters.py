@@ -221,12 +221,13 @@ def add_lm_pairs_parser(subparsers) -> None:
                     "sampled from the target. Ready for check-acceptance and compare-selectors.",
     )
     cmd.add_argument("--positions", type=int, required=True, help="number of positions N")
-    cmd.add_argument("--target-temperature", type=float, default=1.0)
+    cmd.add_argument("--target-temperature", type=float, default=1.0,
+                     help="temperature of the target LSTM (default 1.0)")
     cmd.add_argument("--draft", required=True, choices=DRAFTERS, help="the drafter")
     cmd.add_argument("--draft-temperature", type=float, help="default: the target temperature")
     cmd.add_argument("--top-k", type=int, help="top-k of the (LSTM) drafter")
     cmd.add_argument("--order", type=int, default=3, help="n-gram order (ngram drafter)")
-    cmd.add_argument("--seed", type=int, default=0)
+    cmd.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     cmd.add_argument("--out", required=True, help="output directory")
     cmd.add_argument("--quiet", action="store_true", help="no progress bar")
     cmd.set_defaults(func=_lm_pairs_command)

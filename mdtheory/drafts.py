@@ -225,8 +225,8 @@ class DraftModel(ABC):
             raise ProblemTooLargeError(
                 f"the {kind} law has {_fmt_count(count)} {kind}s (V = {self.V}, n = {self.n}), over the "
                 f"limit of {limit:g} {kind}s or {MAX_CELLS:g} {kind}-token cells; use "
-                + ("a set-based method (method='otlp', 'dual' or 'prefix')" if kind == "tuple"
-                   else "method='prefix' where it applies")
+                + ("a method over draft sets (otlp, dual or prefix)" if kind == "tuple"
+                   else "the prefix method where it applies")
             )
 
     def sample(self, rng: np.random.Generator, size: int = 1) -> np.ndarray:

@@ -108,8 +108,8 @@ def otlp(p: np.ndarray, model: DraftModel, *, literal: bool = False) -> RouteOut
         raise ProblemTooLargeError(
             f"the OTLP would have up to {count * model.V:.3g} variables ({count:.3g} draft "
             f"{'tuples' if literal else 'sets'} x {model.V} tokens), over the limit "
-            f"{MAX_LP_COLUMNS:g}; use " + ("method='otlp' (sets), " if literal else "")
-            + "'dual', 'maxflow' or 'prefix'"
+            f"{MAX_LP_COLUMNS:g}; use the method " + ("otlp (over draft sets), " if literal else "")
+            + "dual, maxflow or prefix"
         )
     if literal:
         law = model.tuple_law()

@@ -2,13 +2,53 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
 
 import numpy as np
 
 from ._validate import ONE_TOL
 
-__all__ = ["AcceptanceResult"]
+__all__ = ["AcceptanceResult", "Duals", "to_jsonable"]
+
+
+class Duals(dict):
+    """The dual LP's optimal potentials: ``"token"`` (a_y, shape (V,)) and ``"set"`` (b_U, shape (M,)).
+
+    ``token[y] = 1`` exactly for the tokens of the cut T; ``set[k] = 1`` exactly for the draft sets
+    ``support[k]`` not inside T (Hu et al. 2025, §3; :mod:`mdtheory.dual`). The old keys ``"a"`` and
+    ``"b"`` still read the same arrays.
+    """
+
+    ALIASES = {"a": "token", "b": "set"}
+
+    def __missing__(self, key):
+        if key in self.ALIASES:
+            return self[self.ALIASES[key]]
+        raise KeyError(key)
+
+    def __contains__(self, key) -> bool:
+        return super().__contains__(self.ALIASES.get(key, key))
+
+    def get(self, key, default=None):
+        return self[key] if key in self else default
+
+
+def to_jsonable(value):
+    """``value`` with arrays as lists and numpy scalars as Python numbers, ready for :func:`json.dumps`.
+
+    Examples
+    --------
+    >>> to_jsonable({"x": np.arange(2), "y": np.float64(0.5), "z": (np.int64(1), None)})
+    {'x': [0, 1], 'y': 0.5, 'z': [1, None]}
+    """
+    if isinstance(value, np.ndarray | np.generic):
+        return value.tolist()
+    if isinstance(value, Mapping):
+        return {str(k): to_jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [to_jsonable(v) for v in value]
+    return value
 
 
 @dataclass
@@ -58,20 +98,41 @@ class AcceptanceResult:
         value, :math:`\\sum_y \\min(p(y), \\mu(y)) = \\alpha^*`: the marginal of an optimal rule
         (Khisti et al., Theorem 1).
     plan : ndarray or None
-        For the OTLP routes, the optimal selection rule :math:`\\pi(y \\mid x)`, one row per entry of
-        ``support``; for ``maxflow`` and ``dual``, the relaxed plan S(x, y) (flows) per entry of
-        ``support``.
+        OTLP routes only: the optimal selection rule :math:`\\pi(y \\mid x)`, shape (M, V), row k the
+        conditional law of the output given the drafts ``support[k]`` (rows sum to one). None
+        elsewhere.
+    flow : ndarray or None
+        ``dual`` and ``maxflow`` only: a maximum flow S(U, y), shape (M, V), the probability mass
+        carried from token y to the draft set ``support[k]`` (non-negative, only along y in U, at
+        most p(y) per token and :math:`w_U` per set; its total is :math:`\\alpha^*`). Until 0.1.0
+        these routes put it in ``plan``. None elsewhere.
     support : ndarray or None
-        The draft tuples (int, shape (M, n)) or draft sets (bool, shape (M, V)) the plan is indexed by.
+        What the rows of ``plan`` or ``flow`` are indexed by: draft tuples (int, shape (M, n)) for
+        ``otlp-literal``, draft sets (bool, shape (M, V)) for the other routes.
     support_probs : ndarray or None
-        Their probabilities Q(x) or w_U.
-    duals : dict or None
-        For ``dual``: ``{"a": token potentials, "b": set potentials}`` of the min-cut LP.
+        Their probabilities, Q(x) for tuples, :math:`w_U = P(\\mathrm{set}(X) = U)` for sets.
+    duals : Duals or None
+        ``dual`` only: the min-cut LP's 0/1 potentials, ``{"token": a (V,), "set": b (M,)}``
+        (:class:`Duals`; the old keys ``"a"``, ``"b"`` still work).
     duality_gap : float or None
         Primal objective minus dual objective of the solve that produced the value, where the route
         has both.
     timings : dict
         Seconds spent, by phase (``"total"`` always).
+    success : bool
+        Whether the value is proven exact (``status == "optimal"``), as in scipy's
+        ``OptimizeResult``. A route that cannot prove anything raises instead of returning.
+    message : str
+        The status in words.
+
+    Examples
+    --------
+    >>> import mdtheory as md
+    >>> res = md.optimal_acceptance([0.7, 0.3], [0.4, 0.6], 2)
+    >>> res.success, res.message.startswith("optimal: alpha* proven by its base certificate")
+    (True, True)
+    >>> import json; json.loads(json.dumps(res.to_dict()))["cut"]
+    [1]
     """
 
     value: float
@@ -86,9 +147,38 @@ class AcceptanceResult:
     plan: np.ndarray | None = None
     support: np.ndarray | None = None
     support_probs: np.ndarray | None = None
-    duals: dict | None = None
+    duals: Duals | None = None
     duality_gap: float | None = None
     timings: dict = field(default_factory=dict)
+    flow: np.ndarray | None = None
+
+    def __post_init__(self):
+        if self.duals is not None and not isinstance(self.duals, Duals):
+            d = Duals(self.duals)  # a route's {"a", "b"} under the documented names
+            self.duals = Duals(token=d["token" if "token" in d.keys() else "a"],
+                               set=d["set" if "set" in d.keys() else "b"])
+
+    @property
+    def success(self) -> bool:
+        """Whether the value is proven exact (``status == "optimal"``)."""
+        return self.status == "optimal"
+
+    @property
+    def message(self) -> str:
+        """The status in words."""
+        if not self.success:
+            return (f"{self.status}: the cut is checked, so alpha* <= value; optimality is not proven "
+                    f"for {self.sampling} drafts at this size")
+        gap = "" if self.certificate_gap is None else f" (gap {abs(self.certificate_gap):.1g})"
+        return f"optimal: alpha* proven by its {self.certificate} certificate{gap}"
+
+    def to_dict(self) -> dict:
+        """Every field, plus ``acceptance_one``, ``witness``, ``success`` and ``message``, as JSON-ready
+        Python objects (arrays become lists, numpy scalars Python numbers)."""
+        out = {f.name: getattr(self, f.name) for f in fields(self)}
+        out.update(acceptance_one=self.acceptance_one, witness=self.witness, success=self.success,
+                   message=self.message)
+        return to_jsonable(out)
 
     @property
     def acceptance_one(self) -> bool:

@@ -152,14 +152,44 @@ def optimal_acceptance(p: ArrayLike, q: ArrayLike | DraftModel, n: int | None = 
     return AcceptanceResult(
         value=float(out.value), cut=cut, method=name, sampling=model.sampling, drafts=model.n,
         status=cert.status, certificate=cert.name, certificate_gap=cert.gap, base=cert.base,
-        plan=out.plan, support=out.support, support_probs=out.support_probs, duals=out.duals,
+        **{"flow" if name in ("dual", "maxflow") else "plan": out.plan},  # routes say "plan"
+        support=out.support, support_probs=out.support_probs, duals=out.duals,
         duality_gap=out.duality_gap, timings=timings,
     )
 
 
 def alpha_star(p: ArrayLike, q: ArrayLike | DraftModel, n: int | None = None, sampling: str = "iid",
                *, method: str = "auto", normalize: bool = False, certify: str = "fast") -> float:
-    """The value :math:`\\alpha^*` alone; see :func:`optimal_acceptance` for the parameters.
+    """The optimal acceptance :math:`\\alpha^* = 1 + \\min_T [p(T) - Q(T)]` alone, as a float.
+
+    The best probability, over all lossless verifiers, that the output token is one of the n drafts;
+    :func:`optimal_acceptance` returns it with its cut set and certificate.
+
+    Parameters
+    ----------
+    p : array_like or torch.Tensor, shape (V,)
+        Target distribution; any float dtype (its sum tolerance follows its precision, see
+        :mod:`mdtheory._validate`).
+    q : array_like, torch.Tensor or DraftModel
+        Draft distribution, shape (V,) (other shapes for ``independent`` and ``joint``, see
+        :func:`optimal_acceptance`).
+    n : int, optional
+        Number of drafts.
+    sampling : str
+        Draft model (default ``"iid"``; ``"without-replacement"`` or ``"wor"``,
+        ``"conditional-poisson"``, ``"independent"``, ``"joint"``, ``"greedy"``).
+    method, normalize, certify
+        As for :func:`optimal_acceptance`.
+
+    Returns
+    -------
+    float
+        :math:`\\alpha^*` in [0, 1].
+
+    Raises
+    ------
+    InvalidDistributionError, InvalidInputError, ProblemTooLargeError, SolverError
+        As :func:`optimal_acceptance`.
 
     Examples
     --------

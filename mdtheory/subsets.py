@@ -54,8 +54,8 @@ def subsets_exhaustive(p: np.ndarray, model: DraftModel) -> RouteOutput:
     if model.V > limit:
         raise ProblemTooLargeError(
             f"the exhaustive subset route enumerates 2^{model.V} = {2.0 ** model.V:.3g} sets, over "
-            f"the limit 2^{limit} for {model.sampling} drafts; use method='prefix' "
-            f"({'/'.join(PREFIX_SAMPLINGS)}) or 'dual'"
+            f"the limit 2^{limit} for {model.sampling} drafts; use the prefix method "
+            f"({'/'.join(PREFIX_SAMPLINGS)} drafts) or the dual method"
         )
     t0 = time.perf_counter()
     codes = np.arange(2 ** model.V, dtype=np.int64)

@@ -41,7 +41,7 @@ def check_plan(result, p: np.ndarray, tol: float = TOL) -> None:
 
 def check_flow(result, p: np.ndarray, tol: float = TOL) -> None:
     """A relaxed plan S(U, y) is a feasible flow (capacities p and w) whose value is the result's."""
-    flow, mass = result.plan, result.support_probs
+    flow, mass = result.flow, result.support_probs
     members = support_members(result, p.size)
     assert flow.min() >= -tol, f"{result.method}: negative flow"
     assert np.all(flow[~members] <= tol), f"{result.method}: flow on a token outside its draft set"
@@ -52,7 +52,7 @@ def check_flow(result, p: np.ndarray, tol: float = TOL) -> None:
 
 def check_dual(result, p: np.ndarray, tol: float = TOL) -> None:
     """The min-cut LP solution is 0/1, feasible (a_y + b_U >= 1 for y in U) and attains the value."""
-    a, b = result.duals["a"], result.duals["b"]
+    a, b = result.duals["token"], result.duals["set"]
     members = support_members(result, p.size)
     assert set(np.unique(a)) <= {0.0, 1.0} and set(np.unique(b)) <= {0.0, 1.0}, "dual is not 0/1"
     slack = a[None, :] + b[:, None] - 1.0

@@ -123,14 +123,21 @@ def test_unreadable_and_odd_files(capsys, tmp_path, npy):
     }
     text = tmp_path / "text.npy"
     text.write_text("0.5 0.5\n")
-    cases[str(text)] = "not a plain numeric .npy array"
+    cases[str(text)] = "is not a valid .npy file"
     empty = tmp_path / "empty.npy"
     empty.write_bytes(b"")
-    cases[str(empty)] = "not a plain numeric .npy array"
+    cases[str(empty)] = "is not a valid .npy file"
     pickled = tmp_path / "pickled.npy"
     import pickle
     pickled.write_bytes(pickle.dumps([0.5, 0.5]))
-    cases[str(pickled)] = "not a plain numeric .npy array"
+    cases[str(pickled)] = "is not a valid .npy file"
+    objects = tmp_path / "objects.npy"
+    np.save(objects, np.array([0.5, None], dtype=object), allow_pickle=True)
+    cases[str(objects)] = "holds Python objects, which are not loaded"
+    truncated = tmp_path / "truncated.npy"
+    np.save(truncated, np.full(100, 0.01))
+    truncated.write_bytes(truncated.read_bytes()[:140])
+    cases[str(truncated)] = "a damaged .npy file"
     npz = tmp_path / "arch.npz"
     np.savez(npz, p=np.array([0.5, 0.5]))
     cases[str(npz)] = "is an .npz archive"

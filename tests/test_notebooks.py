@@ -17,6 +17,9 @@ def test_notebook_executes(path, tmp_path):
     errors = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
               if o.get("output_type") == "error"]
     assert not errors
+    figures = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
+               if "image/png" in o.get("data", {})]
+    assert figures, f"{path.name} shows no figure inline"
 
 
 def test_there_is_a_notebook():

@@ -168,7 +168,7 @@ def test_large_vocabulary_default_rules(capsys, pair):
     p, q = pair(32_000)
     code, out, err = run_main(capsys, "compare-selectors", p, q, "-n", 4, "--json")
     assert code == 0 and err == ""
-    rows = {r["rule"]: r for r in json.loads(out)}
+    rows = {r["rule"]: r for r in map(json.loads, out.splitlines())}  # JSON Lines
     assert ESTIMATE.search(rows["rrs-wor"]["error"]) and "--max-seconds" in rows["rrs-wor"]["error"]
     assert "Monte Carlo over 2e+04 samples" in rows["rrs-wor"]["error"]
     assert "3 stages of a 32000 x 32000 keep matrix: estimated 22.9 GiB" in rows["khisti-lp"]["error"]
@@ -184,7 +184,7 @@ def test_slow_preparation_refused_up_front(capsys, pair):
     code, out, err = run_main(capsys, "compare-selectors", p, q, "-n", 6, "--rules",
                               "gr-softmax,single", "--json")
     assert code == 0 and err == ""
-    rows = {r["rule"]: r for r in json.loads(out)}
+    rows = {r["rule"]: r for r in map(json.loads, out.splitlines())}  # JSON Lines
     assert rows["gr-softmax"]["error"].startswith("gr-softmax: fits over 7.68e+05 draft sets x 30 "
                                                   "tokens: estimated ")
     assert "--max-seconds" in rows["gr-softmax"]["error"] and rows["single"]["exact"]
@@ -196,7 +196,7 @@ def test_many_drafts_refused_by_memory(capsys, pair):
     code, out, err = run_main(capsys, "compare-selectors", p, q, "-n", 10**6, "--rules",
                               "rrs,khisti-lp,k-seq,greedy,gr-softmax", "--json")
     assert code == 0 and err == ""
-    rows = {r["rule"]: r for r in json.loads(out)}
+    rows = {r["rule"]: r for r in map(json.loads, out.splitlines())}  # JSON Lines
     assert re.search(r"rrs keeps n \+ 1 = 1000001 residuals.*estimated 7.45 GiB of memory",
                      rows["rrs"]["error"])
     assert re.search(r"999999 stages of a 1000 x 1000 keep matrix: estimated 7.28 TiB",
@@ -253,7 +253,7 @@ def test_vacuous_claims_do_not_verify(capsys, argv, pattern):
 
 
 @pytest.mark.parametrize("argv,pattern", [
-    (["all", "--alphabet", 50], "verify all runs its fixed grid; --alphabet applies to one claim"),
+    (["all", "--alphabet", 50], "verify all runs its fixed grid; --vocab applies to one claim"),
     (["symbolic", "--drafts", 3], "verify symbolic takes no --drafts"),
     (["theorem3", "--drafts", 3], "verify theorem3 takes no --drafts"),
 ])
@@ -265,7 +265,7 @@ def test_verify_flags_that_do_not_apply(capsys, argv, pattern):
 def test_verify_refuted_says_so_on_stderr(capsys):
     code, out, err = run_main(capsys, "verify", "hu-wor")
     assert code == 1 and out.startswith("REFUTED")
-    assert err == "mdtheory: refuted: hu-wor (counterexample on stdout)\n"
+    assert err == "mdtheory: refuted: hu-wor (as papers/ records; counterexample on stdout)\n"
 
 
 @pytest.mark.parametrize("argv", [["--alphabet", 10**9, "--drafts", 10**9],

@@ -127,7 +127,7 @@ def test_unknown_rule_and_bad_parameter():
 def test_cli_compare_selectors(capsys):
     code = main(["compare-selectors", "examples/p.npy", "examples/q.npy", "-n", "2", "--json",
                  "--samples", "2000"])
-    rows = json.loads(capsys.readouterr().out)
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert code == 0 and [r["rule"] for r in rows] == list(RULES)
     keys = {"rule", "acceptance", "exact", "ci95", "alpha_star", "gap", "prepare_ms"}
     p, q = np.load("examples/p.npy"), np.load("examples/q.npy")
@@ -146,7 +146,7 @@ def test_cli_compare_selectors_reports_rules_that_cannot_run(capsys, tmp_path):
     np.save(p, np.array([0.5, 0.3, 0.2]))
     np.save(q, np.array([0.6, 0.4, 0.0]))
     assert main(["compare-selectors", str(p), str(q), "-n", "3", "--json"]) == 0
-    rows = {r["rule"]: r for r in json.loads(capsys.readouterr().out)}
+    rows = {r["rule"]: r for r in map(json.loads, capsys.readouterr().out.splitlines())}
     assert rows["rrs-wor"]["acceptance"] is None and "n <= the number of tokens" in rows["rrs-wor"]["error"]
     assert rows["rrs"]["acceptance"] == pytest.approx(make_rule("rrs", [0.5, 0.3, 0.2],
                                                                 [0.6, 0.4, 0.0], 3).exact_acceptance())

@@ -49,11 +49,41 @@ def make_rule(name: str, p: ArrayLike, q: ArrayLike | DraftModel, n: int, *, nor
               **params: Any) -> SelectionRule:
     """Prepare the rule ``name`` for one position.
 
+    Parameters
+    ----------
+    name : str
+        A key of :data:`RULES` (the table above), e.g. ``"rrs"`` or ``"optimal"``.
+    p : array_like, shape (V,)
+        Target distribution.
+    q : array_like, shape (V,)
+        Draft distribution.
+    n : int
+        Number of drafts. The preparation's memory and time are estimated first and refused
+        over the limits of :mod:`mdtheory._budget` (``make_rule("rrs", u, u, 10**9)`` is refused).
+    normalize : bool
+        Rescale p and q to sum one instead of refusing sums off one.
+    **params
+        The rule's own keywords (``s`` for ``khisti-lp``; :func:`rule_keywords` lists them).
+
+    Returns
+    -------
+    SelectionRule
+        The prepared rule: ``select(drafts, rng)`` runs one step, ``exact_acceptance()``,
+        ``exact_output_law()`` and ``monte_carlo(samples, rng)`` evaluate it.
+
     Raises
     ------
     InvalidInputError
         Unknown rule name (the message lists the valid ones), a keyword the rule does not take
         (the message lists those it takes), or bad parameters.
+    ProblemTooLargeError
+        The preparation would need more memory or time than allowed.
+
+    Examples
+    --------
+    >>> rule = make_rule("rrs", [0.5, 0.5], [0.5, 0.5], 2)
+    >>> rule.exact_acceptance()
+    1.0
     """
     try:
         cls = RULES[name]

@@ -24,7 +24,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from .. import _budget
-from .._validate import as_distribution
+from .._validate import as_distribution, as_generator
 from ..drafts import SAMPLINGS, DraftModel, make_draft_model
 from ..errors import InvalidDistributionError, InvalidInputError, ProblemTooLargeError
 
@@ -115,9 +115,45 @@ class SelectionRule(ABC):
         return None
 
     # ------------------------------------------------------------------ derived, shared by all rules
-    def select(self, drafts: ArrayLike, rng: np.random.Generator) -> tuple[int, bool]:
-        """One verification step: the output token and whether a draft was accepted."""
-        accept, reject = self.conditional(np.asarray(drafts))
+    def select(self, drafts: ArrayLike, rng: np.random.Generator | int | None = None
+               ) -> tuple[int, bool]:
+        """One verification step: the output token and whether a draft was accepted.
+
+        Parameters
+        ----------
+        drafts : array_like of int, shape (n,)
+            The draft tokens, each in ``0 .. V-1``.
+        rng : None, int or numpy.random.Generator
+            Random source, as :func:`numpy.random.default_rng` takes it.
+
+        Returns
+        -------
+        (int, bool)
+            The output token and whether it is an accepted draft.
+
+        Raises
+        ------
+        InvalidInputError
+            Drafts that are not n integer token ids in ``0 .. V-1``, or a bad ``rng``.
+        """
+        return self._step(self._check_drafts(drafts), as_generator(rng))
+
+    def _check_drafts(self, drafts) -> np.ndarray:
+        x = np.asarray(drafts)
+        if x.dtype == bool or not np.issubdtype(x.dtype, np.integer):
+            raise InvalidInputError(f"drafts must be integer token ids, got dtype {x.dtype}")
+        if x.shape != (self.n,):
+            raise InvalidInputError(f"{self.name} was prepared for n = {self.n} drafts; got drafts of "
+                                    f"shape {x.shape}")
+        if x.min() < 0 or x.max() >= self.V:
+            bad = np.flatnonzero((x < 0) | (x >= self.V))
+            raise InvalidInputError(f"drafts[{bad[0]}] = {x[bad[0]]} is not a token id in "
+                                    f"0 .. {self.V - 1}")
+        return x
+
+    def _step(self, drafts: np.ndarray, rng: np.random.Generator) -> tuple[int, bool]:
+        """:meth:`select` on checked drafts (Monte Carlo calls it on drafts it drew itself)."""
+        accept, reject = self.conditional(drafts)
         u = rng.random()
         if u < accept.sum():
             return int(rng.choice(self.V, p=accept / accept.sum())), True
@@ -153,7 +189,7 @@ class SelectionRule(ABC):
     def exact_output_law(self) -> np.ndarray:
         return self.enumerate()[1]
 
-    def monte_carlo(self, samples: int, rng: np.random.Generator,
+    def monte_carlo(self, samples: int, rng: np.random.Generator | int | None = None,
                     progress: Callable[[int], object] | None = None) -> dict[str, Any]:
         """Simulate drafts and verification; acceptance estimate with a 95% normal interval.
 
@@ -164,7 +200,8 @@ class SelectionRule(ABC):
         ----------
         samples : int
             At least 1.
-        rng : numpy.random.Generator
+        rng : None, int or numpy.random.Generator
+            Random source, as :func:`numpy.random.default_rng` takes it.
         progress : callable, optional
             Called with the number of steps done after each chunk.
 
@@ -176,13 +213,14 @@ class SelectionRule(ABC):
         if isinstance(samples, bool) or not isinstance(samples, (int, np.integer)) or samples < 1:
             raise InvalidInputError(f"Monte Carlo needs an integer number of samples >= 1, got "
                                     f"{samples!r}")
+        rng = as_generator(rng)
         chunk = _budget.mc_chunk(self.V)
         counts = np.zeros(self.V, dtype=np.int64)
         hits = 0
         for start in range(0, samples, chunk):
             size = min(chunk, samples - start)
             for x in self.model.sample(rng, size):
-                y, ok = self.select(x, rng)
+                y, ok = self._step(x, rng)
                 counts[y] += 1
                 hits += ok
             if progress is not None:

@@ -90,10 +90,10 @@ class Optimal(SetPlanRule):
         accept = self.schedule.candidate_law(drafts) * self.accept_ratio
         return accept, max(1.0 - accept.sum(), 0.0) * self.res
 
-    def select(self, drafts, rng):
+    def _step(self, drafts, rng):
         if self.schedule is None:
-            return super().select(drafts, rng)
-        y = int(self.schedule.candidates(np.asarray(drafts), rng))
+            return super()._step(drafts, rng)
+        y = int(self.schedule.candidates(drafts, rng))
         if rng.random() < self.accept_ratio[y]:
             return y, True
         k = np.searchsorted(self._res_cdf, rng.random() * self._res_cdf[-1], side="right")

@@ -15,8 +15,8 @@ def alpha_star(p, q, n: int):
     Parameters
     ----------
     p, q : Tensor, shape (V,) or (B, V)
-        Probability rows: finite, non-negative, each summing to one within
-        :data:`mdtheory._validate.SUM_TOL` (:func:`to_probs` gives such rows).
+        Probability rows: finite, non-negative, each summing to one within the tolerance of their
+        dtype, :func:`mdtheory._validate.sum_tolerance` (:func:`to_probs` gives such rows).
     n : int
 
     Returns

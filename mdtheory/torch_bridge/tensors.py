@@ -4,7 +4,7 @@ probabilities, device checks and draft sampling."""
 from __future__ import annotations
 
 from .. import logits as _logits
-from .._validate import SUM_TOL
+from .._validate import sum_tolerance
 from ..errors import InvalidDistributionError, InvalidInputError, MdtheoryError
 
 __all__ = ["to_probs", "check_device", "sample_drafts"]
@@ -45,7 +45,7 @@ def _check_rows(torch, t, name: str) -> None:
     if (d < 0).any():
         raise InvalidDistributionError(f"{name} has a negative entry ({float(d.min()):g})")
     # summed in float64: what is left is each entry's rounding, at most about eps of the dtype
-    tol = max(SUM_TOL, 4 * torch.finfo(d.dtype).eps)
+    tol = sum_tolerance(torch.finfo(d.dtype).eps)  # follows the dtype, as everywhere (mdtheory._validate)
     off = float((d.double().sum(-1) - 1.0).abs().max())
     if off > tol:
         raise InvalidDistributionError(
