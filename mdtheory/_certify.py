@@ -49,10 +49,9 @@ import math
 from typing import NamedTuple
 
 import numpy as np
-from numba import njit
 
+from ._jit import njit
 from .drafts import DraftModel
-from .dual import dual_lp
 from .errors import InvalidInputError, SolverError
 from .polymatroid import TINY, _lex_blocks, lex_optimal_base_iid
 from .subsets import PREFIX_PROVED
@@ -234,6 +233,21 @@ def _cover(contained, k):
 
 
 @njit(cache=True)
+def _ipow(x, n):
+    """x ** n for an integer n >= 0 by repeated squaring, as numba compiles ``x ** n``: the same
+    bits interpreted and compiled (CPython's ``**`` calls libm ``pow``)."""
+    if n > 0x10000:
+        return math.pow(x, float(n))
+    r = 1.0
+    while n != 0:  # bounded: n halves each time
+        if n & 1:
+            r *= x
+        n >>= 1
+        x *= x
+    return r
+
+
+@njit(cache=True)
 def _iid_points(order, p, q, n):
     """p along ``order[::-1]``, and the iid containments of the prefixes of ``order``,
     :math:`Q = \\min(q(\\text{prefix}), 1)^n` (as :meth:`~mdtheory.drafts.IID.prefix_containment`,
@@ -250,7 +264,7 @@ def _iid_points(order, p, q, n):
         seen[y] = True
         ps[V - 1 - k] = p[y]
         s += q[y]
-        contained[k] = min(s, 1.0) ** n
+        contained[k] = _ipow(min(s, 1.0), n)
     return ps, contained
 
 
@@ -441,6 +455,13 @@ def _model_law(model: DraftModel, out: dict, literal: bool, who: str):
         raise SolverError(f"{who}: its support or their probabilities differ from the draft model's "
                           f"{'tuple' if literal else 'set'} law")
     return support_members(support, model.V), law.probs
+
+
+def dual_lp(p: np.ndarray, model: DraftModel) -> dict:
+    """:func:`mdtheory.dual.dual_lp`, imported on first use (it loads scipy and HiGHS)."""
+    from .dual import dual_lp as route
+
+    return route(p, model)
 
 
 def _primal(p: np.ndarray, model: DraftModel, out: dict, method: str, mode: str):

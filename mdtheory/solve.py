@@ -10,10 +10,7 @@ from ._certify import CERT_TOL, CERTIFY_MODES
 from ._certify import certify as _certify
 from ._validate import as_distribution
 from .drafts import DraftModel, make_draft_model
-from .dual import dual_lp
 from .errors import InvalidDistributionError, InvalidInputError
-from .maxflow import maxflow
-from .otlp import otlp
 from .result import AcceptanceResult
 from .subsets import PREFIX_SAMPLINGS, prefix_scan, subsets_exhaustive
 
@@ -22,13 +19,34 @@ __all__ = ["optimal_acceptance", "alpha_star", "METHODS", "CERT_TOL"]
 #: ``method="auto"`` enumerates all token sets up to this alphabet size (models without a prefix route).
 AUTO_SUBSET_V = 16
 
+
+
+# The LP and flow routes import scipy, HiGHS or networkx: loaded when first run, not with the package.
+def _otlp(p, model, literal=False):
+    from .otlp import otlp
+
+    return otlp(p, model, literal=literal)
+
+
+def _dual(p, model):
+    from .dual import dual_lp
+
+    return dual_lp(p, model)
+
+
+def _maxflow(p, model):
+    from .maxflow import maxflow
+
+    return maxflow(p, model)
+
+
 METHODS = {
     "prefix": prefix_scan,
     "subsets": subsets_exhaustive,
-    "otlp": otlp,
-    "otlp-literal": lambda p, model: otlp(p, model, literal=True),
-    "dual": dual_lp,
-    "maxflow": maxflow,
+    "otlp": _otlp,
+    "otlp-literal": lambda p, model: _otlp(p, model, literal=True),
+    "dual": _dual,
+    "maxflow": _maxflow,
 }
 
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 import time
 
 import numpy as np
-from numba import njit
 
+from ._jit import njit
 from .drafts import DraftModel, WithoutReplacement
 from .errors import InvalidInputError, ProblemTooLargeError
 from .polymatroid import TINY

@@ -1,0 +1,84 @@
+"""Fast paths give the same answers as the paths they shortcut (issue 13); no wall-clock checks.
+
+* lazy imports: ``import mdtheory`` and the CLI's default ``check-acceptance`` load none of the heavy
+  libraries (the routes that need them import them when run);
+* kernels of :mod:`mdtheory._jit`: interpreted and numba-compiled runs agree;
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from mdtheory import _certify, _jit, alpha_star, optimal_acceptance, subsets
+from mdtheory.drafts import IID
+
+ROOT = Path(__file__).resolve().parents[1]
+HEAVY = ("numba", "scipy", "networkx", "highspy", "cdd", "cvxpy", "sympy", "torch", "tqdm")
+
+
+def _loaded_after(code: str, heavy=HEAVY) -> list[str]:
+    """Modules of ``heavy`` present in a fresh interpreter after running ``code``."""
+    probe = f"{code}\nimport json, sys\nprint(json.dumps([m for m in {heavy!r} if m in sys.modules]))"
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    out = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, env=env, capture_output=True,
+                         text=True, timeout=120, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_import_loads_no_heavy_library():
+    assert _loaded_after("import mdtheory", (*HEAVY, "mdtheory.audit")) == []
+
+
+def test_default_cli_command_loads_no_heavy_library():
+    code = ("import contextlib, io\nfrom mdtheory.cli import main\n"
+            "with contextlib.redirect_stdout(io.StringIO()):\n"
+            "    main(['check-acceptance', 'examples/p.npy', 'examples/q.npy', '--drafts', '4'])")
+    assert _loaded_after(code) == []
+
+
+def test_lazy_public_names_resolve():
+    import mdtheory
+
+    assert callable(mdtheory.audit) and mdtheory.AuditResult.__name__ == "AuditResult"
+    assert {"audit", "AuditResult"} <= set(dir(mdtheory))
+    with pytest.raises(AttributeError):
+        mdtheory.no_such_name  # noqa: B018
+
+
+def _instance(V: int, seed: int):
+    rng = np.random.default_rng(seed)
+    p, q = rng.dirichlet(np.full(V, 0.3)), rng.dirichlet(np.full(V, 0.3))
+    p[rng.random(V) < 0.05] = 0.0  # draft-only tokens and ties
+    q[:3] = 0.0
+    return p / p.sum(), q / q.sum()
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_kernels_interpreted_and_compiled_agree(seed, monkeypatch):
+    p, q = _instance(300, seed)
+    model = IID(q, 4)
+    runs = []
+    for threshold in (10**9, 0):  # everything interpreted, then everything compiled
+        monkeypatch.setattr(_jit, "JIT_MIN_SIZE", threshold)
+        out = subsets.prefix_scan(p, model)
+        runs.append((out, _certify.check_base_iid(p, model, out["order"])))
+    (a, (lo_a, mu_a)), (b, (lo_b, mu_b)) = runs
+    assert a["value"] == b["value"] and np.array_equal(a["cut"], b["cut"])
+    assert lo_a == lo_b  # the same operations on IEEE doubles: the same bits
+    np.testing.assert_array_equal(mu_a, mu_b)
+
+
+def test_kernel_threshold_routes_large_inputs_to_numba(monkeypatch):
+    monkeypatch.setattr(_jit, "JIT_MIN_SIZE", 100)
+    p, q = _instance(150, 7)
+    small = alpha_star(p[:50] / p[:50].sum(), q[:50] / q[:50].sum(), 3)
+    assert 0.0 <= small <= 1.0
+    res = optimal_acceptance(p, q, 3)
+    assert subsets._best_prefix._compiled is not None and res.status == "optimal"
