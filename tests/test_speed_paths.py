@@ -82,3 +82,43 @@ def test_kernel_threshold_routes_large_inputs_to_numba(monkeypatch):
     assert 0.0 <= small <= 1.0
     res = optimal_acceptance(p, q, 3)
     assert subsets._best_prefix._compiled is not None and res.status == "optimal"
+
+
+# ----------------------------------------------------------------------------- sampling steps
+def _chi_square_pvalue(counts: np.ndarray, law: np.ndarray) -> float:
+    """Pearson's test of counts against a law, cells of expected count below 5 pooled into one."""
+    from scipy import stats
+
+    expected = law * counts.sum()
+    small = expected < 5
+    obs = np.append(counts[~small], counts[small].sum())
+    exp = np.append(expected[~small], expected[small].sum())
+    keep = exp > 0
+    assert obs[~keep].sum() == 0, "a draw landed on a cell of probability zero"
+    return float(stats.chisquare(obs[keep], exp[keep] * obs.sum() / exp[keep].sum()).pvalue)
+
+
+@pytest.mark.parametrize("name", ["rrs", "k-seq"])
+def test_sampled_step_follows_the_exact_conditional_law(name):
+    """The O(n + log V) ``select`` draws (token, accepted) from ``conditional``'s exact law
+    (accepted: a(. | x); rejected: r(. | x)), by Pearson's chi-square on V = 400 tokens."""
+    from mdtheory.rules import make_rule
+
+    rng = np.random.default_rng(11)
+    q = rng.dirichlet(np.ones(400))
+    p = 0.5 * q + 0.5 * rng.dirichlet(np.ones(400))
+    rule = make_rule(name, p, q, 3)
+    draws, tested = 20_000, 0
+    for x in rule.model.sample(rng, 20):
+        accept, reject = rule.conditional(x)
+        if not 0.3 < accept.sum() < 0.9:  # both outcomes well represented
+            continue
+        counts = np.zeros(2 * rule.V, dtype=np.int64)  # accepted tokens, then rejected ones
+        for _ in range(draws):
+            y, ok = rule.select(x, rng)
+            counts[y + (0 if ok else rule.V)] += 1
+        assert _chi_square_pvalue(counts, np.concatenate([accept, reject])) > 1e-4
+        tested += 1
+        if tested == 2:
+            break
+    assert tested == 2
