@@ -54,7 +54,7 @@ from ._jit import njit
 from .drafts import DraftModel
 from .errors import InvalidInputError, SolverError
 from .polymatroid import TINY, _lex_blocks, lex_optimal_base_iid
-from .subsets import PREFIX_PROVED
+from .subsets import PREFIX_PROVED, _ipow
 
 __all__ = ["certify", "check_plan", "check_flow", "check_base_iid", "cut_value",
            "support_members", "Certificate", "VALUE_TOL", "FEAS_TOL", "CERT_TOL", "RATIO_TOL",
@@ -230,21 +230,6 @@ def _cover(contained, k):
     if k == 0:
         return 0.0
     return 1.0 if k == V else 1.0 - contained[V - k - 1]
-
-
-@njit(cache=True)
-def _ipow(x, n):
-    """x ** n for an integer n >= 0 by repeated squaring, as numba compiles ``x ** n``: the same
-    bits interpreted and compiled (CPython's ``**`` calls libm ``pow``)."""
-    if n > 0x10000:
-        return math.pow(x, float(n))
-    r = 1.0
-    while n != 0:  # bounded: n halves each time
-        if n & 1:
-            r *= x
-        n >>= 1
-        x *= x
-    return r
 
 
 @njit(cache=True)

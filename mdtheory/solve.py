@@ -10,7 +10,7 @@ from ._certify import CERT_TOL, CERTIFY_MODES
 from ._certify import certify as _certify
 from ._validate import as_distribution
 from .drafts import DraftModel, make_draft_model
-from .errors import InvalidDistributionError, InvalidInputError
+from .errors import InvalidDistributionError, InvalidInputError, MdtheoryError
 from .result import AcceptanceResult
 from .subsets import PREFIX_SAMPLINGS, prefix_scan, subsets_exhaustive
 
@@ -18,6 +18,8 @@ __all__ = ["optimal_acceptance", "alpha_star", "METHODS", "CERT_TOL"]
 
 #: ``method="auto"`` enumerates all token sets up to this alphabet size (models without a prefix route).
 AUTO_SUBSET_V = 16
+#: Draft models built from one law q of shape (V,): for them a q of shape (B, V) is a batch.
+ONE_LAW_SAMPLINGS = ("iid", "without-replacement", "wor", "conditional-poisson", "greedy")
 
 
 
@@ -56,9 +58,47 @@ def _auto(model: DraftModel) -> str:
     return "subsets" if model.V <= AUTO_SUBSET_V else "dual"
 
 
+def _ndim(x) -> int:
+    try:
+        return np.ndim(x)
+    except ValueError:  # ragged nested lists: the single problem's validation names the problem
+        return -1
+
+
+def _batch(p, q, sampling: str):
+    """(P rows, q rows or [q], B) when p has shape (B, V) or q is a batch of one-law drafts (B, V);
+    None for a single problem. One row of either side is broadcast against the other's B rows."""
+    q_batch = not isinstance(q, DraftModel) and sampling in ONE_LAW_SAMPLINGS and _ndim(q) == 2
+    if _ndim(p) != 2 and not q_batch:
+        return None
+    P = np.asarray(p)
+    P = P if P.ndim == 2 else P[None]
+    Qs = list(np.asarray(q)) if q_batch else [q]
+    if len(P) == 0 or len(Qs) == 0:
+        raise InvalidDistributionError("an empty batch: p and q need at least one row")
+    if len(P) != len(Qs) and 1 not in (len(P), len(Qs)):
+        raise InvalidDistributionError(
+            f"p has {len(P)} rows but q has {len(Qs)}; give equal batches or one row to broadcast"
+        )
+    return P, Qs, max(len(P), len(Qs))
+
+
+def _solve_batch(P, Qs, rows: int, n, sampling, method, normalize, certify) -> list:
+    """One result per row; each q row's draft model is built once, whatever the broadcast."""
+    models = [make_draft_model(q, n, sampling, normalize=normalize) for q in Qs]
+    out = []
+    for i in range(rows):
+        try:
+            out.append(optimal_acceptance(P[i % len(P)], models[i % len(models)], method=method,
+                                          normalize=normalize, certify=certify))
+        except MdtheoryError as exc:
+            raise type(exc)(f"row {i}: {exc}") from None
+    return out
+
+
 def optimal_acceptance(p, q, n: int | None = None, sampling: str = "iid", *,
                        method: str = "auto", normalize: bool = False,
-                       certify: str = "fast") -> AcceptanceResult:
+                       certify: str = "fast") -> AcceptanceResult | list[AcceptanceResult]:
     """Optimal acceptance of n-draft speculative sampling, with an optimal cut set.
 
     .. math::
@@ -71,12 +111,15 @@ def optimal_acceptance(p, q, n: int | None = None, sampling: str = "iid", *,
 
     Parameters
     ----------
-    p : array_like, shape (V,)
-        Target distribution.
+    p : array_like, shape (V,) or (B, V)
+        Target distribution, or a batch of B of them (one result per row).
     q : array_like or DraftModel
         Draft distribution: shape (V,) for ``iid``, ``without-replacement`` and
         ``conditional-poisson``; (n, V) for ``independent``; (V,) * n for ``joint``; or a ready
-        :class:`~mdtheory.drafts.DraftModel`.
+        :class:`~mdtheory.drafts.DraftModel`. For the models built from one law (``iid``,
+        ``without-replacement``, ``conditional-poisson``, ``greedy``) a q of shape (B, V) is a batch.
+        A batch of one side is matched row by row with an equal batch of the other, or shares the
+        other's single row (broadcast).
     n : int, optional
         Number of drafts (implied by the shape of q for ``independent`` and ``joint``).
     sampling : str
@@ -100,14 +143,16 @@ def optimal_acceptance(p, q, n: int | None = None, sampling: str = "iid", *,
 
     Returns
     -------
-    AcceptanceResult
+    AcceptanceResult or list of AcceptanceResult
         ``value``, ``cut``, ``method``, ``status``, ``certificate``, ``certificate_gap``, and per
-        route the plan or flow, base, duals, duality gap and timings.
+        route the plan or flow, base, duals, duality gap and timings. For a batch, a list of B
+        results in row order, each proven as a single problem's.
 
     Raises
     ------
     InvalidDistributionError
-        p or q is not a distribution, or their lengths differ.
+        p or q is not a distribution, or their lengths differ, or batches of different sizes (a
+        batch row's error names the row).
     InvalidInputError
         Unknown method, sampling or certify mode, or a bad number of drafts.
     ProblemTooLargeError
@@ -143,7 +188,11 @@ def optimal_acceptance(p, q, n: int | None = None, sampling: str = "iid", *,
     0.0
     >>> round(optimal_acceptance([0.7, 0.3], [0.4, 0.6], 1).value, 12)  # 1 - TV(p, q)
     0.7
+    >>> [r.value for r in optimal_acceptance([[1.0, 0.0], [0.5, 0.5]], [0.5, 0.5], 2)]  # batch
+    [0.75, 1.0]
     """
+    if (batch := _batch(p, q, sampling)) is not None:
+        return _solve_batch(*batch, n, sampling, method, normalize, certify)
     t0 = time.perf_counter()
     model = make_draft_model(q, n, sampling, normalize=normalize)
     p = as_distribution(p, "p", normalize=normalize)
@@ -174,13 +223,21 @@ def optimal_acceptance(p, q, n: int | None = None, sampling: str = "iid", *,
 
 
 def alpha_star(p, q, n: int | None = None, sampling: str = "iid", *, method: str = "auto",
-               normalize: bool = False, certify: str = "fast") -> float:
+               normalize: bool = False, certify: str = "fast") -> float | np.ndarray:
     """The value :math:`\\alpha^*` alone; see :func:`optimal_acceptance` for the parameters.
+
+    Returns
+    -------
+    float, or ndarray of shape (B,) for a batch (p or q of shape (B, V)).
 
     Examples
     --------
     >>> alpha_star([0.25, 0.75], [0.75, 0.25], 1)
     0.5
+    >>> alpha_star([0.25, 0.75], [[0.75, 0.25], [0.25, 0.75]], 1).tolist()
+    [0.5, 1.0]
     """
-    return optimal_acceptance(p, q, n, sampling, method=method, normalize=normalize,
-                              certify=certify).value
+    res = optimal_acceptance(p, q, n, sampling, method=method, normalize=normalize, certify=certify)
+    if isinstance(res, list):
+        return np.array([r.value for r in res])
+    return res.value

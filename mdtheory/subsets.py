@@ -11,6 +11,7 @@ Hu et al. 2025 (dual of the OTLP, Theorem 1). Two routes:
 
 from __future__ import annotations
 
+import math
 import time
 
 import numpy as np
@@ -98,20 +99,43 @@ def prefix_order(p: np.ndarray, q: np.ndarray) -> np.ndarray:
 
 
 @njit(cache=True)
-def _best_prefix(p, order, contained, tie_tol):
+def _ipow(x, n):
+    """x ** n for an integer n >= 0 by repeated squaring, as numba compiles ``x ** n``: the same
+    bits interpreted and compiled (CPython's ``**`` calls libm ``pow``)."""
+    if n > 0x10000:
+        return math.pow(x, float(n))
+    r = 1.0
+    while n != 0:  # bounded: n halves each time
+        if n & 1:
+            r *= x
+        n >>= 1
+        x *= x
+    return r
+
+
+@njit(cache=True)
+def _best_prefix(p, order, contained, q, n, tie_tol):
     """(best gain, length of the shortest prefix within ``tie_tol`` of it, 0 if the best is at most
     ``tie_tol``), gain_k = contained[k] - p(first k + 1 tokens), the empty prefix gaining 0; two
-    passes with a running sum of p instead of storing the gains."""
-    best, s = 0.0, 0.0
+    passes with a running sum of p instead of storing the gains.
+
+    With an empty ``contained`` the containments are the iid ones, :math:`\\min(q(\text{prefix}),
+    1)^n`, computed along the way (q summed in order, as ``np.cumsum``; the power by :func:`_ipow`)."""
+    iid = contained.size == 0
+    best, s, t = 0.0, 0.0, 0.0
     for k in range(order.size):
         s += p[order[k]]
-        best = max(best, contained[k] - s)
+        if iid:
+            t += q[order[k]]
+        best = max(best, (_ipow(min(t, 1.0), n) if iid else contained[k]) - s)
     if best <= tie_tol:
         return best, 0
-    s = 0.0
+    s, t = 0.0, 0.0
     for k in range(order.size):
         s += p[order[k]]
-        if contained[k] - s >= best - tie_tol:
+        if iid:
+            t += q[order[k]]
+        if (_ipow(min(t, 1.0), n) if iid else contained[k]) - s >= best - tie_tol:
             return best, k + 1
     return best, order.size  # not reached: the first pass found a prefix at best
 
@@ -158,7 +182,9 @@ def prefix_scan(p: np.ndarray, model: DraftModel) -> dict:
         )
     t0 = time.perf_counter()
     order = prefix_order(p, model.q)
-    best, length = _best_prefix(p, order, model.prefix_containment(order), TIE_TOL)
+    # iid: the containment q(prefix)^n inside the scan, without temporaries
+    contained = np.zeros(0) if model.sampling == "iid" else model.prefix_containment(order)
+    best, length = _best_prefix(p, order, contained, model.q, model.n, TIE_TOL)
     in_cut = np.zeros(model.V, dtype=bool)
     in_cut[order[:length]] = True
     value = 1.0 - best

@@ -122,3 +122,37 @@ def test_sampled_step_follows_the_exact_conditional_law(name):
         if tested == 2:
             break
     assert tested == 2
+
+
+# ----------------------------------------------------------------------------- batches
+@pytest.mark.parametrize("sampling", ["iid", "conditional-poisson"])
+def test_batch_matches_row_by_row(sampling):
+    rng = np.random.default_rng(3)
+    P, Q = rng.dirichlet(np.full(12, 0.5), size=4), rng.dirichlet(np.full(12, 0.5), size=4)
+    batch = optimal_acceptance(P, Q, 3, sampling)
+    assert isinstance(batch, list) and len(batch) == 4
+    for i, res in enumerate(batch):
+        one = optimal_acceptance(P[i], Q[i], 3, sampling)
+        assert res.value == one.value and np.array_equal(res.cut, one.cut)
+        assert res.status == one.status == "optimal"
+    values = alpha_star(P, Q, 3, sampling)
+    assert values.shape == (4,) and values.tolist() == [r.value for r in batch]
+    # one row on either side is broadcast
+    assert alpha_star(P, Q[1], 3, sampling).tolist() == \
+        [alpha_star(P[i], Q[1], 3, sampling) for i in range(4)]
+    assert alpha_star(P[2], Q, 3, sampling).tolist() == \
+        [alpha_star(P[2], Q[i], 3, sampling) for i in range(4)]
+
+
+def test_batch_errors_name_the_problem():
+    from mdtheory import InvalidDistributionError
+
+    P = np.full((2, 3), 1 / 3)
+    with pytest.raises(InvalidDistributionError, match="p has 2 rows but q has 3"):
+        alpha_star(P, np.full((3, 3), 1 / 3), 2)
+    bad = P.copy()
+    bad[1] = [0.5, 0.5, 0.5]
+    with pytest.raises(InvalidDistributionError, match=r"^row 1: p sums to 1.5"):
+        alpha_star(bad, [0.2, 0.3, 0.5], 2)
+    # independent drafts take q of shape (n, V): a 2-D q is their law, not a batch
+    assert isinstance(alpha_star(P[0], np.full((2, 3), 1 / 3), sampling="independent"), float)
