@@ -5,9 +5,10 @@ import: importing numba costs more than importing numpy, and loading its cached 
 0.1-0.5 s, which a small problem (the CLI's examples, V = 50) would pay for microseconds of work. A
 decorated function stays the same Python function (:attr:`Kernel.py_func`); a call whose largest
 array argument has at least :data:`JIT_MIN_SIZE` entries goes to its numba compilation, built on first
-use with every kernel it calls compiled too. Both run the same code on IEEE doubles; they can differ
-only where numba's arithmetic differs from CPython's (an integer power by repeated squaring instead
-of ``pow``: a few units in the last place).
+use with every kernel it calls compiled too. Both run the same code on IEEE doubles; they could differ
+only where numba's arithmetic differs from CPython's: ``x ** n`` for an integer n (numba squares
+repeatedly, CPython calls ``pow``), which the kernels therefore write as
+:func:`mdtheory.subsets._ipow`. tests/test_speed_paths.py checks that both give the same bits.
 """
 
 from __future__ import annotations
