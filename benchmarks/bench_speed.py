@@ -4,7 +4,7 @@
     .venv/bin/python benchmarks/bench_speed.py --rows cli,import --out /tmp/x.json
     PYTHONPATH=/tmp/old .venv/bin/python benchmarks/bench_speed.py --out /tmp/before.json
 
-Each figure is the minimum over repeats, taken in the same process as its reference (``np.argsort`` /
+Each figure is the minimum over repeats interleaved with those of its reference (``np.argsort`` /
 ``np.sort`` of the same length, or ``python -c "import numpy"`` for the start-up rows), and reported as
 a ratio; the sampling steps and the successive-sampling / conditional-Poisson rows have absolute goals
 (microseconds, milliseconds), reported as such. The package measured is whichever ``import mdtheory``
@@ -30,8 +30,9 @@ import mdtheory as md
 
 ROOT = Path(md.__file__).resolve().parents[1]  # the checkout being measured
 OUT = Path(__file__).resolve().parent / "results" / "speed.json"
-ROWS = ("alpha", "batch", "optimal-rule", "steps", "successive", "conditional-poisson", "cli",
-        "import")
+#: The start-up rows first: a parent process grown by the large rows spawns its children slower.
+ROWS = ("cli", "import", "alpha", "batch", "optimal-rule", "steps", "successive",
+        "conditional-poisson")
 
 
 def llm_pair(V: int, seed: int = 0):
@@ -45,21 +46,30 @@ def llm_pair(V: int, seed: int = 0):
 
 def best(fn, repeats: int) -> float:
     """Minimum wall time of ``repeats`` calls (one untimed warm-up call first)."""
-    fn()
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
+    return paired([fn], repeats)[0]
+
+
+def paired(fns, repeats: int) -> list[float]:
+    """Minimum wall time of each function, the calls interleaved (f1, f2, f1, f2, ...) so that a
+    busy spell on a shared machine hits the reference and the measured code alike; one untimed
+    warm-up call each first."""
+    for fn in fns:
         fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
+    out = [np.inf] * len(fns)
+    for _ in range(repeats):
+        for i, fn in enumerate(fns):
+            t0 = time.perf_counter()
+            fn()
+            out[i] = min(out[i], time.perf_counter() - t0)
+    return out
 
 
 def row_alpha(repeats: int) -> dict:
     V, n = 128_000, 4
     p, q = llm_pair(V)
     keys = np.random.default_rng(1).random(V)
-    t_arg, t_sort = best(lambda: np.argsort(keys), repeats), best(lambda: np.sort(keys), repeats)
-    t = best(lambda: md.optimal_acceptance(p, q, n), repeats)
+    t_arg, t_sort, t = paired([lambda: np.argsort(keys), lambda: np.sort(keys),
+                               lambda: md.optimal_acceptance(p, q, n)], repeats)
     return {"what": f"optimal_acceptance(p, q, {n}), V = {V}", "x_argsort": t / t_arg,
             "x_sort": t / t_sort, "goal": "<= 1.5x argsort (try <= 3x sort)"}
 
@@ -74,8 +84,7 @@ def row_batch(repeats: int, B: int) -> dict:
         batched, how = (lambda: md.alpha_star(P, Q, n)), "alpha_star on (B, V)"
     except md.MdtheoryError:  # an API without batches: the CLI's row loop
         batched, how = (lambda: [md.alpha_star(p, q, n) for p, q in zip(P, Q, strict=True)]), "row loop"
-    t_arg = best(lambda: np.argsort(keys, axis=1), repeats)
-    t = best(batched, repeats)
+    t_arg, t = paired([lambda: np.argsort(keys, axis=1), batched], repeats)
     return {"what": f"alpha* of a {B} x {V} batch ({how})", "x_argsort": t / t_arg,
             "goal": "<= 1.5x batched argsort"}
 
@@ -86,8 +95,7 @@ def row_optimal_rule(repeats: int) -> dict:
     V, n = 32_000, 4
     p, q = llm_pair(V)
     keys = np.random.default_rng(1).random(V)
-    t_arg = best(lambda: np.argsort(keys), repeats)
-    t = best(lambda: make_rule("optimal", p, q, n), repeats)
+    t_arg, t = paired([lambda: np.argsort(keys), lambda: make_rule("optimal", p, q, n)], repeats)
     return {"what": f"optimal rule preparation, V = {V}", "x_argsort": t / t_arg,
             "step_us": _step_us("optimal", p, q, n), "goal": "<= 10x argsort; step <= 20 us"}
 
@@ -118,28 +126,29 @@ def _prefix_model_row(sampling: str, repeats: int) -> dict:
     return out
 
 
-def _process_seconds(args: list[str], repeats: int) -> float:
+def _process(args: list[str]):
+    """A function running ``python ARGS`` in the measured checkout, byte code cached as installed."""
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    env.pop("PYTHONDONTWRITEBYTECODE", None)  # as installed: byte code cached
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
 
     def run():
         subprocess.run([sys.executable, *args], cwd=ROOT, env=env, check=True,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
-    return best(run, repeats)
+    return run
 
 
 def row_cli(repeats: int) -> dict:
-    t_np = _process_seconds(["-c", "import numpy"], repeats)
-    t = _process_seconds(["-m", "mdtheory", "check-acceptance", "examples/p.npy", "examples/q.npy",
-                          "--drafts", "4"], repeats)
+    t_np, t = paired([_process(["-c", "import numpy"]),
+                      _process(["-m", "mdtheory", "check-acceptance", "examples/p.npy",
+                                "examples/q.npy", "--drafts", "4"])], repeats)
     return {"what": "mdtheory check-acceptance examples/p.npy examples/q.npy --drafts 4 (process)",
             "x_import_numpy": t / t_np, "goal": "<= 1.5x python -c 'import numpy'"}
 
 
 def row_import(repeats: int) -> dict:
-    t_np = _process_seconds(["-c", "import numpy"], repeats)
-    t = _process_seconds(["-c", "import mdtheory"], repeats)
+    t_np, t = paired([_process(["-c", "import numpy"]), _process(["-c", "import mdtheory"])],
+                     repeats)
     return {"what": "import mdtheory (process)", "x_import_numpy": t / t_np, "goal": "<= 1.5x"}
 
 
@@ -163,7 +172,7 @@ def machine() -> dict:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", default=",".join(ROWS), help=f"comma-separated subset of {ROWS}")
-    ap.add_argument("--repeats", type=int, default=7, help="repeats per timing (minimum taken)")
+    ap.add_argument("--repeats", type=int, default=15, help="repeats per timing (minimum taken)")
     ap.add_argument("--batch", type=int, default=64, help="rows of the batch row (issue: 64)")
     ap.add_argument("--out", type=Path, default=OUT, help="JSON file to write")
     args = ap.parse_args(argv)
@@ -171,13 +180,13 @@ def main(argv=None) -> int:
     if unknown := set(rows) - set(ROWS):
         ap.error(f"unknown rows {sorted(unknown)}; valid: {', '.join(ROWS)}")
     run = {"alpha": lambda: row_alpha(args.repeats),
-           "batch": lambda: row_batch(max(args.repeats // 3, 2), args.batch),
+           "batch": lambda: row_batch(max(args.repeats // 4, 2), args.batch),
            "optimal-rule": lambda: row_optimal_rule(args.repeats),
            "steps": lambda: row_steps(args.repeats),
            "successive": lambda: _prefix_model_row("without-replacement", 3),
            "conditional-poisson": lambda: _prefix_model_row("conditional-poisson", 3),
-           "cli": lambda: row_cli(max(args.repeats, 10)),
-           "import": lambda: row_import(max(args.repeats, 10))}
+           "cli": lambda: row_cli(max(args.repeats, 20)),
+           "import": lambda: row_import(max(args.repeats, 20))}
     results = {}
     for name in rows:
         results[name] = run[name]()

@@ -1,11 +1,14 @@
-"""Kernels that run as plain Python on small inputs and are compiled by numba on large ones.
+"""Kernels that run as plain Python while that is cheaper than loading numba, compiled after.
 
 ``from ._jit import njit`` replaces ``from numba import njit`` in the modules the default routes
 import: importing numba costs more than importing numpy, and loading its cached machine code another
 0.1-0.5 s, which a small problem (the CLI's examples, V = 50) would pay for microseconds of work. A
-decorated function stays the same Python function (:attr:`Kernel.py_func`); a call whose largest
-array argument has at least :data:`JIT_MIN_SIZE` entries goes to its numba compilation, built on first
-use with every kernel it calls compiled too. Both run the same code on IEEE doubles; they could differ
+decorated function stays the same Python function (:attr:`Kernel.py_func`). The choice per call is
+the ski-rental rule: interpret while the process's interpreted work (array entries summed over
+calls) stays within :data:`INTERPRETED_BUDGET`, about the cost of loading numba once; after that, or
+once numba is loaded anyway, every call runs the numba compilation (built on first use with every
+kernel it calls compiled too). A process never pays more than about twice the better of the two.
+Both run the same code on IEEE doubles; they could differ
 only where numba's arithmetic differs from CPython's: ``x ** n`` for an integer n (numba squares
 repeatedly, CPython calls ``pow``), which the kernels therefore write as
 :func:`mdtheory.subsets._ipow`. tests/test_speed_paths.py checks that both give the same bits.
@@ -13,15 +16,20 @@ repeatedly, CPython calls ``pow``), which the kernels therefore write as
 
 from __future__ import annotations
 
+import sys
 import types
 
 import numpy as np
 
-__all__ = ["njit", "Kernel", "JIT_MIN_SIZE"]
+__all__ = ["njit", "Kernel", "INTERPRETED_BUDGET"]
 
-#: Calls whose largest array argument has at least this many entries run compiled (interpreted, the
-#: kernels take about 1-3 us per entry: 1-3 ms here, against 0.1-0.5 s to load numba).
-JIT_MIN_SIZE = 1024
+#: Array entries the process may run interpreted, summed over calls (interpreted, the kernels of one
+#: route take about 10-30 us per entry: 0.1-0.3 s in all, about the time numba takes to load).
+INTERPRETED_BUDGET = 10_000
+#: Interpreted entries so far in this process.
+_spent = 0
+#: Tests only: ``"python"`` or ``"numba"`` forces every call's mode.
+FORCE: str | None = None
 
 
 class Kernel:
@@ -59,8 +67,15 @@ class Kernel:
         return self._compiled
 
     def __call__(self, *args):
-        size = max((a.size for a in args if isinstance(a, np.ndarray)), default=0)
-        return (self.compiled if size >= JIT_MIN_SIZE else self.py_func)(*args)
+        global _spent
+        if FORCE is not None:
+            return (self.py_func if FORCE == "python" else self.compiled)(*args)
+        if self._compiled is None and "numba" not in sys.modules:
+            size = max((a.size for a in args if isinstance(a, np.ndarray)), default=0)
+            if _spent + size <= INTERPRETED_BUDGET:
+                _spent += size
+                return self.py_func(*args)
+        return self.compiled(*args)
 
 
 def njit(func=None, **options):

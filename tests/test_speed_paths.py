@@ -56,8 +56,8 @@ def test_kernels_interpreted_and_compiled_agree(seed, monkeypatch):
     p, q = _instance(300, seed)
     model = IID(q, 4)
     runs = []
-    for threshold in (10**9, 0):  # everything interpreted, then everything compiled
-        monkeypatch.setattr(_jit, "JIT_MIN_SIZE", threshold)
+    for mode in ("python", "numba"):  # everything interpreted, then everything compiled
+        monkeypatch.setattr(_jit, "FORCE", mode)
         out = subsets.prefix_scan(p, model)
         runs.append((out, _certify.check_base_iid(p, model, out["order"])))
     (a, (lo_a, mu_a)), (b, (lo_b, mu_b)) = runs
@@ -66,13 +66,22 @@ def test_kernels_interpreted_and_compiled_agree(seed, monkeypatch):
     np.testing.assert_array_equal(mu_a, mu_b)
 
 
-def test_kernel_threshold_routes_large_inputs_to_numba(monkeypatch):
-    monkeypatch.setattr(_jit, "JIT_MIN_SIZE", 100)
-    p, q = _instance(150, 7)
-    small = alpha_star(p[:50] / p[:50].sum(), q[:50] / q[:50].sum(), 3)
-    assert 0.0 <= small <= 1.0
-    res = optimal_acceptance(p, q, 3)
-    assert subsets._best_prefix._compiled is not None and res.status == "optimal"
+def test_interpreted_work_is_bounded_then_numba_runs():
+    """Ski rental: a fresh process interprets the CLI example, and compiles once its interpreted
+    work would pass the budget."""
+    code = ("import numpy as np, sys\nimport mdtheory as md\nfrom mdtheory import _jit, subsets\n"
+            "p, q = np.load('examples/p.npy'), np.load('examples/q.npy')\n"
+            "md.optimal_acceptance(p, q, 4)\n"
+            "first = ('numba' in sys.modules, 0 < _jit._spent <= _jit.INTERPRETED_BUDGET)\n"
+            "rng = np.random.default_rng(0)\n"
+            "for _ in range(4):\n"
+            "    md.optimal_acceptance(rng.dirichlet(np.ones(3000)), rng.dirichlet(np.ones(3000)), 4)\n"
+            "print(first, 'numba' in sys.modules, subsets._best_prefix._compiled is not None, "
+            "_jit._spent <= _jit.INTERPRETED_BUDGET)")
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True,
+                         text=True, timeout=300, check=True)
+    assert out.stdout.split() == ["(False,", "True)", "True", "True", "True"]
 
 
 # ----------------------------------------------------------------------------- sampling steps
