@@ -1,16 +1,17 @@
-"""Speed to the floor (issue 13): every ratio of the issue's table, measured in one process.
+"""Speed to the floor (issue 13): every ratio of the issue's table.
 
     .venv/bin/python benchmarks/bench_speed.py                  # all rows; writes results/speed.json
     .venv/bin/python benchmarks/bench_speed.py --rows cli,import --out /tmp/x.json
     PYTHONPATH=/tmp/old .venv/bin/python benchmarks/bench_speed.py --out /tmp/before.json
 
-Each figure is the minimum over repeats interleaved with those of its reference (``np.argsort`` /
-``np.sort`` of the same length, or ``python -c "import numpy"`` for the start-up rows), and reported as
-a ratio; the sampling steps and the successive-sampling / conditional-Poisson rows have absolute goals
-(microseconds, milliseconds), reported as such. The package measured is whichever ``import mdtheory``
-finds (PYTHONPATH), so the same script measures an older checkout; rows whose API that checkout lacks
-fall back to what it offers (a row loop for the batch) and say so. The machine's facts (CPU, cores, load,
-versions, commit) go into the JSON file with the ratios.
+Each row runs in a fresh process. Each figure is the minimum over repeats interleaved with those of
+its reference (``np.argsort`` / ``np.sort`` of the same length, or ``python -c "import numpy"`` for the
+start-up rows) and is reported as a ratio; the sampling steps and the successive-sampling /
+conditional-Poisson rows have absolute goals (microseconds, milliseconds), reported as such. The
+package measured is whichever ``import mdtheory`` finds (PYTHONPATH), so the same script measures an
+older checkout; rows whose API that checkout lacks fall back to what it offers (a row loop for the
+batch) and say so. The machine's facts (CPU, cores, load, versions, commit) go into the JSON file
+with the ratios.
 """
 
 from __future__ import annotations
@@ -30,7 +31,6 @@ import mdtheory as md
 
 ROOT = Path(md.__file__).resolve().parents[1]  # the checkout being measured
 OUT = Path(__file__).resolve().parent / "results" / "speed.json"
-#: The start-up rows first: a parent process grown by the large rows spawns its children slower.
 ROWS = ("cli", "import", "alpha", "batch", "optimal-rule", "steps", "successive",
         "conditional-poisson")
 
@@ -175,6 +175,7 @@ def main(argv=None) -> int:
     ap.add_argument("--repeats", type=int, default=15, help="repeats per timing (minimum taken)")
     ap.add_argument("--batch", type=int, default=64, help="rows of the batch row (issue: 64)")
     ap.add_argument("--out", type=Path, default=OUT, help="JSON file to write")
+    ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     rows = [r for r in args.rows.split(",") if r]
     if unknown := set(rows) - set(ROWS):
@@ -187,9 +188,15 @@ def main(argv=None) -> int:
            "conditional-poisson": lambda: _prefix_model_row("conditional-poisson", 3),
            "cli": lambda: row_cli(max(args.repeats, 20)),
            "import": lambda: row_import(max(args.repeats, 20))}
+    if args.child:  # one row, measured in this fresh process, as JSON on stdout
+        print(json.dumps(run[rows[0]]()))
+        return 0
     results = {}
-    for name in rows:
-        results[name] = run[name]()
+    for name in rows:  # each row in a fresh process: no heap or cache state carried between rows
+        child = subprocess.run([sys.executable, __file__, "--rows", name, "--child", "--repeats",
+                                str(args.repeats), "--batch", str(args.batch)], check=True,
+                               capture_output=True, text=True)
+        results[name] = json.loads(child.stdout.strip().splitlines()[-1])
         shown = ", ".join(f"{k} {v:.3g}" for k, v in results[name].items()
                           if isinstance(v, float))
         print(f"{name:20s} {shown}   [{results[name]['goal']}]   {results[name]['what']}",

@@ -92,10 +92,22 @@ def prefix_order(p: np.ndarray, q: np.ndarray) -> np.ndarray:
     can leave the best prefix short of the optimum by at most (n + 1) V TINY (below 1e-170); the
     value itself is always evaluated with the unrounded masses.
     """
-    p = np.where(p >= TINY, p, 0.0)
-    q = np.where(q >= TINY, q, 0.0)
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        return np.argsort(p / q)
+    return np.argsort(_ratio_keys(p, q))
+
+
+@njit(cache=True)
+def _ratio_keys(p, q):
+    """p / q with masses below TINY read as zero, in one pass: 0 for p = 0 < q, inf for q = 0 < p,
+    NaN for p = q = 0 (what numpy's division gives, without dividing by zero)."""
+    out = np.empty(p.size)
+    for i in range(p.size):
+        a = p[i] if p[i] >= TINY else 0.0
+        b = q[i] if q[i] >= TINY else 0.0
+        if b > 0.0:
+            out[i] = a / b
+        else:
+            out[i] = np.inf if a > 0.0 else np.nan
+    return out
 
 
 @njit(cache=True)
