@@ -84,12 +84,14 @@ def _batch(p, q, sampling: str):
 
 
 def _solve_batch(P, Qs, rows: int, n, sampling, method, normalize, certify) -> list:
-    """One result per row; each q row's draft model is built once, whatever the broadcast."""
-    models = [make_draft_model(q, n, sampling, normalize=normalize) for q in Qs]
+    """One result per row, solved in turn (a row's arrays stay in cache); a broadcast q row's draft
+    model is built once."""
+    shared = make_draft_model(Qs[0], n, sampling, normalize=normalize) if len(Qs) == 1 else None
     out = []
     for i in range(rows):
         try:
-            out.append(optimal_acceptance(P[i % len(P)], models[i % len(models)], method=method,
+            model = shared or make_draft_model(Qs[i], n, sampling, normalize=normalize)
+            out.append(optimal_acceptance(P[i % len(P)], model, method=method,
                                           normalize=normalize, certify=certify))
         except MdtheoryError as exc:
             raise type(exc)(f"row {i}: {exc}") from None
