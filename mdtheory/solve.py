@@ -83,19 +83,19 @@ def _batch(p, q, sampling: str):
     return P, Qs, max(len(P), len(Qs))
 
 
-def _solve_batch(P, Qs, rows: int, n, sampling, method, normalize, certify) -> list:
-    """One result per row, solved in turn (a row's arrays stay in cache); a broadcast q row's draft
-    model is built once."""
+def _solve_batch(P, Qs, rows: int, n, sampling, method, normalize, certify):
+    """The rows' results in turn, as a generator (a row's arrays stay in cache, and a caller that
+    keeps only values lets each result go); a broadcast q row's draft model is built once."""
     shared = make_draft_model(Qs[0], n, sampling, normalize=normalize) if len(Qs) == 1 else None
-    out = []
     for i in range(rows):
         try:
-            model = shared or make_draft_model(Qs[i], n, sampling, normalize=normalize)
-            out.append(optimal_acceptance(P[i % len(P)], model, method=method,
-                                          normalize=normalize, certify=certify))
+            model = shared if shared is not None else \
+                make_draft_model(Qs[i], n, sampling, normalize=normalize)
+            res = optimal_acceptance(P[i % len(P)], model, method=method, normalize=normalize,
+                                     certify=certify)
         except MdtheoryError as exc:
             raise type(exc)(f"row {i}: {exc}") from None
-    return out
+        yield res
 
 
 def optimal_acceptance(p, q, n: int | None = None, sampling: str = "iid", *,
@@ -194,7 +194,7 @@ def optimal_acceptance(p, q, n: int | None = None, sampling: str = "iid", *,
     [0.75, 1.0]
     """
     if (batch := _batch(p, q, sampling)) is not None:
-        return _solve_batch(*batch, n, sampling, method, normalize, certify)
+        return list(_solve_batch(*batch, n, sampling, method, normalize, certify))
     t0 = time.perf_counter()
     model = make_draft_model(q, n, sampling, normalize=normalize)
     p = as_distribution(p, "p", normalize=normalize)
@@ -239,7 +239,8 @@ def alpha_star(p, q, n: int | None = None, sampling: str = "iid", *, method: str
     >>> alpha_star([0.25, 0.75], [[0.75, 0.25], [0.25, 0.75]], 1).tolist()
     [0.5, 1.0]
     """
-    res = optimal_acceptance(p, q, n, sampling, method=method, normalize=normalize, certify=certify)
-    if isinstance(res, list):
-        return np.array([r.value for r in res])
-    return res.value
+    if (batch := _batch(p, q, sampling)) is not None:
+        results = _solve_batch(*batch, n, sampling, method, normalize, certify)
+        return np.fromiter((res.value for res in results), dtype=float, count=batch[2])
+    return optimal_acceptance(p, q, n, sampling, method=method, normalize=normalize,
+                              certify=certify).value
