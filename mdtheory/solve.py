@@ -22,7 +22,6 @@ AUTO_SUBSET_V = 16
 ONE_LAW_SAMPLINGS = ("iid", "without-replacement", "wor", "conditional-poisson", "greedy")
 
 
-
 # The LP and flow routes import scipy, HiGHS or networkx: loaded when first run, not with the package.
 def _otlp(p, model, literal=False):
     from .otlp import otlp
