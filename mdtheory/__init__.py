@@ -1,7 +1,10 @@
 """mdtheory: the theory of multi-draft speculative sampling, computed exactly.
 
 Headline names only; formulations live in their own modules (``drafts``, ``otlp``, ``dual``,
-``maxflow``, ``subsets``). The torch bridge is never imported here.
+``maxflow``, ``subsets``). The torch bridge is never imported here; the solvers behind the LP and
+flow routes (scipy, HiGHS, networkx, pycddlib) are imported by the routes that run them, and numba by
+the first kernel call on a large input (:mod:`mdtheory._jit`): ``import mdtheory`` costs little more
+than ``import numpy``.
 """
 
 from .audit import AuditResult, audit

@@ -49,13 +49,13 @@ import math
 from typing import NamedTuple
 
 import numpy as np
-from numba import njit
 
+from ._jit import njit
 from ._route import RouteOutput
 from .drafts import DraftModel
-from .dual import dual_lp
 from .errors import InvalidInputError, SolverError
 from .polymatroid import TINY, _lex_blocks, lex_optimal_base_iid
+from .subsets import _ipow
 
 __all__ = ["certify", "check_plan", "check_flow", "check_base_iid", "cut_value",
            "support_members", "Certificate", "VALUE_TOL", "FEAS_TOL", "CERT_TOL", "RATIO_TOL",
@@ -250,7 +250,7 @@ def _iid_points(order, p, q, n):
         seen[y] = True
         ps[V - 1 - k] = p[y]
         s += q[y]
-        contained[k] = min(s, 1.0) ** n
+        contained[k] = _ipow(min(s, 1.0), n)
     return ps, contained
 
 
@@ -441,6 +441,13 @@ def _model_law(model: DraftModel, out: RouteOutput, literal: bool, who: str):
         raise SolverError(f"{who}: its support or their probabilities differ from the draft model's "
                           f"{'tuple' if literal else 'set'} law")
     return support_members(support, model.V), law.probs
+
+
+def dual_lp(p: np.ndarray, model: DraftModel) -> RouteOutput:
+    """:func:`mdtheory.dual.dual_lp`, imported on first use (it loads scipy and HiGHS)."""
+    from .dual import dual_lp as route
+
+    return route(p, model)
 
 
 def _primal(p: np.ndarray, model: DraftModel, out: RouteOutput, method: str, mode: str):

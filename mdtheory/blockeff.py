@@ -34,7 +34,6 @@ from .drafters import DRAFTERS, LSTMLaw, draw, make_drafter, progress
 from .drafts import make_draft_model
 from .errors import InvalidInputError
 from .lm import META, load_char_lstm
-from .rules import RULES, make_rule
 
 __all__ = ["BlockResult", "speculative_step", "block_efficiency", "add_block_efficiency_parser",
            "SAMPLINGS"]
@@ -91,6 +90,8 @@ def speculative_step(target, drafter, context: tuple, rule: str, K: int, L: int,
     ``prepared``, if given, keeps the rules prepared at each (prefix, number of drafts) for reuse by
     later calls (the laws at a prefix never change); useful where prefixes recur.
     """
+    from . import rules  # loaded on use: the rules import scipy, HiGHS and numba
+
     drafts, q = _draft(drafter, context, K, L, sampling, rng)
     p = _laws(target, [context + tuple(drafts[k, :d].tolist()) for k in range(K) for d in range(L + 1)])
     emitted: list[int] = []
@@ -105,7 +106,7 @@ def speculative_step(target, drafter, context: tuple, rule: str, K: int, L: int,
         if prepared is not None and key in prepared:
             r = prepared[key]
         else:
-            r = make_rule(rule, p[here], q[here], alive.size, normalize=True, **params)
+            r = rules.make_rule(rule, p[here], q[here], alive.size, normalize=True, **params)
             if prepared is not None:
                 prepared[key] = r
         y, accepted = r.select(drafts[alive, d], rng)
@@ -127,9 +128,12 @@ def _check_sizes(K, L, steps) -> None:
 def _check_rule(rule: str, sampling: str) -> None:
     if sampling not in SAMPLINGS:
         raise InvalidInputError(f"unknown sampling {sampling!r}; valid choices: {', '.join(SAMPLINGS)}")
-    if rule not in RULES:
-        raise InvalidInputError(f"unknown selection rule {rule!r}; valid choices: {', '.join(RULES)}")
-    expects = RULES[rule].sampling
+    from . import rules  # the rules load scipy, HiGHS and numba: only when a simulation runs
+
+    if rule not in rules.RULES:
+        raise InvalidInputError(
+            f"unknown selection rule {rule!r}; valid choices: {', '.join(rules.RULES)}")
+    expects = rules.RULES[rule].sampling
     if rule in ("optimal", "single") or expects == sampling:  # single: the first draft has law q
         return
     raise InvalidInputError(f"rule {rule!r} expects {expects} drafts, not {sampling}")

@@ -41,8 +41,6 @@ from fractions import Fraction
 from itertools import combinations, combinations_with_replacement, product
 from math import gcd, lcm
 
-import cdd.gmp as cdd
-
 from .errors import InvalidInputError, ProblemTooLargeError
 
 __all__ = ["Cone", "acceptance_one_cone", "draft_supports", "hall_family", "compare_with_hall",
@@ -164,6 +162,8 @@ def _split(mat) -> tuple[list, list]:
 
 
 def _generators_route(m, supports):
+    import cdd.gmp as cdd  # pycddlib: imported by the routes that run it
+
     rays = []
     for k, x in enumerate(supports):
         for y in sorted(set(x)):
@@ -200,6 +200,8 @@ def _elimination_route(m, supports):
         row = [0] * width
         row[1 + m + nd + e] = 1
         rows.append(row)
+    import cdd.gmp as cdd
+
     mat = cdd.matrix_from_array(rows, lin_set=lin, rep_type=cdd.RepType.INEQUALITY)
     out = cdd.block_elimination(mat, set(range(1 + m + nd, width)))
     cdd.matrix_canonicalize(out)
@@ -280,6 +282,8 @@ def hall_family(cone: Cone) -> dict[str, list[int]]:
 
 def _irredundant(vectors: list[list[int]], lin: list) -> set[tuple[int, ...]]:
     """Canonical forms of the irredundant members of a cone's inequality description."""
+    import cdd.gmp as cdd
+
     rows = [[0, *v] for v in vectors] + [[0, *map(Fraction, r)] for r in lin]
     mat = cdd.matrix_from_array(rows, lin_set=set(range(len(vectors), len(rows))),
                                 rep_type=cdd.RepType.INEQUALITY)

@@ -17,7 +17,6 @@ from __future__ import annotations
 import time
 
 import numpy as np
-from scipy import sparse
 
 from ._highs import solve_lp
 from ._route import RouteOutput, cut_from_flow
@@ -63,6 +62,8 @@ def dual_lp(p: np.ndarray, model: DraftModel) -> RouteOutput:
     set_idx, tok_idx = np.nonzero(members)
     R = len(set_idx)
     # columns: a_0..a_{V-1}, then b_0..b_{M-1}; row r is a_{tok} + b_{set} >= 1
+    from scipy import sparse  # imported by the route that runs it
+
     A = sparse.csc_matrix(
         (np.ones(2 * R), (np.tile(np.arange(R), 2), np.concatenate([tok_idx, V + set_idx]))),
         shape=(R, V + M),

@@ -11,8 +11,6 @@ from fractions import Fraction
 from itertools import combinations, permutations, product
 from math import prod
 
-import cdd.gmp as cdd
-
 from .errors import InvalidInputError, SolverError
 
 __all__ = ["exact_set_law", "exact_containment", "exact_otlp", "exact_subset_formula",
@@ -110,6 +108,8 @@ def exact_otlp(p, law: dict[frozenset, Fraction]) -> Fraction:
     for j in range(ncol):  # C >= 0
         rows.append([0] + [1 if i == j else 0 for i in range(ncol)])
     objective = [0] + [1 if j % V in sets[j // V] else 0 for j in range(ncol)]
+    import cdd.gmp as cdd  # pycddlib: imported by the routes that run it
+
     mat = cdd.matrix_from_array(rows, lin_set=lin, rep_type=cdd.RepType.INEQUALITY,
                                 obj_type=cdd.LPObjType.MAX, obj_func=objective)
     lp = cdd.linprog_from_matrix(mat)

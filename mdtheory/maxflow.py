@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import time
 
-import networkx as nx
 import numpy as np
 
 from ._route import RouteOutput, cut_from_flow
@@ -55,6 +54,8 @@ def maxflow(p: np.ndarray, model: DraftModel) -> RouteOutput:
     members, w = law.members, law.probs
     p_int = [int(x) for x in np.rint(p * SCALE)]
     w_int = [int(x) for x in np.rint(w * SCALE)]
+    import networkx as nx  # imported by the route that runs it
+
     G = nx.DiGraph()
     for y in range(model.V):
         G.add_edge("source", ("token", y), capacity=p_int[y])

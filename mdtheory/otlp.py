@@ -21,7 +21,6 @@ from __future__ import annotations
 import time
 
 import numpy as np
-from scipy import sparse
 
 from ._highs import solve_lp
 from ._route import RouteOutput, cut_from_flow
@@ -61,6 +60,8 @@ def transport_lp(p: np.ndarray, members: np.ndarray, mass: np.ndarray):
     rows = np.empty(2 * M * V, dtype=np.int64)
     rows[0::2] = np.repeat(np.arange(M), V)
     rows[1::2] = M + np.tile(np.arange(V), M)
+    from scipy import sparse  # imported by the route that runs it
+
     A = sparse.csc_matrix((np.ones(2 * M * V), rows, np.arange(0, 2 * M * V + 1, 2)),
                           shape=(M + V, M * V))
     rhs = np.concatenate([mass, p])

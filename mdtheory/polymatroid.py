@@ -24,8 +24,8 @@ from __future__ import annotations
 from itertools import product
 
 import numpy as np
-from numba import njit
 
+from ._jit import njit
 from .drafts import DraftModel
 from .errors import InvalidInputError, ProblemTooLargeError
 

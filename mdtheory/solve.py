@@ -11,10 +11,7 @@ from ._certify import CERT_TOL, CERTIFY_MODES
 from ._certify import certify as _certify
 from ._validate import as_distribution
 from .drafts import DraftModel, make_draft_model
-from .dual import dual_lp
-from .errors import InvalidDistributionError, InvalidInputError
-from .maxflow import maxflow
-from .otlp import otlp
+from .errors import InvalidDistributionError, InvalidInputError, MdtheoryError
 from .result import AcceptanceResult
 from .subsets import prefix_scan, subsets_exhaustive
 
@@ -22,15 +19,37 @@ __all__ = ["optimal_acceptance", "alpha_star", "METHODS", "CERT_TOL"]
 
 #: ``method="auto"`` enumerates all token sets up to this alphabet size (models without a prefix route).
 AUTO_SUBSET_V = 16
+#: Draft models built from one law q of shape (V,): for them a q of shape (B, V) is a batch.
+ONE_LAW_SAMPLINGS = ("iid", "without-replacement", "wor", "conditional-poisson", "greedy")
+
+
+# The LP and flow routes import scipy, HiGHS or networkx: loaded when first run, not with the package.
+def _otlp(p, model, literal=False):
+    from .otlp import otlp
+
+    return otlp(p, model, literal=literal)
+
+
+def _dual(p, model):
+    from .dual import dual_lp
+
+    return dual_lp(p, model)
+
+
+def _maxflow(p, model):
+    from .maxflow import maxflow
+
+    return maxflow(p, model)
+
 
 #: The exact routes by name: ``route(p, model)`` returns a :class:`~mdtheory._route.RouteOutput`.
 METHODS = {
     "prefix": prefix_scan,
     "subsets": subsets_exhaustive,
-    "otlp": otlp,
-    "otlp-literal": lambda p, model: otlp(p, model, literal=True),
-    "dual": dual_lp,
-    "maxflow": maxflow,
+    "otlp": _otlp,
+    "otlp-literal": lambda p, model: _otlp(p, model, literal=True),
+    "dual": _dual,
+    "maxflow": _maxflow,
 }
 
 
@@ -40,9 +59,49 @@ def _auto(model: DraftModel) -> str:
     return "subsets" if model.V <= AUTO_SUBSET_V else "dual"
 
 
+def _ndim(x) -> int:
+    try:
+        return np.ndim(x)
+    except ValueError:  # ragged nested lists: the single problem's validation names the problem
+        return -1
+
+
+def _batch(p, q, sampling: str):
+    """(P rows, q rows or [q], B) when p has shape (B, V) or q is a batch of one-law drafts (B, V);
+    None for a single problem. One row of either side is broadcast against the other's B rows."""
+    q_batch = not isinstance(q, DraftModel) and sampling in ONE_LAW_SAMPLINGS and _ndim(q) == 2
+    if _ndim(p) != 2 and not q_batch:
+        return None
+    P = np.asarray(p)
+    P = P if P.ndim == 2 else P[None]
+    Qs = list(np.asarray(q)) if q_batch else [q]
+    if len(P) == 0 or len(Qs) == 0:
+        raise InvalidDistributionError("an empty batch: p and q need at least one row")
+    if len(P) != len(Qs) and 1 not in (len(P), len(Qs)):
+        raise InvalidDistributionError(
+            f"p has {len(P)} rows but q has {len(Qs)}; give equal batches or one row to broadcast"
+        )
+    return P, Qs, max(len(P), len(Qs))
+
+
+def _solve_batch(P, Qs, rows: int, n, sampling, method, normalize, certify):
+    """The rows' results in turn, as a generator (a row's arrays stay in cache, and a caller that
+    keeps only values lets each result go); a broadcast q row's draft model is built once."""
+    shared = make_draft_model(Qs[0], n, sampling, normalize=normalize) if len(Qs) == 1 else None
+    for i in range(rows):
+        try:
+            model = shared if shared is not None else \
+                make_draft_model(Qs[i], n, sampling, normalize=normalize)
+            res = optimal_acceptance(P[i % len(P)], model, method=method, normalize=normalize,
+                                     certify=certify)
+        except MdtheoryError as exc:
+            raise type(exc)(f"row {i}: {exc}") from None
+        yield res
+
+
 def optimal_acceptance(p: ArrayLike, q: ArrayLike | DraftModel, n: int | None = None,
                        sampling: str = "iid", *, method: str = "auto", normalize: bool = False,
-                       certify: str = "fast") -> AcceptanceResult:
+                       certify: str = "fast") -> AcceptanceResult | list[AcceptanceResult]:
     """Optimal acceptance of n-draft speculative sampling, with an optimal cut set.
 
     .. math::
@@ -55,12 +114,15 @@ def optimal_acceptance(p: ArrayLike, q: ArrayLike | DraftModel, n: int | None = 
 
     Parameters
     ----------
-    p : array_like, shape (V,)
-        Target distribution.
+    p : array_like, shape (V,) or (B, V)
+        Target distribution, or a batch of B of them (one result per row).
     q : array_like or DraftModel
         Draft distribution: shape (V,) for ``iid``, ``without-replacement`` and
         ``conditional-poisson``; (n, V) for ``independent``; (V,) * n for ``joint``; or a ready
-        :class:`~mdtheory.drafts.DraftModel`.
+        :class:`~mdtheory.drafts.DraftModel`. For the models built from one law (``iid``,
+        ``without-replacement``, ``conditional-poisson``, ``greedy``) a q of shape (B, V) is a batch.
+        A batch of one side is matched row by row with an equal batch of the other, or shares the
+        other's single row (broadcast).
     n : int, optional
         Number of drafts (implied by the shape of q for ``independent`` and ``joint``).
     sampling : str
@@ -84,14 +146,16 @@ def optimal_acceptance(p: ArrayLike, q: ArrayLike | DraftModel, n: int | None = 
 
     Returns
     -------
-    AcceptanceResult
+    AcceptanceResult or list of AcceptanceResult
         ``value``, ``cut``, ``method``, ``status``, ``certificate``, ``certificate_gap``, and per
-        route the plan or flow, base, duals, duality gap and timings.
+        route the plan or flow, base, duals, duality gap and timings. For a batch, a list of B
+        results in row order, each proven as a single problem's.
 
     Raises
     ------
     InvalidDistributionError
-        p or q is not a distribution, or their lengths differ.
+        p or q is not a distribution, or their lengths differ, or batches of different sizes (a
+        batch row's error names the row).
     InvalidInputError
         Unknown method, sampling or certify mode, or a bad number of drafts.
     ProblemTooLargeError
@@ -127,7 +191,11 @@ def optimal_acceptance(p: ArrayLike, q: ArrayLike | DraftModel, n: int | None = 
     0.0
     >>> round(optimal_acceptance([0.7, 0.3], [0.4, 0.6], 1).value, 12)  # 1 - TV(p, q)
     0.7
+    >>> [r.value for r in optimal_acceptance([[1.0, 0.0], [0.5, 0.5]], [0.5, 0.5], 2)]  # batch
+    [0.75, 1.0]
     """
+    if (batch := _batch(p, q, sampling)) is not None:
+        return list(_solve_batch(*batch, n, sampling, method, normalize, certify))
     t0 = time.perf_counter()
     model = make_draft_model(q, n, sampling, normalize=normalize)
     p = as_distribution(p, "p", normalize=normalize)
@@ -159,7 +227,8 @@ def optimal_acceptance(p: ArrayLike, q: ArrayLike | DraftModel, n: int | None = 
 
 
 def alpha_star(p: ArrayLike, q: ArrayLike | DraftModel, n: int | None = None, sampling: str = "iid",
-               *, method: str = "auto", normalize: bool = False, certify: str = "fast") -> float:
+               *, method: str = "auto", normalize: bool = False, certify: str = "fast"
+               ) -> float | np.ndarray:
     """The optimal acceptance :math:`\\alpha^* = 1 + \\min_T [p(T) - Q(T)]` alone, as a float.
 
     The best probability, over all lossless verifiers, that the output token is one of the n drafts;
@@ -167,9 +236,9 @@ def alpha_star(p: ArrayLike, q: ArrayLike | DraftModel, n: int | None = None, sa
 
     Parameters
     ----------
-    p : array_like or torch.Tensor, shape (V,)
-        Target distribution; any float dtype (its sum tolerance follows its precision, see
-        :mod:`mdtheory._validate`).
+    p : array_like or torch.Tensor, shape (V,) or (B, V)
+        Target distribution (a batch of B rows gives B values); any float dtype (its sum
+        tolerance follows its precision, see :mod:`mdtheory._validate`).
     q : array_like, torch.Tensor or DraftModel
         Draft distribution, shape (V,) (other shapes for ``independent`` and ``joint``, see
         :func:`optimal_acceptance`).
@@ -183,7 +252,7 @@ def alpha_star(p: ArrayLike, q: ArrayLike | DraftModel, n: int | None = None, sa
 
     Returns
     -------
-    float
+    float, or ndarray of shape (B,) for a batch
         :math:`\\alpha^*` in [0, 1].
 
     Raises
@@ -195,6 +264,11 @@ def alpha_star(p: ArrayLike, q: ArrayLike | DraftModel, n: int | None = None, sa
     --------
     >>> alpha_star([0.25, 0.75], [0.75, 0.25], 1)
     0.5
+    >>> alpha_star([0.25, 0.75], [[0.75, 0.25], [0.25, 0.75]], 1).tolist()
+    [0.5, 1.0]
     """
+    if (batch := _batch(p, q, sampling)) is not None:
+        results = _solve_batch(*batch, n, sampling, method, normalize, certify)
+        return np.fromiter((res.value for res in results), dtype=float, count=batch[2])
     return optimal_acceptance(p, q, n, sampling, method=method, normalize=normalize,
                               certify=certify).value

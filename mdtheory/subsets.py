@@ -11,11 +11,12 @@ Hu et al. 2025 (dual of the OTLP, Theorem 1). Two routes:
 
 from __future__ import annotations
 
+import math
 import time
 
 import numpy as np
-from numba import njit
 
+from ._jit import njit
 from ._route import RouteOutput
 from .drafts import MAX_SUBSET_V, MAX_SUBSET_V_SLOW, PREFIX_PROVED, PREFIX_SAMPLINGS, DraftModel
 from .errors import InvalidInputError, ProblemTooLargeError
@@ -83,27 +84,62 @@ def prefix_order(p: np.ndarray, q: np.ndarray) -> np.ndarray:
     can leave the best prefix short of the optimum by at most (n + 1) V TINY (below 1e-170); the
     value itself is always evaluated with the unrounded masses.
     """
-    p = np.where(p >= TINY, p, 0.0)
-    q = np.where(q >= TINY, q, 0.0)
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        return np.argsort(p / q)
+    return np.argsort(_ratio_keys(p, q))
 
 
 @njit(cache=True)
-def _best_prefix(p, order, contained, tie_tol):
+def _ratio_keys(p, q):
+    """p / q with masses below TINY read as zero, in one pass: 0 for p = 0 < q, inf for q = 0 < p,
+    NaN for p = q = 0 (what numpy's division gives, without dividing by zero)."""
+    out = np.empty(p.size)
+    for i in range(p.size):
+        a = p[i] if p[i] >= TINY else 0.0
+        b = q[i] if q[i] >= TINY else 0.0
+        if b > 0.0:
+            out[i] = a / b
+        else:
+            out[i] = np.inf if a > 0.0 else np.nan
+    return out
+
+
+@njit(cache=True)
+def _ipow(x, n):
+    """x ** n for an integer n >= 0 by repeated squaring, as numba compiles ``x ** n``: the same
+    bits interpreted and compiled (CPython's ``**`` calls libm ``pow``)."""
+    if n > 0x10000:
+        return math.pow(x, float(n))
+    r = 1.0
+    while n != 0:  # bounded: n halves each time
+        if n & 1:
+            r *= x
+        n >>= 1
+        x *= x
+    return r
+
+
+@njit(cache=True)
+def _best_prefix(p, order, contained, q, n, tie_tol):
     """(best gain, length of the shortest prefix within ``tie_tol`` of it, 0 if the best is at most
     ``tie_tol``), gain_k = contained[k] - p(first k + 1 tokens), the empty prefix gaining 0; two
-    passes with a running sum of p instead of storing the gains."""
-    best, s = 0.0, 0.0
+    passes with a running sum of p instead of storing the gains.
+
+    With an empty ``contained`` the containments are the iid ones, :math:`\\min(q(\text{prefix}),
+    1)^n`, computed along the way (q summed in order, as ``np.cumsum``; the power by :func:`_ipow`)."""
+    iid = contained.size == 0
+    best, s, t = 0.0, 0.0, 0.0
     for k in range(order.size):
         s += p[order[k]]
-        best = max(best, contained[k] - s)
+        if iid:
+            t += q[order[k]]
+        best = max(best, (_ipow(min(t, 1.0), n) if iid else contained[k]) - s)
     if best <= tie_tol:
         return best, 0
-    s = 0.0
+    s, t = 0.0, 0.0
     for k in range(order.size):
         s += p[order[k]]
-        if contained[k] - s >= best - tie_tol:
+        if iid:
+            t += q[order[k]]
+        if (_ipow(min(t, 1.0), n) if iid else contained[k]) - s >= best - tie_tol:
             return best, k + 1
     return best, order.size  # not reached: the first pass found a prefix at best
 
@@ -152,7 +188,9 @@ def prefix_scan(p: np.ndarray, model: DraftModel) -> RouteOutput:
         )
     t0 = time.perf_counter()
     order = prefix_order(p, model.q)
-    best, length = _best_prefix(p, order, model.prefix_containment(order), TIE_TOL)
+    # iid: the containment q(prefix)^n inside the scan, without temporaries
+    contained = np.zeros(0) if model.sampling == "iid" else model.prefix_containment(order)
+    best, length = _best_prefix(p, order, contained, model.q, model.n, TIE_TOL)
     in_cut = np.zeros(model.V, dtype=bool)
     in_cut[order[:length]] = True
     return RouteOutput(value=1.0 - best, cut=np.flatnonzero(in_cut), order=order,

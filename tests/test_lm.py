@@ -185,7 +185,9 @@ def test_the_losslessness_check_catches_a_lossy_verifier(monkeypatch):
         def select(self, drafts, rng):
             return int(drafts[0]), True
 
-    monkeypatch.setattr(blockeff, "make_rule", AcceptFirst)
+    from mdtheory import rules
+
+    monkeypatch.setattr(rules, "make_rule", AcceptFirst)
     assert _first_two_tokens_pvalue("single", "iid") < 1e-6
 
 

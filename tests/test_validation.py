@@ -14,7 +14,7 @@ P = [0.5, 0.5]
     ([np.inf, 0.5, 0.5], md.InvalidDistributionError, r"q\[0\] = inf is not finite"),
     ([0.0, 0.0, 0.0], md.InvalidDistributionError, "q is all zeros"),
     ([0.5, 0.3, 0.13], md.InvalidDistributionError, r"q sums to 0.93, not 1 .*normalize"),
-    ([[0.5, 0.5]], md.InvalidDistributionError, r"q has 2 dimension\(s\)"),
+    ([[[0.5, 0.5]]], md.InvalidDistributionError, r"q has 3 dimension\(s\)"),  # (B, V): a batch
     ([], md.InvalidDistributionError, "q is empty"),
     (["a", "b", "c"], md.InvalidDistributionError, "q has dtype <U1; expected real numbers"),
     (np.array([0.5, 0.5, None], dtype=object), md.InvalidDistributionError, "dtype object"),

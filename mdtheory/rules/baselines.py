@@ -16,6 +16,31 @@ def _ratio(num: float, den: float) -> float:
     return 1.0 if num >= den else num / den
 
 
+def _cdf(law: np.ndarray) -> np.ndarray:
+    """Cumulative sums of a law, for :func:`_draw` (prepared once per position)."""
+    return np.cumsum(law)
+
+
+def _draw(cdf: np.ndarray, rng: np.random.Generator) -> int:
+    """One token from the law with cumulative sums ``cdf``, by bisection: O(log V).
+
+    ``side="right"`` lands on the first token whose cumulative sum exceeds u * total, which has
+    positive mass, so a token of zero mass is never drawn.
+    """
+    k = np.searchsorted(cdf, rng.random() * cdf[-1], side="right")
+    return int(min(k, cdf.size - 1))
+
+
+def _sequential_select(ratios, drafts, residual_cdf, rng) -> tuple[int, bool]:
+    """Offer the drafts in turn, accepting draft i with probability ``ratios(i, x_i)``; after n
+    rejections draw from the residual. The law of :meth:`conditional`, in O(n + log V)."""
+    for i, x in enumerate(drafts):
+        x = int(x)
+        if rng.random() < ratios(i, x):
+            return x, True
+    return _draw(residual_cdf, rng), False
+
+
 class SingleDraft(SelectionRule):
     """Single-draft speculative sampling on the first draft (Leviathan et al. 2023, Chen et al. 2023).
 
@@ -58,6 +83,7 @@ class RecursiveRejection(SelectionRule):
         self.r = [self.p]
         for _ in range(self.n):
             self.r.append(residual(self.r[-1], self.q))
+        self._res_cdf = _cdf(self.r[self.n])
 
     def conditional(self, drafts):
         accept, reach = np.zeros(self.V), 1.0
@@ -66,6 +92,11 @@ class RecursiveRejection(SelectionRule):
             accept[x] += reach * a
             reach *= 1.0 - a
         return accept, reach * self.r[self.n]
+
+    def _step(self, drafts, rng):
+        """One step of the procedure itself (law :meth:`conditional`), O(n + log V)."""
+        return _sequential_select(lambda i, x: _ratio(self.r[i][x], self.q[x]), drafts,
+                                  self._res_cdf, rng)
 
     def closed_form_acceptance(self):
         miss = np.prod([1.0 - np.minimum(r, self.q).sum() for r in self.r[: self.n]])
@@ -141,6 +172,7 @@ class KSeq(SelectionRule):
         accepted = np.minimum(self.q, self.p / hi)
         scale = (1.0 - (1.0 - self.beta) ** self.n) / self.beta if self.beta > 0 else 0.0
         self.res = residual(self.p, scale * accepted)
+        self._res_cdf = _cdf(self.res)
 
     def conditional(self, drafts):
         accept, reach = np.zeros(self.V), 1.0
@@ -149,6 +181,11 @@ class KSeq(SelectionRule):
             accept[x] += reach * a
             reach *= 1.0 - a
         return accept, reach * self.res
+
+    def _step(self, drafts, rng):
+        """One step of the procedure itself (law :meth:`conditional`), O(n + log V)."""
+        return _sequential_select(lambda i, x: _ratio(self.p[x], self.rho * self.q[x]), drafts,
+                                  self._res_cdf, rng)
 
     def closed_form_acceptance(self):
         return float(1.0 - (1.0 - self.beta) ** self.n)

@@ -1,0 +1,158 @@
+"""Fast paths give the same answers as the paths they shortcut (issue 13); no wall-clock checks.
+
+* lazy imports: ``import mdtheory`` and the CLI's default ``check-acceptance`` load none of the heavy
+  libraries (the routes that need them import them when run);
+* kernels of :mod:`mdtheory._jit`: interpreted and numba-compiled runs agree;
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from mdtheory import _certify, _jit, alpha_star, optimal_acceptance, subsets
+from mdtheory.drafts import IID
+
+ROOT = Path(__file__).resolve().parents[1]
+HEAVY = ("numba", "scipy", "networkx", "highspy", "cdd", "cvxpy", "sympy", "torch", "tqdm")
+
+
+def _loaded_after(code: str) -> list[str]:
+    """Heavy modules present in a fresh interpreter after running ``code``."""
+    probe = f"{code}\nimport json, sys\nprint(json.dumps([m for m in {HEAVY!r} if m in sys.modules]))"
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    out = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, env=env, capture_output=True,
+                         text=True, timeout=120, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_import_loads_no_heavy_library():
+    assert _loaded_after("import mdtheory") == []
+
+
+def test_default_cli_command_loads_no_heavy_library():
+    code = ("import contextlib, io\nfrom mdtheory.cli import main\n"
+            "with contextlib.redirect_stdout(io.StringIO()):\n"
+            "    main(['check-acceptance', 'examples/p.npy', 'examples/q.npy', '--drafts', '4'])")
+    assert _loaded_after(code) == []
+
+
+def _instance(V: int, seed: int):
+    rng = np.random.default_rng(seed)
+    p, q = rng.dirichlet(np.full(V, 0.3)), rng.dirichlet(np.full(V, 0.3))
+    p[rng.random(V) < 0.05] = 0.0  # draft-only tokens and ties
+    q[:3] = 0.0
+    return p / p.sum(), q / q.sum()
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_kernels_interpreted_and_compiled_agree(seed, monkeypatch):
+    p, q = _instance(300, seed)
+    model = IID(q, 4)
+    runs = []
+    for mode in ("python", "numba"):  # everything interpreted, then everything compiled
+        monkeypatch.setattr(_jit, "FORCE", mode)
+        out = subsets.prefix_scan(p, model)
+        runs.append((out, _certify.check_base_iid(p, model, out.order)))
+    (a, (lo_a, mu_a)), (b, (lo_b, mu_b)) = runs
+    assert a.value == b.value and np.array_equal(a.cut, b.cut)
+    assert lo_a == lo_b  # the same operations on IEEE doubles: the same bits
+    np.testing.assert_array_equal(mu_a, mu_b)
+
+
+def test_interpreted_work_is_bounded_then_numba_runs():
+    """Ski rental: a fresh process interprets the CLI example, and compiles once its interpreted
+    work would pass the budget."""
+    code = ("import numpy as np, sys\nimport mdtheory as md\nfrom mdtheory import _jit, subsets\n"
+            "p, q = np.load('examples/p.npy'), np.load('examples/q.npy')\n"
+            "md.optimal_acceptance(p, q, 4)\n"
+            "first = ('numba' in sys.modules, 0 < _jit._spent <= _jit.INTERPRETED_BUDGET)\n"
+            "rng = np.random.default_rng(0)\n"
+            "for _ in range(4):\n"
+            "    md.optimal_acceptance(rng.dirichlet(np.ones(3000)), rng.dirichlet(np.ones(3000)), 4)\n"
+            "print(first, 'numba' in sys.modules, subsets._best_prefix._compiled is not None, "
+            "_jit._spent <= _jit.INTERPRETED_BUDGET)")
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True,
+                         text=True, timeout=300, check=True)
+    assert out.stdout.split() == ["(False,", "True)", "True", "True", "True"]
+
+
+# ----------------------------------------------------------------------------- sampling steps
+def _chi_square_pvalue(counts: np.ndarray, law: np.ndarray) -> float:
+    """Pearson's test of counts against a law, cells of expected count below 5 pooled into one."""
+    from scipy import stats
+
+    expected = law * counts.sum()
+    small = expected < 5
+    obs = np.append(counts[~small], counts[small].sum())
+    exp = np.append(expected[~small], expected[small].sum())
+    keep = exp > 0
+    assert obs[~keep].sum() == 0, "a draw landed on a cell of probability zero"
+    return float(stats.chisquare(obs[keep], exp[keep] * obs.sum() / exp[keep].sum()).pvalue)
+
+
+@pytest.mark.parametrize("name", ["rrs", "k-seq"])
+def test_sampled_step_follows_the_exact_conditional_law(name):
+    """The O(n + log V) ``select`` draws (token, accepted) from ``conditional``'s exact law
+    (accepted: a(. | x); rejected: r(. | x)), by Pearson's chi-square on V = 400 tokens."""
+    from mdtheory.rules import make_rule
+
+    rng = np.random.default_rng(11)
+    q = rng.dirichlet(np.ones(400))
+    p = 0.5 * q + 0.5 * rng.dirichlet(np.ones(400))
+    rule = make_rule(name, p, q, 3)
+    draws, tested = 20_000, 0
+    for x in rule.model.sample(rng, 20):
+        accept, reject = rule.conditional(x)
+        if not 0.3 < accept.sum() < 0.9:  # both outcomes well represented
+            continue
+        counts = np.zeros(2 * rule.V, dtype=np.int64)  # accepted tokens, then rejected ones
+        for _ in range(draws):
+            y, ok = rule.select(x, rng)
+            counts[y + (0 if ok else rule.V)] += 1
+        assert _chi_square_pvalue(counts, np.concatenate([accept, reject])) > 1e-4
+        tested += 1
+        if tested == 2:
+            break
+    assert tested == 2
+
+
+# ----------------------------------------------------------------------------- batches
+@pytest.mark.parametrize("sampling", ["iid", "conditional-poisson"])
+def test_batch_matches_row_by_row(sampling):
+    rng = np.random.default_rng(3)
+    P, Q = rng.dirichlet(np.full(12, 0.5), size=4), rng.dirichlet(np.full(12, 0.5), size=4)
+    batch = optimal_acceptance(P, Q, 3, sampling)
+    assert isinstance(batch, list) and len(batch) == 4
+    for i, res in enumerate(batch):
+        one = optimal_acceptance(P[i], Q[i], 3, sampling)
+        assert res.value == one.value and np.array_equal(res.cut, one.cut)
+        assert res.status == one.status == "optimal"
+    values = alpha_star(P, Q, 3, sampling)
+    assert values.shape == (4,) and values.tolist() == [r.value for r in batch]
+    # one row on either side is broadcast
+    assert alpha_star(P, Q[1], 3, sampling).tolist() == \
+        [alpha_star(P[i], Q[1], 3, sampling) for i in range(4)]
+    assert alpha_star(P[2], Q, 3, sampling).tolist() == \
+        [alpha_star(P[2], Q[i], 3, sampling) for i in range(4)]
+
+
+def test_batch_errors_name_the_problem():
+    from mdtheory import InvalidDistributionError
+
+    P = np.full((2, 3), 1 / 3)
+    with pytest.raises(InvalidDistributionError, match="p has 2 rows but q has 3"):
+        alpha_star(P, np.full((3, 3), 1 / 3), 2)
+    bad = P.copy()
+    bad[1] = [0.5, 0.5, 0.5]
+    with pytest.raises(InvalidDistributionError, match=r"^row 1: p sums to 1.5"):
+        alpha_star(bad, [0.2, 0.3, 0.5], 2)
+    # independent drafts take q of shape (n, V): a 2-D q is their law, not a batch
+    assert isinstance(alpha_star(P[0], np.full((2, 3), 1 / 3), sampling="independent"), float)
