@@ -24,6 +24,9 @@ replacement                 :data:`MAX_CERT_SETS` draft sets (or ``certify="full
                             the cut (``"cut"``, status ``"upper-bound"``: the value is a proven upper
                             bound, equal to α* if Hu et al.'s prefix property holds for successive
                             sampling, which the tests re-check against the exhaustive route).
+``mnp`` (independent)       a mixture of priority orders (``"order-mixture"``): its base μ is
+                            recomputed from the model's laws, in B(g) for any orders and weights
+                            (:func:`~mdtheory.independent.check_mixture`).
 ``subsets``                 none (``"exhaustive"``): the route evaluates p(T) - Q(T) on all
                             :math:`2^V` sets, which is the definition of the minimum; the check is
                             that it reports :math:`2^V` sets and that its cut reproduces its value.
@@ -54,6 +57,7 @@ from numba import njit
 from .drafts import DraftModel
 from .dual import dual_lp
 from .errors import InvalidInputError, SolverError
+from .independent import check_mixture
 from .polymatroid import TINY, _lex_blocks, lex_optimal_base_iid
 from .subsets import PREFIX_PROVED
 
@@ -471,6 +475,9 @@ def _primal(p: np.ndarray, model: DraftModel, out: dict, method: str, mode: str)
         flows = dual_lp(p, model)
         members, mass = _model_law(model, flows, False, who)
         return "flow", check_flow(p, members, mass, flows["plan"], who), None
+    if method == "mnp":
+        lower, mu = check_mixture(p, model, out.get("orders"), out.get("weights"), who)
+        return "order-mixture", lower, mu
     if method == "subsets":
         if out.get("sets") != 2 ** p.size:
             raise SolverError(f"{who} reports {out.get('sets')} token sets evaluated, not all "

@@ -12,6 +12,7 @@ from ._validate import as_distribution
 from .drafts import DraftModel, make_draft_model
 from .dual import dual_lp
 from .errors import InvalidDistributionError, InvalidInputError
+from .independent import independent_mnp
 from .maxflow import maxflow
 from .otlp import otlp
 from .result import AcceptanceResult
@@ -29,12 +30,15 @@ METHODS = {
     "otlp-literal": lambda p, model: otlp(p, model, literal=True),
     "dual": dual_lp,
     "maxflow": maxflow,
+    "mnp": independent_mnp,
 }
 
 
 def _auto(model: DraftModel) -> str:
     if model.sampling in PREFIX_SAMPLINGS:
         return "prefix"
+    if model.sampling == "independent" and model.V > AUTO_SUBSET_V:
+        return "mnp"
     return "subsets" if model.V <= AUTO_SUBSET_V else "dual"
 
 
@@ -65,11 +69,13 @@ def optimal_acceptance(p, q, n: int | None = None, sampling: str = "iid", *,
         Draft model, a key of :data:`mdtheory.drafts.SAMPLINGS`. Default ``"iid"``.
     method : str
         ``"auto"`` (default): ``"prefix"`` for iid and without-replacement drafts, else
-        ``"subsets"`` up to V = 16, else ``"dual"``. ``"prefix"``: sorted-prefix scan, O(V log V).
+        ``"subsets"`` up to V = 16, else ``"mnp"`` for independent drafts and ``"dual"`` for the
+        others. ``"prefix"``: sorted-prefix scan, O(V log V).
         ``"subsets"``: all 2^V sets. ``"otlp"``: the OTLP over draft sets (HiGHS), with the optimal
         plan. ``"otlp-literal"``: the OTLP over ordered tuples, V^n x V variables. ``"dual"``: the
         min-cut LP (HiGHS simplex), 0/1 by total unimodularity. ``"maxflow"``: networkx
-        preflow-push.
+        preflow-push. ``"mnp"``: independent drafts only, Wolfe's minimum-norm point over the
+        coverage polytope with an order-mixture base (:mod:`mdtheory.independent`), no enumeration.
     normalize : bool
         Rescale p and q to sum one instead of refusing sums off one by more than 1e-6.
     certify : str

@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..dual import dual_lp
+from ..independent import OrderMixture, min_norm_base
 from ..polymatroid import lex_optimal_base_iid
 from ..schedule import realise_iid
 from .base import SetPlanRule
@@ -38,6 +39,13 @@ class Optimal(SetPlanRule):
     within 1e-12 of α* up to V = 128k, n = 1024 (``benchmarks/bench_gap.py``,
     ``benchmarks/fuzz_optimal.py``).
 
+    **Independent drafts** (``sampling="independent"``, q of shape (n, V)). The minimum-norm-point
+    base (:func:`mdtheory.independent.min_norm_base`, no enumeration) is a mixture of priority
+    orders; the rule draws an order and proposes the highest-ranked drafted token
+    (:class:`mdtheory.independent.OrderMixture`), whose exact marginal μ is recomputed from the
+    orders, then the same speculative step against μ: acceptance :math:`\\sum_y \\min(p, \\mu)`, within
+    :data:`mdtheory.independent.MNP_TOL` of α*.
+
     **Other draft models** (``sampling="without-replacement"``, ...). A maximum flow S(U, y) of the
     token/draft-set network (HiGHS, from the dual LP's row duals, :func:`mdtheory.dual.dual_lp`) is an
     optimal relaxed OTLP plan: given the draft set U, propose y ∈ U with probability
@@ -59,6 +67,8 @@ class Optimal(SetPlanRule):
         The time schedule (iid drafts).
     base : LexBase or None
         The lexicographically optimal base it realises (iid drafts).
+    mixture : OrderMixture or None
+        The order mixture it samples (independent drafts).
 
     References
     ----------
@@ -73,7 +83,13 @@ class Optimal(SetPlanRule):
         super().__init__(p, q, n, normalize=normalize, **params)
 
     def _prepare(self):
-        self.schedule = self.base = None
+        self.schedule = self.base = self.mixture = None
+        if self.model.sampling == "independent":
+            base = min_norm_base(self.p, self.model.qs)
+            self.mixture = OrderMixture(self.model.qs, base.orders, base.weights)
+            self._use_marginal(self.mixture.marginal)
+            self._res_cdf = np.cumsum(self.res)
+            return
         if self.sampling != "iid":
             flow = dual_lp(self.p, self.model)
             w = flow["support_probs"]
@@ -85,15 +101,21 @@ class Optimal(SetPlanRule):
         self._res_cdf = np.cumsum(self.res)
 
     def conditional(self, drafts):
+        if self.mixture is not None:
+            accept = self.mixture.candidate_law(drafts) * self.accept_ratio
+            return accept, max(1.0 - accept.sum(), 0.0) * self.res
         if self.schedule is None:
             return super().conditional(drafts)
         accept = self.schedule.candidate_law(drafts) * self.accept_ratio
         return accept, max(1.0 - accept.sum(), 0.0) * self.res
 
     def select(self, drafts, rng):
-        if self.schedule is None:
+        if self.mixture is not None:
+            y = self.mixture.candidate(drafts, rng)
+        elif self.schedule is None:
             return super().select(drafts, rng)
-        y = int(self.schedule.candidates(np.asarray(drafts), rng))
+        else:
+            y = int(self.schedule.candidates(np.asarray(drafts), rng))
         if rng.random() < self.accept_ratio[y]:
             return y, True
         k = np.searchsorted(self._res_cdf, rng.random() * self._res_cdf[-1], side="right")

@@ -1,0 +1,405 @@
+"""Independent, non-identical drafts: α* with a certificate, and an exact optimal rule, at any V.
+
+Draft i has its own law :math:`q_i` and the drafts are independent, so the containment is
+:math:`Q(T) = \\prod_i q_i(T)` and
+
+.. math:: \\alpha^* = 1 + \\min_{T \\subseteq \\Omega} f(T), \\qquad f(T) = p(T) - \\prod_{i=1}^n q_i(T).
+
+**Submodularity.** :math:`h(T) = \\prod_i q_i(T)` is supermodular: the gain of a token a,
+:math:`h(T + a) - h(T) = \\prod_i (q_i(T) + q_i(a)) - \\prod_i q_i(T)`, expands into products of the
+non-negative, non-decreasing :math:`q_i(T)`, so it does not decrease as T grows. Hence f is
+submodular, f(∅) = f(Ω) = 0, and α* is a submodular minimisation. Its certificate is a base of the
+coverage polymatroid :math:`g(S) = 1 - h(\\Omega \\setminus S) = 1 - \\prod_i (1 - q_i(S))`
+(papers/theory.md §5): every :math:`\\mu \\in B(g)` and every T satisfy
+
+.. math:: \\sum_y \\min(p(y), \\mu(y)) \\le \\alpha^* \\le 1 + p(T) - Q(T),
+
+and the two meet at an optimal pair (Edmonds' min-max theorem for :math:`B(f) = p - B(g)`).
+
+**Method** (:func:`min_norm_base`): the Fujishige–Wolfe minimum-norm point of :math:`p - B(g)`,
+i.e. :math:`\\min_{\\mu \\in B(g)} \\lVert \\mu - p \\rVert^2`, over the convex hull of the priority-order
+vertices. A vertex for a linear objective is one sort and n cumulative sums (:func:`priority_vertex`,
+O(V log V + nV)); the same sort gives the V + 1 level sets of μ - p as candidate cuts, whose values
+:math:`1 + p(T) - \\prod_i q_i(T)` are read off the same sums. The iteration stops as soon as the best
+cut and :math:`\\sum_y \\min(p, \\mu)` meet within ``tol``: that pair is the certificate, checked
+independently of how it was found. At the minimum-norm point μ* the cut :math:`\\{\\mu^* > p\\}` is
+optimal (Fujishige's theorem), so the stopping rule is reached.
+
+**Rule** (:class:`PriorityMixtureRule`): the base is kept as an explicit convex combination of
+priority orders (Wolfe's corral), so "draw order k with probability λ_k, take the highest-ranked
+drafted token" has the exact marginal μ; one speculative step against μ keeps the output law p and
+accepts with :math:`\\sum_y \\min(p, \\mu) = \\alpha^*`. Why not time schedules:
+:func:`uniform_time_bound` (Notes) proves which marginals those reach; in general not the optimum.
+
+References
+----------
+P. Wolfe, "Finding the nearest point in a polytope", Math. Programming 11 (1976); S. Fujishige,
+"Submodular Functions and Optimization" (2005), §7.1 (min-norm base) ; Fujishige, Hayashi, Isotani,
+"The minimum-norm-point algorithm applied to submodular function minimization" (2006). Khisti et
+al., ICLR 2025, Thm 1 (canonical decomposition: importance sampling then one speculative step).
+Hu et al., ICLR 2025, Thm 1 (the subset formula for α*).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import NamedTuple
+
+import numpy as np
+
+from .drafts import DraftModel, Independent
+from .errors import InvalidInputError, ProblemTooLargeError, SolverError
+
+__all__ = ["priority_vertex", "min_norm_base", "MinNormBase", "OrderMixture", "check_mixture",
+           "independent_mnp", "uniform_time_bound", "MNP_TOL", "MNP_MAX_ITER"]
+
+#: The certificate's default target: best cut minus :math:`\\sum \\min(p, \\mu)`.
+MNP_TOL = 1e-12
+#: Major iterations (one vertex each) at most.
+MNP_MAX_ITER = 5_000
+#: Corral weights at or below this leave the corral.
+_DROP = 1e-15
+
+
+class MinNormBase(NamedTuple):
+    """A base of B(g) as a mixture of priority orders, with its best cut.
+
+    Attributes
+    ----------
+    mu : ndarray, shape (V,)
+        :math:`\\sum_k \\lambda_k v_k`, the vertices' exact mixture.
+    orders : ndarray of int, shape (K, V)
+        Priority orders, highest priority first.
+    weights : ndarray, shape (K,)
+        λ, positive, summing to one.
+    cut : ndarray of int
+        The best level set of μ - p found: :math:`1 + p(T) - Q(T)` is ``upper``.
+    lower, upper : float
+        :math:`\\sum_y \\min(p, \\mu)` and the cut's value; α* lies between them.
+    iterations : int
+        Major iterations (vertices added).
+    """
+
+    mu: np.ndarray
+    orders: np.ndarray
+    weights: np.ndarray
+    cut: np.ndarray
+    lower: float
+    upper: float
+    iterations: int
+
+
+def _suffix_products(qs_sorted: np.ndarray) -> np.ndarray:
+    """:math:`H_k = \\prod_i q_i(\\{\\sigma_k, \\dots, \\sigma_{V-1}\\})` for k = 0..V (H_V = 0)."""
+    tails = np.cumsum(qs_sorted[:, ::-1], axis=1)[:, ::-1]  # q_i of each suffix, summed from the end
+    H = np.empty(qs_sorted.shape[1] + 1)
+    H[:-1] = np.prod(np.minimum(tails, 1.0), axis=0)
+    H[-1] = 0.0
+    return H
+
+
+def priority_vertex(qs: np.ndarray, order: np.ndarray) -> np.ndarray:
+    """The marginal of "output the highest-ranked drafted token" for the priority ``order``.
+
+    .. math:: v(\\sigma_k) = g(S_k) - g(S_{k-1}) = h(\\{\\sigma_k..\\sigma_{V-1}\\})
+              - h(\\{\\sigma_{k+1}..\\sigma_{V-1}\\}), \\qquad h(T) = \\prod_i q_i(T),
+
+    with :math:`S_k = \\{\\sigma_0..\\sigma_k\\}`: token σ_k is the candidate when it is drafted and
+    no higher-ranked token is. One pass of suffix sums: O(nV).
+
+    Parameters
+    ----------
+    qs : ndarray, shape (n, V)
+    order : ndarray of int, shape (V,)
+        A permutation of the tokens, highest priority first.
+
+    Returns
+    -------
+    ndarray, shape (V,)
+        A vertex of B(g), non-negative.
+
+    Examples
+    --------
+    >>> priority_vertex(np.array([[0.5, 0.5], [0.5, 0.5]]), np.array([0, 1])).tolist()
+    [0.75, 0.25]
+    """
+    H = _suffix_products(qs[:, order])
+    v = np.empty(order.size)
+    v[order] = np.maximum(H[:-1] - H[1:], 0.0)
+    return v
+
+
+def _affine_min(G: np.ndarray) -> np.ndarray:
+    """Weights α (summing to one) of the point of the corral's affine hull nearest the origin, from
+    the corral's Gram matrix G."""
+    k = G.shape[0]
+    M = np.empty((k + 1, k + 1))
+    M[:k, :k] = G
+    M[:k, k] = M[k, :k] = 1.0
+    M[k, k] = 0.0
+    rhs = np.zeros(k + 1)
+    rhs[k] = 1.0
+    try:
+        sol = np.linalg.solve(M, rhs)
+    except np.linalg.LinAlgError:
+        sol = np.linalg.lstsq(M, rhs, rcond=None)[0]
+    return sol[:k]
+
+
+def min_norm_base(p: np.ndarray, qs: np.ndarray, *, tol: float = MNP_TOL,
+                  max_iter: int = MNP_MAX_ITER, weights=None) -> MinNormBase:
+    """Minimise :math:`\\lVert \\mu - p \\rVert^2` over :math:`\\mu \\in B(g)` by Wolfe's algorithm, until
+    the best level-set cut and :math:`\\sum_y \\min(p, \\mu)` meet within ``tol``.
+
+    .. math:: g(S) = 1 - \\prod_{i=1}^n (1 - q_i(S)).
+
+    Parameters
+    ----------
+    p : ndarray, shape (V,)
+        Target distribution.
+    qs : ndarray, shape (n, V)
+        The drafts' laws.
+    tol : float
+        Stop when upper - lower <= tol.
+    max_iter : int
+        Major iterations at most.
+
+    Returns
+    -------
+    MinNormBase
+
+    Raises
+    ------
+    SolverError
+        The bounds did not meet within ``tol`` in ``max_iter`` iterations (or Wolfe stalled).
+
+    Notes
+    -----
+    Each major iteration: one sort of μ - p, the vertex (n suffix sums), the V + 1 cut values
+    along the same order, then Wolfe's minor cycle on the corral (a (K+1)-square solve, K the corral
+    size). The vertex weights are kept, so the result is a sampling rule whatever the stopping point.
+    Start: the vertex of the order p - q̄ decreasing (q̄ the mean draft law), which is optimal for
+    iid drafts when the cut is a prefix of that order.
+
+    Examples
+    --------
+    >>> b = min_norm_base(np.array([0.5, 0.5]), np.array([[1.0, 0.0], [0.0, 1.0]]))
+    >>> round(b.lower, 12), round(b.upper, 12)
+    (1.0, 1.0)
+    """
+    p = np.asarray(p, dtype=float)
+    qs = np.asarray(qs, dtype=float)
+    order = np.argsort(qs.mean(axis=0) - p, kind="stable")  # under-drafted first
+    cap = min(max_iter, p.size + 1) + 1  # a corral is affinely independent: at most V + 1 vertices
+    S = np.empty((cap, p.size))  # the corral's vertices (minus p), rows 0..K-1
+    orders = np.empty((cap, p.size), np.int64)
+    G = np.empty((cap, cap))  # their Gram matrix
+    sw = np.ones(p.size) if weights is None else np.sqrt(np.asarray(weights, float))
+    S[0], orders[0] = (priority_vertex(qs, order) - p) * sw, order
+    G[0, 0] = S[0] @ S[0]
+    K, lam = 1, np.array([1.0])
+    x = S[0]
+    best_upper, best_cut = 1.0, np.zeros(0, np.int64)  # T = ∅ gives α* <= 1
+    lower = -np.inf
+    for it in range(1, max_iter + 1):
+        mu = x / sw + p
+        lower = float(np.minimum(p, mu).sum())
+        order = np.argsort(x * sw, kind="stable")  # priority: least covered (mu - p smallest) first
+        qs_sorted, ps = qs[:, order], p[order]
+        H = _suffix_products(qs_sorted)
+        ptail = np.concatenate([np.cumsum(ps[::-1])[::-1], [0.0]])
+        values = 1.0 + ptail - H  # T = suffix of the order from position k
+        k = int(np.argmin(values))
+        if values[k] < best_upper:
+            best_upper, best_cut = float(values[k]), np.sort(order[k:])
+        if best_upper - lower <= tol:
+            break
+        v = np.empty(order.size)
+        v[order] = np.maximum(H[:-1] - H[1:], 0.0)
+        v = (v - p) * sw
+        row = S[:K] @ v
+        if x @ x - x @ v <= 1e-300 or K >= cap or np.any(G[np.arange(K), np.arange(K)] - 2 * row
+                                                          + v @ v <= 0.0):
+            raise SolverError(
+                f"the minimum-norm-point method stalled at a gap of {best_upper - lower:.3g} "
+                f"(tolerance {tol:g}) after {it} iterations"
+            )
+        S[K], orders[K] = v, order
+        G[K, :K] = G[:K, K] = row
+        G[K, K] = v @ v
+        K += 1
+        lam = np.append(lam, 0.0)
+        for _ in range(K + 1):  # minor cycle: each pass drops at least one vertex or ends
+            alpha = _affine_min(G[:K, :K])
+            if np.all(alpha > _DROP):
+                lam = alpha
+                break
+            neg = alpha <= _DROP
+            theta = min(1.0, float(np.min(lam[neg] / (lam[neg] - alpha[neg]))))
+            lam = (1 - theta) * lam + theta * alpha
+            keep = np.flatnonzero(lam > _DROP)
+            S[:keep.size], orders[:keep.size] = S[keep], orders[keep]
+            G[:keep.size, :keep.size] = G[np.ix_(keep, keep)]
+            K, lam = keep.size, lam[keep]
+        lam = lam / lam.sum()
+        x = lam @ S[:K]
+    else:
+        raise SolverError(
+            f"the minimum-norm-point method left a gap of {best_upper - lower:.3g} after "
+            f"{max_iter} iterations (tolerance {tol:g})"
+        )
+    mu = lam @ S[:K] / sw + p
+    lower = float(np.minimum(p, mu).sum())
+    return MinNormBase(mu, orders[:K].copy(), lam, best_cut, lower, best_upper, it)
+
+
+class OrderMixture:
+    """The rule "draw priority order k with probability λ_k, output the highest-ranked drafted token".
+
+    Its candidate law given the drafts is :meth:`candidate_law`, and its marginal
+
+    .. math:: \\mu = \\sum_k \\lambda_k v_{\\sigma_k}
+
+    is exact: given order σ the candidate is σ's best drafted token, whose law is the vertex
+    :math:`v_\\sigma` (:func:`priority_vertex`), and the order is drawn independently of the drafts.
+
+    Parameters
+    ----------
+    qs : ndarray, shape (n, V)
+    orders : ndarray of int, shape (K, V)
+        Priority orders, highest first.
+    weights : ndarray, shape (K,)
+        Non-negative; rescaled to sum one.
+
+    Attributes
+    ----------
+    marginal : ndarray, shape (V,)
+        μ, recomputed here from the orders and the weights (not taken from the solver).
+    ranks : ndarray of int, shape (K, V)
+        ``ranks[k, y]`` is y's position in order k.
+    """
+
+    def __init__(self, qs: np.ndarray, orders: np.ndarray, weights: np.ndarray):
+        weights = np.asarray(weights, dtype=float)
+        if weights.ndim != 1 or weights.size != len(orders) or not np.all(weights >= 0) \
+                or not weights.sum() > 0:
+            raise SolverError("an order mixture needs one non-negative weight per order, not all zero")
+        self.weights = weights / weights.sum()
+        self.orders = np.asarray(orders, dtype=np.int64)
+        V = qs.shape[1]
+        self.ranks = np.empty_like(self.orders)
+        rows = np.arange(len(self.orders))[:, None]
+        self.ranks[rows, self.orders] = np.arange(V)
+        if not np.array_equal(np.sort(self.orders, axis=1), np.broadcast_to(np.arange(V),
+                                                                            self.orders.shape)):
+            raise SolverError("an order of the mixture is not a permutation of the tokens")
+        self.marginal = self.weights @ np.array([priority_vertex(qs, o) for o in self.orders])
+
+    def _best(self, drafts: np.ndarray) -> np.ndarray:
+        """The best drafted token under every order, shape (K,)."""
+        return drafts[np.argmin(self.ranks[:, drafts], axis=1)]
+
+    def candidate_law(self, drafts) -> np.ndarray:
+        """Exact law of the candidate given the draft tuple, shape (V,)."""
+        drafts = np.asarray(drafts, dtype=np.int64)
+        return np.bincount(self._best(drafts), weights=self.weights, minlength=self.ranks.shape[1])
+
+    def candidate(self, drafts, rng: np.random.Generator) -> int:
+        """Draw the order, return its best drafted token."""
+        drafts = np.asarray(drafts, dtype=np.int64)
+        k = min(int(np.searchsorted(np.cumsum(self.weights), rng.random() * 1.0, side="right")),
+                self.weights.size - 1)
+        return int(drafts[np.argmin(self.ranks[k, drafts])])
+
+
+def check_mixture(p: np.ndarray, model: DraftModel, orders, weights, who: str) -> tuple[float,
+                                                                                         np.ndarray]:
+    """Lower bound :math:`\\sum_y \\min(p, \\mu)` of a mixture of priority orders, μ recomputed from the
+    model's own laws (every such μ lies in B(g), so the bound is sound for any orders and weights).
+
+    Raises
+    ------
+    SolverError
+        Not an independent-draft model, or the orders or weights are malformed.
+    """
+    if not isinstance(model, Independent):
+        raise SolverError(f"{who}: an order mixture certifies independent drafts only")
+    if orders is None or weights is None:
+        raise SolverError(f"{who} returned no order mixture to certify")
+    mix = OrderMixture(model.qs, orders, weights)
+    return float(np.minimum(p, mix.marginal).sum()), mix.marginal
+
+
+def independent_mnp(p: np.ndarray, model: DraftModel) -> dict:
+    """The ``"mnp"`` route of :func:`mdtheory.solve.optimal_acceptance`: :func:`min_norm_base`.
+
+    Returns
+    -------
+    dict
+        ``value`` (the cut's value, an upper bound met by the base within :data:`MNP_TOL`), ``cut``,
+        ``orders`` and ``weights`` (the base as an order mixture), ``iterations``, ``timings``.
+
+    Raises
+    ------
+    InvalidInputError
+        The draft model is not ``independent`` (iid drafts: give q once per draft, or use the iid
+        routes).
+    SolverError
+        The method did not close its gap.
+    """
+    if not isinstance(model, Independent):
+        raise InvalidInputError(f"method 'mnp' is for independent drafts; got {model.sampling} drafts "
+                                "(build them with sampling='independent' and q of shape (n, V))")
+    t0 = time.perf_counter()
+    base = min_norm_base(p, model.qs)
+    return {"value": base.upper, "cut": base.cut, "orders": base.orders, "weights": base.weights,
+            "iterations": base.iterations, "timings": {"mnp": time.perf_counter() - t0}}
+
+
+#: Largest alphabet for :func:`uniform_time_bound` (all 2^V token sets).
+MAX_UNIFORM_V = 20
+
+
+def uniform_time_bound(p: np.ndarray, qs: np.ndarray) -> float:
+    """Best acceptance of time schedules with uniform times, for independent drafts (all 2^V sets).
+
+    .. math:: \\bar\\alpha = 1 + \\min_T \\Big[p(T) - \\frac1n \\sum_{i=1}^n q_i(T)^n\\Big] \\le \\alpha^*.
+
+    Notes
+    -----
+    **Theorem.** Let draft i draw its time uniformly from its token's pieces of a tiling
+    :math:`(E_i(x))_x` of [0, 1] with :math:`|E_i(x)| = q_i(x)`, and let the earliest draft be the
+    candidate. The candidate marginals so reachable are exactly the base polytope :math:`B(\\bar g)`,
+
+    .. math:: \\bar g(S) = \\frac1n \\sum_{i=1}^n \\big[1 - (1 - q_i(S))^n\\big].
+
+    *Proof.* Each draft's time is uniform on [0, 1] whatever its token, and the times are
+    independent, so draft i is the earliest at time t with density :math:`w(t) = (1 - t)^{n-1}` and
+    :math:`\\mu = \\sum_i \\mu_i`, :math:`\\mu_i(x) = \\int_{E_i(x)} w`. As w decreases,
+    :math:`\\mu_i(S) \\le \\int_0^{q_i(S)} w = h_i(S) := (1 - (1 - q_i(S))^n)/n` with equality at
+    S = Ω, so :math:`\\mu_i \\in B(h_i)`; conversely every base of :math:`n h_i` has a tiling
+    (:mod:`mdtheory.schedule`, the construction for the iid density :math:`n(1-t)^{n-1}`), so the
+    reachable :math:`\\mu_i` are all of :math:`B(h_i)`. The tilings are chosen independently per draft,
+    so the reachable μ form the Minkowski sum :math:`\\sum_i B(h_i) = B(\\sum_i h_i) = B(\\bar g)`
+    (the base polytope of a sum of submodular functions is the Minkowski sum of their base
+    polytopes; Fujishige 2005, §3). ∎
+
+    By AM–GM, :math:`\\prod_i (1 - q_i(S)) \\le \\frac1n \\sum_i (1 - q_i(S))^n`, so
+    :math:`\\bar g \\le g` and :math:`B(\\bar g) \\subseteq B(g)`; the best acceptance over
+    :math:`B(\\bar g)` is the formula above (Edmonds' min-max for :math:`\\bar g`). It equals α* for
+    iid drafts and can fall far below it: with :math:`q_1 = \\delta_a`, :math:`q_2 = \\delta_b`,
+    :math:`p = \\delta_a`, α* = 1 (draft 1 is always a) while every uniform-time schedule proposes b
+    half the time, :math:`\\bar\\alpha = 1/2`. That is why the optimal rule for independent drafts is
+    an order mixture (:class:`OrderMixture`), not a uniform-time schedule.
+
+    Raises
+    ------
+    ProblemTooLargeError
+        V over :data:`MAX_UNIFORM_V`.
+    """
+    p, qs = np.asarray(p, float), np.asarray(qs, float)
+    V, n = p.size, qs.shape[0]
+    if V > MAX_UNIFORM_V:
+        raise ProblemTooLargeError(f"uniform_time_bound enumerates 2^{V} sets, over 2^{MAX_UNIFORM_V}")
+    sets = ((np.arange(2 ** V)[:, None] >> np.arange(V)) & 1).astype(float)
+    return float(1.0 + np.min(sets @ p - np.mean((sets @ qs.T) ** n, axis=1)))
