@@ -103,6 +103,11 @@ def _row_error(exc: MdtheoryError, i: int, rows: int) -> MdtheoryError:
 
 def _check_acceptance(args: argparse.Namespace) -> int:
     P, Q = _load_pair(args)
+    drafts = args.drafts
+    if args.sampling == "independent":  # Q holds one row per draft: a single draft model
+        Q = Q[None]
+    elif drafts is None:
+        drafts = 2
     if len(P) != len(Q) and 1 not in (len(P), len(Q)):
         raise InvalidDistributionError(
             f"p has {len(P)} rows but q has {len(Q)}; give equal batches or one row to broadcast"
@@ -111,7 +116,7 @@ def _check_acceptance(args: argparse.Namespace) -> int:
     models, estimates = [], []
     for j in range(len(Q)):  # every draft model and size estimate before any solve starts
         try:
-            model = make_draft_model(Q[j], args.drafts, args.sampling)
+            model = make_draft_model(Q[j], drafts, args.sampling)
         except MdtheoryError as exc:
             raise _row_error(exc, j, rows) from None
         models.append(model)
@@ -439,11 +444,12 @@ def build_parser() -> argparse.ArgumentParser:
                     "sampling, whether it is exactly one, a witness set, and the optimal cut set.",
     )
     check.add_argument("P", help="target distribution, .npy of shape (V,) or (B, V)")
-    check.add_argument("Q", help="draft distribution, .npy of shape (V,) or (B, V)")
-    check.add_argument("--drafts", "-n", type=int, default=2, metavar="N",
-                       help="number of drafts (default 2)")
+    check.add_argument("Q", help="draft distribution, .npy of shape (V,) or (B, V); with "
+                       "--sampling independent, shape (n, V), one law per draft")
+    check.add_argument("--drafts", "-n", type=int, default=None, metavar="N",
+                       help="number of drafts (default 2; independent: the rows of Q)")
     check.add_argument("--sampling", default="iid",
-                       choices=["iid", "without-replacement", "conditional-poisson"],
+                       choices=["iid", "without-replacement", "conditional-poisson", "independent"],
                        help="draft model (default iid)")
     check.add_argument("--method", default="auto", choices=["auto", *METHODS],
                        help="route to alpha* (default auto: the fastest exact one)")
