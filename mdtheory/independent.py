@@ -50,8 +50,9 @@ import numpy as np
 from .drafts import DraftModel, Independent
 from .errors import InvalidInputError, ProblemTooLargeError, SolverError
 
-__all__ = ["priority_vertex", "min_norm_base", "MinNormBase", "OrderMixture", "check_mixture",
-           "independent_mnp", "uniform_time_bound", "MNP_TOL", "MNP_MAX_ITER"]
+__all__ = ["priority_vertex", "model_vertex", "suffix_containments", "min_norm_base", "MinNormBase",
+           "OrderMixture", "check_mixture", "independent_mnp", "uniform_time_bound", "MNP_TOL",
+           "MNP_MAX_ITER"]
 
 #: The certificate's default target: best cut minus :math:`\\sum \\min(p, \\mu)`.
 MNP_TOL = 1e-12
@@ -96,6 +97,24 @@ def _suffix_products(qs_sorted: np.ndarray) -> np.ndarray:
     H[:-1] = np.prod(np.minimum(tails, 1.0), axis=0)
     H[-1] = 0.0
     return H
+
+
+def suffix_containments(model: DraftModel, order: np.ndarray) -> np.ndarray:
+    """:math:`H_k = Q(\\{\\sigma_k, \\dots, \\sigma_{V-1}\\})` for k = 0..V (H_V = 0): the product form
+    for independent drafts, else the model's one-pass prefix containments along the reversed order."""
+    if isinstance(model, Independent):
+        return _suffix_products(model.qs[:, order])
+    H = np.zeros(order.size + 1)
+    H[:-1] = model.prefix_containment(order[::-1])[::-1]
+    return H
+
+
+def model_vertex(model: DraftModel, order: np.ndarray) -> np.ndarray:
+    """:func:`priority_vertex` for any draft model, from :func:`suffix_containments`."""
+    H = suffix_containments(model, order)
+    v = np.empty(order.size)
+    v[order] = np.maximum(H[:-1] - H[1:], 0.0)
+    return v
 
 
 def priority_vertex(qs: np.ndarray, order: np.ndarray) -> np.ndarray:
@@ -146,7 +165,7 @@ def _affine_min(G: np.ndarray) -> np.ndarray:
     return sol[:k]
 
 
-def min_norm_base(p: np.ndarray, qs: np.ndarray, *, tol: float = MNP_TOL,
+def min_norm_base(p: np.ndarray, model: DraftModel, *, tol: float = MNP_TOL,
                   max_iter: int = MNP_MAX_ITER, weights=None) -> MinNormBase:
     """Minimise :math:`\\lVert \\mu - p \\rVert^2` over :math:`\\mu \\in B(g)` by Wolfe's algorithm, until
     the best level-set cut and :math:`\\sum_y \\min(p, \\mu)` meet within ``tol``.
@@ -157,8 +176,10 @@ def min_norm_base(p: np.ndarray, qs: np.ndarray, *, tol: float = MNP_TOL,
     ----------
     p : ndarray, shape (V,)
         Target distribution.
-    qs : ndarray, shape (n, V)
-        The drafts' laws.
+    model : DraftModel
+        Independent drafts (product containments, O(nV) per vertex), or any model with exact
+        prefix containments (:meth:`~mdtheory.drafts.DraftModel.prefix_containment`; successive
+        sampling: one pass of its quadrature per vertex).
     tol : float
         Stop when upper - lower <= tol.
     max_iter : int
@@ -183,19 +204,19 @@ def min_norm_base(p: np.ndarray, qs: np.ndarray, *, tol: float = MNP_TOL,
 
     Examples
     --------
-    >>> b = min_norm_base(np.array([0.5, 0.5]), np.array([[1.0, 0.0], [0.0, 1.0]]))
+    >>> b = min_norm_base(np.array([0.5, 0.5]), Independent([[1.0, 0.0], [0.0, 1.0]]))
     >>> round(b.lower, 12), round(b.upper, 12)
     (1.0, 1.0)
     """
     p = np.asarray(p, dtype=float)
-    qs = np.asarray(qs, dtype=float)
-    order = np.argsort(qs.mean(axis=0) - p, kind="stable")  # under-drafted first
+    qbar = model.qs.mean(axis=0) if isinstance(model, Independent) else model.first_draft_law()
+    order = np.argsort(qbar - p, kind="stable")  # under-drafted first
     cap = min(max_iter, p.size + 1) + 1  # a corral is affinely independent: at most V + 1 vertices
     S = np.empty((cap, p.size))  # the corral's vertices (minus p), rows 0..K-1
     orders = np.empty((cap, p.size), np.int64)
     G = np.empty((cap, cap))  # their Gram matrix
     sw = np.ones(p.size) if weights is None else np.sqrt(np.asarray(weights, float))
-    S[0], orders[0] = (priority_vertex(qs, order) - p) * sw, order
+    S[0], orders[0] = (model_vertex(model, order) - p) * sw, order
     G[0, 0] = S[0] @ S[0]
     K, lam = 1, np.array([1.0])
     x = S[0]
@@ -205,8 +226,8 @@ def min_norm_base(p: np.ndarray, qs: np.ndarray, *, tol: float = MNP_TOL,
         mu = x / sw + p
         lower = float(np.minimum(p, mu).sum())
         order = np.argsort(x * sw, kind="stable")  # priority: least covered (mu - p smallest) first
-        qs_sorted, ps = qs[:, order], p[order]
-        H = _suffix_products(qs_sorted)
+        ps = p[order]
+        H = suffix_containments(model, order)
         ptail = np.concatenate([np.cumsum(ps[::-1])[::-1], [0.0]])
         values = 1.0 + ptail - H  # T = suffix of the order from position k
         k = int(np.argmin(values))
@@ -265,7 +286,8 @@ class OrderMixture:
 
     Parameters
     ----------
-    qs : ndarray, shape (n, V)
+    model : DraftModel
+        The drafts (see :func:`min_norm_base` for the models whose vertices are exact).
     orders : ndarray of int, shape (K, V)
         Priority orders, highest first.
     weights : ndarray, shape (K,)
@@ -279,21 +301,21 @@ class OrderMixture:
         ``ranks[k, y]`` is y's position in order k.
     """
 
-    def __init__(self, qs: np.ndarray, orders: np.ndarray, weights: np.ndarray):
+    def __init__(self, model: DraftModel, orders: np.ndarray, weights: np.ndarray):
         weights = np.asarray(weights, dtype=float)
         if weights.ndim != 1 or weights.size != len(orders) or not np.all(weights >= 0) \
                 or not weights.sum() > 0:
             raise SolverError("an order mixture needs one non-negative weight per order, not all zero")
         self.weights = weights / weights.sum()
         self.orders = np.asarray(orders, dtype=np.int64)
-        V = qs.shape[1]
+        V = model.V
         self.ranks = np.empty_like(self.orders)
         rows = np.arange(len(self.orders))[:, None]
         self.ranks[rows, self.orders] = np.arange(V)
         if not np.array_equal(np.sort(self.orders, axis=1), np.broadcast_to(np.arange(V),
                                                                             self.orders.shape)):
             raise SolverError("an order of the mixture is not a permutation of the tokens")
-        self.marginal = self.weights @ np.array([priority_vertex(qs, o) for o in self.orders])
+        self.marginal = self.weights @ np.array([model_vertex(model, o) for o in self.orders])
 
     def _best(self, drafts: np.ndarray) -> np.ndarray:
         """The best drafted token under every order, shape (K,)."""
@@ -320,13 +342,11 @@ def check_mixture(p: np.ndarray, model: DraftModel, orders, weights, who: str) -
     Raises
     ------
     SolverError
-        Not an independent-draft model, or the orders or weights are malformed.
+        The orders or weights are missing or malformed.
     """
-    if not isinstance(model, Independent):
-        raise SolverError(f"{who}: an order mixture certifies independent drafts only")
     if orders is None or weights is None:
         raise SolverError(f"{who} returned no order mixture to certify")
-    mix = OrderMixture(model.qs, orders, weights)
+    mix = OrderMixture(model, orders, weights)
     return float(np.minimum(p, mix.marginal).sum()), mix.marginal
 
 
@@ -342,16 +362,15 @@ def independent_mnp(p: np.ndarray, model: DraftModel) -> dict:
     Raises
     ------
     InvalidInputError
-        The draft model is not ``independent`` (iid drafts: give q once per draft, or use the iid
-        routes).
+        A joint draft table (no prefix containments).
     SolverError
         The method did not close its gap.
     """
-    if not isinstance(model, Independent):
-        raise InvalidInputError(f"method 'mnp' is for independent drafts; got {model.sampling} drafts "
-                                "(build them with sampling='independent' and q of shape (n, V))")
+    if model.sampling == "joint":
+        raise InvalidInputError("method 'mnp' needs a draft model with prefix containments; the joint "
+                                "table has none (use method 'dual' or 'subsets')")
     t0 = time.perf_counter()
-    base = min_norm_base(p, model.qs)
+    base = min_norm_base(p, model)
     return {"value": base.upper, "cut": base.cut, "orders": base.orders, "weights": base.weights,
             "iterations": base.iterations, "timings": {"mnp": time.perf_counter() - t0}}
 

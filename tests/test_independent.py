@@ -87,16 +87,16 @@ def test_auto_takes_mnp_beyond_the_exhaustive_size():
     assert optimal_acceptance(p, qs, sampling="independent").method == "mnp"
 
 
-def test_mnp_refuses_other_draft_models():
-    with pytest.raises(InvalidInputError, match="method 'mnp' is for independent drafts"):
-        optimal_acceptance([0.5, 0.5], [0.5, 0.5], 2, method="mnp")
+def test_mnp_refuses_joint_tables():
+    with pytest.raises(InvalidInputError, match="method 'mnp' needs a draft model with prefix"):
+        optimal_acceptance([0.5, 0.5], np.full((2, 2), 0.25), sampling="joint", method="mnp")
 
 
 def test_min_norm_base_reports_an_open_gap():
     rng = np.random.default_rng(5)
     p, qs = rng.dirichlet(np.full(200, 0.5)), rng.dirichlet(np.full(200, 0.5), size=4)
     with pytest.raises(SolverError, match="left a gap"):
-        min_norm_base(p, qs, max_iter=2)
+        min_norm_base(p, Independent(qs), max_iter=2)
 
 
 def test_priority_vertex_matches_the_generic_model():
@@ -111,7 +111,7 @@ def test_order_mixture_candidate_law_is_its_marginal():
     rng = np.random.default_rng(7)
     qs = rng.dirichlet(np.ones(5), size=3)
     orders = np.array([rng.permutation(5) for _ in range(4)])
-    mix = OrderMixture(qs, orders, rng.random(4))
+    mix = OrderMixture(Independent(qs), orders, rng.random(4))
     law = Independent(qs).tuple_law()
     total = sum(w * mix.candidate_law(x) for x, w in zip(law.tuples, law.probs, strict=True))
     assert np.abs(total - mix.marginal).max() <= 1e-15
@@ -167,3 +167,31 @@ def test_cli_independent(tmp_path, capsys):
     assert "n = 3 drafts, independent sampling, method mnp" in out and "order-mixture" in out
     assert main([*args, "--drafts", "2"]) == 2
     assert "contradicts the independent draft table" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("sampling", ["without-replacement", "conditional-poisson"])
+def test_mnp_on_other_draft_models(sampling):
+    """The same route certifies any model with prefix containments (checked on all 2^V sets)."""
+    rng = np.random.default_rng(11)
+    for _ in range(15):
+        V = int(rng.integers(3, 9))
+        n = int(rng.integers(2, V))
+        p, q = rng.dirichlet(np.ones(V)), rng.dirichlet(np.full(V, 0.5))
+        res = optimal_acceptance(p, q, n, sampling, method="mnp")
+        exact = optimal_acceptance(p, q, n, sampling, method="subsets").value
+        assert abs(res.value - exact) <= TOL and res.status == "optimal"
+
+
+def test_optimal_rule_order_mixture_for_successive_sampling(monkeypatch):
+    """Beyond MAX_PLAN_SETS the optimal rule samples the order mixture; forced here at small size."""
+    import mdtheory.rules.optimal as optimal_module
+
+    monkeypatch.setattr(optimal_module, "MAX_PLAN_SETS", 0)
+    rng = np.random.default_rng(12)
+    p, q = rng.dirichlet(np.ones(6)), rng.dirichlet(np.ones(6))
+    rule = make_rule("optimal", p, q, 3, sampling="without-replacement")
+    assert rule.mixture is not None
+    acc, law = rule.enumerate()
+    assert 0.5 * np.abs(law - p).sum() <= 1e-12
+    alpha = optimal_acceptance(p, q, 3, "without-replacement", method="subsets").value
+    assert abs(acc - alpha) <= TOL

@@ -13,7 +13,10 @@ from ..polymatroid import lex_optimal_base_iid
 from ..schedule import realise_iid
 from .base import SetPlanRule
 
-__all__ = ["Optimal"]
+__all__ = ["Optimal", "MAX_PLAN_SETS"]
+
+#: Non-iid drafts: the LP plan over draft sets up to this many sets, the order mixture beyond.
+MAX_PLAN_SETS = 2_000
 
 
 class Optimal(SetPlanRule):
@@ -39,19 +42,21 @@ class Optimal(SetPlanRule):
     within 1e-12 of α* up to V = 128k, n = 1024 (``benchmarks/bench_gap.py``,
     ``benchmarks/fuzz_optimal.py``).
 
-    **Independent drafts** (``sampling="independent"``, q of shape (n, V)). The minimum-norm-point
+    **Independent drafts** (``sampling="independent"``, q of shape (n, V)), and any other draft model
+    with more than :data:`MAX_PLAN_SETS` draft sets (successive sampling, conditional Poisson,
+    greedy: their vertices come from the one-pass prefix containments). The minimum-norm-point
     base (:func:`mdtheory.independent.min_norm_base`, no enumeration) is a mixture of priority
     orders; the rule draws an order and proposes the highest-ranked drafted token
     (:class:`mdtheory.independent.OrderMixture`), whose exact marginal μ is recomputed from the
     orders, then the same speculative step against μ: acceptance :math:`\\sum_y \\min(p, \\mu)`, within
     :data:`mdtheory.independent.MNP_TOL` of α*.
 
-    **Other draft models** (``sampling="without-replacement"``, ...). A maximum flow S(U, y) of the
-    token/draft-set network (HiGHS, from the dual LP's row duals, :func:`mdtheory.dual.dual_lp`) is an
-    optimal relaxed OTLP plan: given the draft set U, propose y ∈ U with probability
-    :math:`S(U, y)/w_U`, then the same speculative step against the plan's exact marginal. Preparation
-    enumerates the draft sets, so it is for small sizes ((top-k, n) = (10, 5), (100, 2)); larger ones
-    raise :class:`~mdtheory.errors.ProblemTooLargeError`.
+    **Other draft models, small** (``sampling="without-replacement"``, ...). A maximum flow S(U, y)
+    of the token/draft-set network (HiGHS, from the dual LP's row duals,
+    :func:`mdtheory.dual.dual_lp`) is an optimal relaxed OTLP plan: given the draft set U, propose
+    y ∈ U with probability :math:`S(U, y)/w_U`, then the same speculative step against the plan's
+    exact marginal. Preparation enumerates the draft sets, so it is for small sizes (at most
+    :data:`MAX_PLAN_SETS` sets).
 
     Parameters
     ----------
@@ -68,7 +73,8 @@ class Optimal(SetPlanRule):
     base : LexBase or None
         The lexicographically optimal base it realises (iid drafts).
     mixture : OrderMixture or None
-        The order mixture it samples (independent drafts).
+        The order mixture it samples (independent drafts; other non-iid models beyond
+        :data:`MAX_PLAN_SETS` draft sets).
 
     References
     ----------
@@ -84,9 +90,10 @@ class Optimal(SetPlanRule):
 
     def _prepare(self):
         self.schedule = self.base = self.mixture = None
-        if self.model.sampling == "independent":
-            base = min_norm_base(self.p, self.model.qs)
-            self.mixture = OrderMixture(self.model.qs, base.orders, base.weights)
+        if self.model.sampling == "independent" or (
+                self.sampling != "iid" and self.model.count_sets() > MAX_PLAN_SETS):
+            base = min_norm_base(self.p, self.model)
+            self.mixture = OrderMixture(self.model, base.orders, base.weights)
             self._use_marginal(self.mixture.marginal)
             self._res_cdf = np.cumsum(self.res)
             return
