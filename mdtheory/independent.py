@@ -1,4 +1,4 @@
-"""Independent, non-identical drafts: α* with a certificate, and an exact optimal rule, at any V.
+"""Independent, non-identical drafts (and others): α* with a certificate, and an exact optimal rule.
 
 Draft i has its own law :math:`q_i` and the drafts are independent, so the containment is
 :math:`Q(T) = \\prod_i q_i(T)` and
@@ -25,16 +25,26 @@ cut and :math:`\\sum_y \\min(p, \\mu)` meet within ``tol``: that pair is the cer
 independently of how it was found. At the minimum-norm point μ* the cut :math:`\\{\\mu^* > p\\}` is
 optimal (Fujishige's theorem), so the stopping rule is reached.
 
-**Rule** (:class:`PriorityMixtureRule`): the base is kept as an explicit convex combination of
-priority orders (Wolfe's corral), so "draw order k with probability λ_k, take the highest-ranked
-drafted token" has the exact marginal μ; one speculative step against μ keeps the output law p and
-accepts with :math:`\\sum_y \\min(p, \\mu) = \\alpha^*`. Why not time schedules:
-:func:`uniform_time_bound` (Notes) proves which marginals those reach; in general not the optimum.
+**Rule** (:class:`OrderMixture`): the base is kept as an explicit convex combination of priority
+orders (Wolfe's corral), so "draw order k with probability λ_k, take the highest-ranked drafted
+token" has the exact marginal μ; one speculative step against μ keeps the output law p and accepts
+with :math:`\\sum_y \\min(p, \\mu) = \\alpha^*` (up to ``tol``). Why not time schedules:
+:func:`uniform_time_bound` (Notes) proves which marginals uniform-time schedules reach; in general
+not the optimum.
+
+**Other draft models.** Nothing above uses the product form except the speed of a vertex: every
+draft model whose containments of the V prefixes of an order are exact
+(:meth:`~mdtheory.drafts.DraftModel.prefix_containment`) has the same polytope, vertices and
+certificate. :func:`suffix_containments` takes the product for independent drafts and the model's
+one-pass prefix containments otherwise (successive sampling: :mod:`mdtheory.containment`), so the
+route ``"mnp"`` certifies α* and the order mixture is an exact optimal rule for successive sampling
+and conditional Poisson too, with no enumeration of draft sets (a few seconds at V = 1000, n = 4:
+``benchmarks/bench_draft_models.py``).
 
 References
 ----------
 P. Wolfe, "Finding the nearest point in a polytope", Math. Programming 11 (1976); S. Fujishige,
-"Submodular Functions and Optimization" (2005), §7.1 (min-norm base) ; Fujishige, Hayashi, Isotani,
+"Submodular Functions and Optimization" (2005), §7.1 (min-norm base); Fujishige, Hayashi, Isotani,
 "The minimum-norm-point algorithm applied to submodular function minimization" (2006). Khisti et
 al., ICLR 2025, Thm 1 (canonical decomposition: importance sampling then one speculative step).
 Hu et al., ICLR 2025, Thm 1 (the subset formula for α*).
@@ -184,6 +194,11 @@ def min_norm_base(p: np.ndarray, model: DraftModel, *, tol: float = MNP_TOL,
         Stop when upper - lower <= tol.
     max_iter : int
         Major iterations at most.
+    weights : array_like, shape (V,), optional
+        Positive w: minimise :math:`\\sum_y w_y (\\mu_y - p_y)^2` instead (for any positive
+        weights the cut :math:`\\{\\mu > p\\}` of the minimiser is optimal; ``1 / p`` gives the
+        lexicographically optimal base, faster on flat pairs and slower on peaked ones). Default:
+        all ones.
 
     Returns
     -------
