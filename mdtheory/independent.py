@@ -322,6 +322,7 @@ class OrderMixture:
                 or not weights.sum() > 0:
             raise SolverError("an order mixture needs one non-negative weight per order, not all zero")
         self.weights = weights / weights.sum()
+        self._cdf = np.cumsum(self.weights)
         self.orders = np.asarray(orders, dtype=np.int64)
         V = model.V
         self.ranks = np.empty_like(self.orders)
@@ -344,7 +345,7 @@ class OrderMixture:
     def candidate(self, drafts, rng: np.random.Generator) -> int:
         """Draw the order, return its best drafted token."""
         drafts = np.asarray(drafts, dtype=np.int64)
-        k = min(int(np.searchsorted(np.cumsum(self.weights), rng.random() * 1.0, side="right")),
+        k = min(int(np.searchsorted(self._cdf, rng.random() * self._cdf[-1], side="right")),
                 self.weights.size - 1)
         return int(drafts[np.argmin(self.ranks[k, drafts])])
 
