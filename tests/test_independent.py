@@ -195,3 +195,24 @@ def test_optimal_rule_order_mixture_for_successive_sampling(monkeypatch):
     assert 0.5 * np.abs(law - p).sum() <= 1e-12
     alpha = optimal_acceptance(p, q, 3, "without-replacement", method="subsets").value
     assert abs(acc - alpha) <= TOL
+
+
+@pytest.mark.parametrize("patience, face_iter", [(1, 3), (2, 50)])
+def test_face_phase_with_early_and_wrong_cuts(monkeypatch, patience, face_iter):
+    """The face of a cut found too early may not hold the optimum: the free run resumes and the
+    result still matches the exhaustive route."""
+    import mdtheory.independent as independent
+
+    monkeypatch.setattr(independent, "PATIENCE", patience)
+    monkeypatch.setattr(independent, "FACE_ITER", face_iter)
+    rng = np.random.default_rng(13)
+    for _ in range(10):
+        z = 2.5 * rng.standard_normal(12)
+        p = np.exp(z - z.max())
+        zq = z + 0.8 * rng.standard_normal(12)
+        qs = np.array([np.exp((zq - zq.max()) / t) for t in (0.6, 0.8, 1.0, 1.3)])
+        p, qs = p / p.sum(), qs / qs.sum(axis=1, keepdims=True)
+        model = Independent(qs)
+        base = min_norm_base(p, model)
+        exact = optimal_acceptance(p, model, method="subsets").value
+        assert abs(base.upper - exact) <= TOL and abs(base.lower - exact) <= TOL
