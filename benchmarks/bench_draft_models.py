@@ -13,8 +13,10 @@ route's value is only an upper bound there). Independent drafts are the draft la
 0.7, 1.0, 1.4 and 2.0 (n = 4).
 
 Part 2, timings of ``method="mnp"`` for independent drafts at V = 1000, n = 4 (the issue's goal is
-50 ms of preparation): the optimal rule's preparation (``make_rule("optimal", ...)``, base and
-mixture), iterations, corral size and the certificate's gap.
+50 ms of preparation), five seeds of three families (llm_pair with tempered drafts; Dirichlet(0.5)
+target and drafts; peaked softmax of Gaussian logits with a perturbed, tempered drafter): the base
+alone, the optimal rule's preparation (``make_rule("optimal", ...)``, base and mixture),
+iterations, corral size and the certificate's gap.
 
 Writes ``benchmarks/results/draft_models.json``.
 """
@@ -84,13 +86,18 @@ def compare(name: str, p: np.ndarray, q: np.ndarray, n: int = 4) -> dict:
 def timing_rows(seeds: int = 5) -> list[dict]:
     rows = []
     for seed in range(seeds):
-        for kind in ("llm_pair", "dirichlet"):
+        for kind in ("llm_pair", "dirichlet", "softmax"):
             rng = np.random.default_rng(seed)
             if kind == "llm_pair":
                 p, q = llm_pair(1000, seed)
                 qs = np.array([tempered(q, t) for t in TEMPERATURES])
-            else:
+            elif kind == "dirichlet":
                 p, qs = rng.dirichlet(np.full(1000, 0.5)), rng.dirichlet(np.full(1000, 0.5), size=4)
+            else:  # peaked: Gaussian logits of scale 2.5, the drafter's perturbed by 0.8, tempered
+                z = 2.5 * rng.standard_normal(1000)
+                zq = z + 0.8 * rng.standard_normal(1000)
+                p = tempered(np.exp(z - z.max()), 1.0)
+                qs = np.array([tempered(np.exp(zq - zq.max()), t) for t in (0.6, 0.8, 1.0, 1.3)])
             try:
                 base, t_base = timed(lambda p=p, qs=qs: min_norm_base(p, md.Independent(qs)))
                 rule = make_rule("optimal", p, qs, 4, sampling="independent")
