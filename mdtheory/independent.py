@@ -18,7 +18,7 @@ and the two meet at an optimal pair (Edmonds' min-max theorem for :math:`B(f) = 
 
 **Method** (:func:`min_norm_base`): the Fujishige–Wolfe minimum-norm point of :math:`p - B(g)`,
 i.e. :math:`\\min_{\\mu \\in B(g)} \\lVert \\mu - p \\rVert^2`, over the convex hull of the priority-order
-vertices. A vertex for a linear objective is one sort and n cumulative sums (:func:`priority_vertex`,
+vertices. A vertex for a linear objective is one sort and n cumulative sums (:func:`model_vertex`,
 O(V log V + nV)); the same sort gives the V + 1 level sets of μ - p as candidate cuts, whose values
 :math:`1 + p(T) - \\prod_i q_i(T)` are read off the same sums. The iteration stops as soon as the best
 cut and :math:`\\sum_y \\min(p, \\mu)` meet within ``tol``: that pair is the certificate, checked
@@ -61,7 +61,7 @@ import numpy as np
 from .drafts import DraftModel, Independent
 from .errors import InvalidInputError, ProblemTooLargeError, SolverError
 
-__all__ = ["priority_vertex", "model_vertex", "suffix_containments", "min_norm_base", "MinNormBase",
+__all__ = ["model_vertex", "suffix_containments", "min_norm_base", "MinNormBase",
            "OrderMixture", "check_mixture", "independent_mnp", "uniform_time_bound", "MNP_TOL",
            "MNP_MAX_ITER"]
 
@@ -124,25 +124,19 @@ def suffix_containments(model: DraftModel, order: np.ndarray) -> np.ndarray:
 
 
 def model_vertex(model: DraftModel, order: np.ndarray) -> np.ndarray:
-    """:func:`priority_vertex` for any draft model, from :func:`suffix_containments`."""
-    H = suffix_containments(model, order)
-    v = np.empty(order.size)
-    v[order] = np.maximum(H[:-1] - H[1:], 0.0)
-    return v
-
-
-def priority_vertex(qs: np.ndarray, order: np.ndarray) -> np.ndarray:
     """The marginal of "output the highest-ranked drafted token" for the priority ``order``.
 
-    .. math:: v(\\sigma_k) = g(S_k) - g(S_{k-1}) = h(\\{\\sigma_k..\\sigma_{V-1}\\})
-              - h(\\{\\sigma_{k+1}..\\sigma_{V-1}\\}), \\qquad h(T) = \\prod_i q_i(T),
+    .. math:: v(\\sigma_k) = g(S_k) - g(S_{k-1}) = Q(\\{\\sigma_k..\\sigma_{V-1}\\})
+              - Q(\\{\\sigma_{k+1}..\\sigma_{V-1}\\})
 
     with :math:`S_k = \\{\\sigma_0..\\sigma_k\\}`: token σ_k is the candidate when it is drafted and
-    no higher-ranked token is. One pass of suffix sums: O(nV).
+    no higher-ranked token is. From :func:`suffix_containments` (O(nV) for independent drafts).
+    :func:`mdtheory.polymatroid.priority_marginal` is the same vertex with the order validated; this
+    is the solver's unchecked fast path.
 
     Parameters
     ----------
-    qs : ndarray, shape (n, V)
+    model : DraftModel
     order : ndarray of int, shape (V,)
         A permutation of the tokens, highest priority first.
 
@@ -153,10 +147,10 @@ def priority_vertex(qs: np.ndarray, order: np.ndarray) -> np.ndarray:
 
     Examples
     --------
-    >>> priority_vertex(np.array([[0.5, 0.5], [0.5, 0.5]]), np.array([0, 1])).tolist()
+    >>> model_vertex(Independent([[0.5, 0.5], [0.5, 0.5]]), np.array([0, 1])).tolist()
     [0.75, 0.25]
     """
-    H = _suffix_products(qs[:, order])
+    H = suffix_containments(model, order)
     v = np.empty(order.size)
     v[order] = np.maximum(H[:-1] - H[1:], 0.0)
     return v
@@ -301,7 +295,8 @@ class _Wolfe:
 
     def run(self, tol, max_iter, patience):
         """Up to ``max_iter`` iterations; stop when closed, or (``patience``) when the best cut has
-        not improved by more than ``tol`` for that many iterations. Raises SolverError on a stall."""
+        not improved by more than ``tol`` for that many iterations, or on a stall (Wolfe's
+        optimality test passes in floating point: ``stalled``)."""
         p, sw, S, G = self.p, self.sw, self.S, self.G
         self.iterations_run, since = 0, 0
         for _ in range(max_iter):
@@ -364,7 +359,7 @@ class OrderMixture:
     .. math:: \\mu = \\sum_k \\lambda_k v_{\\sigma_k}
 
     is exact: given order σ the candidate is σ's best drafted token, whose law is the vertex
-    :math:`v_\\sigma` (:func:`priority_vertex`), and the order is drawn independently of the drafts.
+    :math:`v_\\sigma` (:func:`model_vertex`), and the order is drawn independently of the drafts.
 
     Parameters
     ----------

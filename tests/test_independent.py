@@ -12,7 +12,7 @@ from mdtheory.errors import InvalidInputError, SolverError
 from mdtheory.independent import (
     OrderMixture,
     min_norm_base,
-    priority_vertex,
+    model_vertex,
     uniform_time_bound,
 )
 from mdtheory.polymatroid import base_polytope_violation, priority_marginal
@@ -99,11 +99,12 @@ def test_min_norm_base_reports_an_open_gap():
         min_norm_base(p, Independent(qs), max_iter=2)
 
 
-def test_priority_vertex_matches_the_generic_model():
+def test_model_vertex_matches_priority_marginal():
     rng = np.random.default_rng(6)
     qs = rng.dirichlet(np.ones(7), size=3)
     order = rng.permutation(7)
-    assert np.abs(priority_vertex(qs, order) - priority_marginal(Independent(qs), order)).max() <= 1e-15
+    model = Independent(qs)
+    assert np.abs(model_vertex(model, order) - priority_marginal(model, order)).max() <= 1e-15
 
 
 def test_order_mixture_candidate_law_is_its_marginal():
