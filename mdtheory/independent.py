@@ -62,7 +62,7 @@ from .drafts import DraftModel, Independent
 from .errors import InvalidInputError, ProblemTooLargeError, SolverError
 
 __all__ = ["model_vertex", "suffix_containments", "min_norm_base", "MinNormBase",
-           "OrderMixture", "check_mixture", "independent_mnp", "uniform_time_bound", "MNP_TOL",
+           "OrderMixture", "check_mixture", "mnp_route", "uniform_time_bound", "MNP_TOL",
            "MNP_MAX_ITER"]
 
 #: The certificate's default target: best cut minus :math:`\\sum \\min(p, \\mu)`.
@@ -178,7 +178,8 @@ def min_norm_base(p: np.ndarray, model: DraftModel, *, tol: float = MNP_TOL,
     """Minimise :math:`\\lVert \\mu - p \\rVert^2` over :math:`\\mu \\in B(g)` by Wolfe's algorithm, until
     the best level-set cut and :math:`\\sum_y \\min(p, \\mu)` meet within ``tol``.
 
-    .. math:: g(S) = 1 - \\prod_{i=1}^n (1 - q_i(S)).
+    .. math:: g(S) = 1 - Q(\\Omega \\setminus S) \\quad
+              \\big(= 1 - \\prod_{i=1}^n (1 - q_i(S)) \\text{ for independent drafts}\\big).
 
     Parameters
     ----------
@@ -428,8 +429,9 @@ def check_mixture(p: np.ndarray, model: DraftModel, orders, weights, who: str) -
     return float(np.minimum(p, mix.marginal).sum()), mix.marginal
 
 
-def independent_mnp(p: np.ndarray, model: DraftModel) -> dict:
-    """The ``"mnp"`` route of :func:`mdtheory.solve.optimal_acceptance`: :func:`min_norm_base`.
+def mnp_route(p: np.ndarray, model: DraftModel) -> dict:
+    """The ``"mnp"`` route of :func:`mdtheory.solve.optimal_acceptance`: :func:`min_norm_base`, for
+    independent drafts and every other model with prefix containments.
 
     Returns
     -------

@@ -12,7 +12,7 @@ from ._validate import as_distribution
 from .drafts import DraftModel, make_draft_model
 from .dual import dual_lp
 from .errors import InvalidDistributionError, InvalidInputError
-from .independent import independent_mnp
+from .independent import mnp_route
 from .maxflow import maxflow
 from .otlp import otlp
 from .result import AcceptanceResult
@@ -30,7 +30,7 @@ METHODS = {
     "otlp-literal": lambda p, model: otlp(p, model, literal=True),
     "dual": dual_lp,
     "maxflow": maxflow,
-    "mnp": independent_mnp,
+    "mnp": mnp_route,
 }
 
 
