@@ -24,7 +24,7 @@ replacement                 :data:`MAX_CERT_SETS` draft sets (or ``certify="full
                             the cut (``"cut"``, status ``"upper-bound"``: the value is a proven upper
                             bound, equal to α* if Hu et al.'s prefix property holds for successive
                             sampling, which the tests re-check against the exhaustive route).
-``mnp`` (independent)       a mixture of priority orders (``"order-mixture"``): its base μ is
+``mnp``                     a mixture of priority orders (``"order-mixture"``): its base μ is
                             recomputed from the model's laws, in B(g) for any orders and weights
                             (:func:`~mdtheory.independent.check_mixture`).
 ``subsets``                 none (``"exhaustive"``): the route evaluates p(T) - Q(T) on all
@@ -88,7 +88,8 @@ class Certificate(NamedTuple):
     Attributes
     ----------
     name : str
-        The primal object: ``"plan"``, ``"flow"``, ``"base"``, ``"lex-base"``, ``"exhaustive"`` or
+        The primal object: ``"plan"``, ``"flow"``, ``"base"``, ``"lex-base"``, ``"order-mixture"``,
+        ``"exhaustive"`` or
         ``"cut"`` (no primal object: the value is only an upper bound).
     status : str
         ``"optimal"`` (both bounds meet) or ``"upper-bound"``.

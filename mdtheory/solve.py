@@ -74,8 +74,9 @@ def optimal_acceptance(p, q, n: int | None = None, sampling: str = "iid", *,
         ``"subsets"``: all 2^V sets. ``"otlp"``: the OTLP over draft sets (HiGHS), with the optimal
         plan. ``"otlp-literal"``: the OTLP over ordered tuples, V^n x V variables. ``"dual"``: the
         min-cut LP (HiGHS simplex), 0/1 by total unimodularity. ``"maxflow"``: networkx
-        preflow-push. ``"mnp"``: independent drafts only, Wolfe's minimum-norm point over the
-        coverage polytope with an order-mixture base (:mod:`mdtheory.independent`), no enumeration.
+        preflow-push. ``"mnp"``: Wolfe's minimum-norm point over the coverage polytope, certified
+        by an order-mixture base (:mod:`mdtheory.independent`), no enumeration; any model but
+        ``joint``.
     normalize : bool
         Rescale p and q to sum one instead of refusing sums off one by more than 1e-6.
     certify : str
