@@ -153,7 +153,8 @@ def _check_acceptance(args: argparse.Namespace) -> int:
             print(f"  optimal acceptance alpha* = {res.value:.12g} (proven: {res.certificate}{gap})")
         else:
             print(f"  optimal acceptance alpha* <= {res.value:.12g} (an upper bound: the cut is checked, "
-                  f"optimality is not proved for {res.sampling} drafts at this size)")
+                  f"optimality is not proved for {res.sampling} drafts at this size by this "
+                  "route; --method mnp proves it)")
         hall = "p(T) >= Q(T) for every T (Hall's condition"
         hall += "; iid: p(T) >= q(T)^n, Khisti et al. Thm 2 / Remark 2)" if res.sampling == "iid" \
             else ")"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -18,6 +20,7 @@ from mdtheory.independent import (
 from mdtheory.polymatroid import base_polytope_violation, priority_marginal
 from mdtheory.rules import make_rule
 
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 #: Agreement with the exhaustive route, and the rule's acceptance against α*.
 TOL = 1e-9
 
@@ -217,3 +220,13 @@ def test_face_phase_with_early_and_wrong_cuts(monkeypatch, patience, face_iter):
         base = min_norm_base(p, model)
         exact = optimal_acceptance(p, model, method="subsets").value
         assert abs(base.upper - exact) <= TOL and abs(base.lower - exact) <= TOL
+
+
+def test_cli_mnp_proves_successive_sampling(capsys):
+    """The prefix route only bounds successive sampling at this size; the mnp route proves it."""
+    args = ["check-acceptance", str(EXAMPLES / "p.npy"), str(EXAMPLES / "q.npy"), "--drafts", "4",
+            "--sampling", "without-replacement"]
+    assert main(args) == 0
+    assert "--method mnp proves it" in capsys.readouterr().out
+    assert main([*args, "--method", "mnp"]) == 0
+    assert "(proven: order-mixture" in capsys.readouterr().out
