@@ -24,6 +24,9 @@ replacement                 :data:`MAX_CERT_SETS` draft sets (or ``certify="full
                             the cut (``"cut"``, status ``"upper-bound"``: the value is a proven upper
                             bound, equal to α* if Hu et al.'s prefix property holds for successive
                             sampling, which the tests re-check against the exhaustive route).
+``mnp``                     a mixture of priority orders (``"order-mixture"``): its base μ is
+                            recomputed from the model's laws, in B(g) for any orders and weights
+                            (:func:`~mdtheory.independent.check_mixture`).
 ``subsets``                 none (``"exhaustive"``): the route evaluates p(T) - Q(T) on all
                             :math:`2^V` sets, which is the definition of the minimum; the check is
                             that it reports :math:`2^V` sets and that its cut reproduces its value.
@@ -54,6 +57,7 @@ from ._jit import njit
 from ._route import RouteOutput
 from .drafts import DraftModel
 from .errors import InvalidInputError, SolverError
+from .independent import check_mixture
 from .polymatroid import TINY, _lex_blocks, lex_optimal_base_iid
 from .subsets import _ipow
 
@@ -84,7 +88,8 @@ class Certificate(NamedTuple):
     Attributes
     ----------
     name : str
-        The primal object: ``"plan"``, ``"flow"``, ``"base"``, ``"lex-base"``, ``"exhaustive"`` or
+        The primal object: ``"plan"``, ``"flow"``, ``"base"``, ``"lex-base"``, ``"order-mixture"``,
+        ``"exhaustive"`` or
         ``"cut"`` (no primal object: the value is only an upper bound).
     status : str
         ``"optimal"`` (both bounds meet) or ``"upper-bound"``.
@@ -478,6 +483,9 @@ def _primal(p: np.ndarray, model: DraftModel, out: RouteOutput, method: str, mod
         flows = dual_lp(p, model)
         members, mass = _model_law(model, flows, False, who)
         return "flow", check_flow(p, members, mass, flows.plan, who), None
+    if method == "mnp":
+        lower, mu = check_mixture(p, model, out.orders, out.weights, who)
+        return "order-mixture", lower, mu
     if method == "subsets":
         if out.sets != 2 ** p.size:
             raise SolverError(f"{who} reports {out.sets} token sets evaluated, not all "

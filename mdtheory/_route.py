@@ -41,6 +41,10 @@ class RouteOutput:
         ``prefix``: the scanned token order (q/p decreasing), which the base certificate pools along.
     sets : int or None
         ``subsets``: the number of token sets evaluated (:math:`2^V` for a complete scan).
+    orders, weights : list of ndarray, ndarray, or None
+        ``mnp``: the priority orders of the minimum-norm base and their mixture weights.
+    iterations : int or None
+        ``mnp``: Wolfe iterations used.
     duals : dict or None
         ``dual``: the 0/1 potentials ``a`` (tokens) and ``b`` (draft sets).
     duality_gap : float or None
@@ -56,6 +60,9 @@ class RouteOutput:
     support_probs: np.ndarray | None = None
     order: np.ndarray | None = None
     sets: int | None = None
+    orders: list | None = None
+    weights: np.ndarray | None = None
+    iterations: int | None = None
     duals: dict | None = None
     duality_gap: float | None = None
     timings: dict = field(default_factory=dict)

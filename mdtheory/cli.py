@@ -121,6 +121,11 @@ def _row_error(exc: MdtheoryError, i: int, rows: int) -> MdtheoryError:
 
 def _check_acceptance(args: argparse.Namespace) -> int:
     P, Q = _load_pair(args)
+    drafts = args.drafts
+    if args.sampling == "independent":  # Q holds one row per draft: a single draft model
+        Q = Q[None]
+    elif drafts is None:
+        drafts = 2
     if len(P) != len(Q) and 1 not in (len(P), len(Q)):
         raise InvalidDistributionError(
             f"p has {len(P)} rows but q has {len(Q)}; give equal batches or one row to broadcast"
@@ -129,7 +134,7 @@ def _check_acceptance(args: argparse.Namespace) -> int:
     models, estimates = [], []
     for j in range(len(Q)):  # every draft model and size estimate before any solve starts
         try:
-            model = make_draft_model(Q[j], args.drafts, args.sampling)
+            model = make_draft_model(Q[j], drafts, args.sampling)
         except MdtheoryError as exc:
             raise _row_error(exc, j, rows) from None
         models.append(model)
@@ -166,7 +171,8 @@ def _check_acceptance(args: argparse.Namespace) -> int:
             print(f"  optimal acceptance alpha* = {res.value:.12g} (proven: {res.certificate}{gap})")
         else:
             print(f"  optimal acceptance alpha* <= {res.value:.12g} (an upper bound: the cut is checked, "
-                  f"optimality is not proved for {res.sampling} drafts at this size)")
+                  f"optimality is not proved for {res.sampling} drafts at this size by this "
+                  "route; --method mnp proves it)")
         hall = "p(T) >= Q(T) for every T (Hall's condition"
         hall += "; iid: p(T) >= q(T)^n, Khisti et al. Thm 2 / Remark 2)" if res.sampling == "iid" \
             else ")"
@@ -536,12 +542,15 @@ def build_parser() -> argparse.ArgumentParser:
                     "sampling, whether it is exactly one, a witness set, and the optimal cut set.",
     )
     check.add_argument("P", help="target distribution, .npy of shape (V,) or (B, V)")
-    check.add_argument("Q", help="draft distribution, .npy of shape (V,) or (B, V)")
-    _drafts_option(check)
+    check.add_argument("Q", help="draft distribution, .npy of shape (V,) or (B, V); with "
+                       "--sampling independent, shape (n, V), one law per draft")
+    _drafts_option(check, default=None,
+                   help="number of drafts n (default 2; independent: the rows of Q)")
     check.add_argument("--sampling", default="iid",
-                       choices=["iid", "without-replacement", "wor", "conditional-poisson"],
+                       choices=["iid", "without-replacement", "wor", "conditional-poisson", "independent"],
                        help="draft model (default iid; wor is short for without-replacement: "
-                            "successive sampling, as torch.multinomial without replacement)")
+                            "successive sampling, as torch.multinomial without replacement; "
+                            "independent: one law per draft, Q of shape (n, V))")
     check.add_argument("--method", default="auto", choices=["auto", *METHODS],
                        help="route to alpha* (default auto: the fastest exact one)")
     check.add_argument("--normalize", action="store_true",

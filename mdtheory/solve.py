@@ -36,6 +36,12 @@ def _dual(p, model):
     return dual_lp(p, model)
 
 
+def _mnp(p, model):
+    from .independent import mnp_route
+
+    return mnp_route(p, model)
+
+
 def _maxflow(p, model):
     from .maxflow import maxflow
 
@@ -50,12 +56,15 @@ METHODS = {
     "otlp-literal": lambda p, model: _otlp(p, model, literal=True),
     "dual": _dual,
     "maxflow": _maxflow,
+    "mnp": _mnp,
 }
 
 
 def _auto(model: DraftModel) -> str:
     if model.prefix_property is not None:
         return "prefix"
+    if model.sampling == "independent" and model.V > AUTO_SUBSET_V:
+        return "mnp"
     return "subsets" if model.V <= AUTO_SUBSET_V else "dual"
 
 
@@ -129,11 +138,14 @@ def optimal_acceptance(p: ArrayLike, q: ArrayLike | DraftModel, n: int | None = 
         Draft model, a key of :data:`mdtheory.drafts.SAMPLINGS`. Default ``"iid"``.
     method : str
         ``"auto"`` (default): ``"prefix"`` for iid and without-replacement drafts, else
-        ``"subsets"`` up to V = 16, else ``"dual"``. ``"prefix"``: sorted-prefix scan, O(V log V).
+        ``"subsets"`` up to V = 16, else ``"mnp"`` for independent drafts and ``"dual"`` for the
+        others. ``"prefix"``: sorted-prefix scan, O(V log V).
         ``"subsets"``: all 2^V sets. ``"otlp"``: the OTLP over draft sets (HiGHS), with the optimal
         plan. ``"otlp-literal"``: the OTLP over ordered tuples, V^n x V variables. ``"dual"``: the
         min-cut LP (HiGHS simplex), 0/1 by total unimodularity. ``"maxflow"``: networkx
-        preflow-push.
+        preflow-push. ``"mnp"``: Wolfe's minimum-norm point over the coverage polytope, certified
+        by an order-mixture base (:mod:`mdtheory.independent`), no enumeration; any model but
+        ``joint``.
     normalize : bool
         Rescale p and q to sum one instead of refusing sums off one by more than 1e-6.
     certify : str

@@ -8,11 +8,15 @@ from __future__ import annotations
 import numpy as np
 
 from ..dual import dual_lp
+from ..independent import OrderMixture, min_norm_base
 from ..polymatroid import lex_optimal_base_iid
 from ..schedule import realise_iid
 from .base import SetPlanRule
 
-__all__ = ["Optimal"]
+__all__ = ["Optimal", "MAX_PLAN_SETS"]
+
+#: Non-iid drafts: the LP plan over draft sets up to this many sets, the order mixture beyond.
+MAX_PLAN_SETS = 2_000
 
 
 class Optimal(SetPlanRule):
@@ -38,12 +42,21 @@ class Optimal(SetPlanRule):
     within 1e-12 of α* up to V = 128k, n = 1024 (``benchmarks/bench_gap.py``,
     ``benchmarks/fuzz_optimal.py``).
 
-    **Other draft models** (``sampling="without-replacement"``, ...). A maximum flow S(U, y) of the
-    token/draft-set network (HiGHS, from the dual LP's row duals, :func:`mdtheory.dual.dual_lp`) is an
-    optimal relaxed OTLP plan: given the draft set U, propose y ∈ U with probability
-    :math:`S(U, y)/w_U`, then the same speculative step against the plan's exact marginal. Preparation
-    enumerates the draft sets, so it is for small sizes ((top-k, n) = (10, 5), (100, 2)); larger ones
-    raise :class:`~mdtheory.errors.ProblemTooLargeError`.
+    **Independent drafts** (``sampling="independent"``, q of shape (n, V)), and any other draft model
+    with more than :data:`MAX_PLAN_SETS` draft sets (successive sampling, conditional Poisson,
+    greedy: their vertices come from the one-pass prefix containments). The minimum-norm-point
+    base (:func:`mdtheory.independent.min_norm_base`, no enumeration) is a mixture of priority
+    orders; the rule draws an order and proposes the highest-ranked drafted token
+    (:class:`mdtheory.independent.OrderMixture`), whose exact marginal μ is recomputed from the
+    orders, then the same speculative step against μ: acceptance :math:`\\sum_y \\min(p, \\mu)`, within
+    :data:`mdtheory.independent.MNP_TOL` of α*.
+
+    **Other draft models, small** (``sampling="without-replacement"``, ...). A maximum flow S(U, y)
+    of the token/draft-set network (HiGHS, from the dual LP's row duals,
+    :func:`mdtheory.dual.dual_lp`) is an optimal relaxed OTLP plan: given the draft set U, propose
+    y ∈ U with probability :math:`S(U, y)/w_U`, then the same speculative step against the plan's
+    exact marginal. Preparation enumerates the draft sets, so it is for small sizes (at most
+    :data:`MAX_PLAN_SETS` sets).
 
     Parameters
     ----------
@@ -59,6 +72,9 @@ class Optimal(SetPlanRule):
         The time schedule (iid drafts).
     base : LexBase or None
         The lexicographically optimal base it realises (iid drafts).
+    mixture : OrderMixture or None
+        The order mixture it samples (independent drafts; other non-iid models beyond
+        :data:`MAX_PLAN_SETS` draft sets).
 
     References
     ----------
@@ -73,7 +89,14 @@ class Optimal(SetPlanRule):
         super().__init__(p, q, n, normalize=normalize, **params)
 
     def _prepare(self):
-        self.schedule = self.base = None
+        self.schedule = self.base = self.mixture = None
+        if self.model.sampling == "independent" or (
+                not self.model.lex_base_closed_form and self.model.count_sets() > MAX_PLAN_SETS):
+            base = min_norm_base(self.p, self.model)
+            self.mixture = OrderMixture(self.model, base.orders, base.weights)
+            self._use_marginal(self.mixture.marginal)
+            self._res_cdf = np.cumsum(self.res)
+            return
         if not self.model.lex_base_closed_form:
             flow = dual_lp(self.p, self.model)
             w = flow.support_probs
@@ -85,15 +108,21 @@ class Optimal(SetPlanRule):
         self._res_cdf = np.cumsum(self.res)
 
     def conditional(self, drafts):
+        if self.mixture is not None:
+            accept = self.mixture.candidate_law(drafts) * self.accept_ratio
+            return accept, max(1.0 - accept.sum(), 0.0) * self.res
         if self.schedule is None:
             return super().conditional(drafts)
         accept = self.schedule.candidate_law(drafts) * self.accept_ratio
         return accept, max(1.0 - accept.sum(), 0.0) * self.res
 
     def _step(self, drafts, rng):
-        if self.schedule is None:
+        if self.mixture is not None:
+            y = self.mixture.candidate(drafts, rng)
+        elif self.schedule is None:
             return super()._step(drafts, rng)
-        y = int(self.schedule.candidates(drafts, rng))
+        else:
+            y = int(self.schedule.candidates(drafts, rng))
         if rng.random() < self.accept_ratio[y]:
             return y, True
         k = np.searchsorted(self._res_cdf, rng.random() * self._res_cdf[-1], side="right")

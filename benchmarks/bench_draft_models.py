@@ -1,0 +1,173 @@
+"""alpha* under each draft model for the same (p, q, n), and the minimum-norm-point route (issue 14).
+
+    .venv/bin/python benchmarks/bench_draft_models.py          # all rows (a few minutes: successive
+                                                               # sampling's mnp is seconds a row)
+    .venv/bin/python benchmarks/bench_draft_models.py --quick  # the bundled example only
+
+Part 1, the draft-model comparison: for the bundled example (``examples/p.npy``, ``examples/q.npy``)
+and synthetic pairs (``bench_core.llm_pair``: Zipf-like target, perturbed tempered draft; and
+Dirichlet(0.5) pairs), alpha* of n drafts under iid, successive sampling (``without-replacement``),
+conditional Poisson and Hu et al.'s greedy set, each by the front door's default route, with its
+status; successive sampling also by ``method="mnp"`` (an order-mixture certificate: the prefix
+route's value is only an upper bound there). Independent drafts are the draft law at temperatures
+0.7, 1.0, 1.4 and 2.0 (n = 4).
+
+Part 2, timings of ``method="mnp"`` for independent drafts at V = 1000, n = 4 (the issue's goal is
+50 ms of preparation), five seeds of three families (llm_pair with tempered drafts; Dirichlet(0.5)
+target and drafts; peaked softmax of Gaussian logits with a perturbed, tempered drafter): the base
+alone, the optimal rule's preparation (``make_rule("optimal", ...)``, base and mixture),
+iterations, corral size and the certificate's gap.
+
+Part 3, losslessness at sizes beyond enumeration: the optimal rule's order mixture for independent
+drafts (V = 200, n = 4) and for successive sampling (V = 100, n = 3, over 2,000 draft sets), 100,000
+Monte Carlo steps each: acceptance against alpha* and a chi-square test of the output counts
+against p.
+
+Writes ``benchmarks/results/draft_models.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+import mdtheory as md
+from mdtheory.independent import min_norm_base
+from mdtheory.rules import make_rule
+
+sys.path.insert(0, str(Path(__file__).parent))
+from bench_core import llm_pair  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+MODELS = ("iid", "without-replacement", "conditional-poisson", "greedy")
+TEMPERATURES = (0.7, 1.0, 1.4, 2.0)
+
+
+def tempered(q: np.ndarray, t: float) -> np.ndarray:
+    """q^(1/t), renormalised: the draft law at temperature t."""
+    logq = np.log(np.maximum(q, 1e-300)) / t
+    w = np.exp(logq - logq.max()) * (q > 0)
+    return w / w.sum()
+
+
+def pairs(quick: bool):
+    yield "examples (V = 50)", np.load(ROOT / "examples/p.npy"), np.load(ROOT / "examples/q.npy")
+    if quick:
+        return
+    for V in (465, 1000):
+        p, q = llm_pair(V)
+        yield f"llm_pair V = {V}", p, q
+    rng = np.random.default_rng(0)
+    yield "dirichlet(0.5) V = 1000", rng.dirichlet(np.full(1000, 0.5)), rng.dirichlet(np.full(1000, 0.5))
+
+
+def timed(fn):
+    t0 = time.perf_counter()
+    out = fn()
+    return out, time.perf_counter() - t0
+
+
+def compare(name: str, p: np.ndarray, q: np.ndarray, n: int = 4) -> dict:
+    row = {"pair": name, "V": int(p.size), "n": n}
+    for sampling in MODELS:
+        res, t = timed(lambda s=sampling: md.optimal_acceptance(p, q, n, s))
+        row[sampling] = {"alpha": res.value, "method": res.method, "status": res.status, "seconds": t}
+    res, t = timed(lambda: md.optimal_acceptance(p, q, n, "without-replacement", method="mnp"))
+    row["without-replacement mnp"] = {"alpha": res.value, "status": res.status,
+                                      "gap": res.certificate_gap, "seconds": t}
+    qs = np.array([tempered(q, t) for t in TEMPERATURES])
+    res, t = timed(lambda: md.optimal_acceptance(p, qs, sampling="independent"))
+    row["independent (T = 0.7, 1, 1.4, 2)"] = {"alpha": res.value, "method": res.method,
+                                               "status": res.status, "seconds": t}
+    return row
+
+
+def timing_rows(seeds: int = 5) -> list[dict]:
+    rows = []
+    for seed in range(seeds):
+        for kind in ("llm_pair", "dirichlet", "softmax"):
+            rng = np.random.default_rng(seed)
+            if kind == "llm_pair":
+                p, q = llm_pair(1000, seed)
+                qs = np.array([tempered(q, t) for t in TEMPERATURES])
+            elif kind == "dirichlet":
+                p, qs = rng.dirichlet(np.full(1000, 0.5)), rng.dirichlet(np.full(1000, 0.5), size=4)
+            else:  # peaked: Gaussian logits of scale 2.5, the drafter's perturbed by 0.8, tempered
+                z = 2.5 * rng.standard_normal(1000)
+                zq = z + 0.8 * rng.standard_normal(1000)
+                p = tempered(np.exp(z - z.max()), 1.0)
+                qs = np.array([tempered(np.exp(zq - zq.max()), t) for t in (0.6, 0.8, 1.0, 1.3)])
+            try:
+                base, t_base = timed(lambda p=p, qs=qs: min_norm_base(p, md.Independent(qs)))
+                rule = make_rule("optimal", p, qs, 4, sampling="independent")
+                rows.append({"kind": kind, "seed": seed, "iterations": base.iterations,
+                             "corral": int(base.weights.size), "gap": base.upper - base.lower,
+                             "base_seconds": t_base, "prepare_seconds": rule.prepare_seconds})
+            except md.MdtheoryError as exc:  # an open gap is a result too
+                rows.append({"kind": kind, "seed": seed, "error": str(exc)})
+    return rows
+
+
+def chi_square_rows(steps: int = 100_000) -> list[dict]:
+    from scipy import stats
+
+    rng = np.random.default_rng(0)
+    cases = {"independent": (rng.dirichlet(np.ones(200)), rng.dirichlet(np.ones(200), size=4), 4),
+             "without-replacement": (rng.dirichlet(np.ones(100)), rng.dirichlet(np.ones(100)), 3)}
+    rows = []
+    for sampling, (p, q, n) in cases.items():
+        rule = make_rule("optimal", p, q, n, sampling=sampling)
+        mc = rule.monte_carlo(steps, rng)
+        chi = stats.chisquare(mc["counts"], p * steps)
+        rows.append({"sampling": sampling, "V": int(p.size), "n": n, "steps": steps,
+                     "rule": "order mixture" if rule.mixture is not None else "plan",
+                     "prepare_seconds": rule.prepare_seconds, "acceptance_mc": mc["acceptance"],
+                     "ci95": list(mc["ci95"]), "acceptance_exact": rule.exact_acceptance(),
+                     "alpha_star": md.optimal_acceptance(p, q, n, sampling, method="mnp").value,
+                     "chi2_pvalue": float(chi.pvalue)})
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args()
+    table = [compare(*pair) for pair in pairs(args.quick)]
+    for row in table:
+        print(f"{row['pair']}, n = {row['n']}")
+        for key, val in row.items():
+            if isinstance(val, dict):
+                extra = f" gap {val['gap']:.1e}" if "gap" in val else ""
+                print(f"  {key:<36s} alpha* = {val['alpha']:.9f}  {val.get('method', 'mnp'):<8s} "
+                      f"{val['status']:<12s} {val['seconds']:7.3f} s{extra}")
+    timing = [] if args.quick else timing_rows()
+    for r in timing:
+        if "error" in r:
+            print(f"  mnp {r['kind']} seed {r['seed']}: {r['error']}")
+        else:
+            print(f"  mnp {r['kind']:<9s} seed {r['seed']}: {r['iterations']:5d} iterations, corral "
+                  f"{r['corral']:4d}, gap {r['gap']:.1e}, base {1e3 * r['base_seconds']:7.1f} ms, "
+                  f"rule preparation {1e3 * r['prepare_seconds']:7.1f} ms")
+    chi = [] if args.quick else chi_square_rows()
+    for r in chi:
+        print(f"  {r['sampling']} V = {r['V']}, n = {r['n']} ({r['rule']}): Monte Carlo acceptance "
+              f"{r['acceptance_mc']:.5f} [{r['ci95'][0]:.5f}, {r['ci95'][1]:.5f}], exact "
+              f"{r['acceptance_exact']:.12f}, alpha* {r['alpha_star']:.12f}, chi-square p-value "
+              f"{r['chi2_pvalue']:.3f} over {r['steps']} steps")
+    out = {"machine": {"python": platform.python_version(), "platform": platform.platform(),
+                       "processor": platform.processor()},
+           "comparison": table, "mnp_timings_V1000_n4": timing, "lossless_monte_carlo": chi}
+    if not args.quick:
+        path = ROOT / "benchmarks/results/draft_models.json"
+        path.write_text(json.dumps(out, indent=1) + "\n")
+        print(f"wrote {path.relative_to(ROOT)}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,505 @@
+"""Independent, non-identical drafts (and others): α* with a certificate, and an exact optimal rule.
+
+Draft i has its own law :math:`q_i` and the drafts are independent, so the containment is
+:math:`Q(T) = \\prod_i q_i(T)` and
+
+.. math:: \\alpha^* = 1 + \\min_{T \\subseteq \\Omega} f(T), \\qquad f(T) = p(T) - \\prod_{i=1}^n q_i(T).
+
+**Submodularity.** :math:`h(T) = \\prod_i q_i(T)` is supermodular: the gain of a token a,
+:math:`h(T + a) - h(T) = \\prod_i (q_i(T) + q_i(a)) - \\prod_i q_i(T)`, expands into products of the
+non-negative, non-decreasing :math:`q_i(T)`, so it does not decrease as T grows. Hence f is
+submodular, f(∅) = f(Ω) = 0, and α* is a submodular minimisation. Its certificate is a base of the
+coverage polymatroid :math:`g(S) = 1 - h(\\Omega \\setminus S) = 1 - \\prod_i (1 - q_i(S))`
+(papers/theory.md §5): every :math:`\\mu \\in B(g)` and every T satisfy
+
+.. math:: \\sum_y \\min(p(y), \\mu(y)) \\le \\alpha^* \\le 1 + p(T) - Q(T),
+
+and the two meet at an optimal pair (Edmonds' min-max theorem for :math:`B(f) = p - B(g)`).
+
+**Method** (:func:`min_norm_base`): the Fujishige–Wolfe minimum-norm point of :math:`p - B(g)`,
+i.e. :math:`\\min_{\\mu \\in B(g)} \\lVert \\mu - p \\rVert^2`, over the convex hull of the priority-order
+vertices. A vertex for a linear objective is one sort and n cumulative sums (:func:`model_vertex`,
+O(V log V + nV)); the same sort gives the V + 1 level sets of μ - p as candidate cuts, whose values
+:math:`1 + p(T) - \\prod_i q_i(T)` are read off the same sums. The iteration stops as soon as the best
+cut and :math:`\\sum_y \\min(p, \\mu)` meet within ``tol``: that pair is the certificate, checked
+independently of how it was found. At the minimum-norm point μ* the cut :math:`\\{\\mu^* > p\\}` is
+optimal (Fujishige's theorem), so the stopping rule is reached. Once the best cut settles, the run
+moves to the face of B(g) that cut spans, where it closes far sooner (:func:`min_norm_base`, Notes).
+
+**Rule** (:class:`OrderMixture`): the base is kept as an explicit convex combination of priority
+orders (Wolfe's corral), so "draw order k with probability λ_k, take the highest-ranked drafted
+token" has the exact marginal μ; one speculative step against μ keeps the output law p and accepts
+with :math:`\\sum_y \\min(p, \\mu) = \\alpha^*` (up to ``tol``). Why not time schedules:
+:func:`uniform_time_bound` (Notes) proves which marginals uniform-time schedules reach; in general
+not the optimum.
+
+**Other draft models.** Nothing above uses the product form except the speed of a vertex: every
+draft model whose containments of the V prefixes of an order are exact
+(:meth:`~mdtheory.drafts.DraftModel.prefix_containment`) has the same polytope, vertices and
+certificate. :func:`suffix_containments` takes the product for independent drafts and the model's
+one-pass prefix containments otherwise (successive sampling: :mod:`mdtheory.containment`), so the
+route ``"mnp"`` certifies α* and the order mixture is an exact optimal rule for successive sampling
+and conditional Poisson too, with no enumeration of draft sets (a few seconds at V = 1000, n = 4:
+``benchmarks/bench_draft_models.py``).
+
+References
+----------
+P. Wolfe, "Finding the nearest point in a polytope", Math. Programming 11 (1976); S. Fujishige,
+"Submodular Functions and Optimization" (2005), §7.1 (min-norm base); Fujishige, Hayashi, Isotani,
+"The minimum-norm-point algorithm applied to submodular function minimization" (2006). Khisti et
+al., ICLR 2025, Thm 1 (canonical decomposition: importance sampling then one speculative step).
+Hu et al., ICLR 2025, Thm 1 (the subset formula for α*).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import NamedTuple
+
+import numpy as np
+
+from ._route import RouteOutput
+from .drafts import DraftModel, Independent
+from .errors import InvalidInputError, ProblemTooLargeError, SolverError
+
+__all__ = ["model_vertex", "suffix_containments", "min_norm_base", "MinNormBase",
+           "OrderMixture", "check_mixture", "mnp_route", "uniform_time_bound", "MNP_TOL",
+           "MNP_MAX_ITER"]
+
+#: The certificate's default target: best cut minus :math:`\\sum \\min(p, \\mu)`.
+MNP_TOL = 1e-12
+#: A run that stalls (Wolfe's optimality test passes in floating point) is accepted with a gap up to
+#: this; above it the method raises.
+MNP_ACCEPT = 1e-9
+#: Major iterations (one vertex each) at most.
+MNP_MAX_ITER = 10_000
+#: Corral weights at or below this leave the corral.
+_DROP = 1e-15
+
+
+class MinNormBase(NamedTuple):
+    """A base of B(g) as a mixture of priority orders, with its best cut.
+
+    Attributes
+    ----------
+    mu : ndarray, shape (V,)
+        :math:`\\sum_k \\lambda_k v_k`, the vertices' exact mixture.
+    orders : ndarray of int, shape (K, V)
+        Priority orders, highest priority first.
+    weights : ndarray, shape (K,)
+        λ, positive, summing to one.
+    cut : ndarray of int
+        The best level set of μ - p found: :math:`1 + p(T) - Q(T)` is ``upper``.
+    lower, upper : float
+        :math:`\\sum_y \\min(p, \\mu)` and the cut's value; α* lies between them.
+    iterations : int
+        Major iterations (vertices added).
+    """
+
+    mu: np.ndarray
+    orders: np.ndarray
+    weights: np.ndarray
+    cut: np.ndarray
+    lower: float
+    upper: float
+    iterations: int
+
+
+def _suffix_products(qs_sorted: np.ndarray) -> np.ndarray:
+    """:math:`H_k = \\prod_i q_i(\\{\\sigma_k, \\dots, \\sigma_{V-1}\\})` for k = 0..V (H_V = 0)."""
+    tails = np.cumsum(qs_sorted[:, ::-1], axis=1)[:, ::-1]  # q_i of each suffix, summed from the end
+    H = np.empty(qs_sorted.shape[1] + 1)
+    H[:-1] = np.prod(np.minimum(tails, 1.0), axis=0)
+    H[-1] = 0.0
+    return H
+
+
+def suffix_containments(model: DraftModel, order: np.ndarray) -> np.ndarray:
+    """:math:`H_k = Q(\\{\\sigma_k, \\dots, \\sigma_{V-1}\\})` for k = 0..V (H_V = 0): the product form
+    for independent drafts, else the model's one-pass prefix containments along the reversed order."""
+    if isinstance(model, Independent):
+        return _suffix_products(model.qs[:, order])
+    H = np.zeros(order.size + 1)
+    H[:-1] = model.prefix_containment(order[::-1])[::-1]
+    return H
+
+
+def model_vertex(model: DraftModel, order: np.ndarray) -> np.ndarray:
+    """The marginal of "output the highest-ranked drafted token" for the priority ``order``.
+
+    .. math:: v(\\sigma_k) = g(S_k) - g(S_{k-1}) = Q(\\{\\sigma_k..\\sigma_{V-1}\\})
+              - Q(\\{\\sigma_{k+1}..\\sigma_{V-1}\\})
+
+    with :math:`S_k = \\{\\sigma_0..\\sigma_k\\}`: token σ_k is the candidate when it is drafted and
+    no higher-ranked token is. From :func:`suffix_containments` (O(nV) for independent drafts).
+    :func:`mdtheory.polymatroid.priority_marginal` is the same vertex with the order validated; this
+    is the solver's unchecked fast path.
+
+    Parameters
+    ----------
+    model : DraftModel
+    order : ndarray of int, shape (V,)
+        A permutation of the tokens, highest priority first.
+
+    Returns
+    -------
+    ndarray, shape (V,)
+        A vertex of B(g), non-negative.
+
+    Examples
+    --------
+    >>> model_vertex(Independent([[0.5, 0.5], [0.5, 0.5]]), np.array([0, 1])).tolist()
+    [0.75, 0.25]
+    """
+    H = suffix_containments(model, order)
+    v = np.empty(order.size)
+    v[order] = np.maximum(H[:-1] - H[1:], 0.0)
+    return v
+
+
+def _affine_min(G: np.ndarray) -> np.ndarray:
+    """Weights α (summing to one) of the point of the corral's affine hull nearest the origin, from
+    the corral's Gram matrix G."""
+    k = G.shape[0]
+    M = np.empty((k + 1, k + 1))
+    M[:k, :k] = G
+    M[:k, k] = M[k, :k] = 1.0
+    M[k, k] = 0.0
+    rhs = np.zeros(k + 1)
+    rhs[k] = 1.0
+    try:
+        sol = np.linalg.solve(M, rhs)
+    except np.linalg.LinAlgError:
+        sol = np.linalg.lstsq(M, rhs, rcond=None)[0]
+    return sol[:k]
+
+
+def min_norm_base(p: np.ndarray, model: DraftModel, *, tol: float = MNP_TOL,
+                  max_iter: int = MNP_MAX_ITER, weights=None) -> MinNormBase:
+    """Minimise :math:`\\lVert \\mu - p \\rVert^2` over :math:`\\mu \\in B(g)` by Wolfe's algorithm, until
+    the best level-set cut and :math:`\\sum_y \\min(p, \\mu)` meet within ``tol``.
+
+    .. math:: g(S) = 1 - Q(\\Omega \\setminus S) \\quad
+              \\big(= 1 - \\prod_{i=1}^n (1 - q_i(S)) \\text{ for independent drafts}\\big).
+
+    Parameters
+    ----------
+    p : ndarray, shape (V,)
+        Target distribution.
+    model : DraftModel
+        Independent drafts (product containments, O(nV) per vertex), or any model with exact
+        prefix containments (:meth:`~mdtheory.drafts.DraftModel.prefix_containment`; successive
+        sampling: one pass of its quadrature per vertex).
+    tol : float
+        Stop when upper - lower <= tol.
+    max_iter : int
+        Major iterations at most.
+    weights : array_like, shape (V,), optional
+        Positive w: minimise :math:`\\sum_y w_y (\\mu_y - p_y)^2` instead (for any positive
+        weights the cut :math:`\\{\\mu > p\\}` of the minimiser is optimal; ``1 / p`` gives the
+        lexicographically optimal base, faster on flat pairs and slower on peaked ones). Default:
+        all ones.
+
+    Returns
+    -------
+    MinNormBase
+
+    Raises
+    ------
+    SolverError
+        The bounds did not meet within ``tol`` in ``max_iter`` iterations (or Wolfe stalled).
+
+    Notes
+    -----
+    Each major iteration: one sort of μ - p, the vertex (n suffix sums), the V + 1 cut values
+    along the same order, then Wolfe's minor cycle on the corral (a (K+1)-square solve, K the corral
+    size). The vertex weights are kept, so the result is a sampling rule whatever the stopping point.
+    Start: the vertex of the order p - q̄ decreasing (q̄ the mean draft law).
+
+    **Two phases.** Wolfe's gap falls fast and then creeps (thousands of iterations on peaked
+    pairs at V = 1000), while the best cut settles early. So the free run stops once its best cut
+    T has not improved for :data:`PATIENCE` iterations, and a second run works on the face of
+    B(g) where :math:`S = \\Omega \\setminus T` comes first (orders sorted by (token in T,
+    gradient); :math:`\\mu(S) = g(S)` on the face). If T is optimal the face holds an optimal base:
+    for any optimal base μ*, :math:`\\alpha^* = \\sum \\min(p, \\mu^*) \\le \\mu^*(S) + p(T) \\le g(S) + p(T)
+    = 1 + p(T) - Q(T) = \\alpha^*`, so :math:`\\mu^*(S) = g(S)`. The face is the product of the
+    restriction to S and the contraction by S, smaller problems that close in tens to hundreds of
+    iterations. If the face does not close in its budget (:data:`FACE_ITER`, or the free run's
+    iterations so far if more) the free run resumes with doubled patience; the next face uses the
+    best cut of both runs, and resumes the previous face if the cut is the same. Any point of the face is a
+    base of B(g), so the certificate does not depend on T being right.
+
+    Examples
+    --------
+    >>> b = min_norm_base(np.array([0.5, 0.5]), Independent([[1.0, 0.0], [0.0, 1.0]]))
+    >>> round(b.lower, 12), round(b.upper, 12)
+    (1.0, 1.0)
+    """
+    p = np.asarray(p, dtype=float)
+    sw = np.ones(p.size) if weights is None else np.sqrt(np.asarray(weights, float))
+    qbar = model.qs.mean(axis=0) if isinstance(model, Independent) else model.first_draft_law()
+    free = _Wolfe(p, model, sw, np.argsort(qbar - p, kind="stable"))  # under-drafted first
+    best, face, done, spent, patience = free, None, 0, 0, PATIENCE
+    for _ in range(max_iter):  # every pass runs at least one iteration
+        free.run(tol, max_iter - done, patience)
+        done += free.iterations_run
+        spent += free.iterations_run
+        best = free if free.upper - free.lower <= best.upper - best.lower else best
+        if free.closed or done >= max_iter:
+            break
+        # the cut has settled: its complement comes first on the face of B(g) it spans
+        cut = free.cut if face is None or free.upper <= face.upper else face.cut
+        if face is None or not np.array_equal(face.face_cut, cut):
+            late = np.zeros(p.size)
+            late[cut] = 1.0
+            face = _Wolfe(p, model, sw, np.lexsort((qbar - p, late)), late)
+            face.face_cut = cut
+        face.run(tol, min(max(FACE_ITER, spent), max_iter - done), None)  # resumed on the same cut
+        done += face.iterations_run
+        best = face if face.upper - face.lower <= best.upper - best.lower else best
+        if face.closed or (free.stalled and face.stalled) or done >= max_iter:
+            break
+        patience *= 2  # the cut was not optimal (or the face needs longer): resume the free run
+    if not best.upper - best.lower <= max(tol, MNP_ACCEPT):
+        raise SolverError(
+            f"the minimum-norm-point method left a gap of {best.upper - best.lower:.3g} after "
+            f"{done} iterations (tolerance {tol:g})"
+        )
+    return best.result(done)
+
+
+#: Free Wolfe iterations without a better cut before the face of that cut is tried (doubles each time).
+PATIENCE = 25
+#: Wolfe iterations on a cut's face per attempt, at least (and at least as many as the free run has
+#: had, so neither run starves the other); a face is resumed while the cut stays the same.
+FACE_ITER = 200
+
+
+class _Wolfe:
+    """Wolfe's minimum-norm-point iteration on B(g) (or, with ``late``, on the face where the tokens
+    with late = 0 come first: the orders sort by (late, gradient)), resumable, with the best cut seen.
+
+    State: the corral's vertices S (minus p, scaled by ``sw``), their orders, Gram matrix G and
+    weights; ``closed`` once the best cut and :math:`\\sum \\min(p, \\mu)` meet within the tolerance.
+    """
+
+    def __init__(self, p, model, sw, order, late=None):
+        self.p, self.model, self.sw, self.late = p, model, sw, late
+        cap = p.size + 2  # a corral is affinely independent: at most V + 1 vertices
+        self.S, self.orders = np.empty((cap, p.size)), np.empty((cap, p.size), np.int64)
+        self.G = np.empty((cap, cap))
+        self.S[0], self.orders[0] = (model_vertex(model, order) - p) * sw, order
+        self.G[0, 0] = self.S[0] @ self.S[0]
+        self.K, self.lam, self.x = 1, np.array([1.0]), self.S[0].copy()
+        self.upper, self.cut, self.lower = 1.0, np.zeros(0, np.int64), -np.inf  # T = ∅: α* <= 1
+        self.closed, self.stalled, self.iterations_run = False, False, 0
+        self.face_cut = None  # the cut whose face this run works on (None: all of B(g))
+
+    def run(self, tol, max_iter, patience):
+        """Up to ``max_iter`` iterations; stop when closed, or (``patience``) when the best cut has
+        not improved by more than ``tol`` for that many iterations, or on a stall (Wolfe's
+        optimality test passes in floating point: ``stalled``)."""
+        p, sw, S, G = self.p, self.sw, self.S, self.G
+        self.iterations_run, since = 0, 0
+        for _ in range(max_iter):
+            self.iterations_run += 1
+            self.lower = float(np.minimum(p, self.x / sw + p).sum())
+            g = self.x * sw  # the gradient: priority to the least covered (mu - p smallest)
+            order = np.argsort(g, kind="stable") if self.late is None else np.lexsort((g, self.late))
+            H = suffix_containments(self.model, order)
+            values = 1.0 + np.concatenate([np.cumsum(p[order][::-1])[::-1], [0.0]]) - H
+            k = int(np.argmin(values))  # T = the suffix of the order from position k
+            since += 1
+            if values[k] < self.upper:
+                since = 0 if values[k] < self.upper - tol else since
+                self.upper, self.cut = float(values[k]), np.sort(order[k:])
+            if self.upper - self.lower <= tol:
+                self.closed = True
+                return
+            if patience is not None and since >= patience:
+                return
+            v = np.empty(order.size)
+            v[order] = np.maximum(H[:-1] - H[1:], 0.0)
+            v = (v - p) * sw
+            K = self.K
+            row = S[:K] @ v
+            if self.x @ self.x - self.x @ v <= 1e-300 or K >= S.shape[0] or \
+                    np.any(G[np.arange(K), np.arange(K)] - 2 * row + v @ v <= 0.0):
+                self.stalled = True  # no progress possible: the caller reports the open gap
+                return
+            S[K], self.orders[K] = v, order
+            G[K, :K] = G[:K, K] = row
+            G[K, K] = v @ v
+            K += 1
+            lam = np.append(self.lam, 0.0)
+            for _ in range(K + 1):  # minor cycle: each pass drops at least one vertex or ends
+                alpha = _affine_min(G[:K, :K])
+                if np.all(alpha > _DROP):
+                    lam = alpha
+                    break
+                neg = alpha <= _DROP
+                theta = min(1.0, float(np.min(lam[neg] / (lam[neg] - alpha[neg]))))
+                lam = (1 - theta) * lam + theta * alpha
+                keep = np.flatnonzero(lam > _DROP)
+                S[:keep.size], self.orders[:keep.size] = S[keep], self.orders[keep]
+                G[:keep.size, :keep.size] = G[np.ix_(keep, keep)]
+                K, lam = keep.size, lam[keep]
+            self.K, self.lam = K, lam / lam.sum()
+            self.x = self.lam @ S[:K]
+
+    def result(self, iterations) -> MinNormBase:
+        mu = self.lam @ self.S[:self.K] / self.sw + self.p
+        return MinNormBase(mu, self.orders[:self.K].copy(), self.lam, self.cut,
+                          float(np.minimum(self.p, mu).sum()), self.upper, iterations)
+
+
+class OrderMixture:
+    """The rule "draw priority order k with probability λ_k, output the highest-ranked drafted token".
+
+    Its candidate law given the drafts is :meth:`candidate_law`, and its marginal
+
+    .. math:: \\mu = \\sum_k \\lambda_k v_{\\sigma_k}
+
+    is exact: given order σ the candidate is σ's best drafted token, whose law is the vertex
+    :math:`v_\\sigma` (:func:`model_vertex`), and the order is drawn independently of the drafts.
+
+    Parameters
+    ----------
+    model : DraftModel
+        The drafts (see :func:`min_norm_base` for the models whose vertices are exact).
+    orders : ndarray of int, shape (K, V)
+        Priority orders, highest first.
+    weights : ndarray, shape (K,)
+        Non-negative; rescaled to sum one.
+
+    Attributes
+    ----------
+    marginal : ndarray, shape (V,)
+        μ, recomputed here from the orders and the weights (not taken from the solver).
+    ranks : ndarray of int, shape (K, V)
+        ``ranks[k, y]`` is y's position in order k.
+    """
+
+    def __init__(self, model: DraftModel, orders: np.ndarray, weights: np.ndarray):
+        weights = np.asarray(weights, dtype=float)
+        if weights.ndim != 1 or weights.size != len(orders) or not np.all(weights >= 0) \
+                or not weights.sum() > 0:
+            raise SolverError("an order mixture needs one non-negative weight per order, not all zero")
+        self.weights = weights / weights.sum()
+        self._cdf = np.cumsum(self.weights)
+        self.orders = np.asarray(orders, dtype=np.int64)
+        V = model.V
+        self.ranks = np.empty_like(self.orders)
+        rows = np.arange(len(self.orders))[:, None]
+        self.ranks[rows, self.orders] = np.arange(V)
+        if not np.array_equal(np.sort(self.orders, axis=1), np.broadcast_to(np.arange(V),
+                                                                            self.orders.shape)):
+            raise SolverError("an order of the mixture is not a permutation of the tokens")
+        self.marginal = self.weights @ np.array([model_vertex(model, o) for o in self.orders])
+
+    def _best(self, drafts: np.ndarray) -> np.ndarray:
+        """The best drafted token under every order, shape (K,)."""
+        return drafts[np.argmin(self.ranks[:, drafts], axis=1)]
+
+    def candidate_law(self, drafts) -> np.ndarray:
+        """Exact law of the candidate given the draft tuple, shape (V,)."""
+        drafts = np.asarray(drafts, dtype=np.int64)
+        return np.bincount(self._best(drafts), weights=self.weights, minlength=self.ranks.shape[1])
+
+    def candidate(self, drafts, rng: np.random.Generator) -> int:
+        """Draw the order, return its best drafted token."""
+        drafts = np.asarray(drafts, dtype=np.int64)
+        k = min(int(np.searchsorted(self._cdf, rng.random() * self._cdf[-1], side="right")),
+                self.weights.size - 1)
+        return int(drafts[np.argmin(self.ranks[k, drafts])])
+
+
+def check_mixture(p: np.ndarray, model: DraftModel, orders, weights, who: str) -> tuple[float,
+                                                                                         np.ndarray]:
+    """Lower bound :math:`\\sum_y \\min(p, \\mu)` of a mixture of priority orders, μ recomputed from the
+    model's own laws (every such μ lies in B(g), so the bound is sound for any orders and weights).
+
+    Raises
+    ------
+    SolverError
+        The orders or weights are missing or malformed.
+    """
+    if orders is None or weights is None:
+        raise SolverError(f"{who} returned no order mixture to certify")
+    mix = OrderMixture(model, orders, weights)
+    return float(np.minimum(p, mix.marginal).sum()), mix.marginal
+
+
+def mnp_route(p: np.ndarray, model: DraftModel) -> RouteOutput:
+    """The ``"mnp"`` route of :func:`mdtheory.solve.optimal_acceptance`: :func:`min_norm_base`, for
+    independent drafts and every other model with prefix containments.
+
+    Returns
+    -------
+    dict
+        ``value`` (the cut's value, an upper bound met by the base within :data:`MNP_TOL`), ``cut``,
+        ``orders`` and ``weights`` (the base as an order mixture), ``iterations``, ``timings``.
+
+    Raises
+    ------
+    InvalidInputError
+        A joint draft table (no prefix containments).
+    SolverError
+        The method did not close its gap.
+    """
+    if model.sampling == "joint":
+        raise InvalidInputError("method 'mnp' needs a draft model with prefix containments; the joint "
+                                "table has none (use method 'dual' or 'subsets')")
+    t0 = time.perf_counter()
+    base = min_norm_base(p, model)
+    return RouteOutput(value=base.upper, cut=base.cut, orders=base.orders, weights=base.weights,
+                       iterations=base.iterations, timings={"mnp": time.perf_counter() - t0})
+
+
+#: Largest alphabet for :func:`uniform_time_bound` (all 2^V token sets).
+MAX_UNIFORM_V = 20
+
+
+def uniform_time_bound(p: np.ndarray, qs: np.ndarray) -> float:
+    """Best acceptance of time schedules with uniform times, for independent drafts (all 2^V sets).
+
+    .. math:: \\bar\\alpha = 1 + \\min_T \\Big[p(T) - \\frac1n \\sum_{i=1}^n q_i(T)^n\\Big] \\le \\alpha^*.
+
+    Notes
+    -----
+    **Theorem.** Let draft i draw its time uniformly from its token's pieces of a tiling
+    :math:`(E_i(x))_x` of [0, 1] with :math:`|E_i(x)| = q_i(x)`, and let the earliest draft be the
+    candidate. The candidate marginals so reachable are exactly the base polytope :math:`B(\\bar g)`,
+
+    .. math:: \\bar g(S) = \\frac1n \\sum_{i=1}^n \\big[1 - (1 - q_i(S))^n\\big].
+
+    *Proof.* Each draft's time is uniform on [0, 1] whatever its token, and the times are
+    independent, so draft i is the earliest at time t with density :math:`w(t) = (1 - t)^{n-1}` and
+    :math:`\\mu = \\sum_i \\mu_i`, :math:`\\mu_i(x) = \\int_{E_i(x)} w`. As w decreases,
+    :math:`\\mu_i(S) \\le \\int_0^{q_i(S)} w = h_i(S) := (1 - (1 - q_i(S))^n)/n` with equality at
+    S = Ω, so :math:`\\mu_i \\in B(h_i)`; conversely every base of :math:`n h_i` has a tiling
+    (:mod:`mdtheory.schedule`, the construction for the iid density :math:`n(1-t)^{n-1}`), so the
+    reachable :math:`\\mu_i` are all of :math:`B(h_i)`. The tilings are chosen independently per draft,
+    so the reachable μ form the Minkowski sum :math:`\\sum_i B(h_i) = B(\\sum_i h_i) = B(\\bar g)`
+    (the base polytope of a sum of submodular functions is the Minkowski sum of their base
+    polytopes; Fujishige 2005, §3). ∎
+
+    By AM–GM, :math:`\\prod_i (1 - q_i(S)) \\le \\frac1n \\sum_i (1 - q_i(S))^n`, so
+    :math:`\\bar g \\le g` and :math:`B(\\bar g) \\subseteq B(g)`; the best acceptance over
+    :math:`B(\\bar g)` is the formula above (Edmonds' min-max for :math:`\\bar g`). It equals α* for
+    iid drafts and can fall far below it: with :math:`q_1 = \\delta_a`, :math:`q_2 = \\delta_b`,
+    :math:`p = \\delta_a`, α* = 1 (draft 1 is always a) while every uniform-time schedule proposes b
+    half the time, :math:`\\bar\\alpha = 1/2`. That is why the optimal rule for independent drafts is
+    an order mixture (:class:`OrderMixture`), not a uniform-time schedule.
+
+    Raises
+    ------
+    ProblemTooLargeError
+        V over :data:`MAX_UNIFORM_V`.
+    """
+    p, qs = np.asarray(p, float), np.asarray(qs, float)
+    V, n = p.size, qs.shape[0]
+    if V > MAX_UNIFORM_V:
+        raise ProblemTooLargeError(f"uniform_time_bound enumerates 2^{V} sets, over 2^{MAX_UNIFORM_V}")
+    sets = ((np.arange(2 ** V)[:, None] >> np.arange(V)) & 1).astype(float)
+    return float(1.0 + np.min(sets @ p - np.mean((sets @ qs.T) ** n, axis=1)))

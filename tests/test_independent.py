@@ -1,0 +1,232 @@
+"""Independent, non-identical drafts: the minimum-norm-point route, its certificate and the optimal rule."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from mdtheory import optimal_acceptance
+from mdtheory.cli import main
+from mdtheory.drafts import IID, Independent
+from mdtheory.errors import InvalidInputError, SolverError
+from mdtheory.independent import (
+    OrderMixture,
+    min_norm_base,
+    model_vertex,
+    uniform_time_bound,
+)
+from mdtheory.polymatroid import base_polytope_violation, priority_marginal
+from mdtheory.rules import make_rule
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+#: Agreement with the exhaustive route, and the rule's acceptance against α*.
+TOL = 1e-9
+
+
+def _instance(rng, V, n, kind):
+    """A random (p, qs) of one of several shapes, zeros and point masses included."""
+    c = {"flat": 1.0, "peaked": 0.2, "smooth": 5.0}.get(kind, 1.0)
+    p, qs = rng.dirichlet(np.full(V, c)), rng.dirichlet(np.full(V, c), size=n)
+    if kind == "zeros":
+        p[rng.random(V) < 0.4] = 0.0
+        qs[:, rng.random(V) < 0.4] = 0.0
+        p = p / p.sum() if p.sum() > 0 else np.full(V, 1.0 / V)
+        qs[qs.sum(axis=1) == 0] = 1.0
+        qs = qs / qs.sum(axis=1, keepdims=True)
+    elif kind == "point":
+        qs[0] = np.eye(V)[rng.integers(V)]
+        p = np.eye(V)[rng.integers(V)] if rng.random() < 0.5 else p
+    elif kind == "disjoint":
+        half = V // 2
+        p[:half], qs[:, half:] = 0.0, 0.0
+        p, qs = p / p.sum(), qs / qs.sum(axis=1, keepdims=True)
+    return p, qs
+
+
+KINDS = ["flat", "peaked", "smooth", "zeros", "point", "disjoint"]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_mnp_matches_exhaustive(kind):
+    rng = np.random.default_rng(sum(map(ord, kind)))
+    for _ in range(25):
+        V, n = int(rng.integers(2, 11)), int(rng.integers(1, 5))
+        p, qs = _instance(rng, V, n, kind)
+        model = Independent(qs)
+        res = optimal_acceptance(p, model, method="mnp")
+        exact = optimal_acceptance(p, model, method="subsets").value
+        assert abs(res.value - exact) <= TOL, (kind, V, n, res.value, exact)
+        assert res.status == "optimal" and res.certificate == "order-mixture"
+        assert abs(res.certificate_gap) <= TOL
+        # the base is in B(g), checked on all 2^V sets
+        assert base_polytope_violation(res.base, model) <= 1e-12
+
+
+def test_identical_drafts_give_the_iid_optimum_at_large_v():
+    rng = np.random.default_rng(3)
+    V, n = 300, 3
+    p, q = rng.dirichlet(np.full(V, 0.5)), rng.dirichlet(np.full(V, 0.5))
+    res = optimal_acceptance(p, Independent(np.tile(q, (n, 1))))
+    assert res.method == "mnp" and res.status == "optimal"
+    assert abs(res.value - optimal_acceptance(p, IID(q, n)).value) <= TOL
+
+
+def test_canonical_values():
+    # p = a point mass drafted by draft 1 always: alpha* = 1 whatever draft 2 does
+    assert abs(optimal_acceptance([1.0, 0.0], Independent([[1.0, 0.0], [0.0, 1.0]]),
+                                  method="mnp").value - 1.0) <= TOL
+    # one draft: 1 - TV(p, q)
+    p, q = np.array([0.7, 0.2, 0.1]), np.array([0.2, 0.2, 0.6])
+    assert abs(optimal_acceptance(p, Independent([q]), method="mnp").value - 0.5) <= TOL
+    # p equal to every draft law: alpha* = 1
+    assert abs(optimal_acceptance(p, Independent([p, p]), method="mnp").value - 1.0) <= TOL
+
+
+def test_auto_takes_mnp_beyond_the_exhaustive_size():
+    rng = np.random.default_rng(4)
+    p, qs = rng.dirichlet(np.ones(40)), rng.dirichlet(np.ones(40), size=3)
+    assert optimal_acceptance(p, qs, sampling="independent").method == "mnp"
+
+
+def test_mnp_refuses_joint_tables():
+    with pytest.raises(InvalidInputError, match="method 'mnp' needs a draft model with prefix"):
+        optimal_acceptance([0.5, 0.5], np.full((2, 2), 0.25), sampling="joint", method="mnp")
+
+
+def test_min_norm_base_reports_an_open_gap():
+    rng = np.random.default_rng(5)
+    p, qs = rng.dirichlet(np.full(200, 0.5)), rng.dirichlet(np.full(200, 0.5), size=4)
+    with pytest.raises(SolverError, match="left a gap"):
+        min_norm_base(p, Independent(qs), max_iter=2)
+
+
+def test_model_vertex_matches_priority_marginal():
+    rng = np.random.default_rng(6)
+    qs = rng.dirichlet(np.ones(7), size=3)
+    order = rng.permutation(7)
+    model = Independent(qs)
+    assert np.abs(model_vertex(model, order) - priority_marginal(model, order)).max() <= 1e-15
+
+
+def test_order_mixture_candidate_law_is_its_marginal():
+    """Summing the per-tuple candidate law over the tuple law gives the stored marginal."""
+    rng = np.random.default_rng(7)
+    qs = rng.dirichlet(np.ones(5), size=3)
+    orders = np.array([rng.permutation(5) for _ in range(4)])
+    mix = OrderMixture(Independent(qs), orders, rng.random(4))
+    law = Independent(qs).tuple_law()
+    total = sum(w * mix.candidate_law(x) for x, w in zip(law.tuples, law.probs, strict=True))
+    assert np.abs(total - mix.marginal).max() <= 1e-15
+    draws = np.bincount([mix.candidate(law.tuples[0], rng) for _ in range(4000)], minlength=5)
+    expected = mix.candidate_law(law.tuples[0]) * 4000
+    assert np.all(np.abs(draws - expected) <= 5 * np.sqrt(expected + 1))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_optimal_rule_is_lossless_and_attains_alpha_star(seed):
+    rng = np.random.default_rng(100 + seed)
+    V, n = int(rng.integers(3, 8)), int(rng.integers(2, 4))
+    p, qs = _instance(rng, V, n, KINDS[seed])
+    rule = make_rule("optimal", p, qs, n, sampling="independent")
+    acc, law = rule.enumerate()
+    alpha = optimal_acceptance(p, Independent(qs), method="subsets").value
+    assert 0.5 * np.abs(law - p).sum() <= 1e-12
+    assert abs(acc - alpha) <= TOL
+    assert abs(rule.exact_acceptance() - alpha) <= TOL
+
+
+def test_optimal_rule_monte_carlo_agrees():
+    rng = np.random.default_rng(8)
+    p, qs = rng.dirichlet(np.ones(6)), rng.dirichlet(np.ones(6), size=3)
+    rule = make_rule("optimal", p, qs, 3, sampling="independent")
+    mc = rule.monte_carlo(4000, rng)
+    lo, hi = mc["ci95"]
+    alpha = rule.exact_acceptance()
+    assert lo - 0.02 <= alpha <= hi + 0.02
+
+
+def test_uniform_time_schedules_fall_short():
+    # the docstring's example: draft 1 is always a, draft 2 always b, p = a
+    assert uniform_time_bound([1.0, 0.0], [[1.0, 0.0], [0.0, 1.0]]) == 0.5
+    rng = np.random.default_rng(9)
+    for _ in range(20):
+        p, qs = rng.dirichlet(np.ones(6)), rng.dirichlet(np.ones(6), size=3)
+        alpha = optimal_acceptance(p, Independent(qs), method="subsets").value
+        assert uniform_time_bound(p, qs) <= alpha + 1e-12
+        same = np.tile(qs[0], (3, 1))  # identical drafts: the iid schedule is optimal
+        assert abs(uniform_time_bound(p, same)
+                   - optimal_acceptance(p, IID(qs[0], 3)).value) <= 1e-12
+
+
+def test_cli_independent(tmp_path, capsys):
+    rng = np.random.default_rng(10)
+    np.save(tmp_path / "p.npy", rng.dirichlet(np.ones(120)))
+    np.save(tmp_path / "q.npy", rng.dirichlet(np.ones(120), size=3))
+    args = ["check-acceptance", str(tmp_path / "p.npy"), str(tmp_path / "q.npy"),
+            "--sampling", "independent"]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "n = 3 drafts, independent sampling, method mnp" in out and "order-mixture" in out
+    assert main([*args, "--drafts", "2"]) == 2
+    assert "contradicts the independent draft table" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("sampling", ["without-replacement", "conditional-poisson"])
+def test_mnp_on_other_draft_models(sampling):
+    """The same route certifies any model with prefix containments (checked on all 2^V sets)."""
+    rng = np.random.default_rng(11)
+    for _ in range(15):
+        V = int(rng.integers(3, 9))
+        n = int(rng.integers(2, V))
+        p, q = rng.dirichlet(np.ones(V)), rng.dirichlet(np.full(V, 0.5))
+        res = optimal_acceptance(p, q, n, sampling, method="mnp")
+        exact = optimal_acceptance(p, q, n, sampling, method="subsets").value
+        assert abs(res.value - exact) <= TOL and res.status == "optimal"
+
+
+def test_optimal_rule_order_mixture_for_successive_sampling(monkeypatch):
+    """Beyond MAX_PLAN_SETS the optimal rule samples the order mixture; forced here at small size."""
+    import mdtheory.rules.optimal as optimal_module
+
+    monkeypatch.setattr(optimal_module, "MAX_PLAN_SETS", 0)
+    rng = np.random.default_rng(12)
+    p, q = rng.dirichlet(np.ones(6)), rng.dirichlet(np.ones(6))
+    rule = make_rule("optimal", p, q, 3, sampling="without-replacement")
+    assert rule.mixture is not None
+    acc, law = rule.enumerate()
+    assert 0.5 * np.abs(law - p).sum() <= 1e-12
+    alpha = optimal_acceptance(p, q, 3, "without-replacement", method="subsets").value
+    assert abs(acc - alpha) <= TOL
+
+
+@pytest.mark.parametrize("patience, face_iter", [(1, 3), (2, 50)])
+def test_face_phase_with_early_and_wrong_cuts(monkeypatch, patience, face_iter):
+    """The face of a cut found too early may not hold the optimum: the free run resumes and the
+    result still matches the exhaustive route."""
+    import mdtheory.independent as independent
+
+    monkeypatch.setattr(independent, "PATIENCE", patience)
+    monkeypatch.setattr(independent, "FACE_ITER", face_iter)
+    rng = np.random.default_rng(13)
+    for _ in range(10):
+        z = 2.5 * rng.standard_normal(12)
+        p = np.exp(z - z.max())
+        zq = z + 0.8 * rng.standard_normal(12)
+        qs = np.array([np.exp((zq - zq.max()) / t) for t in (0.6, 0.8, 1.0, 1.3)])
+        p, qs = p / p.sum(), qs / qs.sum(axis=1, keepdims=True)
+        model = Independent(qs)
+        base = min_norm_base(p, model)
+        exact = optimal_acceptance(p, model, method="subsets").value
+        assert abs(base.upper - exact) <= TOL and abs(base.lower - exact) <= TOL
+
+
+def test_cli_mnp_proves_successive_sampling(capsys):
+    """The prefix route only bounds successive sampling at this size; the mnp route proves it."""
+    args = ["check-acceptance", str(EXAMPLES / "p.npy"), str(EXAMPLES / "q.npy"), "--drafts", "4",
+            "--sampling", "without-replacement"]
+    assert main(args) == 0
+    assert "--method mnp proves it" in capsys.readouterr().out
+    assert main([*args, "--method", "mnp"]) == 0
+    assert "(proven: order-mixture" in capsys.readouterr().out
