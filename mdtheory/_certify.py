@@ -59,7 +59,7 @@ from .drafts import DraftModel
 from .errors import InvalidInputError, SolverError
 from .independent import check_mixture
 from .polymatroid import TINY, _lex_blocks, lex_optimal_base_iid
-from .subsets import _ipow
+from .subsets import _add, _ipow
 
 __all__ = ["certify", "check_plan", "check_flow", "check_base_iid", "cut_value",
            "support_members", "Certificate", "VALUE_TOL", "FEAS_TOL", "CERT_TOL", "RATIO_TOL",
@@ -221,14 +221,6 @@ def check_flow(p: np.ndarray, members: np.ndarray, mass: np.ndarray, flow: np.nd
 
 
 @njit(cache=True)
-def _add(s, c, x):
-    """Neumaier's compensated step: (s, c) + x, the sum being s + c."""
-    t = s + x
-    c += (s - t) + x if abs(s) >= abs(x) else (x - t) + s
-    return t, c
-
-
-@njit(cache=True)
 def _cover(contained, k):
     """g of the first k tokens of the reversed order: 1 - Q(the other V - k), the model's
     containment of the first V - k tokens of the order (``contained[V - k - 1]``)."""
@@ -247,15 +239,15 @@ def _iid_points(order, p, q, n):
     V = p.size
     seen = np.zeros(V, np.bool_)
     ps, contained = np.empty(V), np.empty(V)
-    s = 0.0
+    s, c = 0.0, 0.0
     for k in range(V):
         y = order[k]
         if y < 0 or y >= V or seen[y]:
             return np.empty(0), np.empty(0)
         seen[y] = True
         ps[V - 1 - k] = p[y]
-        s += q[y]
-        contained[k] = _ipow(min(s, 1.0), n)
+        s, c = _add(s, c, q[y])  # compensated, as the route's scan
+        contained[k] = _ipow(min(s + c, 1.0), n)
     return ps, contained
 
 

@@ -103,6 +103,15 @@ def _ratio_keys(p, q):
 
 
 @njit(cache=True)
+def _add(s, c, x):
+    """Neumaier's compensated step: (s, c) + x, the sum being s + c (error O(eps) for any length,
+    against O(k eps) for a plain running sum of k terms)."""
+    t = s + x
+    c += (s - t) + x if abs(s) >= abs(x) else (x - t) + s
+    return t, c
+
+
+@njit(cache=True)
 def _ipow(x, n):
     """x ** n for an integer n >= 0 by repeated squaring, as numba compiles ``x ** n``: the same
     bits interpreted and compiled (CPython's ``**`` calls libm ``pow``)."""
@@ -123,23 +132,25 @@ def _best_prefix(p, order, contained, q, n, tie_tol):
     ``tie_tol``), gain_k = contained[k] - p(first k + 1 tokens), the empty prefix gaining 0; two
     passes with a running sum of p instead of storing the gains.
 
-    With an empty ``contained`` the containments are the iid ones, :math:`\\min(q(\text{prefix}),
-    1)^n`, computed along the way (q summed in order, as ``np.cumsum``; the power by :func:`_ipow`)."""
+    With an empty ``contained`` the containments are the iid ones, :math:`\\min(q(\\text{prefix}),
+    1)^n`, computed along the way (the power by :func:`_ipow`). Both running sums are compensated
+    (:func:`_add`), so a gain is off by about n eps, not V n eps (1e-10 at V = 128,000, n = 128 with
+    plain sums)."""
     iid = contained.size == 0
-    best, s, t = 0.0, 0.0, 0.0
+    best, s, sc, t, tc = 0.0, 0.0, 0.0, 0.0, 0.0
     for k in range(order.size):
-        s += p[order[k]]
+        s, sc = _add(s, sc, p[order[k]])
         if iid:
-            t += q[order[k]]
-        best = max(best, (_ipow(min(t, 1.0), n) if iid else contained[k]) - s)
+            t, tc = _add(t, tc, q[order[k]])
+        best = max(best, (_ipow(min(t + tc, 1.0), n) if iid else contained[k]) - (s + sc))
     if best <= tie_tol:
         return best, 0
-    s, t = 0.0, 0.0
+    s, sc, t, tc = 0.0, 0.0, 0.0, 0.0
     for k in range(order.size):
-        s += p[order[k]]
+        s, sc = _add(s, sc, p[order[k]])
         if iid:
-            t += q[order[k]]
-        if (_ipow(min(t, 1.0), n) if iid else contained[k]) - s >= best - tie_tol:
+            t, tc = _add(t, tc, q[order[k]])
+        if (_ipow(min(t + tc, 1.0), n) if iid else contained[k]) - (s + sc) >= best - tie_tol:
             return best, k + 1
     return best, order.size  # not reached: the first pass found a prefix at best
 
