@@ -61,7 +61,7 @@ from .independent import check_mixture
 from .polymatroid import TINY, _lex_blocks, lex_optimal_base_iid
 from .subsets import _add, _ipow
 
-__all__ = ["certify", "check_plan", "check_flow", "check_base_iid", "cut_value",
+__all__ = ["certify", "check_plan", "check_flow", "check_base_iid", "cut_value", "cut_masses",
            "support_members", "Certificate", "VALUE_TOL", "FEAS_TOL", "CERT_TOL", "RATIO_TOL",
            "MAX_CERT_SETS", "CERTIFY_MODES"]
 
@@ -97,12 +97,17 @@ class Certificate(NamedTuple):
         Cut value minus the primal lower bound (objective less infeasibility); None without a primal.
     base : ndarray or None
         The base μ in token order, for the ``base`` and ``lex-base`` certificates.
+    cut_p, cut_q : float
+        p(T) and Q(T) of the route's cut T, recomputed from the inputs (the upper bound is
+        1 + cut_p - cut_q).
     """
 
     name: str
     status: str
     gap: float | None = None
     base: np.ndarray | None = None
+    cut_p: float = float("nan")
+    cut_q: float = float("nan")
 
 
 def support_members(support: np.ndarray, V: int) -> np.ndarray:
@@ -115,8 +120,8 @@ def support_members(support: np.ndarray, V: int) -> np.ndarray:
     return members
 
 
-def cut_value(p: np.ndarray, model: DraftModel, cut) -> float:
-    """:math:`1 + p(T) - Q(T)`, an upper bound on α* for every token set T (weak duality).
+def cut_masses(p: np.ndarray, model: DraftModel, cut) -> tuple[float, float]:
+    """(p(T), Q(T)) of the token set T, computed from the inputs.
 
     Raises
     ------
@@ -128,7 +133,19 @@ def cut_value(p: np.ndarray, model: DraftModel, cut) -> float:
         raise SolverError(f"the cut set holds token indices outside 0..{p.size - 1}")
     in_cut = np.zeros(p.size, dtype=bool)
     in_cut[cut] = True
-    return 1.0 + float(p[in_cut].sum()) - float(model.containment(in_cut))
+    return float(p[in_cut].sum()), float(model.containment(in_cut))
+
+
+def cut_value(p: np.ndarray, model: DraftModel, cut) -> float:
+    """:math:`1 + p(T) - Q(T)`, an upper bound on α* for every token set T (weak duality).
+
+    Raises
+    ------
+    SolverError
+        ``cut`` holds an index outside 0..V-1.
+    """
+    p_cut, q_cut = cut_masses(p, model, cut)
+    return 1.0 + p_cut - q_cut
 
 
 def _infeasible(who: str, what: str, amount: float) -> SolverError:
@@ -517,7 +534,8 @@ def certify(p: np.ndarray, model: DraftModel, out: RouteOutput, method: str, mod
     value = float(out.value)
     if not -VALUE_TOL <= value <= 1.0 + VALUE_TOL:
         raise SolverError(f"method {method!r} returned alpha* = {value:.12g}, outside [0, 1]")
-    upper = cut_value(p, model, out.cut)
+    p_cut, q_cut = cut_masses(p, model, out.cut)
+    upper = 1.0 + p_cut - q_cut
     if not abs(upper - value) <= CERT_TOL:
         cut = np.asarray(out.cut).tolist()
         shown = f"{cut}" if len(cut) <= 10 else f"{str(cut[:10])[:-1]}, ...] ({len(cut)} tokens)"
@@ -527,11 +545,11 @@ def certify(p: np.ndarray, model: DraftModel, out: RouteOutput, method: str, mod
         )
     name, lower, base = _primal(p, model, out, method, mode)
     if lower is None:
-        return Certificate(name, "upper-bound" if name == "cut" else "optimal", None, None)
+        return Certificate(name, "upper-bound" if name == "cut" else "optimal", None, None, p_cut, q_cut)
     gap = upper - lower
     if not abs(gap) <= CERT_TOL:
         raise SolverError(
             f"method {method!r}: its {name} proves alpha* >= {lower:.12g} but its cut set gives "
             f"alpha* <= {upper:.12g} (gap {gap:.3g}, tolerance {CERT_TOL:g})"
         )
-    return Certificate(name, "optimal", gap, base)
+    return Certificate(name, "optimal", gap, base, p_cut, q_cut)

@@ -149,10 +149,7 @@ def _check_acceptance(args: argparse.Namespace) -> int:
             res = optimal_acceptance(p, model, method=args.method)
         except MdtheoryError as exc:
             raise _row_error(exc, i, rows) from None
-        in_cut = np.zeros(p.size, dtype=bool)
-        in_cut[res.cut] = True
-        p_cut, q_cut = float(p[in_cut].sum()), float(model.containment(in_cut))
-        single = float(np.minimum(p, model.first_draft_law()).sum())
+        p_cut, q_cut, single = res.cut_p, res.cut_q, res.single_draft
         if args.json:
             print(json.dumps({
                 "row": i, "alpha_star": res.value, "acceptance_one": res.acceptance_one,

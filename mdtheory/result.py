@@ -119,6 +119,13 @@ class AcceptanceResult:
         has both.
     timings : dict
         Seconds spent, by phase (``"total"`` always).
+    cut_p, cut_q : float
+        :math:`p(T^*)` and :math:`Q(T^*)`, recomputed from the inputs by the certificate.
+    margin : float
+        :math:`Q(T^*) - p(T^*)` (property): the witness's excess, :math:`1 - \\alpha^*`.
+    single_draft : float
+        The single-draft baseline :math:`\\sum_y \\min(p(y), q_1(y)) = 1 - \\mathrm{TV}(p, q_1)`, q_1 the
+        law of the first draft.
     success : bool
         Whether the value is proven exact (``status == "optimal"``), as in scipy's
         ``OptimizeResult``. A route that cannot prove anything raises instead of returning.
@@ -151,6 +158,9 @@ class AcceptanceResult:
     duality_gap: float | None = None
     timings: dict = field(default_factory=dict)
     flow: np.ndarray | None = None
+    cut_p: float = float("nan")
+    cut_q: float = float("nan")
+    single_draft: float = float("nan")
 
     def __post_init__(self):
         if self.duals is not None and not isinstance(self.duals, Duals):
@@ -176,9 +186,15 @@ class AcceptanceResult:
         """Every field, plus ``acceptance_one``, ``witness``, ``success`` and ``message``, as JSON-ready
         Python objects (arrays become lists, numpy scalars Python numbers)."""
         out = {f.name: getattr(self, f.name) for f in fields(self)}
-        out.update(acceptance_one=self.acceptance_one, witness=self.witness, success=self.success,
-                   message=self.message)
+        out.update(acceptance_one=self.acceptance_one, witness=self.witness, margin=self.margin,
+                   success=self.success, message=self.message)
         return to_jsonable(out)
+
+    @property
+    def margin(self) -> float:
+        """:math:`Q(T^*) - p(T^*) = 1 - \\alpha^*` from the cut's own masses: how much more often all
+        drafts land in the cut than the target goes there (positive below acceptance one)."""
+        return self.cut_q - self.cut_p
 
     @property
     def acceptance_one(self) -> bool:

@@ -232,6 +232,8 @@ def optimal_acceptance(p: ArrayLike, q: ArrayLike | DraftModel, n: int | None = 
     return AcceptanceResult(
         value=float(out.value), cut=cut, method=name, sampling=model.sampling, drafts=model.n,
         status=cert.status, certificate=cert.name, certificate_gap=cert.gap, base=cert.base,
+        cut_p=cert.cut_p, cut_q=cert.cut_q,
+        single_draft=float(np.minimum(p, model.first_draft_law()).sum()),
         **{"flow" if name in ("dual", "maxflow") else "plan": out.plan},  # routes say "plan"
         support=out.support, support_probs=out.support_probs, duals=out.duals,
         duality_gap=out.duality_gap, timings=timings,

@@ -407,3 +407,17 @@ def test_json_stdout_is_clean_with_an_lp_route(tmp_path):
                           str(tmp_path / "q.npy"), "--drafts", "2", "--method", "dual", "--json"],
                          capture_output=True, text=True, check=True).stdout
     assert json.loads(out.splitlines()[0])["alpha_star"] == pytest.approx(0.86)
+
+
+@pytest.mark.parametrize("sampling", ["iid", "without-replacement", "conditional-poisson"])
+def test_result_carries_its_cut_masses_and_baseline(sampling):
+    """margin and the single-draft baseline live on the result (the CLI only prints them)."""
+    rng = np.random.default_rng(7)
+    p, q = rng.dirichlet(np.ones(8)), rng.dirichlet(np.ones(8))
+    res = md.optimal_acceptance(p, q, 3, sampling)
+    model = md.make_draft_model(q, 3, sampling)
+    in_cut = np.isin(np.arange(8), res.cut)
+    assert res.cut_p == pytest.approx(p[in_cut].sum(), abs=1e-15)
+    assert res.cut_q == pytest.approx(float(model.containment(in_cut)), abs=1e-15)
+    assert res.margin == pytest.approx(1 - res.value, abs=1e-12)
+    assert res.single_draft == pytest.approx(np.minimum(p, model.first_draft_law()).sum(), abs=1e-15)
