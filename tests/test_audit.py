@@ -150,7 +150,8 @@ def test_audit_rejects_lossy_verifiers_at_the_documented_power(name):
     res = md.audit(example(name), P3, Q3, 2, samples=samples, seed=4)
     assert not res.lossless and res.pvalue < DEFAULT_LEVEL, res
     assert res.tv_upper >= exact.tv
-    assert res.acceptance == pytest.approx(exact.acceptance, abs=0.03)
+    # four binomial standard deviations (a fixed 0.03 was below one at the 57 samples argmax_accept gets)
+    assert binomial_ok(round(res.acceptance * samples), samples, exact.acceptance)
 
 
 def test_false_rejection_rate_of_a_correct_verifier_end_to_end():
