@@ -24,6 +24,9 @@ replacement                 :data:`MAX_CERT_SETS` draft sets (or ``certify="full
                             the cut (``"cut"``, status ``"upper-bound"``: the value is a proven upper
                             bound, equal to α* if Hu et al.'s prefix property holds for successive
                             sampling, which the tests re-check against the exhaustive route).
+                            Conditional Poisson beyond :data:`MAX_CERT_SETS`: ``"prefix-theorem"``,
+                            status ``"optimal"`` (its prefix property is proved, see
+                            :func:`~mdtheory.subsets.prefix_scan`; the cut reproduces the value).
 ``mnp``                     a mixture of priority orders (``"order-mixture"``): its base μ is
                             recomputed from the model's laws, in B(g) for any orders and weights
                             (:func:`~mdtheory.independent.check_mixture`).

@@ -43,7 +43,8 @@ def dual_lp(p: np.ndarray, model: DraftModel) -> RouteOutput:
         ``value`` (dual optimum), ``cut`` (the inclusion-minimal optimal cut, read off the primal
         flows; the simplex vertex's own cut, :math:`\\{y : a_y = 1\\}`, is optimal too but may be
         larger where minimisers tie), ``duals`` (``a``, ``b``),
-        ``plan`` (the primal flows S(U, y) from HiGHS's row duals), ``support``, ``support_probs``,
+        ``plan`` (the primal flows S(U, y) from HiGHS's row duals;
+        :attr:`AcceptanceResult.flow` on the result), ``support``, ``support_probs``,
         ``duality_gap`` (dual objective minus the primal objective of those flows), ``timings``.
 
     Raises

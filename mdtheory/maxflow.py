@@ -39,7 +39,8 @@ def maxflow(p: np.ndarray, model: DraftModel) -> RouteOutput:
     RouteOutput
         ``value`` (flow value), ``cut`` (sink-side tokens of the minimum cut, read off the residual
         network; its capacity 1 + p(T) - Q(T) is certified by the front door), ``plan``
-        (the flow S(U, y)), ``support`` (set indicators), ``support_probs``, ``timings``.
+        (the flow S(U, y); :attr:`AcceptanceResult.flow` on the result), ``support`` (set
+        indicators), ``support_probs``, ``timings``.
 
     Notes
     -----

@@ -198,7 +198,7 @@ def test_conditional_poisson_optimal_cut_is_a_prefix():
     of the tokens sorted by q/p decreasing. Proof: Q(T + i) - Q(T) = q_i e_{n-1}(q|T) / e_n(q), so at
     an inclusion-maximal minimiser T, p_i > q_i h for i outside and p_j <= q_j e_{n-1}(q|T-j)/e_n(q)
     <= q_j h inside, h = e_{n-1}(q|T)/e_n(q): every token inside has p/q <= h < p/q of every token
-    outside. Checked here exhaustively, with ties and zeros in p and q."""
+    outside. Checked here exhaustively, with ties in q and zeros in p."""
     rng = np.random.default_rng(11)
     instances = [(rng.dirichlet(np.ones(V)), rng.dirichlet(0.5 * np.ones(V)), n)
                  for V, n in ((6, 2), (7, 3), (8, 4), (8, 6), (9, 3))]
