@@ -83,7 +83,8 @@ def load_npy(path: str, name: str) -> np.ndarray:
     return arr
 
 
-def _load_batch(path: str, name: str, normalize: bool) -> np.ndarray:
+def _load_batch(path: str, name: str, normalize: bool) -> tuple[np.ndarray, int]:
+    """The rows of a (V,) or (B, V) file as a (rows, V) array, and the file's number of axes."""
     arr = load_npy(path, name)
     if arr.ndim not in (1, 2):
         raise InvalidDistributionError(
@@ -93,18 +94,42 @@ def _load_batch(path: str, name: str, normalize: bool) -> np.ndarray:
         out = as_distribution(arr, name, normalize=normalize, ndim=arr.ndim)
     except InvalidDistributionError as exc:
         raise InvalidDistributionError(f"{path}: {exc}") from None
-    return np.atleast_2d(out)
+    return np.atleast_2d(out), arr.ndim
 
 
-def _load_pair(args: argparse.Namespace) -> tuple[np.ndarray, np.ndarray]:
-    """P and Q as (rows, V) arrays with the same number of tokens."""
-    P = _load_batch(args.P, "p", args.normalize)
-    Q = _load_batch(args.Q, "q", args.normalize)
+def _load_pair(args: argparse.Namespace) -> tuple[np.ndarray, np.ndarray, int]:
+    """P and Q as (rows, V) arrays with the same number of tokens, and the number of axes of Q's
+    file (1 or 2)."""
+    P, _ = _load_batch(args.P, "p", args.normalize)
+    Q, q_ndim = _load_batch(args.Q, "q", args.normalize)
     if P.shape[1] != Q.shape[1]:
         raise InvalidDistributionError(
             f"p has {P.shape[1]} tokens ({args.P}) but q has {Q.shape[1]} ({args.Q})"
         )
-    return P, Q
+    return P, Q, q_ndim
+
+
+def _independent_drafts(Q: np.ndarray, q_ndim: int, drafts: int | None, path: str) -> np.ndarray:
+    """The (n, V) table of ``--sampling independent``: one law per draft, one row each.
+
+    A q of shape (V,) is one draft: it is refused (exit 2) unless ``--drafts 1`` says so, since n
+    identical independent drafts are iid drafts (``--sampling iid``), and a (V,) file given here is
+    more likely a mistake than a request for one draft. ``--drafts``, when given, must equal the
+    number of rows.
+    """
+    n = len(Q)
+    if q_ndim == 1 and drafts != 1:
+        raise InvalidInputError(
+            f"{path}: --sampling independent takes one law per draft, q of shape (n, V); q has shape "
+            f"({Q.shape[1]},), which is one draft: for n identical drafts use --sampling iid, for "
+            "one draft add --drafts 1"
+        )
+    if drafts is not None and as_drafts(drafts) != n:
+        raise InvalidInputError(
+            f"{path}: --drafts {drafts} contradicts the independent draft table, which has {n} "
+            "row(s), one law per draft; drop --drafts or give one row per draft"
+        )
+    return Q
 
 
 def _fmt_set(tokens: np.ndarray) -> str:
@@ -120,10 +145,10 @@ def _row_error(exc: MdtheoryError, i: int, rows: int) -> MdtheoryError:
 
 
 def _check_acceptance(args: argparse.Namespace) -> int:
-    P, Q = _load_pair(args)
+    P, Q, q_ndim = _load_pair(args)
     drafts = args.drafts
     if args.sampling == "independent":  # Q holds one row per draft: a single draft model
-        Q = Q[None]
+        Q = _independent_drafts(Q, q_ndim, drafts, args.Q)[None]
     elif drafts is None:
         drafts = 2
     if len(P) != len(Q) and 1 not in (len(P), len(Q)):
@@ -357,7 +382,7 @@ def _rule_acceptance(args, rule, rng) -> tuple[float, bool, list | None]:
 def _compare_selectors(args: argparse.Namespace) -> int:
     from .rules import RULES, make_rule
 
-    P, Q = _load_pair(args)
+    P, Q, _ = _load_pair(args)
     if len(P) != 1 or len(Q) != 1:
         raise InvalidDistributionError(
             f"compare-selectors takes one (V,) pair; got {len(P)} row(s) of p and {len(Q)} of q"
@@ -544,10 +569,13 @@ def build_parser() -> argparse.ArgumentParser:
     _drafts_option(check, default=None,
                    help="number of drafts n (default 2; independent: the rows of Q)")
     check.add_argument("--sampling", default="iid",
-                       choices=["iid", "without-replacement", "wor", "conditional-poisson", "independent"],
+                       choices=["iid", "without-replacement", "wor", "conditional-poisson", "greedy",
+                                "independent"],
                        help="draft model (default iid; wor is short for without-replacement: "
-                            "successive sampling, as torch.multinomial without replacement; "
-                            "independent: one law per draft, Q of shape (n, V))")
+                            "successive sampling, as torch.multinomial without replacement; greedy: "
+                            "Hu et al.'s greedy draft set; independent: one law per draft, Q of "
+                            "shape (n, V), n its rows; a Q of shape (V,) is refused unless "
+                            "--drafts 1, as n identical drafts are --sampling iid)")
     check.add_argument("--method", default="auto", choices=["auto", *METHODS],
                        help="route to alpha* (default auto: the fastest exact one)")
     check.add_argument("--normalize", action="store_true",
