@@ -4,7 +4,8 @@ Exit codes: 0 success (for ``verify CLAIM``: the claim holds; for ``verify all``
 the one papers/ records), 1 a ``verify`` claim is refuted (``verify all``: a verdict differs from the
 record), 2 bad input (one line on stderr naming the culprit, never a traceback) or work refused
 because its estimated time or memory is over the limit (``--max-seconds``; the line states the
-estimate), 3 a solver failure, 130 interrupted (Ctrl-C), 141 stdout closed early (``| head``).
+estimate; or, uncaught by an estimate, an allocation beyond the machine's memory), 3 a solver failure,
+130 interrupted (Ctrl-C), 141 stdout closed early (``| head``).
 
 One vocabulary: n (``--drafts``, ``-n``) is the number of drafts, V (``--vocab``) the number of
 tokens; the old spellings ``-K``, ``--alphabet`` and ``-m`` are still accepted. ``--json`` prints
@@ -23,6 +24,7 @@ import os
 import re
 import sys
 import textwrap
+import time
 from collections.abc import Sequence
 
 import numpy as np
@@ -379,15 +381,172 @@ def _rule_acceptance(args, rule, rng) -> tuple[float, bool, list | None]:
     return mc["acceptance"], False, list(mc["ci95"])
 
 
+#: The draft models of ``compare-selectors --sampling all``, each built from the one law q (and
+#: ``independent`` when there are laws per draft: ``--draft-temperatures`` or a q of shape (n, V)).
+ONE_LAW_MODELS = ("iid", "without-replacement", "conditional-poisson", "greedy")
+
+
+def _temperatures(text: str) -> tuple[float, ...]:
+    """``--draft-temperatures 0.7,1,1.4``: positive finite numbers, one per draft."""
+    try:
+        temps = tuple(float(t) for t in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}") from None
+    if not all(np.isfinite(t) and t > 0 for t in temps):
+        raise argparse.ArgumentTypeError(f"temperatures must be positive and finite, got {text!r}")
+    return temps
+
+
+def tempered(q: np.ndarray, temperature: float) -> np.ndarray:
+    """q's drafter at another temperature: :math:`q^{1/T} / \\sum q^{1/T}` (zeros stay zero).
+
+    If q = softmax(z) then :math:`q^{1/T} \\propto e^{z/T}`, so this is softmax(z / T), the law the
+    drafter's logits give at temperature T, taking q's own temperature as 1.
+    """
+    logq = np.log(np.where(q > 0, q, 1.0)) / temperature
+    w = np.exp(logq - logq[q > 0].max()) * (q > 0)
+    return w / w.sum()
+
+
+def _draft_models(args: argparse.Namespace, Q: np.ndarray, q_ndim: int) -> list:
+    """The draft models that ``--sampling`` names, built from q: ``all`` or comma-separated names."""
+    valid = (*ONE_LAW_MODELS, "independent")
+    names = []
+    for name in args.sampling.split(","):
+        name = {"wor": "without-replacement"}.get(name.strip(), name.strip())
+        if name == "all":
+            names += [*ONE_LAW_MODELS, *(["independent"] if args.draft_temperatures or q_ndim == 2
+                                       else [])]
+        elif name in valid:
+            names.append(name)
+        else:
+            raise InvalidInputError(f"unknown draft model {name!r} in --sampling; valid choices: all, "
+                                    f"{', '.join(valid)} (wor is short for without-replacement)")
+    names = list(dict.fromkeys(names))
+    temps = args.draft_temperatures
+    if q_ndim == 2:  # one law per draft: only the independent model reads it
+        if names != ["independent"] or temps:
+            raise InvalidInputError(
+                f"{args.Q}: q has shape {Q.shape}, one law per draft, which only --sampling "
+                "independent reads (without --draft-temperatures); the other draft models and "
+                "--draft-temperatures need one q of shape (V,)"
+            )
+        return [make_draft_model(_independent_drafts(Q, q_ndim, args.drafts, args.Q),
+                                 sampling="independent")]
+    n = len(temps) if temps else 2 if args.drafts is None else args.drafts
+    if temps and args.drafts is not None and as_drafts(args.drafts) != n:
+        raise InvalidInputError(f"--drafts {args.drafts} contradicts --draft-temperatures, which "
+                                f"gives {n} drafts; drop --drafts or give {args.drafts} temperatures")
+    if "independent" in names and not temps:
+        raise InvalidInputError(
+            "--sampling independent needs one law per draft: a q of shape (n, V), or "
+            "--draft-temperatures T1,...,Tn to temper q once per draft"
+        )
+    if temps and "independent" not in names:
+        raise InvalidInputError("--draft-temperatures builds the independent drafts; add "
+                                "independent (or all) to --sampling")
+    return [make_draft_model(np.array([tempered(Q[0], t) for t in temps]), sampling=name)
+            if name == "independent" else make_draft_model(Q[0], n, name) for name in names]
+
+
+def _proven_acceptance(args: argparse.Namespace, p: np.ndarray, model) -> tuple:
+    """alpha* of one draft model by the default route, then by ``mnp`` when the default route only
+    bounds it (without-replacement drafts beyond the flow certificate's size) and ``mnp``'s estimate
+    fits ``--max-seconds``; returns (result, seconds, note on a bound left unproven or None)."""
+    _budget.require(_budget.acceptance_route(model, _auto(model)), args.max_seconds)
+    t0 = time.perf_counter()
+    res = optimal_acceptance(p, model)
+    note = None
+    if res.status != "optimal" and model.sampling != "joint":
+        try:
+            _budget.require(_budget.acceptance_route(model, "mnp"), args.max_seconds)
+            res = optimal_acceptance(p, model, method="mnp")
+        except ProblemTooLargeError as exc:
+            note = f"not proved by method 'mnp': {exc}"
+    return res, time.perf_counter() - t0, note
+
+
+def _compare_drafts(args: argparse.Namespace, p: np.ndarray, Q: np.ndarray, q_ndim: int) -> int:
+    """``compare-selectors --sampling``: alpha* of each draft model under its optimal verifier."""
+    if args.rules is not None or args.truncation is not None:
+        raise InvalidInputError(
+            "--sampling compares draft models under their optimal verifiers; --rules and "
+            "--truncation apply to the table of selection rules (run without --sampling)"
+        )
+    models = _draft_models(args, Q, q_ndim)
+    if p.size != models[0].V:  # unreachable after _load_pair; kept for a clear message
+        raise InvalidDistributionError(f"p has length {p.size} but q has length {models[0].V}")
+    uniform = np.full(20, 1 / 20)
+    for model in models:  # untimed warm-up: numba loads its compiled kernels on a process's first call
+        tiny = make_draft_model(np.tile(uniform, (2, 1)), None, model.sampling) \
+            if model.sampling == "independent" else make_draft_model(uniform, 2, model.sampling)
+        for method in ("auto", "mnp"):
+            optimal_acceptance(uniform, tiny, method=method)
+    rows = []
+    for model in models:
+        head = {"sampling": model.sampling, "drafts": model.n, "vocab": model.V}
+        if model.sampling == "independent" and args.draft_temperatures:
+            head["temperatures"] = list(args.draft_temperatures)
+        try:
+            res, seconds, note = _proven_acceptance(args, p, model)
+        except ProblemTooLargeError as exc:
+            rows.append({**head, "alpha_star": None, "status": None, "error": str(exc)})
+            continue
+        rows.append({**head, "alpha_star": res.value, "status": res.status,
+                     "proven": res.status == "optimal", "method": res.method,
+                     "certificate": res.certificate, "certificate_gap": res.certificate_gap,
+                     "acceptance_one": res.acceptance_one, "seconds": seconds,
+                     **({"note": note} if note else {})})
+    if all(r.get("error") for r in rows):
+        raise InvalidInputError("no draft model's alpha* could be computed within the limits: "
+                                + "; ".join(f"{r['sampling']}: {r['error']}" for r in rows))
+    if args.json:
+        for r in rows:
+            print(json.dumps(r))
+        return EXIT_OK
+    print(f"V = {p.size}, n = {models[0].n} drafts: alpha*, the best acceptance of any lossless "
+          "verifier, under each draft model")
+    print(f"{'draft model':<22s} {'alpha*':>14s}  {'status':<12s} {'route':<7s} {'certificate':<15s} "
+          f"{'gap':>8s} {'ms':>9s}")
+    for r in rows:
+        name = r["sampling"] + (" T=" + ",".join(f"{t:g}" for t in r["temperatures"])
+                                if "temperatures" in r else "")
+        if r.get("error"):
+            print(f"{name:<22s} not computed: {r['error']}")
+            continue
+        status = "proven" if r["proven"] else "upper bound"
+        gap = "" if r["certificate_gap"] is None else f"{abs(r['certificate_gap']):.0e}"
+        print(f"{name:<22s} {r['alpha_star']:14.10f}  {status:<12s} {r['method']:<7s} "
+              f"{r['certificate']:<15s} {gap:>8s} {1e3 * r['seconds']:9.1f}")
+    done = [r for r in rows if not r.get("error")]
+    best = max(done, key=lambda r: r["alpha_star"])
+    print(f"highest alpha*: {best['sampling']} ({best['alpha_star']:.10f}"
+          + ("" if best["proven"] else ", an upper bound") + ")"
+          + ("" if q_ndim == 2 else f"; one draft: 1 - TV(p, q) = {np.minimum(p, Q[0]).sum():.10f}"))
+    for r in rows:
+        if r.get("note"):
+            print(f"  {r['sampling']}: upper bound only, {r['note']}")
+    return EXIT_OK
+
+
 def _compare_selectors(args: argparse.Namespace) -> int:
     from .rules import RULES, make_rule
 
-    P, Q, _ = _load_pair(args)
+    P, Q, q_ndim = _load_pair(args)
+    if args.sampling is not None:
+        if len(P) != 1:
+            raise InvalidDistributionError(
+                f"compare-selectors takes one target p of shape (V,); got {len(P)} rows")
+        return _compare_drafts(args, P[0], Q, q_ndim)
+    if args.draft_temperatures:
+        raise InvalidInputError("--draft-temperatures builds independent drafts for --sampling "
+                                "independent or all; the rules table does not read it")
     if len(P) != 1 or len(Q) != 1:
         raise InvalidDistributionError(
             f"compare-selectors takes one (V,) pair; got {len(P)} row(s) of p and {len(Q)} of q"
         )
     names = _names(args.rules, RULES, "selection rule")
+    args.drafts = 2 if args.drafts is None else args.drafts
     as_drafts(args.drafts)
     if args.samples < 1:
         raise InvalidInputError(f"--samples must be at least 1, got {args.samples}")
@@ -585,14 +744,30 @@ def build_parser() -> argparse.ArgumentParser:
     check.set_defaults(func=_check_acceptance)
 
     cmp = sub.add_parser(
-        "compare-selectors", help="acceptance of practical selection rules against alpha*",
+        "compare-selectors", help="acceptance of practical selection rules against alpha*, or "
+                                  "alpha* of each draft model (--sampling)",
         description="Exact (or Monte Carlo) acceptance of each selection rule, the optimum alpha* "
-                    "of its draft model, the gap, and the preparation time per position.",
+                    "of its draft model, the gap, and the preparation time per position. With "
+                    "--sampling all: which draft model to choose, alpha* of iid, without-"
+                    "replacement, conditional-Poisson, greedy (and independent) drafts side by "
+                    "side, each with its route and certificate.",
         epilog=_rules_epilog, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     cmp.add_argument("P", help="target distribution, .npy of shape (V,)")
-    cmp.add_argument("Q", help="draft distribution, .npy of shape (V,)")
-    _drafts_option(cmp)
+    cmp.add_argument("Q", help="draft distribution, .npy of shape (V,); with --sampling independent, "
+                               "shape (n, V), one law per draft")
+    _drafts_option(cmp, default=None, help="number of drafts n (default 2; with "
+                   "--draft-temperatures their count; with a q of shape (n, V) its rows)")
+    cmp.add_argument("--sampling", metavar="MODELS",
+                     help="instead of the rules, compare draft models: alpha* of each under its "
+                          "optimal verifier, with the route and certificate that prove it "
+                          "(or 'upper bound'); 'all' (iid, without-replacement, "
+                          "conditional-poisson, greedy, and independent when --draft-temperatures "
+                          "or a q of shape (n, V) gives one law per draft) or comma-separated names")
+    cmp.add_argument("--draft-temperatures", type=_temperatures, metavar="T1,...,Tn",
+                     help="with --sampling: independent drafts, draft i from q at temperature Ti "
+                          "(q^(1/Ti) renormalised, which is softmax(z / Ti) for q = softmax(z)); "
+                          "n is their count")
     cmp.add_argument("--rules", help="comma-separated rule names (default: all; listed below)")
     cmp.add_argument("--samples", type=int, default=20_000,
                      help="Monte Carlo samples where exact enumeration is too costly (default 20000)")
@@ -683,6 +858,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_SOLVER
     except MdtheoryError as exc:
         print(f"mdtheory: error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except MemoryError as exc:  # an allocation beyond the machine that no size estimate caught
+        print(f"mdtheory: error: out of memory: {exc or 'an allocation failed'}; the problem is too "
+              "large for this machine", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         print("mdtheory: interrupted", file=sys.stderr)
