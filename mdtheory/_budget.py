@@ -258,9 +258,9 @@ def min_norm_point(model) -> Estimate:
     drafts under 1 sqrt(V) (but a generic containment per prefix, O(V^2) an iteration); corrals
     held 4 to 2.5 sqrt(V) vertices (up to 23 sqrt(V) at that cap). The estimate takes 10 sqrt(V)
     iterations for independent drafts, 2 sqrt(V) for greedy ones and 50 sqrt(V) for the others (at
-    most the cap) and 1.5 sqrt(V) vertices: a run can take ten times less or more. The memory is the two runs' (free and face) corral rows; each run also
-    reserves (V + 2) x V arrays, which fail to allocate beyond the machine's memory (V = 100,000
-    asks for 75 GiB).
+    most the cap) and 1.5 sqrt(V) vertices: a run can take ten times less or more. The memory is
+    the two runs' (free and face) corral rows; each run also reserves (V + 2) x V arrays, which fail
+    to allocate beyond the machine's memory (V = 100,000 asks for 75 GiB).
     """
     from .independent import MNP_MAX_ITER  # no heavy import: numpy only
 
