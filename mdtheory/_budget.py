@@ -52,7 +52,7 @@ _KHISTI_CELL = 2e-8      # khisti-lp: per cell of one stage's V x V keep matrix
 # order; about _MNP_ITER[model] * sqrt(V) iterations (default _MNP_ITER_DEFAULT) with a corral of
 # about _MNP_CORRAL * sqrt(V) vertices
 _MNP_STEP = 1e-4
-_MNP_CELL = 5e-9
+_MNP_CELL = 3e-9
 _MNP_CUBE = 4e-11
 _MNP_ITER = {"independent": 10.0, "greedy": 2.0}
 _MNP_ITER_DEFAULT = 50.0

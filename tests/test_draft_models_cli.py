@@ -86,3 +86,160 @@ def test_check_acceptance_greedy(capsys, files):
     expected = md.optimal_acceptance(np.load(files["p"]), np.load(files["q"]), 3, "greedy")
     assert code == 0 and row["sampling"] == "greedy" and row["status"] == "optimal"
     assert abs(row["alpha_star"] - expected.value) <= 1e-12
+
+
+# --------------------------------------------------------------- compare-selectors --sampling
+ONE_LAW = ["iid", "without-replacement", "conditional-poisson", "greedy"]
+
+
+@pytest.fixture
+def small(npy):
+    """A pair on V = 8 tokens, where every draft model's alpha* is checked on all 2^V sets."""
+    rng = np.random.default_rng(5)
+    p, q = rng.dirichlet(np.ones(8)), rng.dirichlet(np.full(8, 0.5))
+    return p, q, npy("p8.npy", p), npy("q8.npy", q)
+
+
+def json_rows(out):
+    return [json.loads(line) for line in out.splitlines()]
+
+
+def test_sampling_all_against_exhaustive(capsys, small):
+    p, q, pf, qf = small
+    code, out, _ = run_main(capsys, "compare-selectors", pf, qf, "-n", "3", "--sampling", "all",
+                            "--json")
+    rows = json_rows(out)
+    assert code == 0 and [r["sampling"] for r in rows] == ONE_LAW
+    for r in rows:
+        exact = md.optimal_acceptance(p, q, 3, r["sampling"], method="subsets").value
+        assert abs(r["alpha_star"] - exact) <= 1e-9, r["sampling"]
+        assert r["proven"] and r["status"] == "optimal" and r["drafts"] == 3 and r["vocab"] == 8
+        assert r["certificate"] and r["method"] in md.METHODS
+
+
+def test_draft_temperatures_add_independent_drafts(capsys, small):
+    from mdtheory.cli import tempered
+
+    p, q, pf, qf = small
+    code, out, _ = run_main(capsys, "compare-selectors", pf, qf, "--sampling", "all",
+                            "--draft-temperatures", "0.5,1,2", "--json")
+    rows = json_rows(out)
+    assert code == 0 and [r["sampling"] for r in rows] == [*ONE_LAW, "independent"]
+    assert all(r["drafts"] == 3 for r in rows)  # n is the number of temperatures
+    ind = rows[-1]
+    qs = np.array([q ** 2 / (q ** 2).sum(), q, np.sqrt(q) / np.sqrt(q).sum()])
+    assert np.allclose(np.array([tempered(q, t) for t in (0.5, 1, 2)]), qs, atol=1e-15)
+    exact = md.optimal_acceptance(p, md.Independent(qs), method="subsets").value
+    assert ind["temperatures"] == [0.5, 1.0, 2.0] and abs(ind["alpha_star"] - exact) <= 1e-9
+    # temperature one for every draft: independent drafts are iid drafts
+    code, out, _ = run_main(capsys, "compare-selectors", pf, qf, "--sampling", "iid,independent",
+                            "--draft-temperatures", "1,1,1", "--json")
+    iid, same = json_rows(out)
+    assert code == 0 and abs(iid["alpha_star"] - same["alpha_star"]) <= 1e-9
+
+
+def test_sampling_text_table(capsys, small):
+    _, _, pf, qf = small
+    code, out, _ = run_main(capsys, "compare-selectors", pf, qf, "-n", "3", "--sampling", "wor,greedy")
+    lines = out.splitlines()
+    assert code == 0 and lines[0].startswith("V = 8, n = 3 drafts: alpha*")
+    assert re.match(r"draft model +alpha\* +status +route +certificate +gap +ms", lines[1])
+    assert re.match(r"without-replacement +0\.\d{10} +proven +\w+ +\w+", lines[2])
+    assert re.match(r"greedy +0\.\d{10} +proven +subsets +exhaustive", lines[3])  # V <= 16
+    assert lines[4].startswith("highest alpha*: ") and "1 - TV(p, q)" in lines[4]
+
+
+def test_upper_bound_is_proved_by_mnp_or_named(capsys, monkeypatch, small):
+    """Successive sampling beyond the flow certificate's size: the prefix route only bounds alpha*;
+    the table proves it by method 'mnp', or says 'upper bound' when mnp's estimate is over the limit."""
+    import mdtheory._certify as certify
+
+    p, q, pf, qf = small
+    monkeypatch.setattr(certify, "MAX_CERT_SETS", 0)
+    exact = md.optimal_acceptance(p, q, 3, "without-replacement", method="subsets").value
+    code, out, _ = run_main(capsys, "compare-selectors", pf, qf, "-n", "3", "--sampling", "wor",
+                            "--json")
+    (row,) = json_rows(out)
+    assert code == 0 and row["proven"] and row["method"] == "mnp"
+    assert row["certificate"] == "order-mixture" and abs(row["alpha_star"] - exact) <= 1e-9
+    code, out, _ = run_main(capsys, "compare-selectors", pf, qf, "-n", "3", "--sampling", "wor",
+                            "--max-seconds", "1e-4")
+    assert code == 0 and re.search(r"without-replacement +0\.\d+ +upper bound +prefix +cut", out)
+    assert re.search(r"upper bound only, not proved by method 'mnp': .*estimated", out)
+    assert abs(float(out.splitlines()[2].split()[1]) - exact) <= 1e-9  # the bound is alpha* here
+
+
+def test_independent_table_from_rows(capsys, npy, small):
+    p, _, pf, _ = small
+    qs = np.random.default_rng(6).dirichlet(np.ones(8), size=2)
+    qf = npy("qs.npy", qs)
+    code, out, _ = run_main(capsys, "compare-selectors", pf, qf, "--sampling", "independent", "--json")
+    (row,) = json_rows(out)
+    exact = md.optimal_acceptance(p, md.Independent(qs), method="subsets").value
+    assert code == 0 and row["drafts"] == 2 and abs(row["alpha_star"] - exact) <= 1e-9
+    code, _, err = run_main(capsys, "compare-selectors", pf, qf, "--sampling", "all")
+    one_line_error(code, err, r"qs\.npy: q has shape \(2, 8\), one law per draft, which only "
+                              "--sampling independent reads")
+
+
+@pytest.mark.parametrize("argv, pattern", [
+    (["--sampling", "independent"], "needs one law per draft: a q of shape \\(n, V\\), or "
+                                    "--draft-temperatures"),
+    (["--sampling", "iid,tree"], "unknown draft model 'tree' in --sampling; valid choices: all, iid"),
+    (["--sampling", "all", "--draft-temperatures", "1,2", "-n", "3"],
+     "--drafts 3 contradicts --draft-temperatures, which gives 2 drafts"),
+    (["--sampling", "iid", "--draft-temperatures", "1,2"], "add independent \\(or all\\)"),
+    (["--draft-temperatures", "1,2"], "--draft-temperatures builds independent drafts for --sampling"),
+    (["--sampling", "all", "--rules", "rrs"], "--rules and --truncation apply to the table of "
+                                              "selection rules"),
+])
+def test_sampling_bad_input(capsys, small, argv, pattern):
+    _, _, pf, qf = small
+    code, out, err = run_main(capsys, "compare-selectors", pf, qf, *argv)
+    one_line_error(code, err, pattern)
+    assert out == ""
+
+
+@pytest.mark.parametrize("temps", ["0,1", "1,nan", "a,b"])
+def test_bad_temperatures_are_usage_errors(capsys, small, temps):
+    _, _, pf, qf = small
+    code, _, err = run_main(capsys, "compare-selectors", pf, qf, "--sampling", "all",
+                            "--draft-temperatures", temps)
+    assert code == 2 and "--draft-temperatures" in err
+
+
+# --------------------------------------------------------------- the mnp route's estimate
+def test_mnp_estimate_grows_and_refuses_a_huge_vocabulary(capsys, npy):
+    from mdtheory import _budget
+
+    rng = np.random.default_rng(7)
+    est = [_budget.acceptance_route(md.Independent(rng.dirichlet(np.ones(V), size=2)), "mnp")
+           for V in (100, 1000, 10_000)]
+    assert 0 < est[0].seconds < est[1].seconds < est[2].seconds and "Wolfe" in est[0].what
+    V = 50_000  # refused before any allocation of the solver's (V + 2) x V arrays
+    pf, qf = npy("pbig.npy", rng.dirichlet(np.ones(V))), npy("qbig.npy", rng.dirichlet(np.ones(V), size=2))
+    code, _, err = run_main(capsys, "check-acceptance", pf, qf, "--sampling", "independent")
+    one_line_error(code, err, r"method 'mnp' on independent drafts, V = 50000, n = 2: about .* "
+                              r"iterations .*estimated [0-9.e+]+ (s|min|h)", "--max-seconds")
+
+
+def test_mnp_estimate_per_model():
+    """Successive sampling's iteration costs a one-pass containment per order; greedy's a
+    containment per prefix (quadratic in V): the estimates order them so."""
+    from mdtheory import _budget
+
+    q = np.full(1000, 1e-3)
+    secs = {s: _budget.min_norm_point(md.drafts.make_draft_model(q, 4, s)).seconds
+            for s in ("iid", "without-replacement", "conditional-poisson", "greedy")}
+    assert secs["iid"] < secs["conditional-poisson"] < secs["without-replacement"]
+    assert all(0 < s < 60 for s in secs.values())  # V = 1000, n = 4 runs by default (seconds)
+
+
+def test_memory_error_is_one_line(capsys, monkeypatch, files):
+    from mdtheory import cli
+
+    def boom(*args, **kwargs):
+        raise MemoryError("Unable to allocate 74.5 GiB for an array")
+    monkeypatch.setattr(cli, "optimal_acceptance", boom)
+    code, _, err = run_main(capsys, "check-acceptance", files["p"], files["q"])
+    one_line_error(code, err, "out of memory: Unable to allocate 74.5 GiB", "too large for this machine")
