@@ -408,8 +408,10 @@ def tempered(q: np.ndarray, temperature: float) -> np.ndarray:
     return w / w.sum()
 
 
-def _draft_models(args: argparse.Namespace, Q: np.ndarray, q_ndim: int) -> list:
-    """The draft models that ``--sampling`` names, built from q: ``all`` or comma-separated names."""
+def _draft_models(args: argparse.Namespace, Q: np.ndarray, q_ndim: int) -> list[tuple]:
+    """The draft models that ``--sampling`` names (``all`` or comma-separated names), built from q:
+    (name, model) pairs, or (name, error) for a model that this q and n cannot build (successive
+    sampling, conditional Poisson and greedy sets need n tokens with q > 0)."""
     valid = (*ONE_LAW_MODELS, "independent")
     names = []
     for name in args.sampling.split(","):
@@ -431,8 +433,8 @@ def _draft_models(args: argparse.Namespace, Q: np.ndarray, q_ndim: int) -> list:
                 "independent reads (without --draft-temperatures); the other draft models and "
                 "--draft-temperatures need one q of shape (V,)"
             )
-        return [make_draft_model(_independent_drafts(Q, q_ndim, args.drafts, args.Q),
-                                 sampling="independent")]
+        return [("independent", make_draft_model(_independent_drafts(Q, q_ndim, args.drafts, args.Q),
+                                                 sampling="independent"))]
     n = len(temps) if temps else 2 if args.drafts is None else args.drafts
     if temps and args.drafts is not None and as_drafts(args.drafts) != n:
         raise InvalidInputError(f"--drafts {args.drafts} contradicts --draft-temperatures, which "
@@ -445,8 +447,18 @@ def _draft_models(args: argparse.Namespace, Q: np.ndarray, q_ndim: int) -> list:
     if temps and "independent" not in names:
         raise InvalidInputError("--draft-temperatures builds the independent drafts; add "
                                 "independent (or all) to --sampling")
-    return [make_draft_model(np.array([tempered(Q[0], t) for t in temps]), sampling=name)
-            if name == "independent" else make_draft_model(Q[0], n, name) for name in names]
+    as_drafts(n)
+    models = []
+    for name in names:
+        try:
+            models.append((name, make_draft_model(np.array([tempered(Q[0], t) for t in temps]),
+                                                  sampling=name) if name == "independent"
+                           else make_draft_model(Q[0], n, name)))
+        except InvalidDistributionError:
+            raise
+        except InvalidInputError as exc:
+            models.append((name, exc))
+    return models
 
 
 def _proven_acceptance(args: argparse.Namespace, p: np.ndarray, model) -> tuple:
@@ -473,9 +485,9 @@ def _compare_drafts(args: argparse.Namespace, p: np.ndarray, Q: np.ndarray, q_nd
             "--sampling compares draft models under their optimal verifiers; --rules and "
             "--truncation apply to the table of selection rules (run without --sampling)"
         )
-    models = _draft_models(args, Q, q_ndim)
-    if p.size != models[0].V:  # unreachable after _load_pair; kept for a clear message
-        raise InvalidDistributionError(f"p has length {p.size} but q has length {models[0].V}")
+    pairs = _draft_models(args, Q, q_ndim)
+    models = [model for _, model in pairs if not isinstance(model, Exception)]
+    n = len(Q) if q_ndim == 2 else len(args.draft_temperatures or ()) or args.drafts or 2
     uniform = np.full(20, 1 / 20)
     for model in models:  # untimed warm-up: numba loads its compiled kernels on a process's first call
         tiny = make_draft_model(np.tile(uniform, (2, 1)), None, model.sampling) \
@@ -483,10 +495,13 @@ def _compare_drafts(args: argparse.Namespace, p: np.ndarray, Q: np.ndarray, q_nd
         for method in ("auto", "mnp"):
             optimal_acceptance(uniform, tiny, method=method)
     rows = []
-    for model in models:
-        head = {"sampling": model.sampling, "drafts": model.n, "vocab": model.V}
-        if model.sampling == "independent" and args.draft_temperatures:
+    for name, model in pairs:
+        head = {"sampling": name, "drafts": n, "vocab": int(p.size)}
+        if name == "independent" and args.draft_temperatures:
             head["temperatures"] = list(args.draft_temperatures)
+        if isinstance(model, Exception):
+            rows.append({**head, "alpha_star": None, "status": None, "error": str(model)})
+            continue
         try:
             res, seconds, note = _proven_acceptance(args, p, model)
         except ProblemTooLargeError as exc:
@@ -504,7 +519,7 @@ def _compare_drafts(args: argparse.Namespace, p: np.ndarray, Q: np.ndarray, q_nd
         for r in rows:
             print(json.dumps(r))
         return EXIT_OK
-    print(f"V = {p.size}, n = {models[0].n} drafts: alpha*, the best acceptance of any lossless "
+    print(f"V = {p.size}, n = {n} drafts: alpha*, the best acceptance of any lossless "
           "verifier, under each draft model")
     print(f"{'draft model':<26s} {'alpha*':>14s}  {'status':<12s} {'route':<7s} {'certificate':<15s} "
           f"{'gap':>8s} {'ms':>9s}")

@@ -243,3 +243,16 @@ def test_memory_error_is_one_line(capsys, monkeypatch, files):
     monkeypatch.setattr(cli, "optimal_acceptance", boom)
     code, _, err = run_main(capsys, "check-acceptance", files["p"], files["q"])
     one_line_error(code, err, "out of memory: Unable to allocate 74.5 GiB", "too large for this machine")
+
+
+def test_model_that_cannot_be_built_is_a_row(capsys, npy):
+    """Two tokens with q > 0 and n = 3: successive sampling, conditional Poisson and greedy sets
+    cannot be drawn; their rows say why, iid still runs (alpha* = p of q's support = 1/2)."""
+    pf, qf = npy("p4.npy", np.full(4, 0.25)), npy("q4.npy", [0.5, 0.5, 0.0, 0.0])
+    code, out, _ = run_main(capsys, "compare-selectors", pf, qf, "-n", "3", "--sampling", "all",
+                            "--json")
+    rows = {r["sampling"]: r for r in json_rows(out)}
+    assert code == 0 and abs(rows["iid"]["alpha_star"] - 0.5) <= 1e-12
+    for name in ONE_LAW[1:]:
+        assert rows[name]["alpha_star"] is None and "n <= the number of tokens with q > 0 (2)" in \
+            rows[name]["error"]
