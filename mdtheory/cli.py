@@ -42,7 +42,7 @@ from .errors import (
 )
 from .solve import METHODS, _auto, optimal_acceptance
 
-__all__ = ["main", "load_npy"]
+__all__ = ["main", "load_npy", "tempered"]
 
 EXIT_OK, EXIT_REFUTED, EXIT_BAD_INPUT, EXIT_SOLVER, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 #: Exit code when stdout is closed before the output is written (128 + SIGPIPE, as a shell reports it).
@@ -589,18 +589,17 @@ def _compare_selectors(args: argparse.Namespace) -> int:
                              "exact": False, "ci95": None, "alpha_star": None, "gap": None,
                              "prepare_ms": None, "error": str(exc)})
                 continue
-            if rule.sampling not in optimum:  # (alpha*, None) or (None, why it was not computed)
+            if rule.sampling not in optimum:  # (alpha*, None, status) or (None, why not, None)
                 try:
-                    _budget.require(_budget.acceptance_route(rule.model, _auto(rule.model)),
-                                    args.max_seconds)
-                    optimum[rule.sampling] = (optimal_acceptance(rule.p, rule.model).value, None)
+                    res, _, note = _proven_acceptance(args, rule.p, rule.model)
+                    optimum[rule.sampling] = (res.value, None, res.status, note)
                 except ProblemTooLargeError as exc:
-                    optimum[rule.sampling] = (None, f"alpha* not computed: {exc}")
-            alpha, why = optimum[rule.sampling]
+                    optimum[rule.sampling] = (None, f"alpha* not computed: {exc}", None, None)
+            alpha, why, status, _ = optimum[rule.sampling]
             rows.append({"rule": name, "sampling": rule.sampling, "acceptance": acc, "exact": exact,
                          "ci95": ci, "alpha_star": alpha, "gap": None if why else alpha - acc,
                          "prepare_ms": rule.prepare_seconds * 1e3,
-                         **({"alpha_star_error": why} if why else {})})
+                         **({"alpha_star_error": why} if why else {"alpha_star_status": status})})
     if all(r.get("error") for r in rows):
         raise InvalidInputError("no selection rule could be prepared within the limits: "
                                 + "; ".join(f"{r['rule']}: {r['error']}" for r in rows))
@@ -621,9 +620,9 @@ def _compare_selectors(args: argparse.Namespace) -> int:
             else (f"{'n/a':>10s}", f"{'n/a':>10s}")
         print(f"{r['rule']:<10s} {r['sampling']:<20s} {r['acceptance']:12.6f} {how:<24s} "
               f"{alpha} {gap} {r['prepare_ms']:11.3f}")
-    for sampling, (_, why) in optimum.items():
-        if why:
-            print(f"  {sampling} drafts: {why}")
+    for sampling, (_, why, status, note) in optimum.items():
+        if why or status != "optimal":
+            print(f"  {sampling} drafts: {why or f'alpha* is an upper bound, {note}'}")
     return EXIT_OK
 
 

@@ -256,3 +256,21 @@ def test_model_that_cannot_be_built_is_a_row(capsys, npy):
     for name in ONE_LAW[1:]:
         assert rows[name]["alpha_star"] is None and "n <= the number of tokens with q > 0 (2)" in \
             rows[name]["error"]
+
+
+def test_rules_table_names_an_unproven_optimum(capsys, monkeypatch, small):
+    """The rules table's alpha* of successive sampling is proved by mnp too, or marked a bound."""
+    import mdtheory._certify as certify
+
+    p, q, pf, qf = small
+    monkeypatch.setattr(certify, "MAX_CERT_SETS", 0)
+    exact = md.optimal_acceptance(p, q, 3, "without-replacement", method="subsets").value
+    code, out, _ = run_main(capsys, "compare-selectors", pf, qf, "-n", "3", "--rules", "rrs-wor",
+                            "--json")
+    (row,) = json_rows(out)
+    assert code == 0 and row["alpha_star_status"] == "optimal"
+    assert abs(row["alpha_star"] - exact) <= 1e-9
+    code, out, _ = run_main(capsys, "compare-selectors", pf, qf, "-n", "3", "--rules", "rrs-wor",
+                            "--max-seconds", "0.01")
+    assert code == 0 and re.search(r"without-replacement drafts: alpha\* is an upper bound, not "
+                                   r"proved by method 'mnp': .*estimated", out), out
