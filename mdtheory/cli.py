@@ -382,7 +382,7 @@ def _rule_acceptance(args, rule, rng) -> tuple[float, bool, list | None]:
 
 
 #: The draft models of ``compare-selectors --sampling all``, each built from the one law q (and
-#: ``independent`` when there are laws per draft: ``--draft-temperatures`` or a q of shape (n, V)).
+#: ``independent`` with ``--draft-temperatures``).
 ONE_LAW_MODELS = ("iid", "without-replacement", "conditional-poisson", "greedy")
 
 
@@ -417,8 +417,7 @@ def _draft_models(args: argparse.Namespace, Q: np.ndarray, q_ndim: int) -> list[
     for name in args.sampling.split(","):
         name = {"wor": "without-replacement"}.get(name.strip(), name.strip())
         if name == "all":
-            names += [*ONE_LAW_MODELS, *(["independent"] if args.draft_temperatures or q_ndim == 2
-                                       else [])]
+            names += [*ONE_LAW_MODELS, *(["independent"] if args.draft_temperatures else [])]
         elif name in valid:
             names.append(name)
         else:
@@ -776,8 +775,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="instead of the rules, compare draft models: alpha* of each under its "
                           "optimal verifier, with the route and certificate that prove it "
                           "(or 'upper bound'); 'all' (iid, without-replacement, "
-                          "conditional-poisson, greedy, and independent when --draft-temperatures "
-                          "or a q of shape (n, V) gives one law per draft) or comma-separated names")
+                          "conditional-poisson, greedy, and independent with --draft-temperatures) "
+                          "or comma-separated names; a q of shape (n, V), one law per draft, is "
+                          "read by --sampling independent alone")
     cmp.add_argument("--draft-temperatures", type=_temperatures, metavar="T1,...,Tn",
                      help="with --sampling: independent drafts, draft i from q at temperature Ti "
                           "(q^(1/Ti) renormalised, which is softmax(z / Ti) for q = softmax(z)); "
