@@ -250,15 +250,16 @@ def min_norm_point(model) -> Estimate:
     An estimate, not a bound: the number of iterations is not known before the run. Each
     iteration sorts the gradient, computes the V prefix containments of the order
     (:func:`_prefix_pass`) and runs Wolfe's minor cycle on the corral of K vertices (products with
-    K rows of V tokens, a (K+1)-square solve). Measured (``benchmarks/bench_mnp_estimate.py``) on
-    llm-like and Dirichlet(0.5) pairs, V = 100 to 30,000, n = 2 to 8: independent drafts took 0.5
-    to 40 sqrt(V) iterations (mostly under 10 sqrt(V)); iid, successive-sampling and
-    conditional-Poisson drafts up to 180 sqrt(V) on llm-like pairs (successive sampling, n = 8,
-    V = 1000 reached the solver's cap of 10,000) and under 10 sqrt(V) on Dirichlet pairs; greedy
-    drafts under 1 sqrt(V) (but a generic containment per prefix, O(V^2) an iteration); corrals
-    held 4 to 2.5 sqrt(V) vertices (up to 23 sqrt(V) at that cap). The estimate takes 10 sqrt(V)
-    iterations for independent drafts, 2 sqrt(V) for greedy ones and 50 sqrt(V) for the others (at
-    most the cap) and 1.5 sqrt(V) vertices: a run can take ten times less or more. The memory is
+    K rows of V tokens, a (K+1)-square solve). Measured in CPU time by
+    ``benchmarks/bench_mnp_estimate.py`` (``benchmarks/results/mnp_estimate.json``: llm-like and
+    Dirichlet(0.5) pairs, V = 100 to 30,000, n = 2 to 8): independent drafts took 0.5 to 38 sqrt(V)
+    iterations; iid, successive-sampling and conditional-Poisson drafts 5 to 176 sqrt(V) on
+    llm-like pairs and 1 to 7 sqrt(V) on Dirichlet pairs; greedy drafts under 1 sqrt(V) (but a
+    generic containment per prefix, O(V^2) an iteration); corrals held 0.1 to 13 sqrt(V) vertices.
+    (Separately, successive sampling with n = 8 on the llm-like pair at V = 1000 ran into the
+    solver's cap of 10,000 iterations.) The estimate takes 10 sqrt(V) iterations for independent
+    drafts, 2 sqrt(V) for greedy ones and 50 sqrt(V) for the others (at most the cap) and 1.5
+    sqrt(V) vertices; the runs took 0.02 to 8.4 times the estimate (median 0.22). The memory is
     the two runs' (free and face) corral rows; each run also reserves (V + 2) x V arrays, which fail
     to allocate beyond the machine's memory (V = 100,000 asks for 75 GiB).
     """
