@@ -72,34 +72,86 @@ def subsets_exhaustive(p: np.ndarray, model: DraftModel) -> RouteOutput:
 
 def prefix_order(p: np.ndarray, q: np.ndarray) -> np.ndarray:
     """Tokens sorted by q/p decreasing, i.e. by p/q increasing: p = 0 < q first (p/q = 0), q = 0 < p
-    (p/q = inf) and p = q = 0 (NaN, which numpy sorts last) at the end, where they change nothing.
+    (p/q = inf) and p = q = 0 (NaN) at the end, where they change nothing. Equal ratios keep the
+    token order.
 
     The order inside a tie class is irrelevant: along it the gain Q - p is convex, so both ends of
-    the class are prefixes. numpy's default argsort (SIMD quicksort) is about twice a stable sort's
-    speed.
+    the class are prefixes.
 
     Masses below :data:`~mdtheory.polymatroid.TINY` count as zero here, as in the lexicographically
     optimal base, so that this order is the one that base is pooled along (the front door's
     certificate pools along it) and no ratio overflows or loses its bits to subnormal division. This
     can leave the best prefix short of the optimum by at most (n + 1) V TINY (below 1e-170); the
     value itself is always evaluated with the unrounded masses.
+
+    Notes
+    -----
+    One ``np.sort`` of packed 64-bit keys instead of an ``np.argsort``: a non-negative double's bits
+    read as an unsigned integer increase with it (NaN's above inf's), so each key is the ratio's bits
+    with its last b = bit_length(V - 1) bits replaced by the token's index; sorting them sorts the
+    ratios to 52 - b bits, and unpacking (:func:`_unpack_order`) re-sorts by the exact ratio the
+    rare runs of keys whose ratios agree in those bits. The result is the order of a stable sort of
+    the exact ratios; a sort moves a third less data than an argsort.
     """
-    return np.argsort(_ratio_keys(p, q))
+    shift = max(int(p.size - 1).bit_length(), 1)
+    keys = _packed_keys(p, q, shift)
+    keys.sort()
+    order = np.empty(p.size, dtype=np.int64)
+    _unpack_order(keys, shift, p, q, order)
+    return order
 
 
 @njit(cache=True)
-def _ratio_keys(p, q):
-    """p / q with masses below TINY read as zero, in one pass: 0 for p = 0 < q, inf for q = 0 < p,
-    NaN for p = q = 0 (what numpy's division gives, without dividing by zero)."""
+def _ratio(a, b):
+    """p / q with masses below TINY read as zero: 0 for p = 0 < q, inf for q = 0 < p, NaN for
+    p = q = 0 (what numpy's division gives, without dividing by zero)."""
+    a = a if a >= TINY else 0.0
+    b = b if b >= TINY else 0.0
+    if b > 0.0:
+        return a / b
+    return np.inf if a > 0.0 else np.nan
+
+
+@njit(cache=True)
+def _packed_keys(p, q, shift):
+    """The sort keys of :func:`prefix_order`: the bits of :func:`_ratio` with the last ``shift``
+    bits replaced by the token's index, as uint64."""
     out = np.empty(p.size)
+    keys = out.view(np.uint64)
+    low = np.uint64((1 << shift) - 1)
+    high = ~low
     for i in range(p.size):
-        a = p[i] if p[i] >= TINY else 0.0
-        b = q[i] if q[i] >= TINY else 0.0
-        if b > 0.0:
-            out[i] = a / b
-        else:
-            out[i] = np.inf if a > 0.0 else np.nan
-    return out
+        out[i] = _ratio(p[i], q[i])
+        keys[i] = (keys[i] & high) | np.uint64(i)
+    return keys
+
+
+@njit(cache=True)
+def _unpack_order(keys, shift, p, q, order):
+    """Write the tokens of the sorted packed ``keys`` to ``order``; each run of keys with equal
+    truncated ratios that is not in exact-ratio order is re-sorted by the exact ratio (stable, so
+    equal ratios stay in token order). A run costs O(m log m) for its m tokens."""
+    V = keys.size
+    low = np.uint64((1 << shift) - 1)
+    runs = 0
+    for k in range(V):
+        order[k] = np.int64(keys[k] & low)
+        runs += k > 0 and (keys[k] ^ keys[k - 1]) <= low  # same truncated ratio as the last key
+    if runs == 0:
+        return
+    k = 0
+    while k < V:  # bounded: k grows by the run length, at least 1
+        j = k + 1
+        while j < V and (keys[j] ^ keys[k]) <= low:
+            j += 1
+        if j - k > 1:
+            ratios = np.empty(j - k)
+            for i in range(j - k):
+                ratios[i] = _ratio(p[order[k + i]], q[order[k + i]])
+            if (ratios[1:] < ratios[:-1]).any():
+                run = order[k:j][np.argsort(ratios, kind="mergesort")]
+                order[k:j] = run
+        k = j
 
 
 @njit(cache=True)
@@ -129,28 +181,28 @@ def _ipow(x, n):
 @njit(cache=True)
 def _best_prefix(p, order, contained, q, n, tie_tol):
     """(best gain, length of the shortest prefix within ``tie_tol`` of it, 0 if the best is at most
-    ``tie_tol``), gain_k = contained[k] - p(first k + 1 tokens), the empty prefix gaining 0; two
-    passes with a running sum of p instead of storing the gains.
+    ``tie_tol``), gain_k = contained[k] - p(first k + 1 tokens), the empty prefix gaining 0: one pass
+    along the order storing the gains, then a pass over them.
 
     With an empty ``contained`` the containments are the iid ones, :math:`\\min(q(\\text{prefix}),
     1)^n`, computed along the way (the power by :func:`_ipow`). Both running sums are compensated
     (:func:`_add`), so a gain is off by about n eps, not V n eps (1e-10 at V = 128,000, n = 128 with
     plain sums)."""
     iid = contained.size == 0
+    gains = np.empty(order.size)
     best, s, sc, t, tc = 0.0, 0.0, 0.0, 0.0, 0.0
     for k in range(order.size):
-        s, sc = _add(s, sc, p[order[k]])
+        y = order[k]
+        s, sc = _add(s, sc, p[y])
         if iid:
-            t, tc = _add(t, tc, q[order[k]])
-        best = max(best, (_ipow(min(t + tc, 1.0), n) if iid else contained[k]) - (s + sc))
+            t, tc = _add(t, tc, q[y])
+        gain = (_ipow(min(t + tc, 1.0), n) if iid else contained[k]) - (s + sc)
+        gains[k] = gain
+        best = max(best, gain)
     if best <= tie_tol:
         return best, 0
-    s, sc, t, tc = 0.0, 0.0, 0.0, 0.0
     for k in range(order.size):
-        s, sc = _add(s, sc, p[order[k]])
-        if iid:
-            t, tc = _add(t, tc, q[order[k]])
-        if (_ipow(min(t + tc, 1.0), n) if iid else contained[k]) - (s + sc) >= best - tie_tol:
+        if gains[k] >= best - tie_tol:
             return best, k + 1
     return best, order.size  # not reached: the first pass found a prefix at best
 
