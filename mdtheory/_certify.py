@@ -61,7 +61,7 @@ from ._route import RouteOutput
 from .drafts import DraftModel
 from .errors import InvalidInputError, SolverError
 from .independent import check_mixture
-from .polymatroid import TINY, _lex_blocks, _not_flatter, lex_optimal_base_iid
+from .polymatroid import TINY, _lex_blocks, _not_flatter, _two_sum, lex_optimal_base_iid
 from .subsets import _add, _ipow
 
 __all__ = ["certify", "check_plan", "check_flow", "check_base_iid", "cut_value", "cut_masses",
@@ -275,41 +275,46 @@ def _iid_points(order, p, q, n):
 @njit(cache=True)
 def _runs(ps, contained):
     """The path of :func:`~mdtheory.polymatroid._lex_blocks` along ``order[::-1]``, increments
-    (p, rise of g), cut into maximal runs over which the slope rise/p does not increase
-    (:func:`~mdtheory.polymatroid._not_flatter` between neighbours; an empty token, p = rise = 0,
-    joins the run it meets and is passed over in the comparison), with masses p below TINY set
-    to zero in ``ps`` (in place). Returns (first token of each run plus the end, run sums of p, of
-    the rises), the sums compensated.
+    (p, rise of g), cut into maximal runs over which the slope rise/p does not increase, with masses
+    p below TINY set to zero in ``ps`` (in place). Returns (first token of each run plus the end, run
+    sums of p, of the rises), the sums compensated.
 
     Pooling the runs gives the blocks of pooling the tokens: where a token's slope is at least the
     next one's, the two lie in one block of the greatest convex minorant (at a break point the path
     comes in no steeper than the minorant's slope on the left and leaves no flatter than its larger
-    slope on the right). The runs are a few times fewer than the tokens.
+    slope on the right). The runs are a few times fewer than the tokens. The comparison is
+    :func:`~mdtheory.polymatroid._not_flatter`'s (p = 0 < rise is slope infinity; an empty token,
+    p = rise = 0, joins the run it meets and is passed over), cross-multiplied where neither product
+    is below 2^-900 (no division; with p >= TINY and rises <= 1 nothing overflows). Written without
+    branches on the data (the runs break at random): each token rewrites its run's sums and end.
     """
     V = ps.size
     start, rp, rg = np.empty(V + 1, np.int64), np.empty(V), np.empty(V)
+    start[0] = 0
     m = 0
     s, sc, t, tc = 0.0, 0.0, 0.0, 0.0
-    last_p, last_g = 0.0, 0.0  # the run's last token that is not empty (p = rise = 0)
+    last_p, last_g, cover = 0.0, 0.0, 0.0  # the run's last token that is not empty; g before k
     for k in range(V):
-        if ps[k] < TINY:
-            ps[k] = 0.0
-        rise = _cover(contained, k + 1) - _cover(contained, k)
-        empty = ps[k] == 0.0 and rise == 0.0  # no slope: it joins the run it meets
-        if k == 0 or not (empty or (last_p == 0.0 and last_g == 0.0)
-                          or _not_flatter(last_g, last_p, rise, ps[k])):
-            if k > 0:
-                rp[m - 1], rg[m - 1] = s + sc, t + tc
-            start[m] = k
-            m += 1
-            s, sc, t, tc = 0.0, 0.0, 0.0, 0.0
-        s, sc = _add(s, sc, ps[k])
-        t, tc = _add(t, tc, rise)
-        if not empty:
-            last_p, last_g = ps[k], rise
-    if V > 0:
-        rp[m - 1], rg[m - 1] = s + sc, t + tc
-    start[m] = V
+        x = ps[k] if ps[k] >= TINY else 0.0
+        ps[k] = x
+        rise = _cover(contained, k + 1) - cover
+        cover = _cover(contained, k + 1)
+        empty = (x == 0.0) & (rise == 0.0)
+        left, right = last_g * x, rise * last_p
+        if min(left, right) < 2.0 ** -900:  # rare: products this small may have lost bits
+            steeper = not _not_flatter(last_g, last_p, rise, x)
+        else:
+            steeper = left < right
+        joins = empty or last_p == 0.0 or (x != 0.0 and not steeper)
+        m += 1 if k == 0 or not joins else 0
+        keep = 1.0 if joins else 0.0
+        s, sc, t, tc = s * keep, sc * keep, t * keep, tc * keep
+        s, e = _two_sum(s, x)
+        sc += e
+        t, e = _two_sum(t, rise)
+        tc += e
+        rp[m - 1], rg[m - 1], start[m] = s + sc, t + tc, k + 1
+        last_p, last_g = (last_p, last_g) if empty else (x, rise)
     return start[: m + 1], rp[:m], rg[:m]
 
 
