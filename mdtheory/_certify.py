@@ -321,8 +321,9 @@ def _runs(ps, contained):
 @njit(cache=True)
 def _base_scan(ps, qs, contained, order, bounds, dP, dG, mu_in, ratio_tol, mu_out):
     """One pass along ``order[::-1]``: the base (``mu_in`` in token order if given, else each pooled
-    block's rise dG shared by p as dG * (p / dP), which cannot overflow, or by q where dP = 0), written
-    to ``mu_out`` in token order, and its check.
+    block's rise dG shared by p as (dG / dP) * p, one division per block, which cannot overflow as
+    dP >= TINY; or where dP = 0 by q as dG * (q / dQ), dQ possibly subnormal), written to ``mu_out`` in
+    token order, and its check.
 
     Returns (sum of min(p, mu), eta, min mu, sum mu); eta is the bound of
     :func:`check_base_iid`: per run, the most the capped mu~ exceeds g's rise since the run's start,
@@ -334,7 +335,7 @@ def _base_scan(ps, qs, contained, order, bounds, dP, dG, mu_in, ratio_tol, mu_ou
     d = 0.0  # M - G of the tokens scanned so far
     start, top, m_run = d, d, 0.0  # D and M at the run's start; the run's largest D~
     mt, w, rmin = 0.0, 0.0, np.inf  # the run's sums of mu~ and of mu - mu~; its least mu/q
-    j, share = -1, 0.0
+    j, share, slope = -1, 0.0, 0.0
     for k in range(V):
         y = order[V - 1 - k]
         if mu_in.size:
@@ -343,12 +344,15 @@ def _base_scan(ps, qs, contained, order, bounds, dP, dG, mu_in, ratio_tol, mu_ou
             if k == bounds[j + 1]:  # a new pooled block
                 j += 1
                 share = dP[j]
+                slope = dG[j] / share if share > 0 else 0.0
                 if share <= 0:  # p = 0 < q on the block: share by q
                     share = 0.0
                     for i in range(bounds[j], bounds[j + 1]):
                         share += qs[i]
-            weight = ps[k] if dP[j] > 0 else qs[k]
-            mu = dG[j] * (weight / share) if share > 0 else 0.0
+            if dP[j] > 0:
+                mu = slope * ps[k]
+            else:
+                mu = dG[j] * (qs[k] / share) if share > 0 else 0.0
         qy = qs[k]
         if qy > 0 or mu > 0:
             r = mu / qy if qy > 0 else np.inf
