@@ -27,6 +27,12 @@ __all__ = ["subsets_exhaustive", "prefix_scan", "prefix_order", "PREFIX_SAMPLING
 
 #: Sets whose p(T) - Q(T) is within this of the minimum count as minimisers.
 TIE_TOL = 1e-12
+#: :func:`prefix_order` sorts its keys by radix from this many tokens on (``np.sort`` below, where
+#: the radix sort's fixed cost of 2^RADIX_BITS buckets per digit would not pay; above the
+#: interpreted-kernel budget of :mod:`mdtheory._jit`, so the radix sort always runs compiled).
+RADIX_MIN_V = 16_384
+#: Bits per digit of the radix sort: 2048 buckets, whose counts stay in the L2 cache.
+RADIX_BITS = 11
 # MAX_SUBSET_V, MAX_SUBSET_V_SLOW, PREFIX_SAMPLINGS and PREFIX_PROVED are declared by the draft
 # models (mdtheory.drafts: enumeration_limit, prefix_property) and re-exported here.
 
@@ -91,11 +97,16 @@ def prefix_order(p: np.ndarray, q: np.ndarray) -> np.ndarray:
     with its last b = bit_length(V - 1) bits replaced by the token's index; sorting them sorts the
     ratios to 52 - b bits, and unpacking (:func:`_unpack_order`) re-sorts by the exact ratio the
     rare runs of keys whose ratios agree in those bits. The result is the order of a stable sort of
-    the exact ratios; a sort moves a third less data than an argsort.
+    the exact ratios. From :data:`RADIX_MIN_V` tokens on, the keys are sorted by
+    :func:`_radix_sort` (linear time; at V = 128,000 about a fifth of ``np.sort``), below by
+    ``np.sort``: the same order.
     """
     shift = max(int(p.size - 1).bit_length(), 1)
     keys = _packed_keys(p, q, shift)
-    keys.sort()
+    if p.size >= RADIX_MIN_V:
+        _radix_sort(keys, shift)
+    else:
+        keys.sort()
     order = np.empty(p.size, dtype=np.int64)
     _unpack_order(keys, shift, p, q, order)
     return order
@@ -124,6 +135,42 @@ def _packed_keys(p, q, shift):
         out[i] = _ratio(p[i], q[i])
         keys[i] = (keys[i] & high) | np.uint64(i)
     return keys
+
+
+@njit(cache=True)
+def _radix_sort(keys, shift):
+    """Sort uint64 ``keys`` in place by their bits from ``shift`` up, stably: a least-significant-
+    digit radix sort, digits of :data:`RADIX_BITS` bits, all digit counts in one first pass, and a
+    digit that all keys share skipped. On the keys of :func:`_packed_keys` (the bits below
+    ``shift`` hold the token index, increasing in the input) this is the same as sorting them whole.
+    At most ceil((64 - shift) / RADIX_BITS) + 1 passes over the keys, whatever their values."""
+    V = keys.size
+    digits = (64 - shift + RADIX_BITS - 1) // RADIX_BITS
+    buckets = 1 << RADIX_BITS
+    mask = np.uint64(buckets - 1)
+    counts = np.zeros((digits, buckets), np.int64)
+    for i in range(V):
+        for d in range(digits):
+            counts[d, (keys[i] >> np.uint64(shift + d * RADIX_BITS)) & mask] += 1
+    src, dst = keys, np.empty_like(keys)
+    swapped = False
+    start = np.empty(buckets, np.int64)
+    for d in range(digits):
+        if counts[d].max() == V:  # one bucket holds every key: the pass would change nothing
+            continue
+        total = 0
+        for b in range(buckets):
+            start[b] = total
+            total += counts[d, b]
+        at = np.uint64(shift + d * RADIX_BITS)
+        for i in range(V):
+            b = (src[i] >> at) & mask
+            dst[start[b]] = src[i]
+            start[b] += 1
+        src, dst = dst, src
+        swapped = not swapped
+    if swapped:
+        keys[:] = src
 
 
 @njit(cache=True)

@@ -131,6 +131,29 @@ def _softmax_pair(V: int, seed: int):
     return p / p.sum(), q / q.sum()
 
 
+@pytest.mark.parametrize("mode", ["python", "numba"])
+def test_radix_sort_is_np_sort_on_packed_keys(mode, monkeypatch):
+    """The radix sort of the packed keys (large V) gives np.sort's result: keys of real ratios,
+    keys sharing digits or whole ratios, and keys whose top digit is common (a skipped pass)."""
+    monkeypatch.setattr(_jit, "FORCE", mode)
+    rng = np.random.default_rng(5)
+    V = 3000 if mode == "python" else 40_000
+    shift = int(V - 1).bit_length()
+    p, q = _softmax_pair(V, 1)
+    ratio_keys = subsets._packed_keys(p, q, shift)
+    low = np.arange(V, dtype=np.uint64)
+    shared = (rng.integers(0, 4, V).astype(np.uint64) << np.uint64(40)) | \
+        (np.uint64(0x3FF) << np.uint64(52)) | low  # few distinct ratios, one top digit
+    spread = (rng.integers(0, 2**46, V).astype(np.uint64) << np.uint64(shift)) | low
+    for keys in (ratio_keys, shared, spread):
+        expect = np.sort(keys)
+        subsets._radix_sort(keys, shift)
+        np.testing.assert_array_equal(keys, expect)
+    if mode == "numba":  # prefix_order takes the radix path at this size
+        assert V >= subsets.RADIX_MIN_V
+        np.testing.assert_array_equal(subsets.prefix_order(p, q), _stable_ratio_order(p, q))
+
+
 @pytest.mark.parametrize("seed", range(6))
 def test_pooling_runs_gives_the_token_pooling(seed):
     """The base certificate pools runs of non-increasing slope: the same blocks, and block sums
