@@ -6,7 +6,8 @@ Hu et al. 2025 (dual of the OTLP, Theorem 1). Two routes:
 * :func:`prefix_scan` — only the V + 1 prefixes of the tokens sorted by q/p decreasing (tokens with
   p = 0 < q first). For iid drafts an optimal T is such a prefix: exchanging a token into T in
   decreasing q/p order can only help because :math:`t \\mapsto t^n` is convex (Hu et al.
-  2025, Global Resolution Lemma on H*). One sort and one cumulative sum: O(V log V).
+  2025, Global Resolution Lemma on H*). One sort and one cumulative sum: O(V log V), and O(V)
+  from :data:`RADIX_MIN_V` tokens on, where the sort is a radix sort.
 """
 
 from __future__ import annotations
@@ -92,12 +93,12 @@ def prefix_order(p: np.ndarray, q: np.ndarray) -> np.ndarray:
 
     Notes
     -----
-    One ``np.sort`` of packed 64-bit keys instead of an ``np.argsort``: a non-negative double's bits
-    read as an unsigned integer increase with it (NaN's above inf's), so each key is the ratio's bits
-    with its last b = bit_length(V - 1) bits replaced by the token's index; sorting them sorts the
-    ratios to 52 - b bits, and unpacking (:func:`_unpack_order`) re-sorts by the exact ratio the
-    rare runs of keys whose ratios agree in those bits. The result is the order of a stable sort of
-    the exact ratios. From :data:`RADIX_MIN_V` tokens on, the keys are sorted by
+    One sort of packed 64-bit keys instead of an ``np.argsort``: a non-negative double's bits read
+    as an unsigned integer increase with it (NaN's bits lie above infinity's), so each key is the
+    ratio's bits with its last b = bit_length(V - 1) bits replaced by the token's index; sorting them
+    sorts the ratios to 52 - b bits, and unpacking (:func:`_unpack_order`) re-sorts by the exact
+    ratio the rare runs of keys whose ratios agree in those bits. The result is the order of a
+    stable sort of the exact ratios. From :data:`RADIX_MIN_V` tokens on, the keys are sorted by
     :func:`_radix_sort` (linear time; at V = 128,000 about a fifth of ``np.sort``), below by
     ``np.sort``: the same order.
     """
@@ -283,8 +284,9 @@ def prefix_scan(p: np.ndarray, model: DraftModel) -> RouteOutput:
 
     Notes
     -----
-    iid: one argsort and two compiled passes, O(V log V). Without replacement and conditional
-    Poisson: one argsort and one pass carrying the containment along the prefixes
+    iid: one sort of packed keys (:func:`prefix_order`) and one compiled pass, O(V log V) (O(V) with
+    the radix sort). Without replacement and conditional Poisson: the same sort and one pass
+    carrying the containment along the prefixes
     (:mod:`mdtheory.containment`), O(V n K) with K quadrature nodes, and O(V n) respectively.
 
     Conditional Poisson (proof). :math:`Q(T \\cup i) - Q(T) = q_i e_{n-1}(q|_T) / e_n(q)`. At an
