@@ -469,14 +469,15 @@ def check_base_iid(p: np.ndarray, model: DraftModel, order: np.ndarray, mu: np.n
 
     Notes
     -----
-    O(V) beyond the route: one compiled pass for p and g along the order, the pooling pass of
-    :func:`~mdtheory.polymatroid._lex_blocks` and one compiled scan. p, q and g are computed here
-    from the inputs (g by the iid formula the proof rests on, fused into the first pass: recomputing
-    it through the model's vectorised containment cost more than the rest of the certificate), never
-    taken from the route, which contributes only the order (any permutation is sound). Floating
-    point: μ(Ω) is summed with compensation; the sums of min(p, μ) and of :math:`\\tilde\\mu` are
-    plain, each off by at most V u (u = 2^-53; 1.4e-11 at V = 128,000), which :data:`FEAS_TOL` and
-    :data:`CERT_TOL` absorb.
+    O(V) beyond the route: one compiled pass for p, q and g along the order, one that cuts it into
+    runs of non-increasing slope (:func:`_runs`; pooling runs gives the blocks of pooling tokens),
+    the pooling of the runs by :func:`~mdtheory.polymatroid._lex_blocks` and one compiled scan. p,
+    q and g are computed here from the inputs (g by the iid formula the proof rests on, fused into
+    the first pass: recomputing it through the model's vectorised containment cost more than the
+    rest of the certificate), never taken from the route, which contributes only the order (any
+    permutation is sound). Floating point: μ(Ω) is summed with compensation; the sums of min(p, μ)
+    and of :math:`\\tilde\\mu` are plain, each off by at most V u (u = 2^-53; 1.4e-11 at
+    V = 128,000), which :data:`FEAS_TOL` and :data:`CERT_TOL` absorb.
     """
     accepted, excess, mu_min, total, mu = _base_bounds(p, model, order, mu, who)
     if not math.isfinite(total):
