@@ -285,8 +285,9 @@ def _runs(ps, contained):
     slope on the right). The runs are a few times fewer than the tokens. The comparison is
     :func:`~mdtheory.polymatroid._not_flatter`'s (p = 0 < rise is slope infinity; an empty token,
     p = rise = 0, joins the run it meets and is passed over), cross-multiplied where neither product
-    is below 2^-900 (no division; with p >= TINY and rises <= 1 nothing overflows). Written without
-    branches on the data (the runs break at random): each token rewrites its run's sums and end.
+    is below 2^-900 (no division; with p >= TINY and rises <= 1 nothing overflows). The breaks fall
+    at random, so they are computed rather than branched on: each token rewrites its run's sums and
+    end.
     """
     V = ps.size
     start, rp, rg = np.empty(V + 1, np.int64), np.empty(V), np.empty(V)
