@@ -61,7 +61,7 @@ from ._route import RouteOutput
 from .drafts import DraftModel
 from .errors import InvalidInputError, SolverError
 from .independent import check_mixture
-from .polymatroid import TINY, _lex_blocks, lex_optimal_base_iid
+from .polymatroid import TINY, _lex_blocks, _not_flatter, _two_sum, lex_optimal_base_iid
 from .subsets import _add, _ipow
 
 __all__ = ["certify", "check_plan", "check_flow", "check_base_iid", "cut_value", "cut_masses",
@@ -252,39 +252,79 @@ def _cover(contained, k):
 
 @njit(cache=True)
 def _iid_points(order, p, q, n):
-    """p along ``order[::-1]``, and the iid containments of the prefixes of ``order``,
+    """p and q along ``order[::-1]``, and the iid containments of the prefixes of ``order``,
     :math:`Q = \\min(q(\\text{prefix}), 1)^n` (as :meth:`~mdtheory.drafts.IID.prefix_containment`,
     fused into this pass: q is read once and the integer power is a few multiplications); empty
     arrays if ``order`` is no permutation of 0..V-1."""
     V = p.size
     seen = np.zeros(V, np.bool_)
-    ps, contained = np.empty(V), np.empty(V)
+    ps, qs, contained = np.empty(V), np.empty(V), np.empty(V)
     s, c = 0.0, 0.0
     for k in range(V):
         y = order[k]
         if y < 0 or y >= V or seen[y]:
-            return np.empty(0), np.empty(0)
+            return np.empty(0), np.empty(0), np.empty(0)
         seen[y] = True
         ps[V - 1 - k] = p[y]
+        qs[V - 1 - k] = q[y]
         s, c = _add(s, c, q[y])  # compensated, as the route's scan
         contained[k] = _ipow(min(s + c, 1.0), n)
-    return ps, contained
+    return ps, qs, contained
 
 
 @njit(cache=True)
-def _rises(contained):
-    """g(first k + 1) - g(first k) along the reversed order, k = 0..V-1."""
-    dg = np.empty(contained.size)
-    for k in range(contained.size):
-        dg[k] = _cover(contained, k + 1) - _cover(contained, k)
-    return dg
+def _runs(ps, contained):
+    """The path of :func:`~mdtheory.polymatroid._lex_blocks` along ``order[::-1]``, increments
+    (p, rise of g), cut into maximal runs over which the slope rise/p does not increase, with masses
+    p below TINY set to zero in ``ps`` (in place). Returns (first token of each run plus the end, run
+    sums of p, of the rises), the sums compensated.
+
+    Pooling the runs gives the blocks of pooling the tokens: where a token's slope is at least the
+    next one's, the two lie in one block of the greatest convex minorant (at a break point the path
+    comes in no steeper than the minorant's slope on the left and leaves no flatter than its larger
+    slope on the right). The runs are a few times fewer than the tokens. The comparison is
+    :func:`~mdtheory.polymatroid._not_flatter`'s (p = 0 < rise is slope infinity; an empty token,
+    p = rise = 0, joins the run it meets and is passed over), cross-multiplied where neither product
+    is below 2^-900 (no division; with p >= TINY and rises <= 1 nothing overflows). The breaks fall
+    at random, so they are computed rather than branched on: each token rewrites its run's sums and
+    end.
+    """
+    V = ps.size
+    start, rp, rg = np.empty(V + 1, np.int64), np.empty(V), np.empty(V)
+    start[0] = 0
+    m = 0
+    s, sc, t, tc = 0.0, 0.0, 0.0, 0.0
+    last_p, last_g, cover = 0.0, 0.0, 0.0  # the run's last token that is not empty; g before k
+    for k in range(V):
+        x = ps[k] if ps[k] >= TINY else 0.0
+        ps[k] = x
+        rise = _cover(contained, k + 1) - cover
+        cover = _cover(contained, k + 1)
+        empty = (x == 0.0) & (rise == 0.0)
+        left, right = last_g * x, rise * last_p
+        if min(left, right) < 2.0 ** -900:  # rare: products this small may have lost bits
+            steeper = not _not_flatter(last_g, last_p, rise, x)
+        else:
+            steeper = left < right
+        joins = empty or last_p == 0.0 or (x != 0.0 and not steeper)
+        m += 1 if k == 0 or not joins else 0
+        keep = 1.0 if joins else 0.0
+        s, sc, t, tc = s * keep, sc * keep, t * keep, tc * keep
+        s, e = _two_sum(s, x)
+        sc += e
+        t, e = _two_sum(t, rise)
+        tc += e
+        rp[m - 1], rg[m - 1], start[m] = s + sc, t + tc, k + 1
+        last_p, last_g = (last_p, last_g) if empty else (x, rise)
+    return start[: m + 1], rp[:m], rg[:m]
 
 
 @njit(cache=True)
-def _base_scan(ps, q, contained, order, bounds, dP, dG, mu_in, ratio_tol, mu_out):
+def _base_scan(ps, qs, contained, order, bounds, dP, dG, mu_in, ratio_tol, mu_out):
     """One pass along ``order[::-1]``: the base (``mu_in`` in token order if given, else each pooled
-    block's rise dG shared by p as dG * (p / dP), which cannot overflow, or by q where dP = 0), written
-    to ``mu_out`` in token order, and its check.
+    block's rise dG shared by p as (dG / dP) * p, one division per block, which cannot overflow as
+    dP >= TINY; or where dP = 0 by q as dG * (q / dQ), dQ possibly subnormal), written to ``mu_out`` in
+    token order, and its check.
 
     Returns (sum of min(p, mu), eta, min mu, sum mu); eta is the bound of
     :func:`check_base_iid`: per run, the most the capped mu~ exceeds g's rise since the run's start,
@@ -296,7 +336,7 @@ def _base_scan(ps, q, contained, order, bounds, dP, dG, mu_in, ratio_tol, mu_out
     d = 0.0  # M - G of the tokens scanned so far
     start, top, m_run = d, d, 0.0  # D and M at the run's start; the run's largest D~
     mt, w, rmin = 0.0, 0.0, np.inf  # the run's sums of mu~ and of mu - mu~; its least mu/q
-    j, share = -1, 0.0
+    j, share, slope = -1, 0.0, 0.0
     for k in range(V):
         y = order[V - 1 - k]
         if mu_in.size:
@@ -305,13 +345,16 @@ def _base_scan(ps, q, contained, order, bounds, dP, dG, mu_in, ratio_tol, mu_out
             if k == bounds[j + 1]:  # a new pooled block
                 j += 1
                 share = dP[j]
+                slope = dG[j] / share if share > 0 else 0.0
                 if share <= 0:  # p = 0 < q on the block: share by q
                     share = 0.0
                     for i in range(bounds[j], bounds[j + 1]):
-                        share += q[order[V - 1 - i]]
-            weight = ps[k] if dP[j] > 0 else q[y]
-            mu = dG[j] * (weight / share) if share > 0 else 0.0
-        qy = q[y]
+                        share += qs[i]
+            if dP[j] > 0:
+                mu = slope * ps[k]
+            else:
+                mu = dG[j] * (qs[k] / share) if share > 0 else 0.0
+        qy = qs[k]
         if qy > 0 or mu > 0:
             r = mu / qy if qy > 0 else np.inf
             # a new run where mu/q rises past the run's least; and at a ratio that overflowed
@@ -344,14 +387,15 @@ def _base_bounds(p: np.ndarray, model: DraftModel, order, mu, who: str):
     order = np.asarray(order)
     if order.shape != p.shape or not np.issubdtype(order.dtype, np.integer):
         raise SolverError(f"{who}: the route's order is not a permutation of the {p.size} tokens")
-    ps, contained = _iid_points(order, p, model.q, model.n)  # from p and q, not from the route
+    ps, qs, contained = _iid_points(order, p, model.q, model.n)  # from p and q, not the route
     if ps.size != p.size:
         raise SolverError(f"{who}: the route's order is not a permutation of the {p.size} tokens")
     if mu is None:  # pool along the order: the lower convex hull of (p, g) of its prefixes
         # p below TINY counts as zero, as in lex_optimal_base_iid (the pooling's slopes stay finite);
         # this only lowers the proven bound sum(min(p, mu)), by at most V * TINY
-        ps = np.where(ps >= TINY, ps, 0.0)
-        bounds, dP, dG = _lex_blocks(ps, _rises(contained))
+        starts, run_p, run_g = _runs(ps, contained)
+        bounds, dP, dG = _lex_blocks(run_p, run_g)
+        bounds = starts[bounds]
         mu_in = np.zeros(0)
     else:
         bounds, dP, dG = np.zeros(1, np.int64), np.zeros(0), np.zeros(0)
@@ -359,7 +403,7 @@ def _base_bounds(p: np.ndarray, model: DraftModel, order, mu, who: str):
         if mu_in.shape != p.shape:
             raise SolverError(f"{who}: the base has shape {mu_in.shape}, expected {p.shape}")
     mu = np.empty(p.size)
-    accepted, excess, mu_min, total = _base_scan(ps, model.q, contained, order, bounds, dP, dG,
+    accepted, excess, mu_min, total = _base_scan(ps, qs, contained, order, bounds, dP, dG,
                                                  mu_in, RATIO_TOL, mu)
     return accepted, excess, mu_min, total, mu
 
@@ -426,14 +470,15 @@ def check_base_iid(p: np.ndarray, model: DraftModel, order: np.ndarray, mu: np.n
 
     Notes
     -----
-    O(V) beyond the route: one compiled pass for p and g along the order, the pooling pass of
-    :func:`~mdtheory.polymatroid._lex_blocks` and one compiled scan. p, q and g are computed here
-    from the inputs (g by the iid formula the proof rests on, fused into the first pass: recomputing
-    it through the model's vectorised containment cost more than the rest of the certificate), never
-    taken from the route, which contributes only the order (any permutation is sound). Floating
-    point: μ(Ω) is summed with compensation; the sums of min(p, μ) and of :math:`\\tilde\\mu` are
-    plain, each off by at most V u (u = 2^-53; 1.4e-11 at V = 128,000), which :data:`FEAS_TOL` and
-    :data:`CERT_TOL` absorb.
+    O(V) beyond the route: one compiled pass for p, q and g along the order, one that cuts it into
+    runs of non-increasing slope (:func:`_runs`; pooling runs gives the blocks of pooling tokens),
+    the pooling of the runs by :func:`~mdtheory.polymatroid._lex_blocks` and one compiled scan. p,
+    q and g are computed here from the inputs (g by the iid formula the proof rests on, fused into
+    the first pass: recomputing it through the model's vectorised containment cost more than the
+    rest of the certificate), never taken from the route, which contributes only the order (any
+    permutation is sound). Floating point: μ(Ω) is summed with compensation; the sums of min(p, μ)
+    and of :math:`\\tilde\\mu` are plain, each off by at most V u (u = 2^-53; 1.4e-11 at
+    V = 128,000), which :data:`FEAS_TOL` and :data:`CERT_TOL` absorb.
     """
     accepted, excess, mu_min, total, mu = _base_bounds(p, model, order, mu, who)
     if not math.isfinite(total):

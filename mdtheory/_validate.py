@@ -104,16 +104,10 @@ def as_distribution(x, name: str, *, normalize: bool = False, ndim: int = 1) -> 
         raise InvalidDistributionError(
             f"{name} is empty" + (f" (shape {arr.shape})" if arr.ndim > 1 else "")
         )
-    arr = arr.astype(np.float64)
-    bad = ~np.isfinite(arr)
-    if bad.any():
-        idx = tuple(int(i) for i in np.argwhere(bad)[0])
-        raise InvalidDistributionError(f"{name}{_fmt_index(idx)} = {arr[idx]} is not finite")
-    neg = arr < 0
-    if neg.any():
-        idx = tuple(int(i) for i in np.argwhere(neg)[0])
-        raise InvalidDistributionError(f"{name}{_fmt_index(idx)} = {arr[idx]:g} is negative")
+    arr = np.asarray(arr, dtype=np.float64)  # no copy when it is float64 already
     sums = arr.sum(axis=-1, keepdims=True)
+    if not arr.min() >= 0.0 or not np.isfinite(sums).all():  # two passes, no temporaries
+        _refuse_entry(arr, name)  # NaN fails the first test, inf the second
     for idx in np.ndindex(sums.shape[:-1]):
         s = float(sums[idx][0])
         label = f"{name}{_fmt_index(idx)}" if idx else name
@@ -125,6 +119,19 @@ def as_distribution(x, name: str, *, normalize: bool = False, ndim: int = 1) -> 
                 "input); rescale it with normalize=True (command line: --normalize)"
             )
     return arr / sums
+
+
+def _refuse_entry(arr: np.ndarray, name: str) -> None:
+    """Raise for the first non-finite or negative entry of ``arr``, if any (the caller found the
+    minimum negative or NaN, or the sum not finite; a sum that overflowed is left to the sum rule)."""
+    bad = ~np.isfinite(arr)
+    if bad.any():
+        idx = tuple(int(i) for i in np.argwhere(bad)[0])
+        raise InvalidDistributionError(f"{name}{_fmt_index(idx)} = {arr[idx]} is not finite")
+    neg = arr < 0
+    if neg.any():
+        idx = tuple(int(i) for i in np.argwhere(neg)[0])
+        raise InvalidDistributionError(f"{name}{_fmt_index(idx)} = {arr[idx]:g} is negative")
 
 
 def as_drafts(n) -> int:

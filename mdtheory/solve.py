@@ -139,7 +139,7 @@ def optimal_acceptance(p: ArrayLike, q: ArrayLike | DraftModel, n: int | None = 
     method : str
         ``"auto"`` (default): ``"prefix"`` for iid and without-replacement drafts, else
         ``"subsets"`` up to V = 16, else ``"mnp"`` for independent drafts and ``"dual"`` for the
-        others. ``"prefix"``: sorted-prefix scan, O(V log V).
+        others. ``"prefix"``: sorted-prefix scan, O(V log V) (a linear radix sort for large V).
         ``"subsets"``: all 2^V sets. ``"otlp"``: the OTLP over draft sets (HiGHS), with the optimal
         plan. ``"otlp-literal"``: the OTLP over ordered tuples, V^n x V variables. ``"dual"``: the
         min-cut LP (HiGHS simplex), 0/1 by total unimodularity. ``"maxflow"``: networkx

@@ -375,7 +375,8 @@ SUBNORMAL = [  # issue 10, items 1 and 2, and the extremes of the property tests
 
 @pytest.mark.parametrize("p,q,n", SUBNORMAL)
 def test_subnormal_masses_are_proven(p, q, n):
-    """The default base shares each block's rise as rise * (p / block p), which cannot overflow."""
+    """The default base shares each block's rise as (rise / block p) * p, block p >= TINY, or on a
+    vertical block as rise * (q / block q): neither overflows."""
     p, q = np.array(p) / np.sum(p), np.array(q) / np.sum(q)
     res = md.optimal_acceptance(p, q, n)
     assert res.certificate == "base" and abs(res.certificate_gap) <= _certify.CERT_TOL

@@ -84,6 +84,95 @@ def test_interpreted_work_is_bounded_then_numba_runs():
     assert out.stdout.split() == ["(False,", "True)", "True", "True", "True"]
 
 
+# ----------------------------------------------------------------------------- sorted prefixes
+def _near_ties(seed: int):
+    """Ratios p/q that agree in their leading bits (one packed sort key) but differ in the last
+    ones, laid out against the token order; exact ties; p = 0, q = 0 and p = q = 0 tokens; masses
+    below TINY."""
+    rng = np.random.default_rng(seed)
+    q = rng.dirichlet(np.ones(60))
+    ratio = np.repeat(rng.uniform(0.5, 2.0, 6), 10)
+    ratio *= 1.0 + rng.integers(-40, 40, ratio.size) * np.finfo(float).eps  # last bits only
+    p = ratio * q
+    p[:3], q[3:6], p[6:8], q[6:8] = 0.0, 0.0, 0.0, 0.0
+    p[8], q[9] = 1e-200, 1e-190  # below TINY: read as zero by the order
+    p[10:14] = 2.0 * q[10:14]  # exact ties
+    return p / p.sum(), q / q.sum()
+
+
+def _stable_ratio_order(p, q):
+    """The order :func:`mdtheory.subsets.prefix_order` promises, by a stable sort of p/q (masses
+    below TINY read as zero; p = 0 < q first, q = 0 < p then p = q = 0 last)."""
+    from mdtheory.polymatroid import TINY
+
+    a, b = np.where(p >= TINY, p, 0.0), np.where(q >= TINY, q, 0.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        key = np.where(b > 0, a / np.where(b > 0, b, 1.0), np.where(a > 0, np.inf, np.nan))
+    return np.argsort(key, kind="stable")
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("mode", ["python", "numba"])
+def test_packed_key_sort_is_the_exact_ratio_order(seed, mode, monkeypatch):
+    """Sorting ratio bits with the token index in the low bits, then re-sorting the runs whose
+    truncated ratios tie, gives exactly a stable sort of the ratios."""
+    monkeypatch.setattr(_jit, "FORCE", mode)
+    p, q = _near_ties(seed)
+    shift = max(int(p.size - 1).bit_length(), 1)
+    keys = np.sort(subsets._packed_keys(p, q, shift))
+    assert (np.diff(keys >> np.uint64(shift)) == 0).sum() >= 10  # the fix-up has work to do
+    np.testing.assert_array_equal(subsets.prefix_order(p, q), _stable_ratio_order(p, q))
+
+
+def _softmax_pair(V: int, seed: int):
+    rng = np.random.default_rng(seed)
+    logits = -1.1 * np.log(np.arange(1, V + 1)) + 0.5 * rng.standard_normal(V)
+    p, q = np.exp(logits), np.exp((logits + 0.8 * rng.standard_normal(V)) / 1.3)
+    return p / p.sum(), q / q.sum()
+
+
+@pytest.mark.parametrize("mode", ["python", "numba"])
+def test_radix_sort_is_np_sort_on_packed_keys(mode, monkeypatch):
+    """The radix sort of the packed keys (large V) gives np.sort's result: keys of real ratios,
+    keys sharing digits or whole ratios, and keys whose top digit is common (a skipped pass)."""
+    monkeypatch.setattr(_jit, "FORCE", mode)
+    rng = np.random.default_rng(5)
+    V = 3000 if mode == "python" else 40_000
+    shift = int(V - 1).bit_length()
+    p, q = _softmax_pair(V, 1)
+    ratio_keys = subsets._packed_keys(p, q, shift)
+    low = np.arange(V, dtype=np.uint64)
+    shared = (rng.integers(0, 4, V).astype(np.uint64) << np.uint64(40)) | \
+        (np.uint64(0x3FF) << np.uint64(52)) | low  # few distinct ratios, one top digit
+    spread = (rng.integers(0, 2**46, V).astype(np.uint64) << np.uint64(shift)) | low
+    for keys in (ratio_keys, shared, spread):
+        expect = np.sort(keys)
+        subsets._radix_sort(keys, shift)
+        np.testing.assert_array_equal(keys, expect)
+    if mode == "numba":  # prefix_order takes the radix path at this size
+        assert V >= subsets.RADIX_MIN_V
+        np.testing.assert_array_equal(subsets.prefix_order(p, q), _stable_ratio_order(p, q))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_pooling_runs_gives_the_token_pooling(seed):
+    """The base certificate pools runs of non-increasing slope: the same blocks, and block sums
+    within rounding, as pooling token by token (empty, vertical and zero-rise tokens included)."""
+    from mdtheory.polymatroid import _lex_blocks
+
+    p, q = (_near_ties, lambda s: _instance(400, s), lambda s: _softmax_pair(3000, s))[seed % 3](seed)
+    model = IID(q, (1, 4, 64)[seed % 3] + seed % 2)
+    order = subsets.prefix_order(p, q)
+    ps, _, contained = _certify._iid_points(order, p, q, model.n)
+    g = np.concatenate([[0.0], 1.0 - contained[::-1][1:], [1.0]])  # g along order[::-1]
+    ref = _lex_blocks(np.where(ps >= 2.0 ** -600, ps, 0.0), np.diff(g))
+    starts, run_p, run_g = _certify._runs(ps, contained)
+    bounds, dP, dG = _lex_blocks(run_p, run_g)
+    np.testing.assert_array_equal(starts[bounds], ref[0])
+    np.testing.assert_allclose(dP, ref[1], rtol=1e-14, atol=0)
+    np.testing.assert_allclose(dG, ref[2], rtol=1e-14, atol=1e-300)
+
+
 # ----------------------------------------------------------------------------- sampling steps
 def _chi_square_pvalue(counts: np.ndarray, law: np.ndarray) -> float:
     """Pearson's test of counts against a law, cells of expected count below 5 pooled into one."""
