@@ -58,7 +58,7 @@ _OK, _STUCK, _FULL = 0, 1, 2
 SERIES_N = 16
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy", inline="always")
 def _power_diff(x, d, n):
     """:math:`x^n - (x - d)^n` for 0 <= d <= x, to full relative precision, with no difference of
     powers: :math:`d \\sum_{k<n} x^k (x - d)^{n-1-k}` (positive terms) for n <= :data:`SERIES_N`,
@@ -77,21 +77,21 @@ def _power_diff(x, d, n):
     return x ** n * -math.expm1(n * math.log1p(-d / x))
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy", inline="always")
 def _gmass(a, b, n):
     """G-mass of the piece [a, b], :math:`(1 - a)^n - (1 - b)^n`, to full relative precision
     (the piece's end points taken as exact)."""
     return _power_diff(1.0 - a, b - a, n)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy", inline="always")
 def _gmass_fast(a, b, n):
     """(1 - a)^n - (1 - b)^n as a difference of powers: absolute error about n 2^-53, enough to
     choose the nodes a window ends in (the window itself is then placed with :func:`_gmass`)."""
     return (1.0 - a) ** n - (1.0 - b) ** n
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _piece_masses(start, end, n):
     """The G-mass of every piece."""
     out = np.empty(start.size)
@@ -100,21 +100,21 @@ def _piece_masses(start, end, n):
     return out
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy", inline="always")
 def _window_mass(i, x, j, y, middle, sa, sb, n):
     if i == j:
         return _gmass(x, y, n)
     return _gmass(x, sb[i], n) + middle + _gmass(sa[j], y, n)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy", inline="always")
 def _window_mass_fast(i, x, j, y, middle, sa, sb, n):
     if i == j:
         return _gmass_fast(x, y, n)
     return _gmass_fast(x, sb[i], n) + middle + _gmass_fast(sa[j], y, n)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy", inline="always")
 def _window_end(i, x, length, nxt, sa, sb, n, cap):
     """Move right by ``length`` of free time from (node i, position x).
 
@@ -135,13 +135,13 @@ def _window_end(i, x, length, nxt, sa, sb, n, cap):
     return j, y, middle, False
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy", inline="always")
 def _end(x, gap, i, j, sa, sb):
     """End of the window of free length ``gap`` (occupied time included) from x, kept in node j."""
     return min(max(x + gap, x if i == j else sa[j]), sb[j])
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy", inline="always")
 def _record(k, a, b, owner, start, end, npieces):
     """Append the piece [a, b] of token position k unless it is empty; counts past the capacity
     without writing (the caller turns that into an error)."""
@@ -152,7 +152,7 @@ def _record(k, a, b, owner, start, end, npieces):
     return npieces
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy", inline="always")
 def _unlink(node, head, nxt, prv):
     """Remove ``node`` from the free-time list; returns the new head."""
     a, b = prv[node], nxt[node]
@@ -164,8 +164,8 @@ def _unlink(node, head, nxt, prv):
     return b
 
 
-@njit(cache=True)
-def _build(qs, mus, n, nfront):
+@njit(cache=True, _nrt=False, error_model="numpy")
+def _build(qs, mus, n, nfront, sa, sb, nxt, prv, owner, start, end):
     """The window construction over [0, 1] for tokens already in processing order.
 
     Tokens ``0..nfront-1`` (the short ones, by q increasing) take consecutive pieces from 0; the
@@ -173,30 +173,32 @@ def _build(qs, mus, n, nfront):
     length q plus the shortfalls of the windows before it (so rounding does not pile up on the last
     token); the last takes all the free time left.
 
-    Returns (status, owner, start, end): piece k of the schedule is [start[k], end[k]] owned by
-    token position owner[k]; each token's pieces are consecutive. status is ``_OK``, ``_STUCK``
-    (a loop reached its bound: the free-time list is corrupt) or ``_FULL`` (more pieces than the
-    bound below).
+    Returns (status, count): piece k < count of the schedule is [start[k], end[k]] owned by token
+    position owner[k]; each token's pieces are consecutive. status is ``_OK``, ``_STUCK`` (a loop
+    reached its bound: the free-time list is corrupt) or ``_FULL`` (more pieces than the bound
+    below).
+
+    The caller allocates every array (:func:`_workspace`): the free-time list ``sa``, ``sb``,
+    ``nxt``, ``prv`` (``cap`` nodes) and the pieces ``owner``, ``start``, ``end``; the kernel
+    allocates nothing, so it is compiled without numba's runtime (no reference counting of the
+    arrays it passes to its helpers, about half the time with it).
 
     Bounds. Free-time nodes: one at the start, and each window splits at most one node, so at most
-    m + 1 exist (``cap`` = 2m + 2 is allocated). Every walk along the list (back from the hole, to a
-    window's end, across its middle, the last token's sweep) visits each node at most once: at most
-    ``cap`` steps. The slide moves the window's start or end to the next node at every step, never
-    back: at most 2 ``cap`` steps. Newton: at most 100 steps. Pieces: a window consumes whole nodes
-    (each once in all) plus at most two partial ones, so at most 3m + 1 pieces.
+    m + 1 exist (``cap`` = ``sa.size``, 2m + 2 from :func:`_workspace`). Every walk along the list
+    (back from the hole, to a window's end, across its middle, the last token's sweep) visits each
+    node at most once: at most ``cap`` steps. The slide moves the window's start or end to the next
+    node at every step, never back: at most 2 ``cap`` steps. Newton: at most 100 steps. Pieces: a
+    window consumes whole nodes (each once in all) plus at most two partial ones, so at most
+    3m + 1 pieces.
     """
     m = qs.size
-    cap = 2 * m + 2
-    sa, sb = np.zeros(cap), np.zeros(cap)
-    nxt, prv = -np.ones(cap, np.int64), -np.ones(cap, np.int64)
-    owner = np.zeros(3 * m + 2, np.int64)
-    start, end = np.zeros(3 * m + 2), np.zeros(3 * m + 2)
+    cap = sa.size
     npieces = 0
     c = 0.0  # the front: short tokens, consecutive, exact where the time resolution is finest
     for k in range(nfront):
         npieces = _record(k, c, c + qs[k], owner, start, end, npieces)
         c += qs[k]
-    sa[0], sb[0] = c, 1.0
+    sa[0], sb[0], nxt[0], prv[0] = c, 1.0, -1, -1
     head, nodes = (0 if c < 1.0 else -1), 1
     ci, cx = 0, c  # the hole the previous token left, as (node, position)
     carry, spare = 0.0, 0.0  # targets minus realised G-masses, and q minus realised lengths, so far
@@ -211,7 +213,7 @@ def _build(qs, mus, n, nfront):
                 npieces = _record(k, sa[i], sb[i], owner, start, end, npieces)
                 i = nxt[i]
             if i >= 0:
-                return _STUCK, owner, start, end
+                return _STUCK, npieces
             head = -1
             break
         length, target = max(qs[k] + spare, 0.0), max(mus[k] + carry, 0.0)
@@ -232,12 +234,12 @@ def _build(qs, mus, n, nfront):
             x = sb[i]
         j, y, middle, ok = _window_end(i, x, length, nxt, sa, sb, n, cap)
         if not (walked and ok):
-            return _STUCK, owner, start, end
+            return _STUCK, npieces
         if _window_mass_fast(i, x, j, y, middle, sa, sb, n) < target:  # safeguard: from the front
             i, x = head, sa[head]
             j, y, middle, ok = _window_end(i, x, length, nxt, sa, sb, n, cap)
             if not ok:
-                return _STUCK, owner, start, end
+                return _STUCK, npieces
         # slide right node end by node end until the window's G-mass falls to the target
         slid = False
         d = 0.0
@@ -264,7 +266,7 @@ def _build(qs, mus, n, nfront):
             else:
                 x = xe
         if not slid or i < 0:
-            return _STUCK, owner, start, end
+            return _STUCK, npieces
         # accurate middle mass, then Newton on the convex, decreasing mass(x') - target in [x, x + d]
         middle = 0.0
         t = nxt[i] if i != j else j
@@ -274,7 +276,7 @@ def _build(qs, mus, n, nfront):
             middle += _gmass(sa[t], sb[t], n)
             t = nxt[t]
         if t != j:
-            return _STUCK, owner, start, end
+            return _STUCK, npieces
         gap = y - x
         lo, hi = x, min(x + d, sb[i])
         for _ in range(100):  # from the left with the fast mass (converges in a few steps)
@@ -314,7 +316,7 @@ def _build(qs, mus, n, nfront):
             right = nodes
             nodes += 1
             if right >= cap:
-                return _STUCK, owner, start, end
+                return _STUCK, npieces
             sa[right], sb[right] = y, sb[i]
             nxt[right], prv[right] = nxt[i], i
             if nxt[i] >= 0:
@@ -356,8 +358,15 @@ def _build(qs, mus, n, nfront):
         if ci < 0:
             ci, cx = head, sa[head]
     if npieces > owner.size:
-        return _FULL, owner, start, end
-    return _OK, owner[:npieces], start[:npieces], end[:npieces]
+        return _FULL, npieces
+    return _OK, npieces
+
+
+def _workspace(m: int):
+    """The arrays :func:`_build` fills for m tokens: free-time nodes (2m + 2) and pieces (3m + 2)."""
+    cap, pieces = 2 * m + 2, 3 * m + 2
+    return (np.empty(cap), np.empty(cap), np.empty(cap, np.int64), np.empty(cap, np.int64),
+            np.empty(pieces, np.int64), np.empty(pieces), np.empty(pieces))
 
 
 class Schedule:
@@ -557,13 +566,15 @@ def realise_iid(mu, q, n: int) -> Schedule:
     short = q[live] < SHORT
     front, rest = live[short], live[~short]
     rest = rest[np.argsort(-(mu[rest] / q[rest]), kind="stable")]
+    work = _workspace(live.size)
     for _ in range(live.size + 1):  # each rebuild moves at least one token to the front
         front = front[np.argsort(q[front], kind="stable")]
         order = np.concatenate([front, rest])
-        status, owner, start, end = _build(q[order], mu[order], int(n), front.size)
+        status, count = _build(q[order], mu[order], int(n), front.size, *work)
         if status != _OK:
             raise SolverError(f"schedule construction reached an impossible state (status {status}) "
                               f"at V = {q.size}, n = {n}")
+        owner, start, end = (a[:count] for a in work[4:])
         empty = np.bincount(owner, minlength=order.size)[front.size:] == 0
         if not empty.any():
             return Schedule(q, int(n), order[owner], start, end)
