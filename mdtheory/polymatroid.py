@@ -30,7 +30,7 @@ from .drafts import DraftModel
 from .errors import InvalidInputError, ProblemTooLargeError
 
 __all__ = ["priority_marginal", "lex_optimal_base_iid", "lex_optimal_base_mnp", "lex_optimal_base_cvxpy",
-           "base_polytope_violation", "LexBase", "PriorityMixture"]
+           "base_polytope_violation", "LexBase", "PriorityMixture", "stable_ties"]
 
 #: Largest alphabet for the exhaustive base-polytope checks and the cvxpy program (2^V constraints).
 MAX_EXHAUSTIVE_V = 14
@@ -102,6 +102,40 @@ class LexBase:
         """Tokens of the blocks with slope > 1 (over-drafted), sorted."""
         first = np.searchsorted(self.slopes, 1.0, side="right")  # slopes increase
         return np.sort(self.order[self.bounds[first]:])
+
+
+def stable_ties(order: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    """Turn a sort into the stable one: each run of equal keys put in increasing token order.
+
+    Parameters
+    ----------
+    order : ndarray of int
+        Distinct tokens sorted by their keys (NaN last), in any order inside a run of equal keys
+        (numpy's default argsort, or a stable sort of a list that was not in token order).
+    keys : ndarray
+        The keys of ``order``, in that order (NaNs count as equal to each other).
+
+    Returns
+    -------
+    ndarray of int
+        ``order``, reordered in place: for ``order`` = argsort(k) over all tokens, exactly
+        ``np.argsort(k, kind="stable")``. O(size) when no two keys are equal; the tied entries are
+        sorted once more, as packed integer keys (run, token).
+    """
+    same = keys[1:] == keys[:-1]
+    if keys.size and np.isnan(keys[-1]):
+        same |= np.isnan(keys[1:]) & np.isnan(keys[:-1])
+    if not same.any():
+        return order
+    tied = np.zeros(order.size, bool)
+    tied[1:] = same
+    tied[:-1] |= same
+    at = np.flatnonzero(tied)
+    run = np.concatenate([[0], np.cumsum(~same)])[at]  # runs of equal keys, numbered in order
+    span = np.int64(order.max()) + 1
+    packed = np.sort(run * span + order[at])  # below V^2: no overflow for V < 3e9
+    order[at] = packed % span
+    return order
 
 
 def _power_gap(x: np.ndarray, d: np.ndarray, n: int, x_err=0.0) -> np.ndarray:
@@ -226,7 +260,9 @@ def lex_optimal_base_iid(p: np.ndarray, q: np.ndarray, n: int) -> LexBase:
     p = np.where(p >= TINY, p, 0.0)
     q = np.where(q >= TINY, q, 0.0)
     with np.errstate(divide="ignore", invalid="ignore"):
-        order = np.argsort(q / p, kind="stable")  # NaN (p = q = 0) and inf (p = 0 < q) last
+        ratio = q / p
+    order = np.argsort(ratio)  # NaN (p = q = 0) and inf (p = 0 < q) last; SIMD, not stable
+    stable_ties(order, ratio[order])  # ties by token, as a stable sort
     po, qo = p[order], q[order]
     # 1 - Q before each token, raised to the power n - 1 below: compensated, with its rounding error
     rest, rest_err = _suffix_sums(qo)

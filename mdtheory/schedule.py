@@ -43,6 +43,7 @@ from numba import njit
 
 from ._validate import as_distribution
 from .errors import InvalidInputError, SolverError
+from .polymatroid import stable_ties
 
 __all__ = ["Schedule", "realise_iid", "SHORT"]
 
@@ -91,13 +92,6 @@ def _gmass_fast(a, b, n):
     return (1.0 - a) ** n - (1.0 - b) ** n
 
 
-@njit(cache=True, error_model="numpy")
-def _piece_masses(start, end, n):
-    """The G-mass of every piece."""
-    out = np.empty(start.size)
-    for k in range(start.size):
-        out[k] = _gmass(start[k], end[k], n)
-    return out
 
 
 @njit(cache=True, error_model="numpy", inline="always")
@@ -369,6 +363,25 @@ def _workspace(m: int):
             np.empty(pieces, np.int64), np.empty(pieces), np.empty(pieces))
 
 
+@njit(cache=True, _nrt=False, error_model="numpy")
+def _index(owner, start, end, n, cumulative, first, count, lengths, marginal):
+    """One pass over the pieces for :class:`Schedule`: the pieces end to end (``cumulative``), each
+    token's run of pieces (``first``, ``count``; a token's pieces are consecutive but tokens are
+    not in order), and its total length and G-mass, summed in piece order (``lengths`` and
+    ``marginal`` start at zero)."""
+    total, prev = 0.0, -1
+    cumulative[0] = 0.0
+    for k in range(owner.size):
+        x, length = owner[k], end[k] - start[k]
+        total += length
+        cumulative[k + 1] = total
+        if x != prev:  # a run starts
+            first[x], count[x], prev = k, 0, x
+        count[x] += 1
+        lengths[x] += length
+        marginal[x] += _gmass(start[k], end[k], n)
+
+
 class Schedule:
     """A time schedule for n iid drafts: the pieces of [0, 1] each token's drafts draw their time from.
 
@@ -408,19 +421,15 @@ class Schedule:
         self.q, self.n, self.V = q, n, q.size
         self.owner = np.asarray(owner, dtype=np.int64)
         self.start, self.end = np.asarray(start, dtype=float), np.asarray(end, dtype=float)
-        lengths = self.end - self.start
-        self.cumulative = np.concatenate([[0.0], np.cumsum(lengths)])
-        # tokens own consecutive pieces but not in token order: index their runs explicitly
-        runs = np.flatnonzero(np.diff(self.owner, prepend=-1)) if self.owner.size else np.zeros(0, int)
-        self.first = np.zeros(self.V, np.int64)
-        self.count = np.zeros(self.V, np.int64)
-        if self.owner.size:
-            bounds = np.append(runs, self.owner.size)
-            self.first[self.owner[runs]] = runs
-            self.count[self.owner[runs]] = np.diff(bounds)
-        self.lengths = np.bincount(self.owner, lengths, minlength=self.V)
-        self.marginal = np.bincount(self.owner, _piece_masses(self.start, self.end, int(n)),
-                                    minlength=self.V)
+        if not self.owner.shape == self.start.shape == self.end.shape or self.owner.ndim != 1:
+            raise InvalidInputError("owner, start and end must be 1-d arrays of one length")
+        if self.owner.size and (self.owner.min() < 0 or self.owner.max() >= self.V):
+            raise InvalidInputError(f"piece owners must be tokens in 0..{self.V - 1}")
+        self.cumulative = np.empty(self.owner.size + 1)
+        self.first, self.count = np.zeros(self.V, np.int64), np.zeros(self.V, np.int64)
+        self.lengths, self.marginal = np.zeros(self.V), np.zeros(self.V)
+        _index(self.owner, self.start, self.end, int(n), self.cumulative, self.first, self.count,
+               self.lengths, self.marginal)
 
     def pieces(self, x: int) -> np.ndarray:
         """The pieces of token x as rows [start, end]."""
@@ -562,10 +571,27 @@ def realise_iid(mu, q, n: int) -> Schedule:
         raise InvalidInputError("mu must be finite and non-negative")
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
         raise InvalidInputError(f"the number of drafts must be a positive integer, got {n!r}")
+    return _realise(mu, q, int(n))
+
+
+def _realise(mu: np.ndarray, q: np.ndarray, n: int, hint: np.ndarray | None = None) -> Schedule:
+    """:func:`realise_iid` on checked inputs.
+
+    ``hint``, a permutation of all the tokens close to the processing order (μ/q decreasing), only
+    makes the sort linear: the tokens are sorted by (-μ/q, token) whatever it is. For the
+    lexicographically optimal base, its order (:attr:`~mdtheory.polymatroid.LexBase.order`, q/p
+    increasing) is that order up to rounding: on a block of slope s, μ/q = s p/q falls along it,
+    and across a hull vertex, between the block's last token a and the next block's first b,
+    :math:`\\mu_a/q_a \\ge \\Delta G_a/q_a \\ge \\Delta G_b/q_b \\ge \\mu_b/q_b` (the path meets the hull
+    from above at a vertex and leaves it upwards; ΔG/q, the secant of the concave
+    :math:`1 - (1 - Q)^n`, falls along the order).
+    """
     live = np.flatnonzero(q > 0)
-    short = q[live] < SHORT
-    front, rest = live[short], live[~short]
-    rest = rest[np.argsort(-(mu[rest] / q[rest]), kind="stable")]
+    front = live[q[live] < SHORT]
+    rest = live[q[live] >= SHORT] if hint is None else hint[q[hint] >= SHORT]
+    keys = -(mu[rest] / q[rest])
+    by = np.argsort(keys, kind="stable")  # timsort: linear on the runs the hint leaves
+    rest = stable_ties(rest[by], keys[by])
     work = _workspace(live.size)
     for _ in range(live.size + 1):  # each rebuild moves at least one token to the front
         front = front[np.argsort(q[front], kind="stable")]
