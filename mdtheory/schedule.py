@@ -382,6 +382,31 @@ def _index(owner, start, end, n, cumulative, first, count, lengths, marginal):
         marginal[x] += _gmass(start[k], end[k], n)
 
 
+@njit(cache=True, _nrt=False, error_model="numpy")
+def _earliest(drafts, u, cumulative, first, count, lengths, start, end):
+    """The draft with the earliest time, draft i's time taken from its uniform u[i] exactly as
+    :meth:`Schedule.times` does (the point ``cumulative[first] + u L`` of the token's stretch, in
+    its piece; the piece by bisection inside the token's run, which is what the clipped search
+    over all pieces gives, ``cumulative`` being non-decreasing); ties go to the first draft."""
+    best, pick = np.inf, drafts[0]
+    for i in range(drafts.size):
+        x = drafts[i]
+        lo, hi = first[x], first[x] + count[x] - 1
+        v = cumulative[first[x]] + u[i] * lengths[x]
+        if hi < lo:  # a token without pieces (q = 0): the clip's upper end, wrapped as numpy does
+            lo = hi + cumulative.size - 1 if hi < 0 else hi
+        while lo < hi:  # the last piece of the run starting at or before v (lo if none): log2 steps
+            mid = (lo + hi + 1) // 2
+            if cumulative[mid] <= v:
+                lo = mid
+            else:
+                hi = mid - 1
+        t = start[lo] + min(max(v - cumulative[lo], 0.0), end[lo] - start[lo])
+        if t < best:
+            best, pick = t, x
+    return pick
+
+
 class Schedule:
     """A time schedule for n iid drafts: the pieces of [0, 1] each token's drafts draw their time from.
 
@@ -450,6 +475,12 @@ class Schedule:
         drafts = np.asarray(drafts)
         pick = np.argmin(self.times(drafts, rng), axis=-1)
         return np.take_along_axis(drafts, pick[..., None], axis=-1)[..., 0]
+
+    def candidate(self, drafts: np.ndarray, rng: np.random.Generator) -> int:
+        """:meth:`candidates` of one tuple of token ids (shape (n,), integer), in one compiled pass:
+        the same uniforms (``rng.random(n)``), the same float operations, the same candidate."""
+        return int(_earliest(drafts, rng.random(drafts.size), self.cumulative, self.first,
+                             self.count, self.lengths, self.start, self.end))
 
     def candidate_law(self, drafts) -> np.ndarray:
         """Exact law of the candidate given the draft tuple ``drafts``, shape (V,).

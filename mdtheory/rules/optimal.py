@@ -124,7 +124,7 @@ class Optimal(SetPlanRule):
         elif self.schedule is None:
             return super()._step(drafts, rng)
         else:
-            y = int(self.schedule.candidates(drafts, rng))
+            y = self.schedule.candidate(drafts, rng)
         if rng.random() < self.accept_ratio[y]:
             return y, True
         k = np.searchsorted(self._res_cdf, rng.random() * self._res_cdf[-1], side="right")
