@@ -136,12 +136,13 @@ def _end(x, gap, i, j, sa, sb):
 
 
 @njit(cache=True, error_model="numpy", inline="always")
-def _record(k, a, b, owner, start, end, npieces):
-    """Append the piece [a, b] of token position k unless it is empty; counts past the capacity
-    without writing (the caller turns that into an error)."""
+def _record(k, a, b, owner, start, end, mass, n, npieces):
+    """Append the piece [a, b] of token position k, with its G-mass, unless it is empty; counts
+    past the capacity without writing (the caller turns that into an error)."""
     if b > a:
         if npieces < owner.size:
             owner[npieces], start[npieces], end[npieces] = k, a, b
+            mass[npieces] = _gmass(a, b, n)
         npieces += 1
     return npieces
 
@@ -159,7 +160,7 @@ def _unlink(node, head, nxt, prv):
 
 
 @njit(cache=True, _nrt=False, error_model="numpy")
-def _build(qs, mus, n, nfront, sa, sb, nxt, prv, owner, start, end):
+def _build(qs, mus, n, nfront, sa, sb, nxt, prv, owner, start, end, mass):
     """The window construction over [0, 1] for tokens already in processing order.
 
     Tokens ``0..nfront-1`` (the short ones, by q increasing) take consecutive pieces from 0; the
@@ -168,12 +169,12 @@ def _build(qs, mus, n, nfront, sa, sb, nxt, prv, owner, start, end):
     token); the last takes all the free time left.
 
     Returns (status, count): piece k < count of the schedule is [start[k], end[k]] owned by token
-    position owner[k]; each token's pieces are consecutive. status is ``_OK``, ``_STUCK`` (a loop
-    reached its bound: the free-time list is corrupt) or ``_FULL`` (more pieces than the bound
-    below).
+    position owner[k], of G-mass mass[k] (:func:`_gmass`); each token's pieces are consecutive.
+    status is ``_OK``, ``_STUCK`` (a loop reached its bound: the free-time list is corrupt) or
+    ``_FULL`` (more pieces than the bound below).
 
     The caller allocates every array (:func:`_workspace`): the free-time list ``sa``, ``sb``,
-    ``nxt``, ``prv`` (``cap`` nodes) and the pieces ``owner``, ``start``, ``end``; the kernel
+    ``nxt``, ``prv`` (``cap`` nodes) and the pieces ``owner``, ``start``, ``end``, ``mass``; the kernel
     allocates nothing, so it is compiled without numba's runtime (no reference counting of the
     arrays it passes to its helpers, about half the time with it).
 
@@ -190,7 +191,7 @@ def _build(qs, mus, n, nfront, sa, sb, nxt, prv, owner, start, end):
     npieces = 0
     c = 0.0  # the front: short tokens, consecutive, exact where the time resolution is finest
     for k in range(nfront):
-        npieces = _record(k, c, c + qs[k], owner, start, end, npieces)
+        npieces = _record(k, c, c + qs[k], owner, start, end, mass, n, npieces)
         c += qs[k]
     sa[0], sb[0], nxt[0], prv[0] = c, 1.0, -1, -1
     head, nodes = (0 if c < 1.0 else -1), 1
@@ -204,7 +205,7 @@ def _build(qs, mus, n, nfront, sa, sb, nxt, prv, owner, start, end):
             for _ in range(cap):
                 if i < 0:
                     break
-                npieces = _record(k, sa[i], sb[i], owner, start, end, npieces)
+                npieces = _record(k, sa[i], sb[i], owner, start, end, mass, n, npieces)
                 i = nxt[i]
             if i >= 0:
                 return _STUCK, npieces
@@ -306,7 +307,7 @@ def _build(qs, mus, n, nfront, sa, sb, nxt, prv, owner, start, end):
         # record the pieces and remove the window from the free time
         first = npieces
         if i == j:
-            npieces = _record(k, x, y, owner, start, end, npieces)
+            npieces = _record(k, x, y, owner, start, end, mass, n, npieces)
             right = nodes
             nodes += 1
             if right >= cap:
@@ -318,19 +319,19 @@ def _build(qs, mus, n, nfront, sa, sb, nxt, prv, owner, start, end):
             nxt[i] = right
             sb[i] = x
         else:
-            npieces = _record(k, x, sb[i], owner, start, end, npieces)
+            npieces = _record(k, x, sb[i], owner, start, end, mass, n, npieces)
             t = nxt[i]
             for _ in range(cap):
                 if t == j:
                     break
-                npieces = _record(k, sa[t], sb[t], owner, start, end, npieces)
+                npieces = _record(k, sa[t], sb[t], owner, start, end, mass, n, npieces)
                 t = nxt[t]
-            npieces = _record(k, sa[j], y, owner, start, end, npieces)
+            npieces = _record(k, sa[j], y, owner, start, end, mass, n, npieces)
             sb[i], sa[j] = x, y
             nxt[i], prv[j] = j, i
             right = j
         for r in range(first, min(npieces, owner.size)):  # what the window realised
-            carry += -_gmass(start[r], end[r], n)
+            carry += -mass[r]
             spare += start[r] - end[r]
         carry += mus[k]
         spare += qs[k]
@@ -360,15 +361,17 @@ def _workspace(m: int):
     """The arrays :func:`_build` fills for m tokens: free-time nodes (2m + 2) and pieces (3m + 2)."""
     cap, pieces = 2 * m + 2, 3 * m + 2
     return (np.empty(cap), np.empty(cap), np.empty(cap, np.int64), np.empty(cap, np.int64),
-            np.empty(pieces, np.int64), np.empty(pieces), np.empty(pieces))
+            np.empty(pieces, np.int64), np.empty(pieces), np.empty(pieces), np.empty(pieces))
 
 
 @njit(cache=True, _nrt=False, error_model="numpy")
-def _index(owner, start, end, n, cumulative, first, count, lengths, marginal):
+def _index(owner, start, end, n, masses, cumulative, first, count, lengths, marginal):
     """One pass over the pieces for :class:`Schedule`: the pieces end to end (``cumulative``), each
     token's run of pieces (``first``, ``count``; a token's pieces are consecutive but tokens are
     not in order), and its total length and G-mass, summed in piece order (``lengths`` and
-    ``marginal`` start at zero)."""
+    ``marginal`` start at zero). The G-masses are ``masses`` where it has one per piece (those of
+    :func:`_build`, the same :func:`_gmass`), else computed here."""
+    known = masses.size == owner.size
     total, prev = 0.0, -1
     cumulative[0] = 0.0
     for k in range(owner.size):
@@ -379,7 +382,7 @@ def _index(owner, start, end, n, cumulative, first, count, lengths, marginal):
             first[x], count[x], prev = k, 0, x
         count[x] += 1
         lengths[x] += length
-        marginal[x] += _gmass(start[k], end[k], n)
+        marginal[x] += masses[k] if known else _gmass(start[k], end[k], n)
 
 
 @njit(cache=True, _nrt=False, error_model="numpy")
@@ -442,7 +445,7 @@ class Schedule:
     :attr:`marginal` up to that rounding; :meth:`candidate_law` is exact for the pieces as stored.
     """
 
-    def __init__(self, q: np.ndarray, n: int, owner, start, end):
+    def __init__(self, q: np.ndarray, n: int, owner, start, end, *, _masses=None):
         self.q, self.n, self.V = q, n, q.size
         self.owner = np.asarray(owner, dtype=np.int64)
         self.start, self.end = np.asarray(start, dtype=float), np.asarray(end, dtype=float)
@@ -453,8 +456,9 @@ class Schedule:
         self.cumulative = np.empty(self.owner.size + 1)
         self.first, self.count = np.zeros(self.V, np.int64), np.zeros(self.V, np.int64)
         self.lengths, self.marginal = np.zeros(self.V), np.zeros(self.V)
-        _index(self.owner, self.start, self.end, int(n), self.cumulative, self.first, self.count,
-               self.lengths, self.marginal)
+        masses = np.empty(0) if _masses is None else _masses  # _gmass of each piece, if known
+        _index(self.owner, self.start, self.end, int(n), masses, self.cumulative, self.first,
+               self.count, self.lengths, self.marginal)
 
     def pieces(self, x: int) -> np.ndarray:
         """The pieces of token x as rows [start, end]."""
@@ -631,9 +635,9 @@ def _realise(mu: np.ndarray, q: np.ndarray, n: int, hint: np.ndarray | None = No
         if status != _OK:
             raise SolverError(f"schedule construction reached an impossible state (status {status}) "
                               f"at V = {q.size}, n = {n}")
-        owner, start, end = (a[:count] for a in work[4:])
+        owner, start, end, mass = (a[:count] for a in work[4:])
         empty = np.bincount(owner, minlength=order.size)[front.size:] == 0
         if not empty.any():
-            return Schedule(q, int(n), order[owner], start, end)
+            return Schedule(q, int(n), order[owner], start, end, _masses=mass)
         front, rest = np.concatenate([front, rest[empty]]), rest[~empty]
     raise SolverError(f"schedule construction left a token without a piece at V = {q.size}, n = {n}")

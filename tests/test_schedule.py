@@ -8,7 +8,7 @@ import mdtheory as md
 from mdtheory._synthetic import SERVING, llm_pairs
 from mdtheory.polymatroid import lex_optimal_base_iid, priority_marginal, stable_ties
 from mdtheory.rules import make_rule
-from mdtheory.schedule import _realise, realise_iid
+from mdtheory.schedule import Schedule, _realise, realise_iid
 
 
 def check_tiling(s, q):
@@ -173,7 +173,8 @@ def test_stable_ties_gives_the_stable_sort():
 
 def test_fast_paths_give_the_same_schedule_and_candidates():
     """The schedule built along the base's order (linear sort) is the one built from token order,
-    bit for bit; Schedule's compiled indexing matches numpy's cumsum and bincount; the one-tuple
+    bit for bit; the G-masses the construction hands to Schedule are the ones it would compute;
+    Schedule's compiled indexing matches numpy's cumsum and bincount; the one-tuple
     candidate matches candidates() on the same uniforms, tokens with q = 0 included."""
     rng = np.random.default_rng(9)
     for _ in range(150):
@@ -183,6 +184,7 @@ def test_fast_paths_give_the_same_schedule_and_candidates():
         for name in ("owner", "start", "end", "marginal", "cumulative", "first", "count"):
             assert np.array_equal(getattr(plain, name), getattr(fast, name)), name
         s = fast
+        assert np.array_equal(Schedule(q, n, s.owner, s.start, s.end).marginal, s.marginal)
         assert np.array_equal(s.cumulative, np.concatenate([[0.0], np.cumsum(s.end - s.start)]))
         assert np.array_equal(s.lengths, np.bincount(s.owner, s.end - s.start, minlength=q.size))
         for x in np.concatenate([md.IID(q, n).sample(rng, 20), rng.integers(0, q.size, (5, n))]):
