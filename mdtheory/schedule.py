@@ -92,8 +92,6 @@ def _gmass_fast(a, b, n):
     return (1.0 - a) ** n - (1.0 - b) ** n
 
 
-
-
 @njit(cache=True, error_model="numpy", inline="always")
 def _window_mass(i, x, j, y, middle, sa, sb, n):
     if i == j:
@@ -174,9 +172,9 @@ def _build(qs, mus, n, nfront, sa, sb, nxt, prv, owner, start, end, mass):
     ``_FULL`` (more pieces than the bound below).
 
     The caller allocates every array (:func:`_workspace`): the free-time list ``sa``, ``sb``,
-    ``nxt``, ``prv`` (``cap`` nodes) and the pieces ``owner``, ``start``, ``end``, ``mass``; the kernel
-    allocates nothing, so it is compiled without numba's runtime (no reference counting of the
-    arrays it passes to its helpers, about half the time with it).
+    ``nxt``, ``prv`` (``cap`` nodes) and the pieces ``owner``, ``start``, ``end``, ``mass``; the
+    kernel allocates nothing, so it is compiled without numba's runtime: no reference counting of
+    the arrays it hands its helpers, which took more than a third of its time.
 
     Bounds. Free-time nodes: one at the start, and each window splits at most one node, so at most
     m + 1 exist (``cap`` = ``sa.size``, 2m + 2 from :func:`_workspace`). Every walk along the list
