@@ -388,7 +388,11 @@ def _earliest(drafts, u, cumulative, first, count, lengths, start, end):
     """The draft with the earliest time, draft i's time taken from its uniform u[i] exactly as
     :meth:`Schedule.times` does (the point ``cumulative[first] + u L`` of the token's stretch, in
     its piece; the piece by bisection inside the token's run, which is what the clipped search
-    over all pieces gives, ``cumulative`` being non-decreasing); ties go to the first draft."""
+    over all pieces gives, ``cumulative`` being non-decreasing); ties go to the first draft.
+    -1 if a draft is not a token (none is read then)."""
+    for i in range(drafts.size):
+        if drafts[i] < 0 or drafts[i] >= first.size:
+            return -1
     best, pick = np.inf, drafts[0]
     for i in range(drafts.size):
         x = drafts[i]
@@ -480,9 +484,19 @@ class Schedule:
 
     def candidate(self, drafts: np.ndarray, rng: np.random.Generator) -> int:
         """:meth:`candidates` of one tuple of token ids (shape (n,), integer), in one compiled pass:
-        the same uniforms (``rng.random(n)``), the same float operations, the same candidate."""
-        return int(_earliest(drafts, rng.random(drafts.size), self.cumulative, self.first,
-                             self.count, self.lengths, self.start, self.end))
+        the same uniforms (``rng.random(n)``), the same float operations, the same candidate.
+
+        Raises
+        ------
+        InvalidInputError
+            A draft outside the tokens.
+        """
+        drafts = np.ascontiguousarray(drafts, dtype=np.int64)
+        pick = _earliest(drafts, rng.random(drafts.size), self.cumulative, self.first, self.count,
+                         self.lengths, self.start, self.end)
+        if pick < 0:
+            raise InvalidInputError(f"drafts must be tokens in 0..{self.V - 1}, got {drafts.tolist()}")
+        return int(pick)
 
     def candidate_law(self, drafts) -> np.ndarray:
         """Exact law of the candidate given the draft tuple ``drafts``, shape (V,).

@@ -192,3 +192,5 @@ def test_fast_paths_give_the_same_schedule_and_candidates():
             y = int(s.candidates(x, rng))
             rng.bit_generator.state = state
             assert s.candidate(x, rng) == y
+    with pytest.raises(md.InvalidInputError, match="tokens"):
+        s.candidate(np.array([0, q.size]), rng)
