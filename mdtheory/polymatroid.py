@@ -30,7 +30,7 @@ from .drafts import DraftModel
 from .errors import InvalidInputError, ProblemTooLargeError
 
 __all__ = ["priority_marginal", "lex_optimal_base_iid", "lex_optimal_base_mnp", "lex_optimal_base_cvxpy",
-           "base_polytope_violation", "LexBase", "PriorityMixture"]
+           "base_polytope_violation", "LexBase", "PriorityMixture", "stable_ties"]
 
 #: Largest alphabet for the exhaustive base-polytope checks and the cvxpy program (2^V constraints).
 MAX_EXHAUSTIVE_V = 14
@@ -102,6 +102,40 @@ class LexBase:
         """Tokens of the blocks with slope > 1 (over-drafted), sorted."""
         first = np.searchsorted(self.slopes, 1.0, side="right")  # slopes increase
         return np.sort(self.order[self.bounds[first]:])
+
+
+def stable_ties(order: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    """Turn a sort into the stable one: each run of equal keys put in increasing token order.
+
+    Parameters
+    ----------
+    order : ndarray of int
+        Distinct tokens sorted by their keys (NaN last), in any order inside a run of equal keys
+        (numpy's default argsort, or a stable sort of a list that was not in token order).
+    keys : ndarray
+        The keys of ``order``, in that order (NaNs count as equal to each other).
+
+    Returns
+    -------
+    ndarray of int
+        ``order``, reordered in place: for ``order`` = argsort(k) over all tokens, exactly
+        ``np.argsort(k, kind="stable")``. O(size) when no two keys are equal; the tied entries are
+        sorted once more, as packed integer keys (run, token).
+    """
+    same = keys[1:] == keys[:-1]
+    if keys.size and np.isnan(keys[-1]):
+        same |= np.isnan(keys[1:]) & np.isnan(keys[:-1])
+    if not same.any():
+        return order
+    tied = np.zeros(order.size, bool)
+    tied[1:] = same
+    tied[:-1] |= same
+    at = np.flatnonzero(tied)
+    run = np.concatenate([[0], np.cumsum(~same)])[at]  # runs of equal keys, numbered in order
+    span = np.int64(order.max()) + 1
+    packed = np.sort(run * span + order[at])  # below V^2: no overflow for V < 3e9
+    order[at] = packed % span
+    return order
 
 
 def _power_gap(x: np.ndarray, d: np.ndarray, n: int, x_err=0.0) -> np.ndarray:
@@ -183,6 +217,36 @@ def _lex_blocks(dp, dg):
     return start[: m + 1], sp[:m] + ep[:m], sg[:m] + eg[:m]
 
 
+@njit(cache=True, error_model="numpy")
+def _tiny_to_zero(p, q):
+    """p and q with entries below :data:`TINY` set to zero, and the ratios q/p: inf for p = 0 < q,
+    NaN for p = q = 0 (what numpy's division gives, without dividing by zero)."""
+    p2, q2, ratio = np.empty(p.size), np.empty(p.size), np.empty(p.size)
+    for i in range(p.size):
+        a = p[i] if p[i] >= TINY else 0.0
+        b = q[i] if q[i] >= TINY else 0.0
+        p2[i], q2[i] = a, b
+        if a > 0.0:
+            ratio[i] = b / a
+        else:
+            ratio[i] = np.inf if b > 0.0 else np.nan
+    return p2, q2, ratio
+
+
+@njit(cache=True, error_model="numpy")
+def _spread(order, po, qo, bounds, dP, dG, dQ, mu, slopes):
+    """Each block's rise dG shared among its tokens: :math:`\\mu = dG \\cdot p / dP` (the share is at
+    most one), or :math:`dG \\cdot q / dQ` on a vertical block (dP = 0), 0 where the whole is 0;
+    ``mu`` in token order. ``slopes`` = dG / dP, inf on a vertical block."""
+    for k in range(dP.size):
+        vertical = dP[k] <= 0.0
+        slopes[k] = np.inf if vertical else dG[k] / dP[k]
+        whole = dQ[k] if vertical else dP[k]
+        for t in range(bounds[k], bounds[k + 1]):
+            share = qo[t] if vertical else po[t]
+            mu[order[t]] = dG[k] * (share / whole if whole > 0.0 else 0.0)
+
+
 def lex_optimal_base_iid(p: np.ndarray, q: np.ndarray, n: int) -> LexBase:
     """Lexicographically optimal base of :math:`g(S) = 1 - (1 - q(S))^n` with respect to p.
 
@@ -223,25 +287,20 @@ def lex_optimal_base_iid(p: np.ndarray, q: np.ndarray, n: int) -> LexBase:
     >>> lex_optimal_base_iid(np.array([0.5, 0.5]), np.array([0.5, 0.5]), 2).mu.tolist()
     [0.5, 0.5]
     """
-    p = np.where(p >= TINY, p, 0.0)
-    q = np.where(q >= TINY, q, 0.0)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        order = np.argsort(q / p, kind="stable")  # NaN (p = q = 0) and inf (p = 0 < q) last
+    p, q, ratio = _tiny_to_zero(p, q)
+    order = np.argsort(ratio)  # NaN (p = q = 0) and inf (p = 0 < q) last; SIMD, not stable
+    stable_ties(order, ratio[order])  # ties by token, as a stable sort
     po, qo = p[order], q[order]
     # 1 - Q before each token, raised to the power n - 1 below: compensated, with its rounding error
     rest, rest_err = _suffix_sums(qo)
     # each token's rise of G = 1 - (1 - Q)^n, to full relative precision
     dg = qo * _power_gap(rest[:-1], qo, int(n), rest_err[:-1])
     bounds, dP, dG = _lex_blocks(po, dg)
-    sizes = np.diff(bounds)
-    vertical = dP <= 0
-    slopes = np.divide(dG, dP, out=np.full(dP.size, np.inf), where=~vertical)
-    dQ = np.add.reduceat(qo, bounds[:-1]) if qo.size else np.zeros(0)
-    # each token's share of its block's rise dG: p / dP (<= 1), or q / dQ on a vertical block
-    share = np.where(np.repeat(vertical, sizes), qo, po)
-    whole = np.repeat(np.where(vertical, dQ, dP), sizes)
-    mu = np.empty_like(p)
-    mu[order] = np.repeat(dG, sizes) * np.divide(share, whole, out=np.zeros(share.size), where=whole > 0)
+    vertical = dP <= 0  # at most one such block, the last: the tokens with p = 0
+    # numpy's (pairwise) sums of q over the vertical blocks, where mu follows q; unused elsewhere
+    dQ = np.add.reduceat(qo, bounds[:-1]) if vertical.any() else dP
+    mu, slopes = np.empty(p.size), np.empty(dP.size)
+    _spread(order, po, qo, bounds, dP, dG, dQ, mu, slopes)
     return LexBase(mu, order, bounds, slopes)
 
 

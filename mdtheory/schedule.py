@@ -43,6 +43,7 @@ from numba import njit
 
 from ._validate import as_distribution
 from .errors import InvalidInputError, SolverError
+from .polymatroid import stable_ties
 
 __all__ = ["Schedule", "realise_iid", "SHORT"]
 
@@ -58,7 +59,7 @@ _OK, _STUCK, _FULL = 0, 1, 2
 SERIES_N = 16
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy", inline="always")
 def _power_diff(x, d, n):
     """:math:`x^n - (x - d)^n` for 0 <= d <= x, to full relative precision, with no difference of
     powers: :math:`d \\sum_{k<n} x^k (x - d)^{n-1-k}` (positive terms) for n <= :data:`SERIES_N`,
@@ -77,44 +78,35 @@ def _power_diff(x, d, n):
     return x ** n * -math.expm1(n * math.log1p(-d / x))
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy", inline="always")
 def _gmass(a, b, n):
     """G-mass of the piece [a, b], :math:`(1 - a)^n - (1 - b)^n`, to full relative precision
     (the piece's end points taken as exact)."""
     return _power_diff(1.0 - a, b - a, n)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy", inline="always")
 def _gmass_fast(a, b, n):
     """(1 - a)^n - (1 - b)^n as a difference of powers: absolute error about n 2^-53, enough to
     choose the nodes a window ends in (the window itself is then placed with :func:`_gmass`)."""
     return (1.0 - a) ** n - (1.0 - b) ** n
 
 
-@njit(cache=True)
-def _piece_masses(start, end, n):
-    """The G-mass of every piece."""
-    out = np.empty(start.size)
-    for k in range(start.size):
-        out[k] = _gmass(start[k], end[k], n)
-    return out
-
-
-@njit(cache=True)
+@njit(cache=True, error_model="numpy", inline="always")
 def _window_mass(i, x, j, y, middle, sa, sb, n):
     if i == j:
         return _gmass(x, y, n)
     return _gmass(x, sb[i], n) + middle + _gmass(sa[j], y, n)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy", inline="always")
 def _window_mass_fast(i, x, j, y, middle, sa, sb, n):
     if i == j:
         return _gmass_fast(x, y, n)
     return _gmass_fast(x, sb[i], n) + middle + _gmass_fast(sa[j], y, n)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy", inline="always")
 def _window_end(i, x, length, nxt, sa, sb, n, cap):
     """Move right by ``length`` of free time from (node i, position x).
 
@@ -135,24 +127,25 @@ def _window_end(i, x, length, nxt, sa, sb, n, cap):
     return j, y, middle, False
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy", inline="always")
 def _end(x, gap, i, j, sa, sb):
     """End of the window of free length ``gap`` (occupied time included) from x, kept in node j."""
     return min(max(x + gap, x if i == j else sa[j]), sb[j])
 
 
-@njit(cache=True)
-def _record(k, a, b, owner, start, end, npieces):
-    """Append the piece [a, b] of token position k unless it is empty; counts past the capacity
-    without writing (the caller turns that into an error)."""
+@njit(cache=True, error_model="numpy", inline="always")
+def _record(k, a, b, owner, start, end, mass, n, npieces):
+    """Append the piece [a, b] of token position k, with its G-mass, unless it is empty; counts
+    past the capacity without writing (the caller turns that into an error)."""
     if b > a:
         if npieces < owner.size:
             owner[npieces], start[npieces], end[npieces] = k, a, b
+            mass[npieces] = _gmass(a, b, n)
         npieces += 1
     return npieces
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy", inline="always")
 def _unlink(node, head, nxt, prv):
     """Remove ``node`` from the free-time list; returns the new head."""
     a, b = prv[node], nxt[node]
@@ -164,8 +157,8 @@ def _unlink(node, head, nxt, prv):
     return b
 
 
-@njit(cache=True)
-def _build(qs, mus, n, nfront):
+@njit(cache=True, _nrt=False, error_model="numpy")
+def _build(qs, mus, n, nfront, sa, sb, nxt, prv, owner, start, end, mass):
     """The window construction over [0, 1] for tokens already in processing order.
 
     Tokens ``0..nfront-1`` (the short ones, by q increasing) take consecutive pieces from 0; the
@@ -173,30 +166,32 @@ def _build(qs, mus, n, nfront):
     length q plus the shortfalls of the windows before it (so rounding does not pile up on the last
     token); the last takes all the free time left.
 
-    Returns (status, owner, start, end): piece k of the schedule is [start[k], end[k]] owned by
-    token position owner[k]; each token's pieces are consecutive. status is ``_OK``, ``_STUCK``
-    (a loop reached its bound: the free-time list is corrupt) or ``_FULL`` (more pieces than the
-    bound below).
+    Returns (status, count): piece k < count of the schedule is [start[k], end[k]] owned by token
+    position owner[k], of G-mass mass[k] (:func:`_gmass`); each token's pieces are consecutive.
+    status is ``_OK``, ``_STUCK`` (a loop reached its bound: the free-time list is corrupt) or
+    ``_FULL`` (more pieces than the bound below).
+
+    The caller allocates every array (:func:`_workspace`): the free-time list ``sa``, ``sb``,
+    ``nxt``, ``prv`` (``cap`` nodes) and the pieces ``owner``, ``start``, ``end``, ``mass``; the
+    kernel allocates nothing, so it is compiled without numba's runtime: no reference counting of
+    the arrays it hands its helpers, which took more than a third of its time.
 
     Bounds. Free-time nodes: one at the start, and each window splits at most one node, so at most
-    m + 1 exist (``cap`` = 2m + 2 is allocated). Every walk along the list (back from the hole, to a
-    window's end, across its middle, the last token's sweep) visits each node at most once: at most
-    ``cap`` steps. The slide moves the window's start or end to the next node at every step, never
-    back: at most 2 ``cap`` steps. Newton: at most 100 steps. Pieces: a window consumes whole nodes
-    (each once in all) plus at most two partial ones, so at most 3m + 1 pieces.
+    m + 1 exist (``cap`` = ``sa.size``, 2m + 2 from :func:`_workspace`). Every walk along the list
+    (back from the hole, to a window's end, across its middle, the last token's sweep) visits each
+    node at most once: at most ``cap`` steps. The slide moves the window's start or end to the next
+    node at every step, never back: at most 2 ``cap`` steps. Newton: at most 100 steps. Pieces: a
+    window consumes whole nodes (each once in all) plus at most two partial ones, so at most
+    3m + 1 pieces.
     """
     m = qs.size
-    cap = 2 * m + 2
-    sa, sb = np.zeros(cap), np.zeros(cap)
-    nxt, prv = -np.ones(cap, np.int64), -np.ones(cap, np.int64)
-    owner = np.zeros(3 * m + 2, np.int64)
-    start, end = np.zeros(3 * m + 2), np.zeros(3 * m + 2)
+    cap = sa.size
     npieces = 0
     c = 0.0  # the front: short tokens, consecutive, exact where the time resolution is finest
     for k in range(nfront):
-        npieces = _record(k, c, c + qs[k], owner, start, end, npieces)
+        npieces = _record(k, c, c + qs[k], owner, start, end, mass, n, npieces)
         c += qs[k]
-    sa[0], sb[0] = c, 1.0
+    sa[0], sb[0], nxt[0], prv[0] = c, 1.0, -1, -1
     head, nodes = (0 if c < 1.0 else -1), 1
     ci, cx = 0, c  # the hole the previous token left, as (node, position)
     carry, spare = 0.0, 0.0  # targets minus realised G-masses, and q minus realised lengths, so far
@@ -208,10 +203,10 @@ def _build(qs, mus, n, nfront):
             for _ in range(cap):
                 if i < 0:
                     break
-                npieces = _record(k, sa[i], sb[i], owner, start, end, npieces)
+                npieces = _record(k, sa[i], sb[i], owner, start, end, mass, n, npieces)
                 i = nxt[i]
             if i >= 0:
-                return _STUCK, owner, start, end
+                return _STUCK, npieces
             head = -1
             break
         length, target = max(qs[k] + spare, 0.0), max(mus[k] + carry, 0.0)
@@ -232,12 +227,12 @@ def _build(qs, mus, n, nfront):
             x = sb[i]
         j, y, middle, ok = _window_end(i, x, length, nxt, sa, sb, n, cap)
         if not (walked and ok):
-            return _STUCK, owner, start, end
+            return _STUCK, npieces
         if _window_mass_fast(i, x, j, y, middle, sa, sb, n) < target:  # safeguard: from the front
             i, x = head, sa[head]
             j, y, middle, ok = _window_end(i, x, length, nxt, sa, sb, n, cap)
             if not ok:
-                return _STUCK, owner, start, end
+                return _STUCK, npieces
         # slide right node end by node end until the window's G-mass falls to the target
         slid = False
         d = 0.0
@@ -264,7 +259,7 @@ def _build(qs, mus, n, nfront):
             else:
                 x = xe
         if not slid or i < 0:
-            return _STUCK, owner, start, end
+            return _STUCK, npieces
         # accurate middle mass, then Newton on the convex, decreasing mass(x') - target in [x, x + d]
         middle = 0.0
         t = nxt[i] if i != j else j
@@ -274,7 +269,7 @@ def _build(qs, mus, n, nfront):
             middle += _gmass(sa[t], sb[t], n)
             t = nxt[t]
         if t != j:
-            return _STUCK, owner, start, end
+            return _STUCK, npieces
         gap = y - x
         lo, hi = x, min(x + d, sb[i])
         for _ in range(100):  # from the left with the fast mass (converges in a few steps)
@@ -310,11 +305,11 @@ def _build(qs, mus, n, nfront):
         # record the pieces and remove the window from the free time
         first = npieces
         if i == j:
-            npieces = _record(k, x, y, owner, start, end, npieces)
+            npieces = _record(k, x, y, owner, start, end, mass, n, npieces)
             right = nodes
             nodes += 1
             if right >= cap:
-                return _STUCK, owner, start, end
+                return _STUCK, npieces
             sa[right], sb[right] = y, sb[i]
             nxt[right], prv[right] = nxt[i], i
             if nxt[i] >= 0:
@@ -322,19 +317,19 @@ def _build(qs, mus, n, nfront):
             nxt[i] = right
             sb[i] = x
         else:
-            npieces = _record(k, x, sb[i], owner, start, end, npieces)
+            npieces = _record(k, x, sb[i], owner, start, end, mass, n, npieces)
             t = nxt[i]
             for _ in range(cap):
                 if t == j:
                     break
-                npieces = _record(k, sa[t], sb[t], owner, start, end, npieces)
+                npieces = _record(k, sa[t], sb[t], owner, start, end, mass, n, npieces)
                 t = nxt[t]
-            npieces = _record(k, sa[j], y, owner, start, end, npieces)
+            npieces = _record(k, sa[j], y, owner, start, end, mass, n, npieces)
             sb[i], sa[j] = x, y
             nxt[i], prv[j] = j, i
             right = j
         for r in range(first, min(npieces, owner.size)):  # what the window realised
-            carry += -_gmass(start[r], end[r], n)
+            carry += -mass[r]
             spare += start[r] - end[r]
         carry += mus[k]
         spare += qs[k]
@@ -356,8 +351,65 @@ def _build(qs, mus, n, nfront):
         if ci < 0:
             ci, cx = head, sa[head]
     if npieces > owner.size:
-        return _FULL, owner, start, end
-    return _OK, owner[:npieces], start[:npieces], end[:npieces]
+        return _FULL, npieces
+    return _OK, npieces
+
+
+def _workspace(m: int):
+    """The arrays :func:`_build` fills for m tokens: free-time nodes (2m + 2) and pieces (3m + 2)."""
+    cap, pieces = 2 * m + 2, 3 * m + 2
+    return (np.empty(cap), np.empty(cap), np.empty(cap, np.int64), np.empty(cap, np.int64),
+            np.empty(pieces, np.int64), np.empty(pieces), np.empty(pieces), np.empty(pieces))
+
+
+@njit(cache=True, _nrt=False, error_model="numpy")
+def _index(owner, start, end, n, masses, cumulative, first, count, lengths, marginal):
+    """One pass over the pieces for :class:`Schedule`: the pieces end to end (``cumulative``), each
+    token's run of pieces (``first``, ``count``; a token's pieces are consecutive but tokens are
+    not in order), and its total length and G-mass, summed in piece order (``lengths`` and
+    ``marginal`` start at zero). The G-masses are ``masses`` where it has one per piece (those of
+    :func:`_build`, the same :func:`_gmass`), else computed here."""
+    known = masses.size == owner.size
+    total, prev = 0.0, -1
+    cumulative[0] = 0.0
+    for k in range(owner.size):
+        x, length = owner[k], end[k] - start[k]
+        total += length
+        cumulative[k + 1] = total
+        if x != prev:  # a run starts
+            first[x], count[x], prev = k, 0, x
+        count[x] += 1
+        lengths[x] += length
+        marginal[x] += masses[k] if known else _gmass(start[k], end[k], n)
+
+
+@njit(cache=True, _nrt=False, error_model="numpy")
+def _earliest(drafts, u, cumulative, first, count, lengths, start, end):
+    """The draft with the earliest time, draft i's time taken from its uniform u[i] exactly as
+    :meth:`Schedule.times` does (the point ``cumulative[first] + u L`` of the token's stretch, in
+    its piece; the piece by bisection inside the token's run, which is what the clipped search
+    over all pieces gives, ``cumulative`` being non-decreasing); ties go to the first draft.
+    -1 if a draft is not a token (none is read then)."""
+    for i in range(drafts.size):
+        if drafts[i] < 0 or drafts[i] >= first.size:
+            return -1
+    best, pick = np.inf, drafts[0]
+    for i in range(drafts.size):
+        x = drafts[i]
+        lo, hi = first[x], first[x] + count[x] - 1
+        v = cumulative[first[x]] + u[i] * lengths[x]
+        if hi < lo:  # a token without pieces (q = 0): the clip's upper end, wrapped as numpy does
+            lo = hi + cumulative.size - 1 if hi < 0 else hi
+        while lo < hi:  # the last piece of the run starting at or before v (lo if none): log2 steps
+            mid = (lo + hi + 1) // 2
+            if cumulative[mid] <= v:
+                lo = mid
+            else:
+                hi = mid - 1
+        t = start[lo] + min(max(v - cumulative[lo], 0.0), end[lo] - start[lo])
+        if t < best:
+            best, pick = t, x
+    return pick
 
 
 class Schedule:
@@ -395,23 +447,20 @@ class Schedule:
     :attr:`marginal` up to that rounding; :meth:`candidate_law` is exact for the pieces as stored.
     """
 
-    def __init__(self, q: np.ndarray, n: int, owner, start, end):
+    def __init__(self, q: np.ndarray, n: int, owner, start, end, *, _masses=None):
         self.q, self.n, self.V = q, n, q.size
         self.owner = np.asarray(owner, dtype=np.int64)
         self.start, self.end = np.asarray(start, dtype=float), np.asarray(end, dtype=float)
-        lengths = self.end - self.start
-        self.cumulative = np.concatenate([[0.0], np.cumsum(lengths)])
-        # tokens own consecutive pieces but not in token order: index their runs explicitly
-        runs = np.flatnonzero(np.diff(self.owner, prepend=-1)) if self.owner.size else np.zeros(0, int)
-        self.first = np.zeros(self.V, np.int64)
-        self.count = np.zeros(self.V, np.int64)
-        if self.owner.size:
-            bounds = np.append(runs, self.owner.size)
-            self.first[self.owner[runs]] = runs
-            self.count[self.owner[runs]] = np.diff(bounds)
-        self.lengths = np.bincount(self.owner, lengths, minlength=self.V)
-        self.marginal = np.bincount(self.owner, _piece_masses(self.start, self.end, int(n)),
-                                    minlength=self.V)
+        if not self.owner.shape == self.start.shape == self.end.shape or self.owner.ndim != 1:
+            raise InvalidInputError("owner, start and end must be 1-d arrays of one length")
+        if self.owner.size and (self.owner.min() < 0 or self.owner.max() >= self.V):
+            raise InvalidInputError(f"piece owners must be tokens in 0..{self.V - 1}")
+        self.cumulative = np.empty(self.owner.size + 1)
+        self.first, self.count = np.zeros(self.V, np.int64), np.zeros(self.V, np.int64)
+        self.lengths, self.marginal = np.zeros(self.V), np.zeros(self.V)
+        masses = np.empty(0) if _masses is None else _masses  # _gmass of each piece, if known
+        _index(self.owner, self.start, self.end, int(n), masses, self.cumulative, self.first,
+               self.count, self.lengths, self.marginal)
 
     def pieces(self, x: int) -> np.ndarray:
         """The pieces of token x as rows [start, end]."""
@@ -432,6 +481,22 @@ class Schedule:
         drafts = np.asarray(drafts)
         pick = np.argmin(self.times(drafts, rng), axis=-1)
         return np.take_along_axis(drafts, pick[..., None], axis=-1)[..., 0]
+
+    def candidate(self, drafts: np.ndarray, rng: np.random.Generator) -> int:
+        """:meth:`candidates` of one tuple of token ids (shape (n,), integer), in one compiled pass:
+        the same uniforms (``rng.random(n)``), the same float operations, the same candidate.
+
+        Raises
+        ------
+        InvalidInputError
+            A draft outside the tokens.
+        """
+        drafts = np.ascontiguousarray(drafts, dtype=np.int64)
+        pick = _earliest(drafts, rng.random(drafts.size), self.cumulative, self.first, self.count,
+                         self.lengths, self.start, self.end)
+        if pick < 0:
+            raise InvalidInputError(f"drafts must be tokens in 0..{self.V - 1}, got {drafts.tolist()}")
+        return int(pick)
 
     def candidate_law(self, drafts) -> np.ndarray:
         """Exact law of the candidate given the draft tuple ``drafts``, shape (V,).
@@ -553,19 +618,38 @@ def realise_iid(mu, q, n: int) -> Schedule:
         raise InvalidInputError("mu must be finite and non-negative")
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
         raise InvalidInputError(f"the number of drafts must be a positive integer, got {n!r}")
+    return _realise(mu, q, int(n))
+
+
+def _realise(mu: np.ndarray, q: np.ndarray, n: int, hint: np.ndarray | None = None) -> Schedule:
+    """:func:`realise_iid` on checked inputs.
+
+    ``hint``, a permutation of all the tokens close to the processing order (μ/q decreasing), only
+    makes the sort linear: the tokens are sorted by (-μ/q, token) whatever it is. For the
+    lexicographically optimal base, its order (:attr:`~mdtheory.polymatroid.LexBase.order`, q/p
+    increasing) is that order up to rounding: on a block of slope s, μ/q = s p/q falls along it,
+    and across a hull vertex, between the block's last token a and the next block's first b,
+    :math:`\\mu_a/q_a \\ge \\Delta G_a/q_a \\ge \\Delta G_b/q_b \\ge \\mu_b/q_b` (the path meets the hull
+    from above at a vertex and leaves it upwards; ΔG/q, the secant of the concave
+    :math:`1 - (1 - Q)^n`, falls along the order).
+    """
     live = np.flatnonzero(q > 0)
-    short = q[live] < SHORT
-    front, rest = live[short], live[~short]
-    rest = rest[np.argsort(-(mu[rest] / q[rest]), kind="stable")]
+    front = live[q[live] < SHORT]
+    rest = live[q[live] >= SHORT] if hint is None else hint[q[hint] >= SHORT]
+    keys = -(mu[rest] / q[rest])
+    by = np.argsort(keys, kind="stable")  # timsort: linear on the runs the hint leaves
+    rest = stable_ties(rest[by], keys[by])
+    work = _workspace(live.size)
     for _ in range(live.size + 1):  # each rebuild moves at least one token to the front
         front = front[np.argsort(q[front], kind="stable")]
         order = np.concatenate([front, rest])
-        status, owner, start, end = _build(q[order], mu[order], int(n), front.size)
+        status, count = _build(q[order], mu[order], int(n), front.size, *work)
         if status != _OK:
             raise SolverError(f"schedule construction reached an impossible state (status {status}) "
                               f"at V = {q.size}, n = {n}")
+        owner, start, end, mass = (a[:count] for a in work[4:])
         empty = np.bincount(owner, minlength=order.size)[front.size:] == 0
         if not empty.any():
-            return Schedule(q, int(n), order[owner], start, end)
+            return Schedule(q, int(n), order[owner], start, end, _masses=mass)
         front, rest = np.concatenate([front, rest[empty]]), rest[~empty]
     raise SolverError(f"schedule construction left a token without a piece at V = {q.size}, n = {n}")

@@ -214,8 +214,8 @@ def test_schedule_refuses_non_finite_targets():
 def test_kernel_status_becomes_solver_error(monkeypatch):
     import mdtheory.schedule as schedule
 
-    def stuck(qs, mus, n, nfront):
-        return 1, np.zeros(0, np.int64), np.zeros(0), np.zeros(0)
+    def stuck(qs, mus, n, nfront, *work):
+        return 1, 0
 
     monkeypatch.setattr(schedule, "_build", stuck)
     with pytest.raises(SolverError, match="impossible state"):

@@ -140,7 +140,7 @@ class SelectionRule(ABC):
 
     def _check_drafts(self, drafts) -> np.ndarray:
         x = np.asarray(drafts)
-        if x.dtype == bool or not np.issubdtype(x.dtype, np.integer):
+        if x.dtype.kind not in "iu":  # numpy's integer kinds (not bool, kind "b")
             raise InvalidInputError(f"drafts must be integer token ids, got dtype {x.dtype}")
         if x.shape != (self.n,):
             raise InvalidInputError(f"{self.name} was prepared for n = {self.n} drafts; got drafts of "

@@ -10,7 +10,7 @@ import numpy as np
 from ..dual import dual_lp
 from ..independent import OrderMixture, min_norm_base
 from ..polymatroid import lex_optimal_base_iid
-from ..schedule import realise_iid
+from ..schedule import _realise
 from .base import SetPlanRule
 
 __all__ = ["Optimal", "MAX_PLAN_SETS"]
@@ -103,7 +103,9 @@ class Optimal(SetPlanRule):
             self._use_plan(flow.support, w, flow.plan / w[:, None])
             return
         self.base = lex_optimal_base_iid(self.p, self.q, self.n)
-        self.schedule = realise_iid(self.base.mu, self.q, self.n)
+        # realise_iid's checks, less their cost: q divided by its float sum once more, mu as built;
+        # the base's order makes the schedule's sort linear
+        self.schedule = _realise(self.base.mu, self.q / self.q.sum(), self.n, self.base.order)
         self._use_marginal(self.schedule.marginal)
         self._res_cdf = np.cumsum(self.res)
 
@@ -122,7 +124,7 @@ class Optimal(SetPlanRule):
         elif self.schedule is None:
             return super()._step(drafts, rng)
         else:
-            y = int(self.schedule.candidates(drafts, rng))
+            y = self.schedule.candidate(drafts, rng)
         if rng.random() < self.accept_ratio[y]:
             return y, True
         k = np.searchsorted(self._res_cdf, rng.random() * self._res_cdf[-1], side="right")
