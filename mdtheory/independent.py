@@ -57,6 +57,7 @@ import time
 from typing import NamedTuple
 
 import numpy as np
+from scipy.linalg import cho_solve, solve_triangular
 
 from ._route import RouteOutput
 from .drafts import DraftModel, Independent
@@ -252,8 +253,11 @@ def min_norm_base(p: np.ndarray, model: DraftModel, *, tol: float = MNP_TOL,
         if face is None or not np.array_equal(face.face_cut, cut):
             late = np.zeros(p.size)
             late[cut] = 1.0
-            face = _Wolfe(p, model, sw, np.lexsort((qbar - p, late)), late)
+            fsw = sw if FACE_W is None else np.sqrt(FACE_W(p, qbar))
+            face = _Wolfe(p, model, fsw, np.lexsort((qbar - p, late)), late)
             face.face_cut = cut
+            if WARM:
+                face.warm(free.orders[:free.K], free.lam)
         face.run(tol, min(max(FACE_ITER, spent), max_iter - done), None)  # resumed on the same cut
         done += face.iterations_run
         best = face if face.upper - face.lower <= best.upper - best.lower else best
@@ -267,6 +271,9 @@ def min_norm_base(p: np.ndarray, model: DraftModel, *, tol: float = MNP_TOL,
         )
     return best.result(done)
 
+
+WARM = True
+FACE_W = None
 
 #: Free Wolfe iterations without a better cut before the face of that cut is tried (doubles each time).
 PATIENCE = 25
@@ -290,10 +297,27 @@ class _Wolfe:
         self.G = np.empty((cap, cap))
         self.S[0], self.orders[0] = (model_vertex(model, order) - p) * sw, order
         self.G[0, 0] = self.S[0] @ self.S[0]
+        self.L = np.empty((cap, cap))
+        self._factor(1)
         self.K, self.lam, self.x = 1, np.array([1.0]), self.S[0].copy()
         self.upper, self.cut, self.lower = 1.0, np.zeros(0, np.int64), -np.inf  # T = ∅: α* <= 1
         self.closed, self.stalled, self.iterations_run = False, False, 0
         self.face_cut = None  # the cut whose face this run works on (None: all of B(g))
+
+    def warm(self, orders, weights):
+        """Start from a mixture of orders instead (each re-sorted stably by ``late`` onto the face;
+        repeated orders merged), its point the mixture of their vertices."""
+        if self.late is not None:
+            orders = np.array([o[np.argsort(self.late[o], kind="stable")] for o in orders])
+        orders, inverse = np.unique(orders, axis=0, return_inverse=True)
+        K = orders.shape[0]
+        for k, o in enumerate(orders):
+            self.S[k], self.orders[k] = (model_vertex(self.model, o) - self.p) * self.sw, o
+        self.G[:K, :K] = self.S[:K] @ self.S[:K].T
+        self._factor(K)
+        self.K, self.lam = K, np.bincount(inverse.ravel(), weights=weights, minlength=K)
+        self.lam /= self.lam.sum()
+        self.x = self.lam @ self.S[:K]
 
     def run(self, tol, max_iter, patience):
         """Up to ``max_iter`` iterations; stop when closed, or (``patience``) when the best cut has
@@ -330,22 +354,58 @@ class _Wolfe:
             S[K], self.orders[K] = v, order
             G[K, :K] = G[:K, K] = row
             G[K, K] = v @ v
+            self._append(K)
             K += 1
             lam = np.append(self.lam, 0.0)
             for _ in range(K + 1):  # minor cycle: each pass drops at least one vertex or ends
-                alpha = _affine_min(G[:K, :K])
+                alpha = self._affine(K)
                 if np.all(alpha > _DROP):
                     lam = alpha
                     break
                 neg = alpha <= _DROP
                 theta = min(1.0, float(np.min(lam[neg] / (lam[neg] - alpha[neg]))))
                 lam = (1 - theta) * lam + theta * alpha
-                keep = np.flatnonzero(lam > _DROP)
-                S[:keep.size], self.orders[:keep.size] = S[keep], self.orders[keep]
-                G[:keep.size, :keep.size] = G[np.ix_(keep, keep)]
-                K, lam = keep.size, lam[keep]
+                for j in np.flatnonzero(lam <= _DROP)[::-1]:  # the last vertex takes j's place
+                    K -= 1
+                    S[j], self.orders[j], lam[j] = S[K], self.orders[K], lam[K]
+                    G[j, :K + 1] = G[K, :K + 1]
+                    G[:K + 1, j] = G[:K + 1, K]
+                    G[j, j] = G[K, K]
+                lam = lam[:K]
+                self._factor(K)
             self.K, self.lam = K, lam / lam.sum()
             self.x = self.lam @ S[:K]
+
+    # The affine minimum of the corral: α ∝ (G + 1 1ᵀ)^{-1} 1 (the Gram matrix of the vertices with
+    # a coordinate 1 appended, positive definite while they are affinely independent), from its
+    # Cholesky factor L, extended by one row per added vertex and refactored after a drop.
+
+    def _factor(self, K):
+        """Cholesky factor of G + 1 1ᵀ for the first K vertices (``chol`` False if not definite)."""
+        try:
+            self.L[:K, :K] = np.linalg.cholesky(self.G[:K, :K] + 1.0)
+            self.chol = True
+        except np.linalg.LinAlgError:
+            self.chol = False
+
+    def _append(self, K):
+        """Extend the factor by vertex K (a Schur complement too small: not definite)."""
+        if not self.chol:
+            return
+        L = self.L
+        ell = solve_triangular(L[:K, :K], self.G[K, :K] + 1.0, lower=True, check_finite=False)
+        d = self.G[K, K] + 1.0 - ell @ ell
+        if not d > 1e-13 * (self.G[K, K] + 1.0):
+            self.chol = False
+            return
+        L[K, :K], L[K, K] = ell, np.sqrt(d)
+
+    def _affine(self, K) -> np.ndarray:
+        """Weights (summing to one) of the point of the corral's affine hull nearest the origin."""
+        if not self.chol:
+            return _affine_min(self.G[:K, :K])
+        beta = cho_solve((self.L[:K, :K], True), np.ones(K), check_finite=False)
+        return beta / beta.sum()
 
     def result(self, iterations) -> MinNormBase:
         mu = self.lam @ self.S[:self.K] / self.sw + self.p
