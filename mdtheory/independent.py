@@ -374,7 +374,11 @@ class _Wolfe:
                 lam = lam[:K]
                 self._factor(K)
             self.K, self.lam = K, lam / lam.sum()
+            norm = self.x @ self.x
             self.x = self.lam @ S[:K]
+            if not self.x @ self.x < norm:  # Wolfe's norm decreases strictly: rounding has won
+                self.stalled = True
+                return
 
     # The affine minimum of the corral: α ∝ (G + 1 1ᵀ)^{-1} 1 (the Gram matrix of the vertices with
     # a coordinate 1 appended, positive definite while they are affinely independent), from its

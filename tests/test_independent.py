@@ -230,3 +230,59 @@ def test_cli_mnp_proves_successive_sampling(capsys):
     assert "--method mnp proves it" in capsys.readouterr().out
     assert main([*args, "--method", "mnp"]) == 0
     assert "(proven: order-mixture" in capsys.readouterr().out
+
+
+def test_corral_cholesky_matches_the_bordered_solve():
+    """The affine minimum from the Cholesky factor of G + 1 1ᵀ (extended per vertex, refactored
+    after a swap-deletion) equals the bordered solve; a repeated vertex falls back to the solve."""
+    import mdtheory.independent as independent
+
+    rng = np.random.default_rng(14)
+    V = 30
+    p, qs = rng.dirichlet(np.ones(V)), rng.dirichlet(np.ones(V), size=3)
+    run = independent._Wolfe(p, Independent(qs), np.ones(V), rng.permutation(V))
+    for K in range(1, 12):  # vertices appended one at a time, as the major iterations do
+        order = rng.permutation(V)
+        run.S[K], run.orders[K] = model_vertex(Independent(qs), order) - p, order
+        run.G[K, :K + 1] = run.G[:K + 1, K] = run.S[:K + 1] @ run.S[K]
+        run._append(K)
+        assert run.chol
+        alpha = run._affine(K + 1)
+        assert np.abs(alpha - independent._affine_min(run.G[:K + 1, :K + 1])).max() <= 1e-9
+    run._factor(7)  # after a drop the factor is rebuilt for the remaining corral
+    assert np.abs(run._affine(7) - independent._affine_min(run.G[:7, :7])).max() <= 1e-9
+    run.S[7], run.G[7, :7], run.G[7, 7] = run.S[3], run.G[3, :7], run.G[3, 3]
+    run._append(7)  # a repeated vertex: not affinely independent
+    assert not run.chol
+
+
+def test_face_warm_start_is_the_resorted_mixture():
+    """A face run started from the free run's orders holds their mixture, each order re-sorted with
+    the cut last, and the solver still matches the exhaustive route."""
+    import mdtheory.independent as independent
+
+    rng = np.random.default_rng(15)
+    V = 9
+    p, qs = rng.dirichlet(np.ones(V)), rng.dirichlet(np.ones(V), size=3)
+    model = Independent(qs)
+    orders = np.array([rng.permutation(V) for _ in range(4)])
+    weights = rng.random(4)
+    late = (rng.random(V) < 0.5).astype(float)
+    face = independent._Wolfe(p, model, np.ones(V), np.arange(V), late)
+    face.warm(np.vstack([orders, orders[:1]]), np.append(weights, 0.5))  # a repeated order merges
+    assert face.K == 4 and np.all(np.diff(late[face.orders[:face.K]], axis=1) >= 0)
+    resorted = np.array([o[np.argsort(late[o], kind="stable")] for o in orders])
+    w = np.append(weights[0] + 0.5, weights[1:]) / (weights.sum() + 0.5)
+    mix = OrderMixture(model, resorted, w)
+    assert np.abs(face.x + p - mix.marginal).max() <= 1e-12
+
+
+def test_mnp_proves_conditional_poisson_beyond_enumeration():
+    """At V = 60 (tens of thousands of draft sets) the mnp route equals the prefix route, a theorem
+    for conditional Poisson sampling, through corrals of tens of vertices."""
+    rng = np.random.default_rng(16)
+    for _ in range(2):
+        p, q = rng.dirichlet(np.full(60, 0.5)), rng.dirichlet(np.full(60, 0.5))
+        res = optimal_acceptance(p, q, 3, "conditional-poisson", method="mnp")
+        prefix = optimal_acceptance(p, q, 3, "conditional-poisson", method="prefix")
+        assert res.status == "optimal" and abs(res.value - prefix.value) <= TOL
