@@ -249,18 +249,17 @@ def min_norm_base(p: np.ndarray, model: DraftModel, *, tol: float = MNP_TOL,
         if free.closed or done >= max_iter:
             break
         # the cut has settled: its complement comes first on the face of B(g) it spans
-        cut = free.cut if face is None or free.upper <= face.upper else face.cut
-        if face is None or not np.array_equal(face.face_cut, cut):
-            late = np.zeros(p.size)
-            late[cut] = 1.0
-            fsw = sw if FACE_W is None else np.sqrt(FACE_W(p, qbar))
-            face = _Wolfe(p, model, fsw, np.lexsort((qbar - p, late)), late)
-            face.face_cut = cut
-            if WARM:
-                face.warm(free.orders[:free.K], free.lam)
-        face.run(tol, min(max(FACE_ITER, spent), max_iter - done), None)  # resumed on the same cut
-        done += face.iterations_run
-        best = face if face.upper - face.lower <= best.upper - best.lower else best
+        source = free if face is None or free.upper <= face.upper else face
+        for _ in range(max_iter):  # a face run that finds a better cut moves to that cut's face
+            if face is None or not np.array_equal(face.face_cut, source.cut):
+                face = _face(p, model, sw, qbar, source)
+            face.run(tol, min(max(FACE_ITER, spent), max_iter - done), None)  # resumed on one cut
+            done += face.iterations_run
+            best = face if face.upper - face.lower <= best.upper - best.lower else best
+            if face.closed or face.stalled or done >= max_iter or \
+                    not face.upper < face.face_value - tol:
+                break
+            source = face
         if face.closed or (free.stalled and face.stalled) or done >= max_iter:
             break
         patience *= 2  # the cut was not optimal (or the face needs longer): resume the free run
@@ -272,8 +271,16 @@ def min_norm_base(p: np.ndarray, model: DraftModel, *, tol: float = MNP_TOL,
     return best.result(done)
 
 
-WARM = True
-FACE_W = None
+def _face(p, model, sw, qbar, source) -> _Wolfe:
+    """A Wolfe run on the face of ``source``'s best cut (its complement first), started from
+    ``source``'s orders re-sorted onto the face."""
+    late = np.zeros(p.size)
+    late[source.cut] = 1.0
+    face = _Wolfe(p, model, sw, np.lexsort((qbar - p, late)), late)
+    face.face_cut, face.face_value = source.cut, source.upper
+    face.warm(source.orders[:source.K], source.lam)
+    return face
+
 
 #: Free Wolfe iterations without a better cut before the face of that cut is tried (doubles each time).
 PATIENCE = 25
@@ -303,6 +310,7 @@ class _Wolfe:
         self.upper, self.cut, self.lower = 1.0, np.zeros(0, np.int64), -np.inf  # T = ∅: α* <= 1
         self.closed, self.stalled, self.iterations_run = False, False, 0
         self.face_cut = None  # the cut whose face this run works on (None: all of B(g))
+        self.face_value = -np.inf  # that cut's value
 
     def warm(self, orders, weights):
         """Start from a mixture of orders instead (each re-sorted stably by ``late`` onto the face;
@@ -341,6 +349,8 @@ class _Wolfe:
                 self.closed = True
                 return
             if patience is not None and since >= patience:
+                return
+            if self.upper < self.face_value - tol:  # a better cut: its own face comes next
                 return
             v = np.empty(order.size)
             v[order] = np.maximum(H[:-1] - H[1:], 0.0)
