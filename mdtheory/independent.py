@@ -53,10 +53,12 @@ Hu et al., ICLR 2025, Thm 1 (the subset formula for α*).
 
 from __future__ import annotations
 
+import math
 import time
 from typing import NamedTuple
 
 import numpy as np
+from numba import njit
 from scipy.linalg import cho_solve, solve_triangular
 
 from ._route import RouteOutput
@@ -156,6 +158,28 @@ def model_vertex(model: DraftModel, order: np.ndarray) -> np.ndarray:
     v = np.empty(order.size)
     v[order] = np.maximum(H[:-1] - H[1:], 0.0)
     return v
+
+
+@njit(cache=True)
+def _chol_delete(L, K, j):
+    """Remove row and column j from the K-by-K lower Cholesky factor L in place, keeping the order:
+    the rows below shift up and their trailing block takes the rank-one update by the removed
+    column (:math:`L_{22}' L_{22}'^T = L_{22} L_{22}^T + x x^T`), O(K²)."""
+    n = K - 1
+    x = L[j + 1:K, j].copy()
+    for i in range(j, n):
+        for c in range(j):
+            L[i, c] = L[i + 1, c]
+        for c in range(j, i + 1):
+            L[i, c] = L[i + 1, c + 1]
+    for k in range(j, n):
+        lkk, xk = L[k, k], x[k - j]
+        r = math.sqrt(lkk * lkk + xk * xk)
+        c, s = r / lkk, xk / lkk
+        L[k, k] = r
+        for i in range(k + 1, n):
+            L[i, k] = (L[i, k] + s * x[i - j]) / c
+            x[i - j] = c * x[i - j] - s * L[i, k]
 
 
 def _affine_min(G: np.ndarray) -> np.ndarray:
@@ -305,6 +329,7 @@ class _Wolfe:
         self.S[0], self.orders[0] = (model_vertex(model, order) - p) * sw, order
         self.G[0, 0] = self.S[0] @ self.S[0]
         self.L = np.empty((cap, cap))
+        self.slot = np.arange(cap)  # the storage row (of S, orders) of each corral vertex
         self._factor(1)
         self.K, self.lam, self.x = 1, np.array([1.0]), self.S[0].copy()
         self.upper, self.cut, self.lower = 1.0, np.zeros(0, np.int64), -np.inf  # T = ∅: α* <= 1
@@ -322,6 +347,7 @@ class _Wolfe:
         for k, o in enumerate(orders):
             self.S[k], self.orders[k] = (model_vertex(self.model, o) - self.p) * self.sw, o
         self.G[:K, :K] = self.S[:K] @ self.S[:K].T
+        self.slot[:K] = np.arange(K)
         self._factor(K)
         self.K, self.lam = K, np.bincount(inverse.ravel(), weights=weights, minlength=K)
         self.lam /= self.lam.sum()
@@ -355,13 +381,13 @@ class _Wolfe:
             v = np.empty(order.size)
             v[order] = np.maximum(H[:-1] - H[1:], 0.0)
             v = (v - p) * sw
-            K = self.K
-            row = S[:K] @ v
+            K, slot = self.K, self.slot
+            row = (S[:K] @ v)[slot[:K]]
             if self.x @ self.x - self.x @ v <= 1e-300 or K >= S.shape[0] or \
                     np.any(G[np.arange(K), np.arange(K)] - 2 * row + v @ v <= 0.0):
                 self.stalled = True  # no progress possible: the caller reports the open gap
                 return
-            S[K], self.orders[K] = v, order
+            S[K], self.orders[K], slot[K] = v, order, K
             G[K, :K] = G[:K, K] = row
             G[K, K] = v @ v
             self._append(K)
@@ -375,24 +401,42 @@ class _Wolfe:
                 neg = alpha <= _DROP
                 theta = min(1.0, float(np.min(lam[neg] / (lam[neg] - alpha[neg]))))
                 lam = (1 - theta) * lam + theta * alpha
-                for j in np.flatnonzero(lam <= _DROP)[::-1]:  # the last vertex takes j's place
+                for j in np.flatnonzero(lam <= _DROP)[::-1]:
+                    self._drop(K, j)
                     K -= 1
-                    S[j], self.orders[j], lam[j] = S[K], self.orders[K], lam[K]
-                    G[j, :K + 1] = G[K, :K + 1]
-                    G[:K + 1, j] = G[:K + 1, K]
-                    G[j, j] = G[K, K]
-                lam = lam[:K]
-                self._factor(K)
+                lam = lam[lam > _DROP]
             self.K, self.lam = K, lam / lam.sum()
             norm = self.x @ self.x
-            self.x = self.lam @ S[:K]
+            self.x = self._point()
             if not self.x @ self.x < norm:  # Wolfe's norm decreases strictly: rounding has won
                 self.stalled = True
                 return
 
+    def _point(self) -> np.ndarray:
+        """The corral's point: the λ-mixture of its vertices."""
+        w = np.empty(self.K)
+        w[self.slot[:self.K]] = self.lam
+        return w @ self.S[:self.K]
+
+    def _drop(self, K, j):
+        """Remove corral vertex j of K: G and the factor keep their order (the factor by a rank-one
+        update, O(K²)); its storage row takes the last row's contents."""
+        slot, G = self.slot, self.G
+        r, last = slot[j], K - 1
+        if r != last:  # storage stays rows 0..K-2
+            self.S[r], self.orders[r] = self.S[last], self.orders[last]
+            slot[np.flatnonzero(slot[:K] == last)] = r
+        slot[j:K - 1] = slot[j + 1:K].copy()
+        G[j:K - 1, :K] = G[j + 1:K, :K].copy()
+        G[:K - 1, j:K - 1] = G[:K - 1, j + 1:K].copy()
+        if self.chol:
+            _chol_delete(self.L, K, j)
+        else:
+            self._factor(K - 1)
+
     # The affine minimum of the corral: α ∝ (G + 1 1ᵀ)^{-1} 1 (the Gram matrix of the vertices with
     # a coordinate 1 appended, positive definite while they are affinely independent), from its
-    # Cholesky factor L, extended by one row per added vertex and refactored after a drop.
+    # Cholesky factor L, extended by one row per added vertex and downdated by a drop.
 
     def _factor(self, K):
         """Cholesky factor of G + 1 1ᵀ for the first K vertices (``chol`` False if not definite)."""
@@ -422,8 +466,8 @@ class _Wolfe:
         return beta / beta.sum()
 
     def result(self, iterations) -> MinNormBase:
-        mu = self.lam @ self.S[:self.K] / self.sw + self.p
-        return MinNormBase(mu, self.orders[:self.K].copy(), self.lam, self.cut,
+        mu = self._point() / self.sw + self.p
+        return MinNormBase(mu, self.orders[self.slot[:self.K]], self.lam, self.cut,
                           float(np.minimum(self.p, mu).sum()), self.upper, iterations)
 
 

@@ -286,3 +286,18 @@ def test_mnp_proves_conditional_poisson_beyond_enumeration():
         res = optimal_acceptance(p, q, 3, "conditional-poisson", method="mnp")
         prefix = optimal_acceptance(p, q, 3, "conditional-poisson", method="prefix")
         assert res.status == "optimal" and abs(res.value - prefix.value) <= TOL
+
+
+def test_cholesky_row_removal_matches_refactoring():
+    """Removing vertex j from the factor (rank-one update) gives the factor of G without row and
+    column j."""
+    from mdtheory.independent import _chol_delete
+
+    rng = np.random.default_rng(17)
+    A = rng.standard_normal((9, 20))
+    M = A @ A.T + 1.0
+    for j in (0, 4, 8):
+        L = np.linalg.cholesky(M)
+        _chol_delete(L, 9, j)
+        keep = np.delete(np.arange(9), j)
+        assert np.abs(np.tril(L[:8, :8]) - np.linalg.cholesky(M[np.ix_(keep, keep)])).max() <= 1e-12
