@@ -249,10 +249,23 @@ def min_norm_base(p: np.ndarray, model: DraftModel, *, tol: float = MNP_TOL,
     for any optimal base μ*, :math:`\\alpha^* = \\sum \\min(p, \\mu^*) \\le \\mu^*(S) + p(T) \\le g(S) + p(T)
     = 1 + p(T) - Q(T) = \\alpha^*`, so :math:`\\mu^*(S) = g(S)`. The face is the product of the
     restriction to S and the contraction by S, smaller problems that close in tens to hundreds of
-    iterations. If the face does not close in its budget (:data:`FACE_ITER`, or the free run's
-    iterations so far if more) the free run resumes with doubled patience; the next face uses the
-    best cut of both runs, and resumes the previous face if the cut is the same. Any point of the face is a
+    iterations. A face run starts from the orders of the run whose cut it is, each re-sorted
+    stably onto the face (their mixture is a point of the face, near the free run's point). If the
+    face run finds a better cut it moves at once to that cut's face, started from its own orders.
+    If the face does not close in its budget (:data:`FACE_ITER`, or the free run's iterations so
+    far if more) the free run resumes with doubled patience; the next face uses the best cut of
+    both runs, and resumes the previous face if the cut is the same. Any point of the face is a
     base of B(g), so the certificate does not depend on T being right.
+
+    **Linear algebra.** The affine minimum of a corral of K vertices is
+    :math:`\\alpha \\propto (G + \\mathbf{1}\\mathbf{1}^T)^{-1}\\mathbf{1}` (G the Gram matrix of the
+    vertices minus p; the bordered matrix is positive definite while they are affinely
+    independent), from a Cholesky factor extended by one row per new vertex and downdated by a
+    rank-one update per dropped vertex: O(K²) per step instead of a fresh O(K³) solve, and the
+    corral's rows stay in place (a drop moves one row). A vertex that leaves the factor
+    indefinite falls back to the bordered solve until the next drop. Each major iteration must
+    decrease the norm; when rounding stops it, the run reports a stall (the gap it reached is
+    accepted up to :data:`MNP_ACCEPT`).
 
     Examples
     --------
