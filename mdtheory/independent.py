@@ -59,7 +59,6 @@ from typing import NamedTuple
 
 import numpy as np
 from numba import njit
-from scipy.linalg import cho_solve, solve_triangular
 
 from ._route import RouteOutput
 from .drafts import DraftModel, Independent
@@ -127,6 +126,33 @@ def suffix_containments(model: DraftModel, order: np.ndarray) -> np.ndarray:
     return H
 
 
+@njit(cache=True)
+def _product_scan(qs, p, order):
+    """:func:`_suffix_products` and the cut values :math:`1 + p(T_k) - H_k` of the suffixes
+    :math:`T_k` in one pass (the same sums in the same order, so the same numbers)."""
+    n, V = qs.shape
+    H, values, tails = np.empty(V + 1), np.empty(V + 1), np.zeros(n)
+    H[V], values[V], ptail = 0.0, 1.0, 0.0
+    for k in range(V - 1, -1, -1):
+        y = order[k]
+        prod = 1.0
+        for i in range(n):
+            tails[i] += qs[i, y]
+            prod *= min(tails[i], 1.0)
+        ptail += p[y]
+        H[k], values[k] = prod, 1.0 + ptail - prod
+    return H, values
+
+
+def _scan(model: DraftModel, p: np.ndarray, order: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(H, values): :func:`suffix_containments` along ``order`` and the values
+    :math:`1 + p(T_k) - H_k` of its V + 1 suffixes :math:`T_k` as cuts."""
+    if isinstance(model, Independent):
+        return _product_scan(model.qs, p, order)
+    H = suffix_containments(model, order)
+    return H, 1.0 + np.concatenate([np.cumsum(p[order][::-1])[::-1], [0.0]]) - H
+
+
 def model_vertex(model: DraftModel, order: np.ndarray) -> np.ndarray:
     """The marginal of "output the highest-ranked drafted token" for the priority ``order``.
 
@@ -158,6 +184,30 @@ def model_vertex(model: DraftModel, order: np.ndarray) -> np.ndarray:
     v = np.empty(order.size)
     v[order] = np.maximum(H[:-1] - H[1:], 0.0)
     return v
+
+
+@njit(cache=True)
+def _forward(L, b, K):
+    """Solve L y = b for the leading K-by-K lower triangle of L."""
+    y = b.copy()
+    for i in range(K):
+        acc = y[i]
+        for c in range(i):
+            acc -= L[i, c] * y[c]
+        y[i] = acc / L[i, i]
+    return y
+
+
+@njit(cache=True)
+def _backward(L, y, K):
+    """Solve L^T x = y for the leading K-by-K lower triangle of L."""
+    x = y.copy()
+    for i in range(K - 1, -1, -1):
+        acc = x[i]
+        for r in range(i + 1, K):
+            acc -= L[r, i] * x[r]
+        x[i] = acc / L[i, i]
+    return x
 
 
 @njit(cache=True)
@@ -377,8 +427,7 @@ class _Wolfe:
             self.lower = float(np.minimum(p, self.x / sw + p).sum())
             g = self.x * sw  # the gradient: priority to the least covered (mu - p smallest)
             order = np.argsort(g, kind="stable") if self.late is None else np.lexsort((g, self.late))
-            H = suffix_containments(self.model, order)
-            values = 1.0 + np.concatenate([np.cumsum(p[order][::-1])[::-1], [0.0]]) - H
+            H, values = _scan(self.model, p, order)
             k = int(np.argmin(values))  # T = the suffix of the order from position k
             since += 1
             if values[k] < self.upper:
@@ -464,7 +513,7 @@ class _Wolfe:
         if not self.chol:
             return
         L = self.L
-        ell = solve_triangular(L[:K, :K], self.G[K, :K] + 1.0, lower=True, check_finite=False)
+        ell = _forward(L, self.G[K, :K] + 1.0, K)
         d = self.G[K, K] + 1.0 - ell @ ell
         if not d > 1e-13 * (self.G[K, K] + 1.0):
             self.chol = False
@@ -475,7 +524,7 @@ class _Wolfe:
         """Weights (summing to one) of the point of the corral's affine hull nearest the origin."""
         if not self.chol:
             return _affine_min(self.G[:K, :K])
-        beta = cho_solve((self.L[:K, :K], True), np.ones(K), check_finite=False)
+        beta = _backward(self.L, _forward(self.L, np.ones(K), K), K)
         return beta / beta.sum()
 
     def result(self, iterations) -> MinNormBase:

@@ -301,3 +301,18 @@ def test_cholesky_row_removal_matches_refactoring():
         _chol_delete(L, 9, j)
         keep = np.delete(np.arange(9), j)
         assert np.abs(np.tril(L[:8, :8]) - np.linalg.cholesky(M[np.ix_(keep, keep)])).max() <= 1e-12
+
+
+def test_product_scan_is_the_generic_scan():
+    """The fused pass for independent drafts gives the same numbers as the suffix products and
+    cumulative sums it replaces."""
+    from mdtheory.independent import _scan, suffix_containments
+
+    rng = np.random.default_rng(18)
+    for V, n in ((1, 1), (7, 3), (300, 5)):
+        p, qs = rng.dirichlet(np.full(V, 0.3)), rng.dirichlet(np.full(V, 0.3), size=n)
+        order = rng.permutation(V)
+        H, values = _scan(Independent(qs), p, order)
+        H0 = suffix_containments(Independent(qs), order)
+        assert np.array_equal(H, H0)
+        assert np.array_equal(values, 1.0 + np.concatenate([np.cumsum(p[order][::-1])[::-1], [0.0]]) - H0)
