@@ -58,8 +58,8 @@ import time
 from typing import NamedTuple
 
 import numpy as np
-from numba import njit
 
+from ._jit import njit
 from ._route import RouteOutput
 from .drafts import DraftModel, Independent
 from .errors import InvalidInputError, ProblemTooLargeError, SolverError
