@@ -301,7 +301,8 @@ def min_norm_base(p: np.ndarray, model: DraftModel, *, tol: float = MNP_TOL,
     restriction to S and the contraction by S, smaller problems that close in tens to hundreds of
     iterations. A face run starts from the orders of the run whose cut it is, each re-sorted
     stably onto the face (their mixture is a point of the face, near the free run's point). If the
-    face run finds a better cut it moves at once to that cut's face, started from its own orders.
+    face run finds a better cut that then holds for :data:`SWITCH` iterations, it moves to that
+    cut's face, started from its own orders.
     If the face does not close in its budget (:data:`FACE_ITER`, or the free run's iterations so
     far if more) the free run resumes with doubled patience; the next face uses the best cut of
     both runs, and resumes the previous face if the cut is the same. Any point of the face is a
@@ -368,6 +369,10 @@ def _face(p, model, sw, qbar, source) -> _Wolfe:
     face.warm(source.orders[:source.K], source.lam)
     return face
 
+
+#: A face run moves to the face of a better cut it found once that cut has held this many iterations
+#: (each move evaluates one vertex per order it starts from).
+SWITCH = 25
 
 #: Free Wolfe iterations without a better cut before the face of that cut is tried (doubles each time).
 PATIENCE = 25
@@ -438,7 +443,7 @@ class _Wolfe:
                 return
             if patience is not None and since >= patience:
                 return
-            if self.upper < self.face_value - tol:  # a better cut: its own face comes next
+            if self.upper < self.face_value - tol and since >= SWITCH:  # a better cut, settled
                 return
             v = np.empty(order.size)
             v[order] = np.maximum(H[:-1] - H[1:], 0.0)
