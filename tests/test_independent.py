@@ -201,14 +201,15 @@ def test_optimal_rule_order_mixture_for_successive_sampling(monkeypatch):
     assert abs(acc - alpha) <= TOL
 
 
-@pytest.mark.parametrize("patience, face_iter", [(1, 3), (2, 50)])
-def test_face_phase_with_early_and_wrong_cuts(monkeypatch, patience, face_iter):
-    """The face of a cut found too early may not hold the optimum: the free run resumes and the
-    result still matches the exhaustive route."""
+@pytest.mark.parametrize("patience, face_iter, switch", [(1, 3, 25), (2, 50, 1), (1, 50, 0)])
+def test_face_phase_with_early_and_wrong_cuts(monkeypatch, patience, face_iter, switch):
+    """The face of a cut found too early may not hold the optimum: the free run resumes, or the
+    face run moves to the better cut it finds, and the result still matches the exhaustive route."""
     import mdtheory.independent as independent
 
     monkeypatch.setattr(independent, "PATIENCE", patience)
     monkeypatch.setattr(independent, "FACE_ITER", face_iter)
+    monkeypatch.setattr(independent, "SWITCH", switch)
     rng = np.random.default_rng(13)
     for _ in range(10):
         z = 2.5 * rng.standard_normal(12)
