@@ -24,6 +24,14 @@ Monte Carlo steps each: acceptance against alpha* and a chi-square test of the o
 against p.
 
 Writes ``benchmarks/results/draft_models.json``.
+
+    .venv/bin/python benchmarks/bench_draft_models.py --prep [--seeds 3] [--out /tmp/prep.json]
+
+``--prep`` only: the optimal rule's preparation (``make_rule("optimal", p, q, 4, sampling=...)``) at
+V = 1000, n = 4 for each draft model on a fixed set of pairs (:func:`prep_pairs`: llm_pair with
+tempered drafts, Dirichlet(0.5), and softmax of Gaussian logits at target temperatures 0.5, 1 and
+2, the drafter perturbed), with the minimum-norm point's iterations and corral size where the rule
+uses it; written to ``--out`` if given (never to ``benchmarks/results``).
 """
 
 from __future__ import annotations
@@ -134,10 +142,81 @@ def chi_square_rows(steps: int = 100_000) -> list[dict]:
     return rows
 
 
+PREP_MODELS = ("independent", "without-replacement", "conditional-poisson", "greedy")
+
+
+def prep_pairs(seeds: int, V: int = 1000):
+    """(name, p, q, qs): q one draft law (V,), qs four independent drafts (4, V).
+
+    llm_pair: the drafts q at temperatures 0.7, 1, 1.4, 2. Dirichlet(0.5): p and five independent
+    laws. Softmax at temperature T: Gaussian logits z of scale 2.5, p = softmax(z / T), the
+    drafter's logits z + 0.8 N(0, 1), q at temperature T and the drafts at T (0.6, 0.8, 1, 1.3).
+    """
+    for seed in range(seeds):
+        p, q = llm_pair(V, seed)
+        yield f"llm_pair/{seed}", p, q, np.array([tempered(q, t) for t in TEMPERATURES])
+        rng = np.random.default_rng(seed)
+        p, qs = rng.dirichlet(np.full(V, 0.5)), rng.dirichlet(np.full(V, 0.5), size=5)
+        yield f"dirichlet(0.5)/{seed}", p, qs[4], qs[:4]
+        for T in (0.5, 1.0, 2.0):
+            rng = np.random.default_rng(1000 + seed)
+            z = 2.5 * rng.standard_normal(V)
+            zq = z + 0.8 * rng.standard_normal(V)
+            p = tempered(np.exp(z - z.max()), T)
+            qs = np.array([tempered(np.exp(zq - zq.max()), T * t) for t in (0.6, 0.8, 1.0, 1.3)])
+            yield f"softmax T={T:g}/{seed}", p, tempered(np.exp(zq - zq.max()), T), qs
+
+
+def prep_rows(seeds: int) -> list[dict]:
+    """The optimal rule's preparation per draft model and pair (V = 1000, n = 4)."""
+    rows = []
+    rng = np.random.default_rng(0)
+    for sampling in PREP_MODELS:  # compile (or load) the numba kernels outside the timings
+        q = rng.dirichlet(np.ones(30), size=4 if sampling == "independent" else None)
+        make_rule("optimal", rng.dirichlet(np.ones(30)), q, 4, sampling=sampling)
+    for name, p, q, qs in prep_pairs(seeds):
+        for sampling in PREP_MODELS:
+            drafts = qs if sampling == "independent" else q
+            row = {"pair": name, "sampling": sampling}
+            try:
+                rule = make_rule("optimal", p, drafts, 4, sampling=sampling)
+                row["prepare_ms"] = 1e3 * rule.prepare_seconds
+                row["rule"] = "order mixture" if rule.mixture is not None else "plan"
+                if rule.mixture is not None:  # the same solve again, for its counts
+                    base = min_norm_base(p, rule.model)
+                    row.update(iterations=base.iterations, corral=int(base.weights.size),
+                               gap=base.upper - base.lower, alpha=base.upper)
+                else:
+                    row["alpha"] = rule.exact_acceptance()
+            except md.MdtheoryError as exc:
+                row["error"] = str(exc)
+            rows.append(row)
+            print(f"  {name:<18s} {sampling:<20s} " + (
+                f"error: {row['error']}" if "error" in row else
+                f"{row['prepare_ms']:9.1f} ms  {row['rule']:<13s} alpha {row['alpha']:.12f}"
+                + (f"  {row['iterations']:5d} iterations, corral {row['corral']:4d}"
+                   if "iterations" in row else "")), flush=True)
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--prep", action="store_true", help="only the optimal rule's preparation")
+    parser.add_argument("--seeds", type=int, default=3, help="seeds per family (--prep)")
+    parser.add_argument("--out", type=Path, help="JSON output of --prep")
     args = parser.parse_args()
+    if args.prep:
+        rows = prep_rows(args.seeds)
+        for sampling in PREP_MODELS:
+            ms = [r["prepare_ms"] for r in rows if r["sampling"] == sampling and "prepare_ms" in r]
+            if ms:
+                print(f"{sampling}: median {np.median(ms):.1f} ms, max {max(ms):.1f} ms, "
+                      f"{sum(t <= 50 for t in ms)} of {len(ms)} within 50 ms")
+        if args.out:
+            args.out.write_text(json.dumps({"machine": platform.platform(), "rows": rows},
+                                           indent=1) + "\n")
+        return
     table = [compare(*pair) for pair in pairs(args.quick)]
     for row in table:
         print(f"{row['pair']}, n = {row['n']}")

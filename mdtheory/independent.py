@@ -53,11 +53,13 @@ Hu et al., ICLR 2025, Thm 1 (the subset formula for α*).
 
 from __future__ import annotations
 
+import math
 import time
 from typing import NamedTuple
 
 import numpy as np
 
+from ._jit import njit
 from ._route import RouteOutput
 from .drafts import DraftModel, Independent
 from .errors import InvalidInputError, ProblemTooLargeError, SolverError
@@ -124,6 +126,33 @@ def suffix_containments(model: DraftModel, order: np.ndarray) -> np.ndarray:
     return H
 
 
+@njit(cache=True)
+def _product_scan(qs, p, order):
+    """:func:`_suffix_products` and the cut values :math:`1 + p(T_k) - H_k` of the suffixes
+    :math:`T_k` in one pass (the same sums in the same order, so the same numbers)."""
+    n, V = qs.shape
+    H, values, tails = np.empty(V + 1), np.empty(V + 1), np.zeros(n)
+    H[V], values[V], ptail = 0.0, 1.0, 0.0
+    for k in range(V - 1, -1, -1):
+        y = order[k]
+        prod = 1.0
+        for i in range(n):
+            tails[i] += qs[i, y]
+            prod *= min(tails[i], 1.0)
+        ptail += p[y]
+        H[k], values[k] = prod, 1.0 + ptail - prod
+    return H, values
+
+
+def _scan(model: DraftModel, p: np.ndarray, order: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(H, values): :func:`suffix_containments` along ``order`` and the values
+    :math:`1 + p(T_k) - H_k` of its V + 1 suffixes :math:`T_k` as cuts."""
+    if isinstance(model, Independent):
+        return _product_scan(model.qs, p, order)
+    H = suffix_containments(model, order)
+    return H, 1.0 + np.concatenate([np.cumsum(p[order][::-1])[::-1], [0.0]]) - H
+
+
 def model_vertex(model: DraftModel, order: np.ndarray) -> np.ndarray:
     """The marginal of "output the highest-ranked drafted token" for the priority ``order``.
 
@@ -155,6 +184,52 @@ def model_vertex(model: DraftModel, order: np.ndarray) -> np.ndarray:
     v = np.empty(order.size)
     v[order] = np.maximum(H[:-1] - H[1:], 0.0)
     return v
+
+
+@njit(cache=True)
+def _forward(L, b, K):
+    """Solve L y = b for the leading K-by-K lower triangle of L."""
+    y = b.copy()
+    for i in range(K):
+        acc = y[i]
+        for c in range(i):
+            acc -= L[i, c] * y[c]
+        y[i] = acc / L[i, i]
+    return y
+
+
+@njit(cache=True)
+def _backward(L, y, K):
+    """Solve L^T x = y for the leading K-by-K lower triangle of L."""
+    x = y.copy()
+    for i in range(K - 1, -1, -1):
+        acc = x[i]
+        for r in range(i + 1, K):
+            acc -= L[r, i] * x[r]
+        x[i] = acc / L[i, i]
+    return x
+
+
+@njit(cache=True)
+def _chol_delete(L, K, j):
+    """Remove row and column j from the K-by-K lower Cholesky factor L in place, keeping the order:
+    the rows below shift up and their trailing block takes the rank-one update by the removed
+    column (:math:`L_{22}' L_{22}'^T = L_{22} L_{22}^T + x x^T`), O(K²)."""
+    n = K - 1
+    x = L[j + 1:K, j].copy()
+    for i in range(j, n):
+        for c in range(j):
+            L[i, c] = L[i + 1, c]
+        for c in range(j, i + 1):
+            L[i, c] = L[i + 1, c + 1]
+    for k in range(j, n):
+        lkk, xk = L[k, k], x[k - j]
+        r = math.sqrt(lkk * lkk + xk * xk)
+        c, s = r / lkk, xk / lkk
+        L[k, k] = r
+        for i in range(k + 1, n):
+            L[i, k] = (L[i, k] + s * x[i - j]) / c
+            x[i - j] = c * x[i - j] - s * L[i, k]
 
 
 def _affine_min(G: np.ndarray) -> np.ndarray:
@@ -224,10 +299,24 @@ def min_norm_base(p: np.ndarray, model: DraftModel, *, tol: float = MNP_TOL,
     for any optimal base μ*, :math:`\\alpha^* = \\sum \\min(p, \\mu^*) \\le \\mu^*(S) + p(T) \\le g(S) + p(T)
     = 1 + p(T) - Q(T) = \\alpha^*`, so :math:`\\mu^*(S) = g(S)`. The face is the product of the
     restriction to S and the contraction by S, smaller problems that close in tens to hundreds of
-    iterations. If the face does not close in its budget (:data:`FACE_ITER`, or the free run's
-    iterations so far if more) the free run resumes with doubled patience; the next face uses the
-    best cut of both runs, and resumes the previous face if the cut is the same. Any point of the face is a
+    iterations. A face run starts from the orders of the run whose cut it is, each re-sorted
+    stably onto the face (their mixture is a point of the face, near the free run's point). If the
+    face run finds a better cut that then holds for :data:`SWITCH` iterations, it moves to that
+    cut's face, started from its own orders.
+    If the face does not close in its budget (:data:`FACE_ITER`, or the free run's iterations so
+    far if more) the free run resumes with doubled patience; the next face uses the best cut of
+    both runs, and resumes the previous face if the cut is the same. Any point of the face is a
     base of B(g), so the certificate does not depend on T being right.
+
+    **Linear algebra.** The affine minimum of a corral of K vertices is
+    :math:`\\alpha \\propto (G + \\mathbf{1}\\mathbf{1}^T)^{-1}\\mathbf{1}` (G the Gram matrix of the
+    vertices minus p; the bordered matrix is positive definite while they are affinely
+    independent), from a Cholesky factor extended by one row per new vertex and downdated by a
+    rank-one update per dropped vertex: O(K²) per step instead of a fresh O(K³) solve, and the
+    corral's rows stay in place (a drop moves one row). A vertex that leaves the factor
+    indefinite falls back to the bordered solve until the next drop. Each major iteration must
+    decrease the norm; when rounding stops it, the run reports a stall (the gap it reached is
+    accepted up to :data:`MNP_ACCEPT`).
 
     Examples
     --------
@@ -248,15 +337,17 @@ def min_norm_base(p: np.ndarray, model: DraftModel, *, tol: float = MNP_TOL,
         if free.closed or done >= max_iter:
             break
         # the cut has settled: its complement comes first on the face of B(g) it spans
-        cut = free.cut if face is None or free.upper <= face.upper else face.cut
-        if face is None or not np.array_equal(face.face_cut, cut):
-            late = np.zeros(p.size)
-            late[cut] = 1.0
-            face = _Wolfe(p, model, sw, np.lexsort((qbar - p, late)), late)
-            face.face_cut = cut
-        face.run(tol, min(max(FACE_ITER, spent), max_iter - done), None)  # resumed on the same cut
-        done += face.iterations_run
-        best = face if face.upper - face.lower <= best.upper - best.lower else best
+        source = free if face is None or free.upper <= face.upper else face
+        for _ in range(max_iter):  # a face run that finds a better cut moves to that cut's face
+            if face is None or not np.array_equal(face.face_cut, source.cut):
+                face = _face(p, model, sw, qbar, source)
+            face.run(tol, min(max(FACE_ITER, spent), max_iter - done), None)  # resumed on one cut
+            done += face.iterations_run
+            best = face if face.upper - face.lower <= best.upper - best.lower else best
+            if face.closed or face.stalled or done >= max_iter or \
+                    not face.upper < face.face_value - tol:
+                break
+            source = face
         if face.closed or (free.stalled and face.stalled) or done >= max_iter:
             break
         patience *= 2  # the cut was not optimal (or the face needs longer): resume the free run
@@ -267,6 +358,21 @@ def min_norm_base(p: np.ndarray, model: DraftModel, *, tol: float = MNP_TOL,
         )
     return best.result(done)
 
+
+def _face(p, model, sw, qbar, source) -> _Wolfe:
+    """A Wolfe run on the face of ``source``'s best cut (its complement first), started from
+    ``source``'s orders re-sorted onto the face."""
+    late = np.zeros(p.size)
+    late[source.cut] = 1.0
+    face = _Wolfe(p, model, sw, np.lexsort((qbar - p, late)), late)
+    face.face_cut, face.face_value = source.cut, source.upper
+    face.warm(source.orders[:source.K], source.lam)
+    return face
+
+
+#: A face run moves to the face of a better cut it found once that cut has held this many iterations
+#: (each move evaluates one vertex per order it starts from).
+SWITCH = 25
 
 #: Free Wolfe iterations without a better cut before the face of that cut is tried (doubles each time).
 PATIENCE = 25
@@ -290,10 +396,30 @@ class _Wolfe:
         self.G = np.empty((cap, cap))
         self.S[0], self.orders[0] = (model_vertex(model, order) - p) * sw, order
         self.G[0, 0] = self.S[0] @ self.S[0]
+        self.L = np.empty((cap, cap))
+        self.slot = np.arange(cap)  # the storage row (of S, orders) of each corral vertex
+        self._factor(1)
         self.K, self.lam, self.x = 1, np.array([1.0]), self.S[0].copy()
         self.upper, self.cut, self.lower = 1.0, np.zeros(0, np.int64), -np.inf  # T = ∅: α* <= 1
         self.closed, self.stalled, self.iterations_run = False, False, 0
         self.face_cut = None  # the cut whose face this run works on (None: all of B(g))
+        self.face_value = -np.inf  # that cut's value
+
+    def warm(self, orders, weights):
+        """Start from a mixture of orders instead (each re-sorted stably by ``late`` onto the face;
+        repeated orders merged), its point the mixture of their vertices."""
+        if self.late is not None:
+            orders = np.array([o[np.argsort(self.late[o], kind="stable")] for o in orders])
+        orders, inverse = np.unique(orders, axis=0, return_inverse=True)
+        K = orders.shape[0]
+        for k, o in enumerate(orders):
+            self.S[k], self.orders[k] = (model_vertex(self.model, o) - self.p) * self.sw, o
+        self.G[:K, :K] = self.S[:K] @ self.S[:K].T
+        self.slot[:K] = np.arange(K)
+        self._factor(K)
+        self.K, self.lam = K, np.bincount(inverse.ravel(), weights=weights, minlength=K)
+        self.lam /= self.lam.sum()
+        self.x = self.lam @ self.S[:K]
 
     def run(self, tol, max_iter, patience):
         """Up to ``max_iter`` iterations; stop when closed, or (``patience``) when the best cut has
@@ -306,8 +432,7 @@ class _Wolfe:
             self.lower = float(np.minimum(p, self.x / sw + p).sum())
             g = self.x * sw  # the gradient: priority to the least covered (mu - p smallest)
             order = np.argsort(g, kind="stable") if self.late is None else np.lexsort((g, self.late))
-            H = suffix_containments(self.model, order)
-            values = 1.0 + np.concatenate([np.cumsum(p[order][::-1])[::-1], [0.0]]) - H
+            H, values = _scan(self.model, p, order)
             k = int(np.argmin(values))  # T = the suffix of the order from position k
             since += 1
             if values[k] < self.upper:
@@ -318,38 +443,98 @@ class _Wolfe:
                 return
             if patience is not None and since >= patience:
                 return
+            if self.upper < self.face_value - tol and since >= SWITCH:  # a better cut, settled
+                return
             v = np.empty(order.size)
             v[order] = np.maximum(H[:-1] - H[1:], 0.0)
             v = (v - p) * sw
-            K = self.K
-            row = S[:K] @ v
+            K, slot = self.K, self.slot
+            row = (S[:K] @ v)[slot[:K]]
             if self.x @ self.x - self.x @ v <= 1e-300 or K >= S.shape[0] or \
                     np.any(G[np.arange(K), np.arange(K)] - 2 * row + v @ v <= 0.0):
                 self.stalled = True  # no progress possible: the caller reports the open gap
                 return
-            S[K], self.orders[K] = v, order
+            S[K], self.orders[K], slot[K] = v, order, K
             G[K, :K] = G[:K, K] = row
             G[K, K] = v @ v
+            self._append(K)
             K += 1
             lam = np.append(self.lam, 0.0)
             for _ in range(K + 1):  # minor cycle: each pass drops at least one vertex or ends
-                alpha = _affine_min(G[:K, :K])
+                alpha = self._affine(K)
                 if np.all(alpha > _DROP):
                     lam = alpha
                     break
                 neg = alpha <= _DROP
                 theta = min(1.0, float(np.min(lam[neg] / (lam[neg] - alpha[neg]))))
                 lam = (1 - theta) * lam + theta * alpha
-                keep = np.flatnonzero(lam > _DROP)
-                S[:keep.size], self.orders[:keep.size] = S[keep], self.orders[keep]
-                G[:keep.size, :keep.size] = G[np.ix_(keep, keep)]
-                K, lam = keep.size, lam[keep]
+                for j in np.flatnonzero(lam <= _DROP)[::-1]:
+                    self._drop(K, j)
+                    K -= 1
+                lam = lam[lam > _DROP]
             self.K, self.lam = K, lam / lam.sum()
-            self.x = self.lam @ S[:K]
+            norm = self.x @ self.x
+            self.x = self._point()
+            if not self.x @ self.x < norm:  # Wolfe's norm decreases strictly: rounding has won
+                self.stalled = True
+                return
+
+    def _point(self) -> np.ndarray:
+        """The corral's point: the λ-mixture of its vertices."""
+        w = np.empty(self.K)
+        w[self.slot[:self.K]] = self.lam
+        return w @ self.S[:self.K]
+
+    def _drop(self, K, j):
+        """Remove corral vertex j of K: G and the factor keep their order (the factor by a rank-one
+        update, O(K²)); its storage row takes the last row's contents."""
+        slot, G = self.slot, self.G
+        r, last = slot[j], K - 1
+        if r != last:  # storage stays rows 0..K-2
+            self.S[r], self.orders[r] = self.S[last], self.orders[last]
+            slot[np.flatnonzero(slot[:K] == last)] = r
+        slot[j:K - 1] = slot[j + 1:K].copy()
+        G[j:K - 1, :K] = G[j + 1:K, :K].copy()
+        G[:K - 1, j:K - 1] = G[:K - 1, j + 1:K].copy()
+        if self.chol:
+            _chol_delete(self.L, K, j)
+        else:
+            self._factor(K - 1)
+
+    # The affine minimum of the corral: α ∝ (G + 1 1ᵀ)^{-1} 1 (the Gram matrix of the vertices with
+    # a coordinate 1 appended, positive definite while they are affinely independent), from its
+    # Cholesky factor L, extended by one row per added vertex and downdated by a drop.
+
+    def _factor(self, K):
+        """Cholesky factor of G + 1 1ᵀ for the first K vertices (``chol`` False if not definite)."""
+        try:
+            self.L[:K, :K] = np.linalg.cholesky(self.G[:K, :K] + 1.0)
+            self.chol = True
+        except np.linalg.LinAlgError:
+            self.chol = False
+
+    def _append(self, K):
+        """Extend the factor by vertex K (a Schur complement too small: not definite)."""
+        if not self.chol:
+            return
+        L = self.L
+        ell = _forward(L, self.G[K, :K] + 1.0, K)
+        d = self.G[K, K] + 1.0 - ell @ ell
+        if not d > 1e-13 * (self.G[K, K] + 1.0):
+            self.chol = False
+            return
+        L[K, :K], L[K, K] = ell, np.sqrt(d)
+
+    def _affine(self, K) -> np.ndarray:
+        """Weights (summing to one) of the point of the corral's affine hull nearest the origin."""
+        if not self.chol:
+            return _affine_min(self.G[:K, :K])
+        beta = _backward(self.L, _forward(self.L, np.ones(K), K), K)
+        return beta / beta.sum()
 
     def result(self, iterations) -> MinNormBase:
-        mu = self.lam @ self.S[:self.K] / self.sw + self.p
-        return MinNormBase(mu, self.orders[:self.K].copy(), self.lam, self.cut,
+        mu = self._point() / self.sw + self.p
+        return MinNormBase(mu, self.orders[self.slot[:self.K]], self.lam, self.cut,
                           float(np.minimum(self.p, mu).sum()), self.upper, iterations)
 
 

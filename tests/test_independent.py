@@ -201,14 +201,15 @@ def test_optimal_rule_order_mixture_for_successive_sampling(monkeypatch):
     assert abs(acc - alpha) <= TOL
 
 
-@pytest.mark.parametrize("patience, face_iter", [(1, 3), (2, 50)])
-def test_face_phase_with_early_and_wrong_cuts(monkeypatch, patience, face_iter):
-    """The face of a cut found too early may not hold the optimum: the free run resumes and the
-    result still matches the exhaustive route."""
+@pytest.mark.parametrize("patience, face_iter, switch", [(1, 3, 25), (2, 50, 1), (1, 50, 0)])
+def test_face_phase_with_early_and_wrong_cuts(monkeypatch, patience, face_iter, switch):
+    """The face of a cut found too early may not hold the optimum: the free run resumes, or the
+    face run moves to the better cut it finds, and the result still matches the exhaustive route."""
     import mdtheory.independent as independent
 
     monkeypatch.setattr(independent, "PATIENCE", patience)
     monkeypatch.setattr(independent, "FACE_ITER", face_iter)
+    monkeypatch.setattr(independent, "SWITCH", switch)
     rng = np.random.default_rng(13)
     for _ in range(10):
         z = 2.5 * rng.standard_normal(12)
@@ -230,3 +231,104 @@ def test_cli_mnp_proves_successive_sampling(capsys):
     assert "--method mnp proves it" in capsys.readouterr().out
     assert main([*args, "--method", "mnp"]) == 0
     assert "(proven: order-mixture" in capsys.readouterr().out
+
+
+def test_corral_cholesky_matches_the_bordered_solve():
+    """The affine minimum from the Cholesky factor of G + 1 1ᵀ (extended per vertex, refactored
+    after a swap-deletion) equals the bordered solve; a repeated vertex falls back to the solve."""
+    import mdtheory.independent as independent
+
+    rng = np.random.default_rng(14)
+    V = 30
+    p, qs = rng.dirichlet(np.ones(V)), rng.dirichlet(np.ones(V), size=3)
+    run = independent._Wolfe(p, Independent(qs), np.ones(V), rng.permutation(V))
+    for K in range(1, 12):  # vertices appended one at a time, as the major iterations do
+        order = rng.permutation(V)
+        run.S[K], run.orders[K] = model_vertex(Independent(qs), order) - p, order
+        run.G[K, :K + 1] = run.G[:K + 1, K] = run.S[:K + 1] @ run.S[K]
+        run._append(K)
+        assert run.chol
+        alpha = run._affine(K + 1)
+        assert np.abs(alpha - independent._affine_min(run.G[:K + 1, :K + 1])).max() <= 1e-9
+    run._factor(7)  # after a drop the factor is rebuilt for the remaining corral
+    assert np.abs(run._affine(7) - independent._affine_min(run.G[:7, :7])).max() <= 1e-9
+    run.S[7], run.G[7, :7], run.G[7, 7] = run.S[3], run.G[3, :7], run.G[3, 3]
+    run._append(7)  # a repeated vertex: not affinely independent
+    assert not run.chol
+
+
+def test_face_warm_start_is_the_resorted_mixture():
+    """A face run started from the free run's orders holds their mixture, each order re-sorted with
+    the cut last, and the solver still matches the exhaustive route."""
+    import mdtheory.independent as independent
+
+    rng = np.random.default_rng(15)
+    V = 9
+    p, qs = rng.dirichlet(np.ones(V)), rng.dirichlet(np.ones(V), size=3)
+    model = Independent(qs)
+    orders = np.array([rng.permutation(V) for _ in range(4)])
+    weights = rng.random(4)
+    late = (rng.random(V) < 0.5).astype(float)
+    face = independent._Wolfe(p, model, np.ones(V), np.arange(V), late)
+    face.warm(np.vstack([orders, orders[:1]]), np.append(weights, 0.5))  # a repeated order merges
+    assert face.K == 4 and np.all(np.diff(late[face.orders[:face.K]], axis=1) >= 0)
+    resorted = np.array([o[np.argsort(late[o], kind="stable")] for o in orders])
+    w = np.append(weights[0] + 0.5, weights[1:]) / (weights.sum() + 0.5)
+    mix = OrderMixture(model, resorted, w)
+    assert np.abs(face.x + p - mix.marginal).max() <= 1e-12
+
+
+def test_mnp_proves_conditional_poisson_beyond_enumeration():
+    """At V = 60 (tens of thousands of draft sets) the mnp route equals the prefix route, a theorem
+    for conditional Poisson sampling, through corrals of tens of vertices."""
+    rng = np.random.default_rng(16)
+    for _ in range(2):
+        p, q = rng.dirichlet(np.full(60, 0.5)), rng.dirichlet(np.full(60, 0.5))
+        res = optimal_acceptance(p, q, 3, "conditional-poisson", method="mnp")
+        prefix = optimal_acceptance(p, q, 3, "conditional-poisson", method="prefix")
+        assert res.status == "optimal" and abs(res.value - prefix.value) <= TOL
+
+
+def test_cholesky_row_removal_matches_refactoring():
+    """Removing vertex j from the factor (rank-one update) gives the factor of G without row and
+    column j."""
+    from mdtheory.independent import _chol_delete
+
+    rng = np.random.default_rng(17)
+    A = rng.standard_normal((9, 20))
+    M = A @ A.T + 1.0
+    for j in (0, 4, 8):
+        L = np.linalg.cholesky(M)
+        _chol_delete(L, 9, j)
+        keep = np.delete(np.arange(9), j)
+        assert np.abs(np.tril(L[:8, :8]) - np.linalg.cholesky(M[np.ix_(keep, keep)])).max() <= 1e-12
+
+
+def test_product_scan_is_the_generic_scan():
+    """The fused pass for independent drafts gives the same numbers as the suffix products and
+    cumulative sums it replaces."""
+    from mdtheory.independent import _scan, suffix_containments
+
+    rng = np.random.default_rng(18)
+    for V, n in ((1, 1), (7, 3), (300, 5)):
+        p, qs = rng.dirichlet(np.full(V, 0.3)), rng.dirichlet(np.full(V, 0.3), size=n)
+        order = rng.permutation(V)
+        H, values = _scan(Independent(qs), p, order)
+        H0 = suffix_containments(Independent(qs), order)
+        assert np.array_equal(H, H0)
+        assert np.array_equal(values, 1.0 + np.concatenate([np.cumsum(p[order][::-1])[::-1], [0.0]]) - H0)
+
+
+def test_kernels_interpreted_and_compiled_agree(monkeypatch):
+    """The solver's kernels (fused scan, triangular solves, factor downdate) give the same bits
+    interpreted and numba-compiled."""
+    from mdtheory import _jit
+
+    rng = np.random.default_rng(19)
+    p, qs = rng.dirichlet(np.full(200, 0.5)), rng.dirichlet(np.full(200, 0.5), size=4)
+    runs = []
+    for mode in ("python", "numba"):
+        monkeypatch.setattr(_jit, "FORCE", mode)
+        runs.append(min_norm_base(p, Independent(qs)))
+    assert runs[0].iterations == runs[1].iterations
+    assert np.array_equal(runs[0].mu, runs[1].mu) and np.array_equal(runs[0].orders, runs[1].orders)
