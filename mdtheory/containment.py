@@ -79,7 +79,7 @@ from numba import njit
 
 from .errors import InvalidInputError
 
-__all__ = ["successive_prefix_containment", "conditional_poisson_prefix_containment",
+__all__ = ["successive_prefix_containment", "conditional_poisson_prefix_containment", "esp_table",
            "REL_TOL", "ABS_TOL"]
 
 #: Bound on the relative discretisation error of the trapezoidal rule (part 1 of the bound).
@@ -419,3 +419,28 @@ def _esp_kernel(qs, n):
         out_lo[idx] = lo[n]
         out_ex[idx] = ex[n]
     return out_hi, out_lo, out_ex
+
+
+@njit(cache=True)
+def esp_table(w, n):
+    """Elementary symmetric polynomials of every prefix: row i holds e_0..e_n of w[:i].
+
+    Parameters
+    ----------
+    w : ndarray of float, shape (V,)
+        Non-negative weights.
+    n : int
+
+    Returns
+    -------
+    ndarray of float, shape (V + 1, n + 1)
+        By the recurrence :math:`e_j \\leftarrow e_j + w_i e_{j-1}` in plain doubles (sums of
+        non-negative terms).
+    """
+    table = np.zeros((w.size + 1, n + 1))
+    table[0, 0] = 1.0
+    for i in range(w.size):
+        table[i + 1, 0] = table[i, 0]
+        for j in range(1, n + 1):
+            table[i + 1, j] = table[i, j] + w[i] * table[i, j - 1]
+    return table

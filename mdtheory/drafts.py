@@ -60,6 +60,8 @@ __all__ = [
     "make_draft_model",
 ]
 
+#: Up to this many sets, conditional Poisson's containment takes one compiled pass per set.
+FEW_SETS = 16
 #: Largest number of ordered draft tuples the tuple law will enumerate.
 MAX_TUPLES = 20_000_000
 #: Largest number of distinct draft sets the set law will enumerate.
@@ -510,8 +512,17 @@ class ConditionalPoisson(DraftModel):
         return e[:, self.n]
 
     def containment(self, T):
+        """Q(T) = e_n(q|_T) / e_n(q). A few sets: each by one compiled O(V n) pass that takes T's
+        tokens first (:func:`mdtheory.containment.conditional_poisson_prefix_containment`, no
+        underflow); many sets (the exhaustive route): the recurrence vectorised over the sets."""
         T, single = self._masks(T)
-        out = self._esp(np.where(T, self.q, 0.0)) / self._esp(self.q[None, :])[0]
+        if T.shape[0] <= FEW_SETS:
+            from .containment import conditional_poisson_prefix_containment
+
+            out = np.array([conditional_poisson_prefix_containment(self.q, np.flatnonzero(row), self.n)[-1]
+                            if row.any() else 0.0 for row in T])
+        else:
+            out = self._esp(np.where(T, self.q, 0.0)) / self._esp(self.q[None, :])[0]
         return out[0] if single else out
 
     def prefix_containment(self, order):
@@ -562,13 +573,11 @@ class ConditionalPoisson(DraftModel):
         return law / law.sum()
 
     def _esp_table(self, w: np.ndarray) -> np.ndarray:
-        """Row i holds e_0..e_n of the first i weights, shape (V + 1, n + 1)."""
-        table = np.zeros((w.size + 1, self.n + 1))
-        table[0, 0] = 1.0
-        for i, x in enumerate(w):
-            table[i + 1] = table[i]
-            table[i + 1, 1:] += x * table[i, :-1]
-        return table
+        """Row i holds e_0..e_n of the first i weights, shape (V + 1, n + 1)
+        (:func:`mdtheory.containment.esp_table`, compiled)."""
+        from .containment import esp_table
+
+        return esp_table(np.ascontiguousarray(w, dtype=np.float64), self.n)
 
 
 class Independent(_MarkovDraftModel):

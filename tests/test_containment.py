@@ -223,3 +223,34 @@ def test_two_draft_closed_form_beside_a_mass_near_one():
     model = md.WithoutReplacement([1.0, eps, eps], 2)
     assert float(model.containment([True, True, False])) == pytest.approx(0.5, rel=1e-15)
     assert successive_prefix_containment(model.q, [0, 1, 2], 2)[1] == pytest.approx(0.5, rel=1e-15)
+
+
+def test_conditional_poisson_few_and_many_sets_against_exact_rationals():
+    """ConditionalPoisson.containment: the compiled per-set pass (a few sets, the certificate's
+    call) and the recurrence vectorised over sets (many) both equal e_n(q|T) / e_n(q) exactly."""
+    from mdtheory.drafts import FEW_SETS
+
+    rng = np.random.default_rng(7)
+    V, n = 9, 3
+    q = rng.dirichlet(0.5 * np.ones(V))
+    model = md.ConditionalPoisson(q, n)
+    masks = rng.random((FEW_SETS + 4, V)) < 0.6
+    masks[0] = False  # the empty set
+    qf = [Fraction(x) for x in q]
+    total = elementary_symmetric(qf, n)
+    want = np.array([float(elementary_symmetric([v for v, t in zip(qf, m, strict=True) if t], n) / total)
+                     for m in masks])
+    for got in (np.array([model.containment(m) for m in masks]), model.containment(masks)):
+        assert np.allclose(got, want, rtol=1e-14, atol=0.0)
+
+
+def test_esp_table_against_exact_rationals():
+    from mdtheory.containment import esp_table
+
+    w = np.random.default_rng(8).dirichlet(np.ones(12))
+    table = esp_table(w, 4)
+    wf = [Fraction(x) for x in w]
+    for i in (0, 1, 5, 12):
+        for j in range(5):
+            want = elementary_symmetric(wf[:i], j)
+            assert table[i, j] == pytest.approx(float(want), rel=1e-14, abs=0.0), (i, j)
