@@ -745,7 +745,11 @@ class Greedy(DraftModel):
         return np.column_stack([np.tile(self.top, (size, 1)), drawn])
 
     def first_draft_law(self):
-        return np.eye(self.V)[self.top[0]] if self.n > 1 else self.tail
+        if self.n == 1:
+            return self.tail
+        law = np.zeros(self.V)  # a point mass on the top token (not a row of a V x V identity)
+        law[self.top[0]] = 1.0
+        return law
 
 
 #: Registry of draft models by name, with their aliases.

@@ -165,3 +165,11 @@ def test_top_by_selection_is_the_stable_sort():
         q = values / values.sum()
         for n in range(1, np.count_nonzero(q) + 1):
             assert np.array_equal(Greedy(q, n).top, np.argsort(-q, kind="stable")[: n - 1])
+
+
+def test_first_draft_law_at_large_v():
+    """Was a row of np.eye(V): 122 GiB at V = 128,000."""
+    q = np.full(128_000, 1 / 128_000)
+    law = Greedy(q, 3).first_draft_law()
+    assert law.shape == (128_000,) and law[0] == 1.0 and law.sum() == 1.0
+    assert np.array_equal(Greedy(q, 1).first_draft_law(), Greedy(q, 1).tail)
