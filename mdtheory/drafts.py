@@ -674,6 +674,20 @@ class Joint(DraftModel):
         return self.table.reshape(self.V, -1).sum(axis=1)
 
 
+def _largest(q: np.ndarray, k: int) -> np.ndarray:
+    """The first k tokens of a stable sort of q by decreasing mass (ties by index), in O(V + k log k).
+
+    One selection finds the k-th largest mass; the tokens above it and the first tokens (by index)
+    at it make the k, sorted stably among themselves.
+    """
+    if k == 0:
+        return np.empty(0, dtype=np.intp)
+    kth = np.partition(q, q.size - k)[q.size - k]
+    above = np.flatnonzero(q > kth)
+    chosen = np.concatenate([above, np.flatnonzero(q == kth)[: k - above.size]])
+    return chosen[np.argsort(-q[chosen], kind="stable")]
+
+
 class Greedy(DraftModel):
     r"""Hu et al.'s greedy draft set: the n - 1 most likely tokens of q, then one draw from q
     renormalised outside them (for n = 2 the draft set of SpecHub).
@@ -698,7 +712,7 @@ class Greedy(DraftModel):
 
     def __init__(self, q, n: int, *, normalize: bool = False):
         self._init_from_q(q, n, normalize, distinct="greedy drafts")
-        self.top = np.argsort(-self.q, kind="stable")[: self.n - 1]
+        self.top = _largest(self.q, self.n - 1)
         rest = np.ones(self.V, dtype=bool)
         rest[self.top] = False
         self.tail = np.where(rest, self.q, 0.0) / self.q[rest].sum()
@@ -731,7 +745,11 @@ class Greedy(DraftModel):
         return np.column_stack([np.tile(self.top, (size, 1)), drawn])
 
     def first_draft_law(self):
-        return np.eye(self.V)[self.top[0]] if self.n > 1 else self.tail
+        if self.n == 1:
+            return self.tail
+        law = np.zeros(self.V)  # a point mass on the top token (not a row of a V x V identity)
+        law[self.top[0]] = 1.0
+        return law
 
 
 #: Registry of draft models by name, with their aliases.

@@ -10,7 +10,7 @@ name           rule                                                             
 ``greedy``     Hu et al.'s greedy draft set with its optimal verifier              greedy
 ``khisti-lp``  Khisti et al.'s importance sampling, truncated LP, tournament       iid
 ``gr-softmax`` Global Resolution's softmax rule, fitted by L-BFGS-B to tolerance τ  iid
-``optimal``    lex-optimal base realised by a time schedule; LP plan if not iid    iid (any)
+``optimal``    lex-optimal base by a time schedule; greedy: closed form; else LP   iid (any)
 =============  ==================================================================  ==============
 """
 

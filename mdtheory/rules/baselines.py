@@ -199,17 +199,38 @@ class GreedyDrafts(SelectionRule):
     :math:`\\propto p` on the top tokens and :math:`(p - \\tilde q)^+` outside them. A residual token in
     the top is a drafted token, so it counts as accepted. Acceptance
     :math:`p(\\mathrm{top}) + \\sum_{c \\notin \\mathrm{top}} \\min(p(c), \\tilde q(c))`, the optimum
-    for this draft set.
+    for this draft set. Preparation O(V) (the draft model finds the top by one selection); a step
+    O(log V).
+
+    Attributes
+    ----------
+    marginal : ndarray, shape (V,)
+        The same rule written as one candidate and one speculative step (the ``optimal`` rule's
+        form, :class:`~mdtheory.rules.optimal.Optimal`): the candidate is c with probability
+        :math:`a(c) = \\min(1, p(c)/\\tilde q(c))`, otherwise a top token t with probability
+        :math:`p(t)/p(\\mathrm{top})` (none if :math:`p(\\mathrm{top}) = 0`). Its exact law is
+        :math:`\\mu(c) = \\min(p(c), \\tilde q(c))` outside the top and
+        :math:`\\mu(t) = R\\, p(t)/p(\\mathrm{top})` on it, with
+        :math:`R = \\sum_c \\tilde q(c) (1 - a(c))` the probability that c is not the candidate.
     """
 
     name = "greedy"
     sampling = "greedy"
 
     def _prepare(self):
-        self.tail = self.model.tail
+        self.tail = self.model.tail  # zero on the top tokens
         self.in_top = np.zeros(self.V, dtype=bool)
         self.in_top[self.model.top] = True
-        self.res = residual(self.p, np.where(self.in_top, 0.0, self.tail))
+        # single-draft speculative sampling of c against q~; q~ = 0 on the top, so there the
+        # residual is p itself
+        self.res = residual(self.p, self.tail)
+        self._res_cdf = _cdf(self.res)
+        self.marginal = np.minimum(self.p, self.tail)  # zero on the top so far
+        passed = float((self.tail - self.marginal).sum())  # R, a sum of non-negative terms
+        top = self.model.top
+        top_mass = float(self.p[top].sum())
+        if top_mass > 0:  # p(t) <= p(top): the share cannot overflow
+            self.marginal[top] = passed * (self.p[top] / top_mass)
 
     def conditional(self, drafts):
         c = int(drafts[-1])
@@ -217,6 +238,14 @@ class GreedyDrafts(SelectionRule):
         accept = np.where(self.in_top, (1.0 - a) * self.res, 0.0)
         accept[c] += a
         return accept, np.where(self.in_top, 0.0, (1.0 - a) * self.res)
+
+    def _step(self, drafts, rng):
+        """One step of the procedure itself (law :meth:`conditional`), O(log V)."""
+        c = int(drafts[-1])
+        if rng.random() < _ratio(self.p[c], self.tail[c]):
+            return c, True
+        y = _draw(self._res_cdf, rng)
+        return y, bool(self.in_top[y])
 
     def closed_form_acceptance(self):
         return float(self.p[self.in_top].sum() + np.minimum(self.p, self.tail)[~self.in_top].sum())

@@ -12,6 +12,7 @@ from ..independent import OrderMixture, min_norm_base
 from ..polymatroid import lex_optimal_base_iid
 from ..schedule import _realise
 from .base import SetPlanRule
+from .baselines import GreedyDrafts
 
 __all__ = ["Optimal", "MAX_PLAN_SETS"]
 
@@ -42,9 +43,37 @@ class Optimal(SetPlanRule):
     within 1e-12 of α* up to V = 128k, n = 1024 (``benchmarks/bench_gap.py``,
     ``benchmarks/fuzz_optimal.py``).
 
+    **Greedy drafts** (``sampling="greedy"``, Hu et al.'s set: the top n - 1 tokens of q and one
+    draw c from :math:`\\tilde q`, q renormalised outside them). Closed form, O(V) with the draft
+    model's one selection, at any V: the verifier of the ``greedy`` rule
+    (:class:`~mdtheory.rules.baselines.GreedyDrafts`), whose law per draft tuple is that of one
+    candidate and one speculative step. *Proof.* Let the candidate be c with probability
+    :math:`a(c) = \\min(1, p(c)/\\tilde q(c))`, otherwise a top token t with probability
+    :math:`p(t)/p(\\mathrm{top})` (none if :math:`p(\\mathrm{top}) = 0`). Its exact law is
+    :math:`\\mu(c) = \\min(p(c), \\tilde q(c))` for c outside the top and
+    :math:`\\mu(t) = R\\, p(t)/p(\\mathrm{top})` for t in it, with
+    :math:`R = 1 - \\sum_{c \\notin \\mathrm{top}} \\min(p(c), \\tilde q(c))` the probability
+    that c is not the candidate. Since :math:`\\sum_{c \\notin \\mathrm{top}} \\min(p, \\tilde q) \\le
+    1 - p(\\mathrm{top})`, :math:`R \\ge p(\\mathrm{top})` and :math:`\\mu(t) \\ge p(t)`, so the
+    speculative step against μ accepts with probability
+    :math:`\\sum_y \\min(p, \\mu) = p(\\mathrm{top}) + \\sum_{c \\notin \\mathrm{top}} \\min(p(c),
+    \\tilde q(c))`, which is α* of the greedy set (every set holds the top, so
+    :math:`Q(T) = 0` unless :math:`\\mathrm{top} \\subseteq T`; for such T,
+    :math:`1 + p(T) - \\tilde q(T) \\ge p(\\mathrm{top}) + \\sum_{c \\notin \\mathrm{top}}
+    \\min(p, \\tilde q)`, with equality at :math:`T = \\mathrm{top} \\cup \\{p < \\tilde q\\}`), and
+    outputs p (Khisti et al., Thm 1). Given (top, c), that step accepts c with probability a(c);
+    otherwise it outputs t with probability :math:`(1 - a(c))\\, p(t)/R` (accepted, the ratio is
+    :math:`p(t)/\\mu(t) = p(\\mathrm{top})/R`) and y outside the top with probability
+    :math:`(1 - a(c))(p(y) - \\tilde q(y))^+/R` (the residual :math:`\\mathrm{norm}((p - \\mu)^+)`
+    carries the remaining :math:`1 - p(\\mathrm{top})/R`): exactly the greedy rule's law, whose
+    residual :math:`\\mathrm{norm}((p - \\tilde q)^+)` has total :math:`p(\\mathrm{top}) +
+    \\sum_{y \\notin \\mathrm{top}} (p - \\tilde q)^+ = R`. So the rule runs that verifier (a step is
+    O(log V)) and stores μ as :attr:`marginal`; n = 1 (empty top) is single-draft speculative
+    sampling.
+
     **Independent drafts** (``sampling="independent"``, q of shape (n, V)), and any other draft model
-    with more than :data:`MAX_PLAN_SETS` draft sets (successive sampling, conditional Poisson,
-    greedy: their vertices come from the one-pass prefix containments). The minimum-norm-point
+    with more than :data:`MAX_PLAN_SETS` draft sets (successive sampling, conditional Poisson:
+    their vertices come from the one-pass prefix containments). The minimum-norm-point
     base (:func:`mdtheory.independent.min_norm_base`, no enumeration) is a mixture of priority
     orders; the rule draws an order and proposes the highest-ranked drafted token
     (:class:`mdtheory.independent.OrderMixture`), whose exact marginal μ is recomputed from the
@@ -75,11 +104,13 @@ class Optimal(SetPlanRule):
     mixture : OrderMixture or None
         The order mixture it samples (independent drafts; other non-iid models beyond
         :data:`MAX_PLAN_SETS` draft sets).
+    greedy : GreedyDrafts or None
+        The verifier it runs (greedy drafts).
 
     References
     ----------
     Khisti et al., ICLR 2025, Thm 1; Fujishige (lexicographically optimal base); Thomas & Pal,
-    ICLR 2026 (max-flow form).
+    ICLR 2026 (max-flow form); Hu et al., ICLR 2025 (greedy draft set).
     """
 
     name = "optimal"
@@ -89,7 +120,11 @@ class Optimal(SetPlanRule):
         super().__init__(p, q, n, normalize=normalize, **params)
 
     def _prepare(self):
-        self.schedule = self.base = self.mixture = None
+        self.schedule = self.base = self.mixture = self.greedy = None
+        if self.model.sampling == "greedy":
+            self.greedy = GreedyDrafts(self.p, self.model, self.n)
+            self.marginal = self.greedy.marginal
+            return
         if self.model.sampling == "independent" or (
                 not self.model.lex_base_closed_form and self.model.count_sets() > MAX_PLAN_SETS):
             base = min_norm_base(self.p, self.model)
@@ -110,6 +145,8 @@ class Optimal(SetPlanRule):
         self._res_cdf = np.cumsum(self.res)
 
     def conditional(self, drafts):
+        if self.greedy is not None:
+            return self.greedy.conditional(drafts)
         if self.mixture is not None:
             accept = self.mixture.candidate_law(drafts) * self.accept_ratio
             return accept, max(1.0 - accept.sum(), 0.0) * self.res
@@ -119,6 +156,8 @@ class Optimal(SetPlanRule):
         return accept, max(1.0 - accept.sum(), 0.0) * self.res
 
     def _step(self, drafts, rng):
+        if self.greedy is not None:
+            return self.greedy._step(drafts, rng)
         if self.mixture is not None:
             y = self.mixture.candidate(drafts, rng)
         elif self.schedule is None:
