@@ -88,9 +88,11 @@ def prefix_order(p: np.ndarray, q: np.ndarray) -> np.ndarray:
 
     Masses below :data:`~mdtheory.polymatroid.TINY` count as zero here, as in the lexicographically
     optimal base, so that this order is the one that base is pooled along (the front door's
-    certificate pools along it) and no ratio overflows or loses its bits to subnormal division. This
-    can leave the best prefix short of the optimum by at most (n + 1) V TINY (below 1e-170); the
-    value itself is always evaluated with the unrounded masses.
+    certificate pools along it) and no ratio overflows or loses its bits to subnormal division. For
+    iid drafts this can leave the best prefix short of the optimum by at most (n + 1) V TINY (below
+    1e-170); the value itself is always evaluated with the unrounded masses. Not so for laws that
+    renormalise (without replacement, conditional Poisson: a token of tiny q can be drafted with
+    probability of order 1), whose prefix route sorts by :func:`exact_ratio_order` instead.
 
     Notes
     -----
