@@ -230,3 +230,19 @@ def test_prefix_with_masses_below_tiny_renormalised_laws(monkeypatch, tiny):
     assert abs(res.value - float(exact)) <= ROUNDING
     wr = md.optimal_acceptance(p, q, 2, "without-replacement", method="prefix")
     assert abs(wr.value - float(exact)) <= 1e-9
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_conditional_poisson_when_e_n_underflows(n):
+    """One dominant token and four of mass 1e-200: e_n(q) ~ 1e-200 (n = 2) or 1e-400 (n = 3,
+    below the float range) gave 0/0 in the set law and the vectorised containment (SolverError,
+    nan). Every route meets the exact rational alpha*, and the set law the exact one."""
+    p = np.array([0.4, 0.3, 0.2, 0.05, 0.05])
+    q = np.array([1.0, 1e-200, 1e-200, 1e-200, 1e-200])
+    exact = float(exact_cp_alpha(p, q, n))
+    for method in ("auto", "subsets", "dual", "mnp"):
+        value = md.alpha_star(p, q, n, "conditional-poisson", method=method)
+        assert abs(value - exact) <= SOLVER, (method, value, exact)
+    law = md.make_draft_model(q, n, "conditional-poisson").set_law()
+    weights = [np.prod([Fraction(x) for x in q[row]]) for row in law.members]
+    assert np.allclose(law.probs, [float(w / sum(weights)) for w in weights], rtol=1e-12, atol=0)
