@@ -63,3 +63,25 @@ def test_errors_are_valueerrors():
     assert issubclass(md.InvalidDistributionError, ValueError)
     assert issubclass(md.ProblemTooLargeError, md.MdtheoryError)
     assert issubclass(md.SolverError, md.MdtheoryError)
+
+
+def test_normalize_when_the_float64_sum_overflows():
+    """Finite entries whose sum overflows: normalize=True divided by inf (all zeros, alpha* = 0);
+    now each such vector is divided by its largest entry first. Without normalize: refused."""
+    from mdtheory._validate import as_distribution
+
+    big = np.array([1e308, 1e308])
+    assert as_distribution(big, "p", normalize=True).tolist() == [0.5, 0.5]
+    rows = as_distribution(np.array([[1e308, 1e308, 0.0], [1.0, 2.0, 1.0]]), "q", normalize=True,
+                           ndim=2)
+    assert rows.tolist() == [[0.5, 0.5, 0.0], [0.25, 0.5, 0.25]]
+    assert md.alpha_star(big, np.array([0.5, 0.5]), 2, normalize=True) == 1.0
+    with pytest.raises(md.InvalidDistributionError, match="float64 range"):
+        md.alpha_star(big, np.array([0.5, 0.5]), 2)
+
+
+@pytest.mark.parametrize("dtype", ["timedelta64[s]", "datetime64[s]", "bool"])
+def test_non_number_dtypes_are_refused(dtype):
+    """numpy counts timedelta64 as an integer type; times are not probabilities."""
+    with pytest.raises(md.InvalidDistributionError, match="expected real numbers"):
+        md.alpha_star(np.array([1, 1]).astype(dtype), np.array([0.5, 0.5]), 2, normalize=True)
