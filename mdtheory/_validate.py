@@ -58,7 +58,10 @@ def _as_array(x, name: str) -> tuple[np.ndarray, float]:
         if x.dtype.is_floating_point:  # numpy has no bfloat16: widen first
             return x.to(torch.float64).numpy(), torch.finfo(x.dtype).eps
         return x.numpy(), 0.0
-    arr = np.asarray(x)
+    try:
+        arr = np.asarray(x)
+    except (ValueError, TypeError) as exc:  # ragged nested lists, for one
+        raise InvalidDistributionError(f"{name} is not a rectangular array of numbers ({exc})") from None
     eps = float(np.finfo(arr.dtype).eps) if np.issubdtype(arr.dtype, np.floating) else 0.0
     return arr, eps
 

@@ -796,18 +796,23 @@ def make_draft_model(q: ArrayLike | DraftModel, n: int | None = None, sampling: 
     Raises
     ------
     InvalidInputError
-        Unknown ``sampling``, a missing n, or an n that contradicts the shape of q.
+        Unknown ``sampling``, a missing n, an n that contradicts the shape of q, or a draft model
+        given with a sampling other than its own (or the default ``"iid"``).
     """
-    if isinstance(q, DraftModel):
-        if n is not None and as_drafts(n) != q.n:
-            raise InvalidInputError(f"n = {n} contradicts the draft model's n = {q.n}")
-        return q
     try:
         cls = SAMPLINGS[sampling]
     except (KeyError, TypeError):
         raise InvalidInputError(
             f"unknown sampling {sampling!r}; valid choices: {', '.join(SAMPLINGS)}"
         ) from None
+    if isinstance(q, DraftModel):
+        if n is not None and as_drafts(n) != q.n:
+            raise InvalidInputError(f"n = {n} contradicts the draft model's n = {q.n}")
+        # "iid" is the default, so it cannot be told from no sampling given: any other must agree
+        if sampling not in ("iid", q.sampling):
+            raise InvalidInputError(f"sampling {sampling!r} contradicts the draft model, which is "
+                                    f"{q.sampling!r}; pass the model alone or its own sampling")
+        return q
     if not cls.single_q:
         model = cls(q, normalize=normalize)
         if n is not None and as_drafts(n) != model.n:
