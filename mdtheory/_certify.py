@@ -26,7 +26,9 @@ replacement                 :data:`MAX_CERT_SETS` draft sets (or ``certify="full
                             sampling, which the tests re-check against the exhaustive route).
                             Conditional Poisson beyond :data:`MAX_CERT_SETS`: ``"prefix-theorem"``,
                             status ``"optimal"`` (its prefix property is proved, see
-                            :func:`~mdtheory.subsets.prefix_scan`; the cut reproduces the value).
+                            :func:`~mdtheory.subsets.prefix_scan`; the cut reproduces the value and
+                            the route's order is checked to be the exact p/q order,
+                            :func:`check_ratio_order`).
 ``mnp``                     a mixture of priority orders (``"order-mixture"``): its base μ is
                             recomputed from the model's laws, in B(g) for any orders and weights
                             (:func:`~mdtheory.independent.check_mixture`).
@@ -65,7 +67,8 @@ from .polymatroid import TINY, _lex_blocks, _not_flatter, _two_sum, lex_optimal_
 from .subsets import _add, _ipow
 
 __all__ = ["certify", "check_plan", "check_flow", "check_base_iid", "cut_value", "cut_masses",
-           "support_members", "Certificate", "VALUE_TOL", "FEAS_TOL", "CERT_TOL", "RATIO_TOL",
+           "support_members", "check_ratio_order", "Certificate", "VALUE_TOL", "FEAS_TOL", "CERT_TOL",
+           "RATIO_TOL",
            "MAX_CERT_SETS", "CERTIFY_MODES"]
 
 #: A value may leave [0, 1] by at most this (rounding; an LP route's objective is accurate to ~1e-8).
@@ -512,6 +515,34 @@ def dual_lp(p: np.ndarray, model: DraftModel) -> RouteOutput:
     return route(p, model)
 
 
+def check_ratio_order(p: np.ndarray, q: np.ndarray, order, who: str) -> None:
+    """Check that ``order`` is a permutation of the tokens along which the exact ratio p/q never
+    decreases (:func:`~mdtheory.subsets.ratio_keys`: no mass is read as zero), the order whose best
+    prefix the conditional-Poisson prefix theorem proves optimal. O(V).
+
+    Raises
+    ------
+    SolverError
+        ``order`` is missing, not a permutation, or not in exact ratio order.
+    """
+    from .subsets import ratio_keys
+
+    if order is None:
+        raise SolverError(f"{who} returned no order to certify")
+    order = np.asarray(order)
+    if (order.shape != p.shape or not np.issubdtype(order.dtype, np.integer)
+            or not np.array_equal(np.sort(order), np.arange(p.size))):
+        raise SolverError(f"{who}: the route's order is not a permutation of the {p.size} tokens")
+    cls, e, m = (k[order] for k in ratio_keys(p, q))
+    a, b = slice(None, -1), slice(1, None)
+    rising = (cls[a] < cls[b]) | ((cls[a] == cls[b]) & (
+        (cls[a] != 1) | (e[a] < e[b]) | ((e[a] == e[b]) & (m[a] <= m[b]))))
+    if not rising.all():
+        k = int(np.flatnonzero(~rising)[0])
+        raise SolverError(f"{who}: the route's order is not the exact p/q order the prefix theorem "
+                          f"needs (tokens {int(order[k])} and {int(order[k + 1])} are out of order)")
+
+
 def _primal(p: np.ndarray, model: DraftModel, out: RouteOutput, method: str, mode: str):
     """(certificate name, lower bound or None, base or None) for one route's output."""
     who = f"method {method!r}"
@@ -535,7 +566,9 @@ def _primal(p: np.ndarray, model: DraftModel, out: RouteOutput, method: str, mod
     if method == "prefix":
         if mode == "fast" and model.count_sets() > MAX_CERT_SETS:
             # conditional Poisson: the prefix property is a theorem (subsets.prefix_scan), so the best
-            # prefix is optimal; successive sampling: only checked, so the cut is an upper bound
+            # prefix is optimal; successive sampling: only checked, so the cut is an upper bound.
+            # The theorem is about the exact ratio order: check that the route scanned along it
+            check_ratio_order(p, model.q, out.order, who)
             return ("prefix-theorem" if model.prefix_property == "proved" else "cut"), None, None
         flows = dual_lp(p, model)
         members, mass = _model_law(model, flows, False, who)

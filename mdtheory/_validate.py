@@ -58,7 +58,10 @@ def _as_array(x, name: str) -> tuple[np.ndarray, float]:
         if x.dtype.is_floating_point:  # numpy has no bfloat16: widen first
             return x.to(torch.float64).numpy(), torch.finfo(x.dtype).eps
         return x.numpy(), 0.0
-    arr = np.asarray(x)
+    try:
+        arr = np.asarray(x)
+    except (ValueError, TypeError) as exc:  # ragged nested lists, for one
+        raise InvalidDistributionError(f"{name} is not a rectangular array of numbers ({exc})") from None
     eps = float(np.finfo(arr.dtype).eps) if np.issubdtype(arr.dtype, np.floating) else 0.0
     return arr, eps
 
@@ -92,9 +95,7 @@ def as_distribution(x, name: str, *, normalize: bool = False, ndim: int = 1) -> 
     precision = str(getattr(x, "dtype", "float64")).removeprefix("torch.")
     arr, eps = _as_array(x, name)
     tol = sum_tolerance(eps)
-    if arr.dtype == object or not (
-        np.issubdtype(arr.dtype, np.floating) or np.issubdtype(arr.dtype, np.integer)
-    ):
+    if arr.dtype.kind not in "iuf":  # numpy counts timedelta64 as an integer: refused here too
         raise InvalidDistributionError(f"{name} has dtype {arr.dtype}; expected real numbers")
     if arr.ndim != ndim:
         raise InvalidDistributionError(
@@ -105,9 +106,11 @@ def as_distribution(x, name: str, *, normalize: bool = False, ndim: int = 1) -> 
             f"{name} is empty" + (f" (shape {arr.shape})" if arr.ndim > 1 else "")
         )
     arr = np.asarray(arr, dtype=np.float64)  # no copy when it is float64 already
-    sums = arr.sum(axis=-1, keepdims=True)
+    with np.errstate(over="ignore"):  # an overflowed sum is handled by _rescale_overflow
+        sums = arr.sum(axis=-1, keepdims=True)
     if not arr.min() >= 0.0 or not np.isfinite(sums).all():  # two passes, no temporaries
         _refuse_entry(arr, name)  # NaN fails the first test, inf the second
+        arr, sums = _rescale_overflow(arr, sums, name, normalize)
     for idx in np.ndindex(sums.shape[:-1]):
         s = float(sums[idx][0])
         label = f"{name}{_fmt_index(idx)}" if idx else name
@@ -119,6 +122,20 @@ def as_distribution(x, name: str, *, normalize: bool = False, ndim: int = 1) -> 
                 "input); rescale it with normalize=True (command line: --normalize)"
             )
     return arr / sums
+
+
+def _rescale_overflow(arr: np.ndarray, sums: np.ndarray, name: str, normalize: bool):
+    """(arr, sums) with each vector whose float64 sum overflowed (finite entries) divided by its
+    largest entry first (``normalize``; dividing by an infinite sum would give zeros), or raise."""
+    over = ~np.isfinite(sums)
+    if not over.any():
+        return arr, sums
+    if not normalize:
+        raise InvalidDistributionError(f"{name} sums past the float64 range (largest entry "
+                                       f"{arr.max():g}), not 1; rescale it with normalize=True "
+                                       "(command line: --normalize)")
+    arr = arr / np.where(over, arr.max(axis=-1, keepdims=True), 1.0)
+    return arr, arr.sum(axis=-1, keepdims=True)
 
 
 def _refuse_entry(arr: np.ndarray, name: str) -> None:

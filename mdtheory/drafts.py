@@ -349,8 +349,15 @@ class IID(_MarkovDraftModel):
         self._init_from_q(q, n, normalize)
 
     def containment(self, T):
+        """q(T)^n. A few sets (the certificate's cut): q(T) by an exactly rounded sum
+        (:func:`math.fsum`), as the power amplifies its relative error n times (a BLAS dot product
+        errs by ~1e-13 at V = 10^6, which n = 10^6 makes 3e-7); many sets: one matrix product."""
         T, single = self._masks(T)
-        out = (T @ self.q) ** self.n
+        if T.shape[0] <= FEW_SETS:
+            sums = np.array([math.fsum(self.q[row]) for row in T])
+        else:
+            sums = T @ self.q
+        out = np.minimum(sums, 1.0) ** self.n
         return out[0] if single else out
 
     def next_law(self, step, drafted):
@@ -503,6 +510,15 @@ class ConditionalPoisson(DraftModel):
     def __init__(self, q, n: int, *, normalize: bool = False):
         self._init_from_q(q, n, normalize, distinct="conditional Poisson sampling")
 
+    def _scaled_q(self) -> np.ndarray:
+        """c q with c = 1 / (geometric mean of the n largest q), by logs: the set weights
+        :math:`\\prod_{i \\in A} c q_i` are c^n times the true ones, so every ratio of the law is
+        unchanged, and the heaviest set weighs 1, so e_n(c q) lies in [1, C(V, n)] and does not
+        underflow when e_n(q) would (one dominant token, the rest of q ~ 1e-200). For the paths that
+        enumerate sets (V small, so C(V, n) does not overflow)."""
+        top = np.sort(self.q)[-self.n:]
+        return self.q * math.exp(-float(np.mean(np.log(top))))
+
     def _esp(self, weights: np.ndarray) -> np.ndarray:
         """e_n of each row of ``weights`` (M, V) by the recurrence over tokens."""
         e = np.zeros((weights.shape[0], self.n + 1))
@@ -522,7 +538,8 @@ class ConditionalPoisson(DraftModel):
             out = np.array([conditional_poisson_prefix_containment(self.q, np.flatnonzero(row), self.n)[-1]
                             if row.any() else 0.0 for row in T])
         else:
-            out = self._esp(np.where(T, self.q, 0.0)) / self._esp(self.q[None, :])[0]
+            cq = self._scaled_q()
+            out = self._esp(np.where(T, cq, 0.0)) / self._esp(cq[None, :])[0]
         return out[0] if single else out
 
     def prefix_containment(self, order):
@@ -545,7 +562,8 @@ class ConditionalPoisson(DraftModel):
         members = np.zeros((len(sets), self.V), dtype=bool)
         for k, s in enumerate(sets):
             members[k, list(s)] = True
-        weights = np.array([np.prod(self.q[list(s)]) for s in sets])
+        cq = self._scaled_q()
+        weights = np.array([np.prod(cq[list(s)]) for s in sets])
         return SetLaw(members, weights / weights.sum())
 
     def tuple_law(self):
@@ -564,13 +582,19 @@ class ConditionalPoisson(DraftModel):
 
         :math:`e_{n-1}(q_{-i}) = \\sum_j e_j(q_{<i})\\, e_{n-1-j}(q_{>i})` from prefix and suffix
         tables of elementary symmetric polynomials (sums of non-negative terms, no cancellation);
-        no draft set is enumerated.
+        no draft set is enumerated. Where these underflow (a dominant token, the rest of q ~ 1e-200),
+        the same with q scaled as in :meth:`_scaled_q` (homogeneous, so the law is unchanged).
         """
-        pre = self._esp_table(self.q)  # pre[i, j] = e_j(q_0..q_{i-1})
-        suf = self._esp_table(self.q[::-1])[::-1]  # suf[i, j] = e_j(q_i..q_{V-1})
-        without = np.einsum("ij,ij->i", pre[:-1, : self.n], suf[1:, : self.n][:, ::-1])
-        law = self.q * without
+        law = self._inclusion_weights(self.q)
+        if not 0.0 < law.sum() < np.inf:
+            law = self._inclusion_weights(self._scaled_q())
         return law / law.sum()
+
+    def _inclusion_weights(self, w: np.ndarray) -> np.ndarray:
+        """:math:`w_i\\, e_{n-1}(w_{-i})`, the inclusion probabilities times n e_n(w)."""
+        pre = self._esp_table(w)  # pre[i, j] = e_j(w_0..w_{i-1})
+        suf = self._esp_table(w[::-1])[::-1]  # suf[i, j] = e_j(w_i..w_{V-1})
+        return w * np.einsum("ij,ij->i", pre[:-1, : self.n], suf[1:, : self.n][:, ::-1])
 
     def _esp_table(self, w: np.ndarray) -> np.ndarray:
         """Row i holds e_0..e_n of the first i weights, shape (V + 1, n + 1)
@@ -790,18 +814,23 @@ def make_draft_model(q: ArrayLike | DraftModel, n: int | None = None, sampling: 
     Raises
     ------
     InvalidInputError
-        Unknown ``sampling``, a missing n, or an n that contradicts the shape of q.
+        Unknown ``sampling``, a missing n, an n that contradicts the shape of q, or a draft model
+        given with a sampling other than its own (or the default ``"iid"``).
     """
-    if isinstance(q, DraftModel):
-        if n is not None and as_drafts(n) != q.n:
-            raise InvalidInputError(f"n = {n} contradicts the draft model's n = {q.n}")
-        return q
     try:
         cls = SAMPLINGS[sampling]
     except (KeyError, TypeError):
         raise InvalidInputError(
             f"unknown sampling {sampling!r}; valid choices: {', '.join(SAMPLINGS)}"
         ) from None
+    if isinstance(q, DraftModel):
+        if n is not None and as_drafts(n) != q.n:
+            raise InvalidInputError(f"n = {n} contradicts the draft model's n = {q.n}")
+        # "iid" is the default, so it cannot be told from no sampling given: any other must agree
+        if sampling not in ("iid", q.sampling):
+            raise InvalidInputError(f"sampling {sampling!r} contradicts the draft model, which is "
+                                    f"{q.sampling!r}; pass the model alone or its own sampling")
+        return q
     if not cls.single_q:
         model = cls(q, normalize=normalize)
         if n is not None and as_drafts(n) != model.n:

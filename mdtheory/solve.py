@@ -81,9 +81,9 @@ def _batch(p, q, sampling: str):
     q_batch = not isinstance(q, DraftModel) and sampling in ONE_LAW_SAMPLINGS and _ndim(q) == 2
     if _ndim(p) != 2 and not q_batch:
         return None
-    P = np.asarray(p)
-    P = P if P.ndim == 2 else P[None]
-    Qs = list(np.asarray(q)) if q_batch else [q]
+    # rows as given (a torch row stays a tensor of its dtype), so each is validated as a single p
+    P = p if _ndim(p) == 2 else [p]
+    Qs = list(q) if q_batch else [q]
     if len(P) == 0 or len(Qs) == 0:
         raise InvalidDistributionError("an empty batch: p and q need at least one row")
     if len(P) != len(Qs) and 1 not in (len(P), len(Qs)):
@@ -214,7 +214,7 @@ def optimal_acceptance(p: ArrayLike, q: ArrayLike | DraftModel, n: int | None = 
     if p.size != model.V:
         raise InvalidDistributionError(f"p has length {p.size} but q has length {model.V}")
     name = _auto(model) if method == "auto" else method
-    if name not in METHODS:
+    if not isinstance(name, str) or name not in METHODS:
         raise InvalidInputError(
             f"unknown method {method!r}; valid choices: auto, {', '.join(METHODS)}"
         )

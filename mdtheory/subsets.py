@@ -23,7 +23,8 @@ from .drafts import MAX_SUBSET_V, MAX_SUBSET_V_SLOW, PREFIX_PROVED, PREFIX_SAMPL
 from .errors import InvalidInputError, ProblemTooLargeError
 from .polymatroid import TINY
 
-__all__ = ["subsets_exhaustive", "prefix_scan", "prefix_order", "PREFIX_SAMPLINGS", "PREFIX_PROVED",
+__all__ = ["subsets_exhaustive", "prefix_scan", "prefix_order", "exact_ratio_order", "ratio_keys",
+           "PREFIX_SAMPLINGS", "PREFIX_PROVED",
            "MAX_SUBSET_V", "MAX_SUBSET_V_SLOW", "TIE_TOL"]
 
 #: Sets whose p(T) - Q(T) is within this of the minimum count as minimisers.
@@ -87,9 +88,11 @@ def prefix_order(p: np.ndarray, q: np.ndarray) -> np.ndarray:
 
     Masses below :data:`~mdtheory.polymatroid.TINY` count as zero here, as in the lexicographically
     optimal base, so that this order is the one that base is pooled along (the front door's
-    certificate pools along it) and no ratio overflows or loses its bits to subnormal division. This
-    can leave the best prefix short of the optimum by at most (n + 1) V TINY (below 1e-170); the
-    value itself is always evaluated with the unrounded masses.
+    certificate pools along it) and no ratio overflows or loses its bits to subnormal division. For
+    iid drafts this can leave the best prefix short of the optimum by at most (n + 1) V TINY (below
+    1e-170); the value itself is always evaluated with the unrounded masses. Not so for laws that
+    renormalise (without replacement, conditional Poisson: a token of tiny q can be drafted with
+    probability of order 1), whose prefix route sorts by :func:`exact_ratio_order` instead.
 
     Notes
     -----
@@ -111,6 +114,43 @@ def prefix_order(p: np.ndarray, q: np.ndarray) -> np.ndarray:
     order = np.empty(p.size, dtype=np.int64)
     _unpack_order(keys, shift, p, q, order)
     return order
+
+
+def ratio_keys(p: np.ndarray, q: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Keys (class, exponent, mantissa) whose lexicographic order is the order of the exact ratios
+    p/q, no mass rounded to zero and nothing overflowing: class 0 for p = 0 < q, 1 for p, q > 0,
+    2 for q = 0 < p, 3 for p = q = 0; for class 1, p/q = m 2^e with m the correctly rounded quotient
+    of the mantissas, normalised to [1, 2) (so subnormal masses and ratios beyond the double range
+    keep their order).
+
+    Returns
+    -------
+    (cls, e, m) : ndarrays of shape (V,)
+    """
+    mp, ep = np.frexp(p)
+    mq, eq = np.frexp(q)
+    both = (p > 0) & (q > 0)
+    m = np.divide(mp, mq, out=np.zeros(p.size), where=both)  # in (1/2, 2)
+    e = (ep - eq).astype(np.int64)
+    low = m < 1.0
+    m[low] *= 2.0
+    e[low] -= 1
+    high = m >= 2.0  # the quotient rounded up to 2
+    m[high] /= 2.0
+    e[high] += 1
+    cls = np.where(both, 1, np.where(p > 0, 2, np.where(q > 0, 0, 3)))
+    e[~both] = 0
+    return cls, e, m
+
+
+def exact_ratio_order(p: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """Tokens sorted by the exact ratio p/q increasing (:func:`ratio_keys`), stably: the order of
+    :func:`prefix_order` with no mass below :data:`~mdtheory.polymatroid.TINY` read as zero. For draft
+    models whose law renormalises (without replacement, conditional Poisson), where a token of tiny
+    q can be drafted with probability of order 1 and the TINY rule would put it in the wrong place.
+    O(V log V)."""
+    cls, e, m = ratio_keys(p, q)
+    return np.lexsort((m, e, cls)).astype(np.int64)
 
 
 @njit(cache=True)
@@ -301,7 +341,8 @@ def prefix_scan(p: np.ndarray, model: DraftModel) -> RouteOutput:
             f"{model.sampling!r}; use 'subsets', 'dual', 'maxflow' or 'otlp'"
         )
     t0 = time.perf_counter()
-    order = prefix_order(p, model.q)
+    # the TINY rule of prefix_order moves alpha* by < (n + 1) V TINY for iid drafts only
+    order = prefix_order(p, model.q) if model.sampling == "iid" else exact_ratio_order(p, model.q)
     # iid: the containment q(prefix)^n inside the scan, without temporaries
     contained = np.zeros(0) if model.sampling == "iid" else model.prefix_containment(order)
     best, length = _best_prefix(p, order, contained, model.q, model.n, TIE_TOL)

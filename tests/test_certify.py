@@ -422,3 +422,20 @@ def test_result_carries_its_cut_masses_and_baseline(sampling):
     assert res.cut_q == pytest.approx(float(model.containment(in_cut)), abs=1e-15)
     assert res.margin == pytest.approx(1 - res.value, abs=1e-12)
     assert res.single_draft == pytest.approx(np.minimum(p, model.first_draft_law()).sum(), abs=1e-15)
+
+
+def test_prefix_theorem_checks_the_exact_ratio_order(monkeypatch):
+    """Conditional Poisson beyond MAX_CERT_SETS: the theorem proves the best prefix of the exact p/q
+    order, so a route scanning another order (here the iid one, which reads masses below TINY as
+    zero) is refused even with a value and cut that agree."""
+    from mdtheory.subsets import prefix_order
+
+    monkeypatch.setattr(_certify, "MAX_CERT_SETS", 0)
+    q = np.array([1.0, 1e-200, 1e-200, 1e-200])
+    p = np.array([0.5, 0.5, 0.0, 0.0])
+    assert md.optimal_acceptance(p, q, 2, "conditional-poisson", method="prefix").certificate \
+        == "prefix-theorem"
+    corrupt(monkeypatch, "prefix", lambda out, p, model: out.update(order=prefix_order(p, model.q)))
+    raises("exact p/q order", p=p, q=q, sampling="conditional-poisson")
+    corrupt(monkeypatch, "prefix", lambda out, p, model: out.update(order=np.zeros(4, np.int64)))
+    raises("not a permutation", p=p, q=q, sampling="conditional-poisson")

@@ -195,3 +195,54 @@ def test_enumeration_limit_is_the_models():
     assert md.WithoutReplacement(q, 2).enumeration_limit == md.IID(q, 3).enumeration_limit == 22
     with pytest.raises(md.ProblemTooLargeError, match="over the limit 2\\^16"):
         md.optimal_acceptance(q, md.WithoutReplacement(q, 3), method="subsets")
+
+
+def exact_cp_alpha(p, q, n):
+    """alpha* = 1 + min_T [p(T) - e_n(q|T) / e_n(q)] over all 2^V sets, in exact rationals."""
+    p, q = [Fraction(x) for x in p], [Fraction(x) for x in q]
+
+    def esp(ws):
+        return sum((np.prod(c) for c in combinations(ws, n)), Fraction(0))
+
+    total, V = esp(q), len(q)
+    return 1 + min(sum(p[i] for i in T) - esp([q[i] for i in T]) / total
+                   for k in range(V + 1) for T in combinations(range(V), k))
+
+
+@pytest.mark.parametrize("tiny", [1e-200, 1e-310])  # below polymatroid.TINY = 2^-600; subnormal
+def test_prefix_with_masses_below_tiny_renormalised_laws(monkeypatch, tiny):
+    """Conditional Poisson with one dominant token and the rest below TINY: every draft set is
+    {0, j}, so the tiny tokens are drafted with probability 1/7 each; reading them as zero put them
+    last and 'proved' alpha* = 1. The prefix route (theorem certificate) meets the exact rational
+    1 + 1/2 - 6/7; without replacement (same sets, up to 1e-200) its upper bound meets it too."""
+    from mdtheory import _certify
+
+    monkeypatch.setattr(_certify, "MAX_CERT_SETS", 0)
+    V = 8
+    q = np.full(V, tiny)
+    q[0] = 1.0
+    p = np.zeros(V)
+    p[:2] = 0.5
+    exact = exact_cp_alpha(p, q, 2)
+    assert abs(exact - Fraction(9, 14)) < Fraction(1, 10**100)
+    res = md.optimal_acceptance(p, q, 2, "conditional-poisson", method="prefix")
+    assert (res.status, res.certificate) == ("optimal", "prefix-theorem")
+    assert abs(res.value - float(exact)) <= ROUNDING
+    wr = md.optimal_acceptance(p, q, 2, "without-replacement", method="prefix")
+    assert abs(wr.value - float(exact)) <= 1e-9
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_conditional_poisson_when_e_n_underflows(n):
+    """One dominant token and four of mass 1e-200: e_n(q) ~ 1e-200 (n = 2) or 1e-400 (n = 3,
+    below the float range) gave 0/0 in the set law and the vectorised containment (SolverError,
+    nan). Every route meets the exact rational alpha*, and the set law the exact one."""
+    p = np.array([0.4, 0.3, 0.2, 0.05, 0.05])
+    q = np.array([1.0, 1e-200, 1e-200, 1e-200, 1e-200])
+    exact = float(exact_cp_alpha(p, q, n))
+    for method in ("auto", "subsets", "dual", "mnp"):
+        value = md.alpha_star(p, q, n, "conditional-poisson", method=method)
+        assert abs(value - exact) <= SOLVER, (method, value, exact)
+    law = md.make_draft_model(q, n, "conditional-poisson").set_law()
+    weights = [np.prod([Fraction(x) for x in q[row]]) for row in law.members]
+    assert np.allclose(law.probs, [float(w / sum(weights)) for w in weights], rtol=1e-12, atol=0)

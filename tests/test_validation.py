@@ -63,3 +63,53 @@ def test_errors_are_valueerrors():
     assert issubclass(md.InvalidDistributionError, ValueError)
     assert issubclass(md.ProblemTooLargeError, md.MdtheoryError)
     assert issubclass(md.SolverError, md.MdtheoryError)
+
+
+def test_normalize_when_the_float64_sum_overflows():
+    """Finite entries whose sum overflows: normalize=True divided by inf (all zeros, alpha* = 0);
+    now each such vector is divided by its largest entry first. Without normalize: refused."""
+    from mdtheory._validate import as_distribution
+
+    big = np.array([1e308, 1e308])
+    assert as_distribution(big, "p", normalize=True).tolist() == [0.5, 0.5]
+    rows = as_distribution(np.array([[1e308, 1e308, 0.0], [1.0, 2.0, 1.0]]), "q", normalize=True,
+                           ndim=2)
+    assert rows.tolist() == [[0.5, 0.5, 0.0], [0.25, 0.5, 0.25]]
+    assert md.alpha_star(big, np.array([0.5, 0.5]), 2, normalize=True) == 1.0
+    with pytest.raises(md.InvalidDistributionError, match="float64 range"):
+        md.alpha_star(big, np.array([0.5, 0.5]), 2)
+
+
+@pytest.mark.parametrize("dtype", ["timedelta64[s]", "datetime64[s]", "bool"])
+def test_non_number_dtypes_are_refused(dtype):
+    """numpy counts timedelta64 as an integer type; times are not probabilities."""
+    with pytest.raises(md.InvalidDistributionError, match="expected real numbers"):
+        md.alpha_star(np.array([1, 1]).astype(dtype), np.array([0.5, 0.5]), 2, normalize=True)
+
+
+def test_batched_torch_rows_like_single_rows():
+    """(B, V) tensors in bfloat16, float16 or with requires_grad: each row is validated as a single
+    p (same dtype tolerance), so a batch gives the single problems' values (a raw TypeError or
+    RuntimeError before: the batch went through np.asarray)."""
+    torch = pytest.importorskip("torch")
+    rows = [[0.2, 0.3, 0.5], [0.5, 0.3, 0.2]]
+    q = torch.tensor([0.5, 0.3, 0.2], dtype=torch.float64)
+    for P in (torch.tensor(rows, dtype=torch.bfloat16), torch.tensor(rows, dtype=torch.float16),
+              torch.tensor(rows, dtype=torch.float64, requires_grad=True)):
+        Q = q.to(P.dtype)
+        assert list(md.alpha_star(P, Q, 2)) == [md.alpha_star(row, Q, 2) for row in P]
+        assert list(md.alpha_star(Q, P.detach(), 2)) == [md.alpha_star(Q, row, 2) for row in P.detach()]
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda q: md.alpha_star([[0.5, 0.5], [1.0]], q, 2), "not a rectangular array"),
+    (lambda q: md.alpha_star(q, q, 2, method=["prefix"]), "unknown method"),
+    (lambda q: md.alpha_star(q, md.IID(q, 2), 2, "without-replacement"), "contradicts the draft model"),
+    (lambda q: md.alpha_star(q, md.IID(q, 2), 2, "no-such-sampling"), "unknown sampling"),
+])
+def test_library_bad_input_is_an_input_error(call, match):
+    with pytest.raises(md.InvalidInputError, match=match):
+        call(np.array([0.5, 0.3, 0.2]))
+    q = np.array([0.5, 0.3, 0.2])
+    model = md.make_draft_model(q, 2, "without-replacement")
+    assert md.alpha_star(q, model, 2) == md.alpha_star(q, model, 2, "without-replacement")
