@@ -32,6 +32,9 @@ replacement                 :data:`MAX_CERT_SETS` draft sets (or ``certify="full
 ``mnp``                     a mixture of priority orders (``"order-mixture"``): its base μ is
                             recomputed from the model's laws, in B(g) for any orders and weights
                             (:func:`~mdtheory.independent.check_mixture`).
+``closed-form`` (greedy)    a flow of the token/draft-set network in factored form
+                            (``"greedy-flow"``, :func:`check_greedy_flow`), read against the
+                            model's own law of the drawn draft; O(V).
 ``subsets``                 none (``"exhaustive"``): the route evaluates p(T) - Q(T) on all
                             :math:`2^V` sets, which is the definition of the minimum; the check is
                             that it reports :math:`2^V` sets and that its cut reproduces its value.
@@ -95,7 +98,7 @@ class Certificate(NamedTuple):
     ----------
     name : str
         The primal object: ``"plan"``, ``"flow"``, ``"base"``, ``"lex-base"``, ``"order-mixture"``,
-        ``"exhaustive"`` or
+        ``"greedy-flow"``, ``"exhaustive"``, ``"prefix-theorem"`` or
         ``"cut"`` (no primal object: the value is only an upper bound).
     status : str
         ``"optimal"`` (both bounds meet) or ``"upper-bound"``.
@@ -152,6 +155,36 @@ def cut_value(p: np.ndarray, model: DraftModel, cut) -> float:
     """
     p_cut, q_cut = cut_masses(p, model, cut)
     return 1.0 + p_cut - q_cut
+
+
+def check_greedy_flow(p: np.ndarray, model: DraftModel, who: str = "greedy flow") -> float:
+    """The lower bound proved by a feasible flow for Hu et al.'s greedy draft set, in O(V).
+
+    The draft sets are :math:`U_c = \\mathrm{top} \\cup \\{c\\}` with masses :math:`\\tilde q(c)`
+    (the model's own law). The flow :math:`S(U_c, c) = m_c = \\min(p(c), \\tilde q(c))` and
+    :math:`S(U_c, t) = (\\tilde q(c) - m_c)\\, p(t) / R` for t in the top,
+    :math:`R = \\sum_c (\\tilde q(c) - m_c)`, is kept factored: token c receives
+    :math:`m_c \\le p(c)`, a top token t receives exactly p(t), and set :math:`U_c` sends
+    :math:`m_c + (\\tilde q(c) - m_c)\\, p(\\mathrm{top}) / R \\le \\tilde q(c)` exactly when
+    :math:`p(\\mathrm{top}) \\le R`; otherwise the flow to the top is scaled down by R / p(top).
+    Its value :math:`\\sum_c m_c + \\min(p(\\mathrm{top}), R)` is at most α*.
+
+    Raises
+    ------
+    SolverError
+        The model's law is not a distribution outside the top (negative or non-finite masses, mass
+        on a top token, a sum off one by more than :data:`FEAS_TOL`).
+    """
+    top, tail = model.top, model.tail
+    if not np.isfinite(tail).all() or tail.min(initial=0.0) < 0.0:
+        raise SolverError(f"{who}: the drawn draft's law has a negative or non-finite mass")
+    if np.any(tail[top] != 0.0):
+        raise SolverError(f"{who}: the drawn draft's law puts mass on a top token")
+    if abs(math.fsum(tail) - 1.0) > FEAS_TOL:
+        raise _infeasible(who, "the drawn draft's law misses summing to one", abs(math.fsum(tail) - 1.0))
+    m = np.minimum(p, tail)
+    rest = math.fsum(tail - m)
+    return math.fsum(m) + min(math.fsum(p[top]), rest)
 
 
 def _infeasible(who: str, what: str, amount: float) -> SolverError:
@@ -573,6 +606,8 @@ def _primal(p: np.ndarray, model: DraftModel, out: RouteOutput, method: str, mod
         flows = dual_lp(p, model)
         members, mass = _model_law(model, flows, False, who)
         return "flow", check_flow(p, members, mass, flows.plan, who), None
+    if method == "closed-form":
+        return "greedy-flow", check_greedy_flow(p, model, who), None
     if method == "mnp":
         lower, mu = check_mixture(p, model, out.orders, out.weights, who)
         return "order-mixture", lower, mu

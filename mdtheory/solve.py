@@ -42,6 +42,12 @@ def _mnp(p, model):
     return mnp_route(p, model)
 
 
+def _closed_form(p, model):
+    from .greedy import greedy_closed_form
+
+    return greedy_closed_form(p, model)
+
+
 def _maxflow(p, model):
     from .maxflow import maxflow
 
@@ -57,12 +63,15 @@ METHODS = {
     "dual": _dual,
     "maxflow": _maxflow,
     "mnp": _mnp,
+    "closed-form": _closed_form,
 }
 
 
 def _auto(model: DraftModel) -> str:
     if model.prefix_property is not None:
         return "prefix"
+    if model.sampling == "greedy":
+        return "closed-form"
     if model.sampling == "independent" and model.V > AUTO_SUBSET_V:
         return "mnp"
     return "subsets" if model.V <= AUTO_SUBSET_V else "dual"
@@ -137,9 +146,11 @@ def optimal_acceptance(p: ArrayLike, q: ArrayLike | DraftModel, n: int | None = 
     sampling : str
         Draft model, a key of :data:`mdtheory.drafts.SAMPLINGS`. Default ``"iid"``.
     method : str
-        ``"auto"`` (default): ``"prefix"`` for iid and without-replacement drafts, else
-        ``"subsets"`` up to V = 16, else ``"mnp"`` for independent drafts and ``"dual"`` for the
-        others. ``"prefix"``: sorted-prefix scan, O(V log V) (a linear radix sort for large V).
+        ``"auto"`` (default): ``"prefix"`` for iid, without-replacement and conditional-Poisson
+        drafts, ``"closed-form"`` for the greedy set, else ``"subsets"`` up to V = 16, else
+        ``"mnp"`` for independent drafts and ``"dual"`` for the others. ``"closed-form"``: Hu et
+        al.'s O(V) formula for the greedy draft set (:mod:`mdtheory.greedy`), certified by a
+        factored flow. ``"prefix"``: sorted-prefix scan, O(V log V) (a linear radix sort for large V).
         ``"subsets"``: all 2^V sets. ``"otlp"``: the OTLP over draft sets (HiGHS), with the optimal
         plan. ``"otlp-literal"``: the OTLP over ordered tuples, V^n x V variables. ``"dual"``: the
         min-cut LP (HiGHS simplex), 0/1 by total unimodularity. ``"maxflow"``: networkx

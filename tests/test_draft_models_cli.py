@@ -145,7 +145,7 @@ def test_sampling_text_table(capsys, small):
     assert code == 0 and lines[0].startswith("V = 8, n = 3 drafts: alpha*")
     assert re.match(r"draft model +alpha\* +status +route +certificate +gap +ms", lines[1])
     assert re.match(r"without-replacement +0\.\d{10} +proven +\w+ +\w+", lines[2])
-    assert re.match(r"greedy +0\.\d{10} +proven +subsets +exhaustive", lines[3])  # V <= 16
+    assert re.match(r"greedy +0\.\d{10} +proven +closed-form +greedy-flow", lines[3])
     assert lines[4].startswith("highest alpha*: ") and "1 - TV(p, q)" in lines[4]
 
 

@@ -173,3 +173,49 @@ def test_first_draft_law_at_large_v():
     law = Greedy(q, 3).first_draft_law()
     assert law.shape == (128_000,) and law[0] == 1.0 and law.sum() == 1.0
     assert np.array_equal(Greedy(q, 1).first_draft_law(), Greedy(q, 1).tail)
+
+
+# --- the closed-form route (mdtheory.greedy) and its greedy-flow certificate -------------------------
+
+
+@pytest.mark.parametrize("case", range(len(cases())))
+def test_closed_form_route_matches_the_enumerating_routes(case):
+    p, q, n = cases()[case]
+    res = md.optimal_acceptance(p, q, n, sampling="greedy")
+    assert (res.method, res.certificate) == ("closed-form", "greedy-flow")
+    for method in ("subsets", "dual"):
+        other = md.optimal_acceptance(p, q, n, sampling="greedy", method=method)
+        assert res.value == pytest.approx(other.value, abs=SOLVER), method
+
+
+def test_closed_form_route_enumerates_nothing_at_large_vocab(monkeypatch):
+    rng = np.random.default_rng(3)
+    V, n = 128_000, 4
+    p, q = rng.dirichlet(np.full(V, 0.3)), rng.dirichlet(np.full(V, 0.3))
+    for name in ("set_law", "tuple_law"):
+        monkeypatch.setattr(Greedy, name, lambda self: pytest.fail("enumerated draft sets"))
+    model = Greedy(q, n)
+    rest = np.ones(V, dtype=bool)
+    rest[model.top] = False
+    want = math.fsum(p[model.top]) + math.fsum(np.minimum(p, model.tail)[rest])
+    assert md.alpha_star(p, q, n, "greedy") == pytest.approx(want, abs=ROUNDING)
+
+
+def test_greedy_flow_certificate_refuses_a_suboptimal_cut(monkeypatch):
+    """A route that returns every token as its cut, with that cut's value 1, is caught by the flow."""
+    import mdtheory.greedy as greedy
+    from mdtheory._route import RouteOutput
+
+    p, q, n = np.array([0.1, 0.2, 0.3, 0.4, 0.0]), Q5, 3
+    model = Greedy(q, n)
+    cut = np.arange(5)
+    value = 1.0 + p[cut].sum() - model.containment(np.ones(5, dtype=bool))
+    assert value > md.alpha_star(p, q, n, "greedy") + 1e-3  # a real gap
+    monkeypatch.setattr(greedy, "greedy_closed_form", lambda p, model: RouteOutput(value=value, cut=cut))
+    with pytest.raises(md.errors.SolverError, match="greedy-flow proves"):
+        md.optimal_acceptance(p, q, n, sampling="greedy")
+
+
+def test_closed_form_route_serves_the_greedy_set_only():
+    with pytest.raises(md.errors.InvalidInputError, match="greedy draft set only"):
+        md.optimal_acceptance(np.full(4, 0.25), np.full(4, 0.25), 2, method="closed-form")
