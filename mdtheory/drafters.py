@@ -238,6 +238,7 @@ def _lm_pairs_command(args) -> int:
         raise InvalidInputError(f"--order must be >= 1, got {args.order}")
     if args.positions < 1:
         raise InvalidInputError(f"--positions must be >= 1, got {args.positions}")
+    check_sampling(args.target_temperature)
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise InvalidInputError(f"--out: {out} exists and is not a directory")
