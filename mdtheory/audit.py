@@ -746,8 +746,9 @@ def add_audit_parser(subparsers) -> argparse.ArgumentParser:
     sub.add_argument("--samples", type=int, default=None,
                      help=f"steps per position (default: enough to detect TV {TARGET_TV} with "
                           f"probability {POWER})")
-    sub.add_argument("--seed", type=int, default=0,
-                     help="seed of the random number generator (default 0)")
+    from .cli import add_seed_option  # loaded: cli.build_parser calls this
+
+    add_seed_option(sub)
     sub.add_argument("--level", type=float, default=DEFAULT_LEVEL,
                      help=f"level of the output-law test (default {DEFAULT_LEVEL})")
     sub.add_argument("--exact", action="store_true",

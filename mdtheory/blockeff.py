@@ -176,7 +176,9 @@ def add_block_efficiency_parser(subparsers) -> None:
                      help="the drafter (default tempered: the LSTM at the draft temperature)")
     cmd.add_argument("--draft-temperature", type=float, help="default: the target temperature")
     cmd.add_argument("--top-k", type=int, help="top-k of the (LSTM) drafter")
-    cmd.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    from .cli import add_seed_option  # loaded: cli.build_parser calls this
+
+    add_seed_option(cmd)
     cmd.add_argument("--json", action="store_true", help="one JSON object per rule")
     cmd.add_argument("--quiet", action="store_true", help="no progress bar")
     cmd.set_defaults(func=_block_efficiency_command)

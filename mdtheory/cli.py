@@ -725,11 +725,27 @@ def _drafts_option(parser: argparse.ArgumentParser, default: int | None = 2, req
                         + " (-K is an older spelling)")
 
 
+def _seed(text: str) -> int:
+    """``--seed``: a non-negative integer (what numpy's generators accept)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be a non-negative integer, got {text!r}")
+    return value
+
+
+def add_seed_option(parser: argparse.ArgumentParser) -> None:
+    """The ``--seed`` option every sampling command shares."""
+    parser.add_argument("--seed", type=_seed, default=0,
+                        help="seed of the random number generator, an integer >= 0 (default 0)")
+
+
 def _add_common(parser: argparse.ArgumentParser, json_help: str, seed: bool = False) -> None:
     parser.add_argument("--json", action="store_true", help=json_help + " per line (JSON Lines)")
     if seed:
-        parser.add_argument("--seed", type=int, default=0,
-                            help="seed of the random number generator (default 0)")
+        add_seed_option(parser)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -902,6 +918,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         except (OSError, ValueError):  # stdout is not a file descriptor (captured)
             pass
         return EXIT_BROKEN_PIPE
+    except OSError as exc:  # a path that cannot be read or written (--out /proc/x, a full disk)
+        where = f": {exc.filename}" if exc.filename else ""
+        print(f"mdtheory: error: {exc.strerror or exc}{where}", file=sys.stderr)
+        return EXIT_BAD_INPUT
 
 
 if __name__ == "__main__":

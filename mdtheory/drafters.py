@@ -227,7 +227,9 @@ def add_lm_pairs_parser(subparsers) -> None:
     cmd.add_argument("--draft-temperature", type=float, help="default: the target temperature")
     cmd.add_argument("--top-k", type=int, help="top-k of the (LSTM) drafter")
     cmd.add_argument("--order", type=int, default=3, help="n-gram order (ngram drafter)")
-    cmd.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    from .cli import add_seed_option  # loaded: cli.build_parser calls this
+
+    add_seed_option(cmd)
     cmd.add_argument("--out", required=True, help="output directory")
     cmd.add_argument("--quiet", action="store_true", help="no progress bar")
     cmd.set_defaults(func=_lm_pairs_command)

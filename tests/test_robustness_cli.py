@@ -378,3 +378,32 @@ def test_prefix_route_refuses_models_without_a_prefix_property():
     with pytest.raises(md.InvalidInputError, match="exact only for iid, without-replacement, "
                                                    "conditional-poisson"):
         md.optimal_acceptance(np.full(3, 1 / 3), qs, 2, sampling="independent", method="prefix")
+
+
+@pytest.mark.parametrize("argv", [
+    ["compare-selectors", "P", "Q"], ["cross-validate"], ["block-efficiency", "--drafts", "2"],
+    ["lm-pairs", "--positions", "2", "--draft", "tempered", "--out", "OUT"],
+    ["audit", "examples/verifiers/rrs.py:verify", "P", "Q"],
+])
+def test_negative_seed_is_a_usage_error(capsys, pair, tmp_path, argv):
+    """D7: --seed -1 reached numpy's generator and printed its ValueError traceback."""
+    p, q = pair(4)
+    argv = [{"P": p, "Q": q, "OUT": tmp_path / "o"}.get(a, a) for a in argv]
+    code, out, err = run_main(capsys, *argv, "--seed", "-1")
+    assert code == 2 and "--seed: must be a non-negative integer" in err and "Traceback" not in err
+
+
+def test_unwritable_output_path_is_one_line(capsys, monkeypatch, tmp_path):
+    """D13: an output path that cannot be written is exit 2 with one line naming it."""
+    from mdtheory import drafters
+
+    def refuse(*_args, **_kw):
+        raise FileNotFoundError(2, "No such file or directory", "/proc/nope")
+    monkeypatch.setattr(drafters, "load_char_lstm", lambda: None)
+    monkeypatch.setattr(drafters, "LSTMLaw", lambda *a, **k: None)
+    monkeypatch.setattr(drafters, "make_drafter", lambda *a, **k: None)
+    monkeypatch.setattr(drafters, "lm_pairs", lambda *a, **k: (np.ones((1, 2)), np.ones((1, 2))))
+    monkeypatch.setattr(Path, "mkdir", refuse)
+    code, out, err = run_main(capsys, "lm-pairs", "--positions", "1", "--draft", "tempered",
+                              "--out", tmp_path / "x")
+    one_line_error(code, err, "/proc/nope", "No such file")
