@@ -73,6 +73,7 @@ problem).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import importlib.util
 import json
@@ -348,6 +349,11 @@ def bonferroni(pvalues) -> float:
 
 
 # ---------------------------------------------------------------------------------------- targets
+#: What a target's code may raise that the audit reports as a bad verifier (exit 2): any exception,
+#: and sys.exit(), which would otherwise end the audit with the target's exit code and no verdict.
+_USER_ERRORS = (Exception, SystemExit)
+
+
 def load_target(spec: str):
     """Import ``path/to/file.py:NAME`` or ``module:NAME`` and return the named object.
 
@@ -373,7 +379,7 @@ def load_target(spec: str):
             module = importlib.import_module(path)
     except InvalidInputError:
         raise
-    except Exception as exc:  # the user's module may raise anything while importing
+    except _USER_ERRORS as exc:  # the user's module may raise anything while importing
         raise InvalidInputError(
             f"TARGET {spec}: cannot import {path}: {_one_line(exc)}"
         ) from None
@@ -412,6 +418,9 @@ def _token(out, V: int, drafts) -> tuple[int, bool]:
     """Validate one sampled output: (token, accepted)."""
     if isinstance(out, tuple) and len(out) == 2:
         tok, acc = out
+        if not (isinstance(acc, (bool, np.bool_))
+                or isinstance(acc, (int, np.integer)) and acc in (0, 1)):
+            raise TypeError(f"accepted must be a bool (or 0/1), got {acc!r}")
         accepted = bool(acc)
     else:
         tok, accepted = out, None
@@ -438,7 +447,7 @@ def _run_sampled(fs, P, models, samples, seed):
         for i, x in enumerate(sampled):
             try:
                 out = f(p, q, x, rule_rng)
-            except Exception as exc:  # anything the user's code raises is bad input to the audit
+            except _USER_ERRORS as exc:  # anything the user's code raises is bad input to the audit
                 raise _raised(f, exc, x, b) from None
             try:
                 tokens[i], ok = _token(out, V, x.tolist())
@@ -458,8 +467,7 @@ def _run_torch(f, P, Q, n, sampling, samples, seed, device, dtype):
     from . import torch_bridge as tb
 
     torch = tb._torch()
-    if str(device).startswith("cuda") and not torch.cuda.is_available():
-        raise InvalidInputError("--device cuda was asked for but CUDA is not available here")
+    tb.check_device(device)
     dtype = dtype or torch.float64
     gen = torch.Generator(device=device).manual_seed(int(seed))
     Pt = torch.as_tensor(P, dtype=dtype, device=device)
@@ -479,7 +487,7 @@ def _run_torch(f, P, Q, n, sampling, samples, seed, device, dtype):
                 out = prepared.repeat_rows(m).step(drafts, gen)
             else:
                 out = f(Pt.repeat_interleave(m, dim=0), q_rows, drafts, gen)
-        except Exception as exc:  # the user's code may raise anything
+        except _USER_ERRORS as exc:  # the user's code may raise anything
             first = tuple(drafts[0].tolist())
             raise InvalidInputError(
                 f"TARGET {_describe(f)} raised {_one_line(exc)} on a batch of "
@@ -526,7 +534,7 @@ def _run_exact(laws_by_position, P, models):
         for x, w in zip(tuples.tuples, tuples.probs, strict=True):
             try:
                 a, r = law(p, q, x)
-            except Exception as exc:  # the user's code may raise anything
+            except _USER_ERRORS as exc:  # the user's code may raise anything
                 raise _raised(law, exc, x, b) from None
             a, r = np.asarray(a, dtype=float), np.asarray(r, dtype=float)
             total = a.sum() + r.sum() if a.shape == r.shape == (V,) else np.nan
@@ -767,11 +775,12 @@ def add_audit_parser(subparsers) -> argparse.ArgumentParser:
 def _cli(args: argparse.Namespace) -> int:
     from .cli import load_npy
 
-    f = load_target(args.target)
     p, q = load_npy(args.P, "p"), load_npy(args.Q, "q")
-    res = audit(f, p, q, args.drafts, sampling=args.sampling, samples=args.samples, seed=args.seed,
-                level=args.level, exact=args.exact, torch=args.torch, device=args.device,
-                normalize=args.normalize)
+    with contextlib.redirect_stdout(sys.stderr):  # the target's prints must not break --json
+        f = load_target(args.target)
+        res = audit(f, p, q, args.drafts, sampling=args.sampling, samples=args.samples,
+                    seed=args.seed, level=args.level, exact=args.exact, torch=args.torch,
+                    device=args.device, normalize=args.normalize)
     res.target = args.target
     if args.json:
         print(json.dumps(res.to_dict()))
