@@ -89,9 +89,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import ArrayLike
 
+from . import _budget
 from ._validate import as_distribution, as_drafts
 from .drafts import make_draft_model
-from .errors import InvalidDistributionError, InvalidInputError
+from .errors import InvalidDistributionError, InvalidInputError, ProblemTooLargeError
 from .solve import optimal_acceptance
 
 if TYPE_CHECKING:
@@ -113,7 +114,7 @@ EXACT_TOL = 1e-9
 #: Largest sample size the audit draws per position.
 MAX_SAMPLES = 20_000_000
 #: Draft tuples per call of a torch target.
-TORCH_CHUNK = 1 << 16
+TORCH_CHUNK = _budget.TORCH_CHUNK
 #: Tokens listed in ``worst_tokens``.
 SHOW_WORST = 5
 #: Draft models the audit draws from (keys of :data:`mdtheory.drafts.SAMPLINGS`).
@@ -463,11 +464,24 @@ def _run_sampled(fs, P, models, samples, seed):
 
 
 def _run_torch(f, P, Q, n, sampling, samples, seed, device, dtype):
-    """counts (B, V) and hits (B,) of a batched torch verifier (a function or a TorchRule class)."""
+    """counts (B, V) and hits (B,) of a batched torch verifier (a function or a TorchRule class);
+    an allocation torch refuses (CPU or GPU) is a :class:`ProblemTooLargeError`."""
     from . import torch_bridge as tb
 
     torch = tb._torch()
     tb.check_device(device)
+    try:
+        return _torch_steps(torch, tb, f, P, Q, n, sampling, samples, seed, device, dtype)
+    except RuntimeError as exc:  # torch.OutOfMemoryError (GPU) or the CPU allocator's message
+        if not (isinstance(exc, getattr(torch, "OutOfMemoryError", ())) or "allocate" in str(exc)):
+            raise
+        raise ProblemTooLargeError(
+            f"out of memory on {device} with {P.shape[0]} positions x {samples} steps of n = {n} "
+            f"drafts over V = {P.shape[1]}: {' '.join(str(exc).split())[:200]}"
+        ) from None
+
+
+def _torch_steps(torch, tb, f, P, Q, n, sampling, samples, seed, device, dtype):
     dtype = dtype or torch.float64
     gen = torch.Generator(device=device).manual_seed(int(seed))
     Pt = torch.as_tensor(P, dtype=dtype, device=device)

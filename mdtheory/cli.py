@@ -595,7 +595,8 @@ def _compare_selectors(args: argparse.Namespace) -> int:
             try:
                 model = make_draft_model(Q[0], args.drafts, RULES[name].sampling)
                 _budget.require(_budget.rule_preparation(name, model), args.max_seconds)
-                rule = make_rule(name, P[0], Q[0], args.drafts, **params)  # times q's validation too
+                rule = make_rule(name, P[0], Q[0], args.drafts, max_seconds=args.max_seconds,
+                                 **params)  # times q's validation too
                 acc, exact, ci = _rule_acceptance(args, rule, rng)
             except (InvalidInputError, ProblemTooLargeError) as exc:
                 if isinstance(exc, InvalidDistributionError):
@@ -642,13 +643,21 @@ def _compare_selectors(args: argparse.Namespace) -> int:
 
 
 def _cross_validate(args: argparse.Namespace) -> int:
+    from .rules import RULES
     from .torch_bridge import TORCH_RULES, check_device, cross_validate
 
     check_device(args.device)
-    _budget.require(_budget.batched_steps(args.batch, args.samples, args.vocab), args.max_seconds)
+    _budget.require(_budget.batched_steps(args.batch, args.samples, args.vocab, args.drafts),
+                    args.max_seconds)
     names = _names(args.rules, TORCH_RULES, "torch rule")
+    if args.vocab >= 2 and args.drafts >= 1:  # else cross_validate names the bad size
+        for name in names:  # each numpy rule is prepared for the exact acceptance: estimate it
+            model = make_draft_model(np.full(args.vocab, 1 / args.vocab), args.drafts,
+                                     RULES[name].sampling)
+            _budget.require(_budget.rule_preparation(name, model), args.max_seconds)
     report = cross_validate(names, device=args.device, batch=args.batch, vocab=args.vocab,
-                            drafts=args.drafts, samples=args.samples, seed=args.seed)
+                            drafts=args.drafts, samples=args.samples, seed=args.seed,
+                            max_seconds=args.max_seconds)
     if args.json:
         print(json.dumps(report))
     else:

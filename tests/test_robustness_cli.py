@@ -407,3 +407,30 @@ def test_unwritable_output_path_is_one_line(capsys, monkeypatch, tmp_path):
     code, out, err = run_main(capsys, "lm-pairs", "--positions", "1", "--draft", "tempered",
                               "--out", tmp_path / "x")
     one_line_error(code, err, "/proc/nope", "No such file")
+
+
+def test_cross_validate_memory_estimate_counts_the_drafts(capsys):
+    """D11: the estimate ignored n; --drafts 100000 was a torch allocation traceback."""
+    code, out, err = run_main(capsys, "cross-validate", "--drafts", "100000")
+    one_line_error(code, err, ESTIMATE, "n = 100000")
+
+
+def test_torch_allocation_failure_is_one_line(monkeypatch):
+    """D11: an allocation torch refuses is a ProblemTooLargeError, not a RuntimeError traceback."""
+    torch = pytest.importorskip("torch")
+    from mdtheory.audit import audit
+
+    def refuse(*_a, **_k):
+        raise RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to allocate 1 bytes")
+    monkeypatch.setattr(torch, "multinomial", refuse)
+    p = np.array([0.5, 0.5])
+    with pytest.raises(md.errors.ProblemTooLargeError, match="out of memory on cpu"):
+        audit(lambda P, Q, d, g: d[:, 0], p, p, 2, torch=True, samples=10)
+
+
+def test_make_rule_refuses_an_over_budget_preparation():
+    """D21: make_rule documents the refusal; khisti-lp at n = 1e6 (estimated hours) just ran."""
+    p, q = np.array([0.2, 0.3, 0.5]), np.array([0.5, 0.3, 0.2])
+    with pytest.raises(md.errors.ProblemTooLargeError, match=ESTIMATE):
+        make_rule("khisti-lp", p, q, 10**6)
+    assert make_rule("khisti-lp", p, q, 3, max_seconds=1.0).n == 3
