@@ -19,7 +19,7 @@ from typing import NamedTuple
 from .errors import ProblemTooLargeError
 
 __all__ = ["Estimate", "require", "combine", "fmt_seconds", "fmt_bytes", "stored_floats",
-           "mc_chunk", "monte_carlo", "batched_steps", "enumeration", "rule_preparation",
+           "mc_chunk", "monte_carlo", "batched_steps", "lm_pairs", "enumeration", "rule_preparation",
            "acceptance_route", "min_norm_point", "acceptance_cone", "verify_claim", "MAX_SECONDS",
            "MAX_BYTES", "CHUNK_BYTES", "MAX_CHUNK", "TORCH_CHUNK", "ESTIMATED_RULES"]
 
@@ -168,6 +168,14 @@ def batched_steps(batch: int, samples: int, V: int, n: int = 2) -> Estimate:
     rows = min(batch * samples, TORCH_CHUNK)
     return Estimate(f"cross-validate: {batch} positions x {samples} steps of n = {n} drafts over "
                     f"V = {V}", 0.0, 4 * 8.0 * (batch * samples * V + rows * n))
+
+
+def lm_pairs(positions: int, V: int) -> Estimate:
+    """``mdtheory lm-pairs``: the (target, draft) laws of ``positions`` positions over V tokens, kept
+    as per-step blocks and then concatenated (P and Q twice each at the peak); about 2 ms a position
+    for the char-LSTM and its drafter (an n-gram drafter adds its distillation, about 30 s)."""
+    return Estimate(f"lm-pairs: {positions} positions x {V} tokens", 2e-3 * positions,
+                    4 * 8.0 * positions * V)
 
 
 def enumeration(count: float, n: int, V: int) -> Estimate:

@@ -15,12 +15,14 @@ Everything random takes a ``numpy.random.Generator``: the same seed gives the sa
 
 from __future__ import annotations
 
+import math
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
+from . import _budget
 from .errors import InvalidInputError
 from .lm import META, PAD, CharLSTM, load_char_lstm
 from .logits import check_sampling
@@ -246,6 +248,8 @@ def _lm_pairs_command(args) -> int:
         raise InvalidInputError(f"--out: {out} exists and is not a directory")
     rng = np.random.default_rng(args.seed)
     target = LSTMLaw(load_char_lstm(), args.target_temperature)
+    # the sampling shows a progress bar, so only memory is refused (P, Q of positions x V floats)
+    _budget.require(_budget.lm_pairs(args.positions, target.V), math.inf)
     drafter = make_drafter(args.draft, target, rng, temperature=args.draft_temperature,
                            top_k=args.top_k, order=args.order, quiet=args.quiet)
     P, Q = lm_pairs(args.positions, target, drafter, rng, quiet=args.quiet)

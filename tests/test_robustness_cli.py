@@ -434,3 +434,17 @@ def test_make_rule_refuses_an_over_budget_preparation():
     with pytest.raises(md.errors.ProblemTooLargeError, match=ESTIMATE):
         make_rule("khisti-lp", p, q, 10**6)
     assert make_rule("khisti-lp", p, q, 3, max_seconds=1.0).n == 3
+
+
+def test_lm_pairs_refuses_positions_beyond_memory(capsys, monkeypatch, tmp_path):
+    """D12: --positions 100000000 was SIGKILLed by the OOM killer; it is refused up front."""
+    from types import SimpleNamespace
+
+    from mdtheory import drafters
+
+    monkeypatch.setattr(drafters, "load_char_lstm", lambda: None)
+    monkeypatch.setattr(drafters, "LSTMLaw", lambda *a, **k: SimpleNamespace(V=465))
+    code, out, err = run_main(capsys, "lm-pairs", "--positions", "100000000", "--draft", "tempered",
+                              "--out", tmp_path / "x")
+    one_line_error(code, err, ESTIMATE, "100000000 positions")
+    assert not (tmp_path / "x").exists()
