@@ -400,7 +400,7 @@ def test_unwritable_output_path_is_one_line(capsys, monkeypatch, tmp_path):
     def refuse(*_args, **_kw):
         raise FileNotFoundError(2, "No such file or directory", "/proc/nope")
     monkeypatch.setattr(drafters, "load_char_lstm", lambda: None)
-    monkeypatch.setattr(drafters, "LSTMLaw", lambda *a, **k: None)
+    monkeypatch.setattr(drafters, "LSTMLaw", lambda *a, **k: type("Law", (), {"V": 2}))
     monkeypatch.setattr(drafters, "make_drafter", lambda *a, **k: None)
     monkeypatch.setattr(drafters, "lm_pairs", lambda *a, **k: (np.ones((1, 2)), np.ones((1, 2))))
     monkeypatch.setattr(Path, "mkdir", refuse)
