@@ -448,3 +448,23 @@ def test_lm_pairs_refuses_positions_beyond_memory(capsys, monkeypatch, tmp_path)
                               "--out", tmp_path / "x")
     one_line_error(code, err, ESTIMATE, "100000000 positions")
     assert not (tmp_path / "x").exists()
+
+
+@pytest.mark.parametrize("argv, pattern", [
+    (["--drafts", "2", "--length", "2", "--steps", "3", "--rules", "gr-softmax"], "gr-softmax"),
+    (["--drafts", "2", "--length", "100000", "--steps", "3", "--rules", "rrs"], "L = 100000"),
+])
+def test_block_efficiency_refuses_long_runs_up_front(capsys, monkeypatch, argv, pattern):
+    """D15: gr-softmax at V = 465 (minutes a preparation) or --length 100000 ran silently."""
+    from types import SimpleNamespace
+
+    from mdtheory import blockeff
+
+    def never(*_a, **_k):
+        raise AssertionError("the run must be refused before any drafting")
+    monkeypatch.setattr(blockeff, "load_char_lstm", lambda: SimpleNamespace(vocab={blockeff.META: 0}))
+    monkeypatch.setattr(blockeff, "LSTMLaw", lambda *a, **k: SimpleNamespace(V=465))
+    monkeypatch.setattr(blockeff, "make_drafter", lambda *a, **k: None)
+    monkeypatch.setattr(blockeff, "speculative_step", never)
+    code, out, err = run_main(capsys, "block-efficiency", *argv)
+    one_line_error(code, err, ESTIMATE, pattern, "--max-seconds")
