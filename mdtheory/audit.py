@@ -113,6 +113,8 @@ MIN_EXPECTED = 10.0
 EXACT_TOL = 1e-9
 #: Largest sample size the audit draws per position.
 MAX_SAMPLES = 20_000_000
+#: Sampled form: calls of the target timed to estimate the whole audit (``max_seconds``).
+PILOT_CALLS = 100
 #: Draft tuples per call of a torch target.
 TORCH_CHUNK = _budget.TORCH_CHUNK
 #: Tokens listed in ``worst_tokens``.
@@ -433,19 +435,38 @@ def _token(out, V: int, drafts) -> tuple[int, bool]:
     return tok, (tok in drafts) if accepted is None else accepted
 
 
-def _run_sampled(fs, P, models, samples, seed):
+def _pilot_check(f, calls: int, seconds: float, total: int, max_seconds: float | None) -> None:
+    """Refuse the audit if ``total`` calls at the pilot's pace exceed ``max_seconds``."""
+    if max_seconds is None:
+        return
+    _budget.require(_budget.Estimate(
+        f"audit of {_describe(f)}: {total:,} verifier calls at {seconds / calls * 1e6:.3g} us "
+        f"each (timed on the first {calls})", total * seconds / calls), max_seconds)
+
+
+def _run_sampled(fs, P, models, samples, seed, max_seconds=None, quiet=True):
     """counts (B, V) and accepted hits (B,) of numpy verifiers (one per position), called once per
-    draft tuple."""
+    draft tuple; refused after :data:`PILOT_CALLS` calls if the whole is estimated over
+    ``max_seconds``; a progress bar on a terminal unless ``quiet``."""
+    from .drafters import progress
+
     B, V = P.shape
     draft_rng, rule_rng = (np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(2))
     counts, hits = np.zeros((B, V), dtype=np.int64), np.zeros(B, dtype=np.int64)
+    bar = progress(None, B * samples, "audit", quiet)
+    t0 = 0.0
     for b, (f, model) in enumerate(zip(fs, models, strict=True)):
         p, q = _readonly(P[b]), _readonly(model.q)
         sampled = model.sample(draft_rng, samples)
         sampled.setflags(write=False)
         tokens = np.empty(samples, dtype=np.int64)
         acc = 0
+        t0 = t0 or time.perf_counter()  # the pilot times the target's calls only
         for i, x in enumerate(sampled):
+            if b == 0 and i == min(PILOT_CALLS, samples - 1):
+                _pilot_check(f, i, time.perf_counter() - t0, B * samples, max_seconds)
+            if bar is not None and i % 1024 == 0:
+                bar.update(min(1024, samples - i))
             try:
                 out = f(p, q, x, rule_rng)
             except _USER_ERRORS as exc:  # anything the user's code raises is bad input to the audit
@@ -460,6 +481,8 @@ def _run_sampled(fs, P, models, samples, seed):
             acc += ok
         counts[b] = np.bincount(tokens, minlength=V)
         hits[b] = acc
+    if bar is not None:
+        bar.close()
     return counts, hits
 
 
@@ -587,7 +610,8 @@ def _worst(observed: np.ndarray, P: np.ndarray) -> list[dict]:
 def audit(f: Callable | type, p: ArrayLike, q: ArrayLike, n: int, *, sampling: str | None = None,
           samples: int | None = None, seed: int = 0, level: float = DEFAULT_LEVEL,
           exact: bool = False, torch: bool = False, device: str = "cpu", dtype: Any = None,
-          normalize: bool = False) -> AuditResult:
+          normalize: bool = False, max_seconds: float | None = None,
+          quiet: bool = True) -> AuditResult:
     """Audit a multi-draft verifier: is its output law p, and how far is its acceptance from α*?
 
     Parameters
@@ -619,6 +643,12 @@ def audit(f: Callable | type, p: ArrayLike, q: ArrayLike, n: int, *, sampling: s
         Torch form only: where the rows live (default cpu, float64).
     normalize : bool
         Rescale p and q that do not sum to one.
+    max_seconds : float, optional
+        Sampled form: the target is timed on its first :data:`PILOT_CALLS` calls and the audit is
+        refused (:class:`~mdtheory.errors.ProblemTooLargeError`, stating the estimate) if all
+        positions x samples calls would take longer. Default: no limit.
+    quiet : bool
+        Sampled form: no progress bar (one is shown on stderr when it is a terminal).
 
     Returns
     -------
@@ -701,7 +731,7 @@ def audit(f: Callable | type, p: ArrayLike, q: ArrayLike, n: int, *, sampling: s
         mode = "torch"
     else:
         samplers = [f] * B if rule_cls is None else [_select(r) for r in rules]
-        counts, hits = _run_sampled(samplers, P, models, samples, seed)
+        counts, hits = _run_sampled(samplers, P, models, samples, seed, max_seconds, quiet)
         mode = "sampled"
     return _summarise(counts, hits, P, alphas, samples, seed, mode, t0, common)
 
@@ -768,7 +798,7 @@ def add_audit_parser(subparsers) -> argparse.ArgumentParser:
     sub.add_argument("--samples", type=int, default=None,
                      help=f"steps per position (default: enough to detect TV {TARGET_TV} with "
                           f"probability {POWER})")
-    from .cli import add_seed_option  # loaded: cli.build_parser calls this
+    from .cli import _seconds, add_seed_option  # loaded: cli.build_parser calls this
 
     add_seed_option(sub)
     sub.add_argument("--level", type=float, default=DEFAULT_LEVEL,
@@ -780,8 +810,11 @@ def add_audit_parser(subparsers) -> argparse.ArgumentParser:
     sub.add_argument("--device", default="cpu", help="torch device (default cpu)")
     sub.add_argument("--normalize", action="store_true", help="rescale p and q to sum one")
     sub.add_argument("--json", action="store_true", help="one JSON object per line (JSON Lines)")
+    sub.add_argument("--max-seconds", type=_seconds, default=_budget.MAX_SECONDS, metavar="S",
+                     help="refuse an audit estimated longer than S seconds (the verifier is timed "
+                          f"on its first {PILOT_CALLS} calls; default {_budget.MAX_SECONDS:g})")
     sub.add_argument("--quiet", "-q", action="store_true",
-                     help="accepted for uniformity with the other commands (the audit shows no bar)")
+                     help="no progress bar (it is shown only when stderr is a terminal)")
     sub.set_defaults(func=_cli)
     return sub
 
@@ -794,7 +827,8 @@ def _cli(args: argparse.Namespace) -> int:
         f = load_target(args.target)
         res = audit(f, p, q, args.drafts, sampling=args.sampling, samples=args.samples,
                     seed=args.seed, level=args.level, exact=args.exact, torch=args.torch,
-                    device=args.device, normalize=args.normalize)
+                    device=args.device, normalize=args.normalize,
+                    max_seconds=args.max_seconds, quiet=args.quiet)
     res.target = args.target
     if args.json:
         print(json.dumps(res.to_dict()))

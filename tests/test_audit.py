@@ -256,6 +256,15 @@ def test_cli_target_prints_go_to_stderr(capsys, pq, tmp_path):
     assert code in (0, 1) and json.loads(out)["samples"] == 50 and "hello" in err
 
 
+def test_cli_refuses_an_audit_over_max_seconds(capsys, pq):
+    """D8: the audit had no estimate (V = 32,000 picked 5M samples and ran 7 min silently); the
+    target is timed on its first calls and the whole refused with the estimate."""
+    code, out, err = run(capsys, f"{EXAMPLES}/rrs.py:verify", *pq, "-n", "2", "--samples", "5000",
+                         "--max-seconds", "1e-9")
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert re.search(r"5,000 verifier calls .* estimated [0-9.e+-]+ (s|min|h), over the limit", err)
+
+
 def test_cli_unknown_torch_device_exits_2(capsys, pq):
     """D9: --torch --device nope was torch's RuntimeError traceback."""
     pytest.importorskip("torch")
