@@ -19,9 +19,9 @@ from typing import NamedTuple
 from .errors import ProblemTooLargeError
 
 __all__ = ["Estimate", "require", "combine", "fmt_seconds", "fmt_bytes", "stored_floats",
-           "mc_chunk", "monte_carlo", "batched_steps", "enumeration", "rule_preparation",
+           "mc_chunk", "monte_carlo", "batched_steps", "lm_pairs", "enumeration", "rule_preparation",
            "acceptance_route", "min_norm_point", "acceptance_cone", "verify_claim", "MAX_SECONDS",
-           "MAX_BYTES", "CHUNK_BYTES", "MAX_CHUNK"]
+           "MAX_BYTES", "CHUNK_BYTES", "MAX_CHUNK", "TORCH_CHUNK", "ESTIMATED_RULES"]
 
 #: Default time limit of one CLI step (``--max-seconds``).
 MAX_SECONDS = 60.0
@@ -31,6 +31,10 @@ MAX_BYTES = 4 * 2**30
 CHUNK_BYTES = 32 * 2**20
 #: and of at most this many draft tuples.
 MAX_CHUNK = 4096
+#: Draft tuples per call of a batched torch verifier (``audit --torch``, ``cross-validate``).
+TORCH_CHUNK = 1 << 16
+#: The selection rules whose preparation :func:`rule_preparation` estimates (the others are free).
+ESTIMATED_RULES = ("gr-softmax", "khisti-lp")
 
 # Measured per-unit costs (seconds), see the module docstring.
 _MC_STEP = 2e-5          # one verification step's fixed Python overhead
@@ -157,11 +161,21 @@ def monte_carlo(samples: int, n: int, V: int) -> Estimate:
                     samples * per_step, 8.0 * V * min(samples, mc_chunk(V)))
 
 
-def batched_steps(batch: int, samples: int, V: int) -> Estimate:
+def batched_steps(batch: int, samples: int, V: int, n: int = 2) -> Estimate:
     """``samples`` steps for each of ``batch`` positions run as one batch (``cross-validate``): a few
-    float64 tensors of batch x samples rows over V tokens."""
-    return Estimate(f"cross-validate: {batch} positions x {samples} steps over V = {V}", 0.0,
-                    4 * 8.0 * batch * samples * V)
+    float64 tensors of batch x samples rows over V tokens, and a few int64 tensors of the draft
+    tuples of one call (at most :data:`TORCH_CHUNK` rows of n drafts)."""
+    rows = min(batch * samples, TORCH_CHUNK)
+    return Estimate(f"cross-validate: {batch} positions x {samples} steps of n = {n} drafts over "
+                    f"V = {V}", 0.0, 4 * 8.0 * (batch * samples * V + rows * n))
+
+
+def lm_pairs(positions: int, V: int) -> Estimate:
+    """``mdtheory lm-pairs``: the (target, draft) laws of ``positions`` positions over V tokens, kept
+    as per-step blocks and then concatenated (P and Q twice each at the peak); about 2 ms a position
+    for the char-LSTM and its drafter (an n-gram drafter adds its distillation, about 30 s)."""
+    return Estimate(f"lm-pairs: {positions} positions x {V} tokens", 2e-3 * positions,
+                    4 * 8.0 * positions * V)
 
 
 def enumeration(count: float, n: int, V: int) -> Estimate:
@@ -173,7 +187,7 @@ def enumeration(count: float, n: int, V: int) -> Estimate:
 
 def rule_preparation(name: str, model) -> Estimate:
     """Preparing the selection rule ``name`` on ``model`` (the rules that enumerate or fit; the
-    others prepare in O(V log V) or O(n V) and are estimated as free)."""
+    others prepare in O(V log V) or O(n V) and are estimated as free; :data:`ESTIMATED_RULES`)."""
     V, n = model.V, model.n
     if name == "gr-softmax":  # the set law, then two softmax fits over it
         sets = float(model.count_sets())

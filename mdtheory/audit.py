@@ -73,6 +73,7 @@ problem).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import importlib.util
 import json
@@ -88,9 +89,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import ArrayLike
 
+from . import _budget
 from ._validate import as_distribution, as_drafts
 from .drafts import make_draft_model
-from .errors import InvalidDistributionError, InvalidInputError
+from .errors import InvalidDistributionError, InvalidInputError, ProblemTooLargeError
 from .solve import optimal_acceptance
 
 if TYPE_CHECKING:
@@ -111,8 +113,10 @@ MIN_EXPECTED = 10.0
 EXACT_TOL = 1e-9
 #: Largest sample size the audit draws per position.
 MAX_SAMPLES = 20_000_000
+#: Sampled form: calls of the target timed to estimate the whole audit (``max_seconds``).
+PILOT_CALLS = 100
 #: Draft tuples per call of a torch target.
-TORCH_CHUNK = 1 << 16
+TORCH_CHUNK = _budget.TORCH_CHUNK
 #: Tokens listed in ``worst_tokens``.
 SHOW_WORST = 5
 #: Draft models the audit draws from (keys of :data:`mdtheory.drafts.SAMPLINGS`).
@@ -348,6 +352,11 @@ def bonferroni(pvalues) -> float:
 
 
 # ---------------------------------------------------------------------------------------- targets
+#: What a target's code may raise that the audit reports as a bad verifier (exit 2): any exception,
+#: and sys.exit(), which would otherwise end the audit with the target's exit code and no verdict.
+_USER_ERRORS = (Exception, SystemExit)
+
+
 def load_target(spec: str):
     """Import ``path/to/file.py:NAME`` or ``module:NAME`` and return the named object.
 
@@ -373,7 +382,7 @@ def load_target(spec: str):
             module = importlib.import_module(path)
     except InvalidInputError:
         raise
-    except Exception as exc:  # the user's module may raise anything while importing
+    except _USER_ERRORS as exc:  # the user's module may raise anything while importing
         raise InvalidInputError(
             f"TARGET {spec}: cannot import {path}: {_one_line(exc)}"
         ) from None
@@ -412,6 +421,9 @@ def _token(out, V: int, drafts) -> tuple[int, bool]:
     """Validate one sampled output: (token, accepted)."""
     if isinstance(out, tuple) and len(out) == 2:
         tok, acc = out
+        if not (isinstance(acc, (bool, np.bool_))
+                or isinstance(acc, (int, np.integer)) and acc in (0, 1)):
+            raise TypeError(f"accepted must be a bool (or 0/1), got {acc!r}")
         accepted = bool(acc)
     else:
         tok, accepted = out, None
@@ -423,22 +435,41 @@ def _token(out, V: int, drafts) -> tuple[int, bool]:
     return tok, (tok in drafts) if accepted is None else accepted
 
 
-def _run_sampled(fs, P, models, samples, seed):
+def _pilot_check(f, calls: int, seconds: float, total: int, max_seconds: float | None) -> None:
+    """Refuse the audit if ``total`` calls at the pilot's pace exceed ``max_seconds``."""
+    if max_seconds is None:
+        return
+    _budget.require(_budget.Estimate(
+        f"audit of {_describe(f)}: {total:,} verifier calls at {seconds / calls * 1e6:.3g} us "
+        f"each (timed on the first {calls})", total * seconds / calls), max_seconds)
+
+
+def _run_sampled(fs, P, models, samples, seed, max_seconds=None, quiet=True):
     """counts (B, V) and accepted hits (B,) of numpy verifiers (one per position), called once per
-    draft tuple."""
+    draft tuple; refused after :data:`PILOT_CALLS` calls if the whole is estimated over
+    ``max_seconds``; a progress bar on a terminal unless ``quiet``."""
+    from .drafters import progress
+
     B, V = P.shape
     draft_rng, rule_rng = (np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(2))
     counts, hits = np.zeros((B, V), dtype=np.int64), np.zeros(B, dtype=np.int64)
+    bar = progress(None, B * samples, "audit", quiet)
+    t0 = 0.0
     for b, (f, model) in enumerate(zip(fs, models, strict=True)):
         p, q = _readonly(P[b]), _readonly(model.q)
         sampled = model.sample(draft_rng, samples)
         sampled.setflags(write=False)
         tokens = np.empty(samples, dtype=np.int64)
         acc = 0
+        t0 = t0 or time.perf_counter()  # the pilot times the target's calls only
         for i, x in enumerate(sampled):
+            if b == 0 and i == min(PILOT_CALLS, samples - 1):
+                _pilot_check(f, i, time.perf_counter() - t0, B * samples, max_seconds)
+            if bar is not None and i % 1024 == 0:
+                bar.update(min(1024, samples - i))
             try:
                 out = f(p, q, x, rule_rng)
-            except Exception as exc:  # anything the user's code raises is bad input to the audit
+            except _USER_ERRORS as exc:  # anything the user's code raises is bad input to the audit
                 raise _raised(f, exc, x, b) from None
             try:
                 tokens[i], ok = _token(out, V, x.tolist())
@@ -450,16 +481,30 @@ def _run_sampled(fs, P, models, samples, seed):
             acc += ok
         counts[b] = np.bincount(tokens, minlength=V)
         hits[b] = acc
+    if bar is not None:
+        bar.close()
     return counts, hits
 
 
 def _run_torch(f, P, Q, n, sampling, samples, seed, device, dtype):
-    """counts (B, V) and hits (B,) of a batched torch verifier (a function or a TorchRule class)."""
+    """counts (B, V) and hits (B,) of a batched torch verifier (a function or a TorchRule class);
+    an allocation torch refuses (CPU or GPU) is a :class:`ProblemTooLargeError`."""
     from . import torch_bridge as tb
 
     torch = tb._torch()
-    if str(device).startswith("cuda") and not torch.cuda.is_available():
-        raise InvalidInputError("--device cuda was asked for but CUDA is not available here")
+    tb.check_device(device)
+    try:
+        return _torch_steps(torch, tb, f, P, Q, n, sampling, samples, seed, device, dtype)
+    except RuntimeError as exc:  # torch.OutOfMemoryError (GPU) or the CPU allocator's message
+        if not (isinstance(exc, getattr(torch, "OutOfMemoryError", ())) or "allocate" in str(exc)):
+            raise
+        raise ProblemTooLargeError(
+            f"out of memory on {device} with {P.shape[0]} positions x {samples} steps of n = {n} "
+            f"drafts over V = {P.shape[1]}: {' '.join(str(exc).split())[:200]}"
+        ) from None
+
+
+def _torch_steps(torch, tb, f, P, Q, n, sampling, samples, seed, device, dtype):
     dtype = dtype or torch.float64
     gen = torch.Generator(device=device).manual_seed(int(seed))
     Pt = torch.as_tensor(P, dtype=dtype, device=device)
@@ -479,7 +524,7 @@ def _run_torch(f, P, Q, n, sampling, samples, seed, device, dtype):
                 out = prepared.repeat_rows(m).step(drafts, gen)
             else:
                 out = f(Pt.repeat_interleave(m, dim=0), q_rows, drafts, gen)
-        except Exception as exc:  # the user's code may raise anything
+        except _USER_ERRORS as exc:  # the user's code may raise anything
             first = tuple(drafts[0].tolist())
             raise InvalidInputError(
                 f"TARGET {_describe(f)} raised {_one_line(exc)} on a batch of "
@@ -526,7 +571,7 @@ def _run_exact(laws_by_position, P, models):
         for x, w in zip(tuples.tuples, tuples.probs, strict=True):
             try:
                 a, r = law(p, q, x)
-            except Exception as exc:  # the user's code may raise anything
+            except _USER_ERRORS as exc:  # the user's code may raise anything
                 raise _raised(law, exc, x, b) from None
             a, r = np.asarray(a, dtype=float), np.asarray(r, dtype=float)
             total = a.sum() + r.sum() if a.shape == r.shape == (V,) else np.nan
@@ -565,7 +610,8 @@ def _worst(observed: np.ndarray, P: np.ndarray) -> list[dict]:
 def audit(f: Callable | type, p: ArrayLike, q: ArrayLike, n: int, *, sampling: str | None = None,
           samples: int | None = None, seed: int = 0, level: float = DEFAULT_LEVEL,
           exact: bool = False, torch: bool = False, device: str = "cpu", dtype: Any = None,
-          normalize: bool = False) -> AuditResult:
+          normalize: bool = False, max_seconds: float | None = None,
+          quiet: bool = True) -> AuditResult:
     """Audit a multi-draft verifier: is its output law p, and how far is its acceptance from α*?
 
     Parameters
@@ -597,6 +643,12 @@ def audit(f: Callable | type, p: ArrayLike, q: ArrayLike, n: int, *, sampling: s
         Torch form only: where the rows live (default cpu, float64).
     normalize : bool
         Rescale p and q that do not sum to one.
+    max_seconds : float, optional
+        Sampled form: the target is timed on its first :data:`PILOT_CALLS` calls and the audit is
+        refused (:class:`~mdtheory.errors.ProblemTooLargeError`, stating the estimate) if all
+        positions x samples calls would take longer. Default: no limit.
+    quiet : bool
+        Sampled form: no progress bar (one is shown on stderr when it is a terminal).
 
     Returns
     -------
@@ -679,7 +731,7 @@ def audit(f: Callable | type, p: ArrayLike, q: ArrayLike, n: int, *, sampling: s
         mode = "torch"
     else:
         samplers = [f] * B if rule_cls is None else [_select(r) for r in rules]
-        counts, hits = _run_sampled(samplers, P, models, samples, seed)
+        counts, hits = _run_sampled(samplers, P, models, samples, seed, max_seconds, quiet)
         mode = "sampled"
     return _summarise(counts, hits, P, alphas, samples, seed, mode, t0, common)
 
@@ -746,8 +798,9 @@ def add_audit_parser(subparsers) -> argparse.ArgumentParser:
     sub.add_argument("--samples", type=int, default=None,
                      help=f"steps per position (default: enough to detect TV {TARGET_TV} with "
                           f"probability {POWER})")
-    sub.add_argument("--seed", type=int, default=0,
-                     help="seed of the random number generator (default 0)")
+    from .cli import _seconds, add_seed_option  # loaded: cli.build_parser calls this
+
+    add_seed_option(sub)
     sub.add_argument("--level", type=float, default=DEFAULT_LEVEL,
                      help=f"level of the output-law test (default {DEFAULT_LEVEL})")
     sub.add_argument("--exact", action="store_true",
@@ -757,8 +810,11 @@ def add_audit_parser(subparsers) -> argparse.ArgumentParser:
     sub.add_argument("--device", default="cpu", help="torch device (default cpu)")
     sub.add_argument("--normalize", action="store_true", help="rescale p and q to sum one")
     sub.add_argument("--json", action="store_true", help="one JSON object per line (JSON Lines)")
+    sub.add_argument("--max-seconds", type=_seconds, default=_budget.MAX_SECONDS, metavar="S",
+                     help="refuse an audit estimated longer than S seconds (the verifier is timed "
+                          f"on its first {PILOT_CALLS} calls; default {_budget.MAX_SECONDS:g})")
     sub.add_argument("--quiet", "-q", action="store_true",
-                     help="accepted for uniformity with the other commands (the audit shows no bar)")
+                     help="no progress bar (it is shown only when stderr is a terminal)")
     sub.set_defaults(func=_cli)
     return sub
 
@@ -766,11 +822,13 @@ def add_audit_parser(subparsers) -> argparse.ArgumentParser:
 def _cli(args: argparse.Namespace) -> int:
     from .cli import load_npy
 
-    f = load_target(args.target)
     p, q = load_npy(args.P, "p"), load_npy(args.Q, "q")
-    res = audit(f, p, q, args.drafts, sampling=args.sampling, samples=args.samples, seed=args.seed,
-                level=args.level, exact=args.exact, torch=args.torch, device=args.device,
-                normalize=args.normalize)
+    with contextlib.redirect_stdout(sys.stderr):  # the target's prints must not break --json
+        f = load_target(args.target)
+        res = audit(f, p, q, args.drafts, sampling=args.sampling, samples=args.samples,
+                    seed=args.seed, level=args.level, exact=args.exact, torch=args.torch,
+                    device=args.device, normalize=args.normalize,
+                    max_seconds=args.max_seconds, quiet=args.quiet)
     res.target = args.target
     if args.json:
         print(json.dumps(res.to_dict()))

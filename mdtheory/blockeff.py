@@ -30,13 +30,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import _budget
 from .drafters import DRAFTERS, LSTMLaw, draw, make_drafter, progress
 from .drafts import make_draft_model
 from .errors import InvalidInputError
 from .lm import META, load_char_lstm
 
-__all__ = ["BlockResult", "speculative_step", "block_efficiency", "add_block_efficiency_parser",
-           "SAMPLINGS"]
+__all__ = ["BlockResult", "speculative_step", "block_efficiency", "estimate",
+           "add_block_efficiency_parser", "SAMPLINGS"]
 
 #: Draft samplings of the first token.
 SAMPLINGS = ("iid", "without-replacement")
@@ -84,11 +85,13 @@ def _draft(drafter, context: tuple, K: int, L: int, sampling: str, rng) -> tuple
 
 def speculative_step(target, drafter, context: tuple, rule: str, K: int, L: int, rng,
                      sampling: str = "iid", rule_params: dict | None = None,
-                     prepared: dict | None = None) -> list[int]:
+                     prepared: dict | None = None,
+                     max_seconds: float = _budget.MAX_SECONDS) -> list[int]:
     """One target call of K-draft, L-token speculative decoding; returns the emitted tokens.
 
     ``prepared``, if given, keeps the rules prepared at each (prefix, number of drafts) for reuse by
-    later calls (the laws at a prefix never change); useful where prefixes recur.
+    later calls (the laws at a prefix never change); useful where prefixes recur. ``max_seconds``
+    limits each rule's estimated preparation (:func:`mdtheory.rules.make_rule`).
     """
     from . import rules  # loaded on use: the rules import scipy, HiGHS and numba
 
@@ -106,7 +109,8 @@ def speculative_step(target, drafter, context: tuple, rule: str, K: int, L: int,
         if prepared is not None and key in prepared:
             r = prepared[key]
         else:
-            r = rules.make_rule(rule, p[here], q[here], alive.size, normalize=True, **params)
+            r = rules.make_rule(rule, p[here], q[here], alive.size, normalize=True,
+                                max_seconds=max_seconds, **params)
             if prepared is not None:
                 prepared[key] = r
         y, accepted = r.select(drafts[alive, d], rng)
@@ -139,16 +143,33 @@ def _check_rule(rule: str, sampling: str) -> None:
     raise InvalidInputError(f"rule {rule!r} expects {expects} drafts, not {sampling}")
 
 
+def estimate(rule: str, V: int, K: int, L: int, steps: int) -> _budget.Estimate:
+    """``steps`` target calls with ``rule``: each drafts K x L tokens (about 2 ms an LSTM call,
+    measured with ``lm-pairs``), keeps K (L + 1) target laws and prepares the rule at up to L
+    prefixes (:func:`mdtheory._budget.rule_preparation` with K drafts, an upper bound)."""
+    from . import rules
+
+    prep = _budget.rule_preparation(
+        rule, make_draft_model(np.full(V, 1.0 / V), K, rules.RULES[rule].sampling))
+    return _budget.Estimate(
+        f"block-efficiency with {rule}: {steps} target calls of K = {K} drafts of L = {L} tokens "
+        f"over V = {V}", steps * L * (2 * 2e-3 + prep.seconds), 8.0 * K * (L + 1) * V + prep.bytes)
+
+
 def block_efficiency(target, drafter, rule: str, K: int, L: int, steps: int, rng,
                      sampling: str = "iid", start: tuple = (), quiet: bool = True,
-                     rule_params: dict | None = None) -> BlockResult:
-    """Run ``steps`` target calls of speculative decoding from ``start`` and count tokens per call."""
+                     rule_params: dict | None = None,
+                     max_seconds: float = _budget.MAX_SECONDS) -> BlockResult:
+    """Run ``steps`` target calls of speculative decoding from ``start`` and count tokens per call;
+    refused first if :func:`estimate` is over ``max_seconds`` or the memory limit."""
     _check_sizes(K, L, steps)
     _check_rule(rule, sampling)
+    _budget.require(estimate(rule, target.V, K, L, steps), max_seconds)
     text = tuple(start)
     counts = np.zeros(steps, dtype=np.int64)
     for i in progress(range(steps), steps, rule, quiet):
-        out = speculative_step(target, drafter, text, rule, K, L, rng, sampling, rule_params)
+        out = speculative_step(target, drafter, text, rule, K, L, rng, sampling, rule_params,
+                               max_seconds=max_seconds)
         counts[i] = len(out)
         text = text + tuple(out)
     return BlockResult(rule, K, L, counts)
@@ -176,7 +197,12 @@ def add_block_efficiency_parser(subparsers) -> None:
                      help="the drafter (default tempered: the LSTM at the draft temperature)")
     cmd.add_argument("--draft-temperature", type=float, help="default: the target temperature")
     cmd.add_argument("--top-k", type=int, help="top-k of the (LSTM) drafter")
-    cmd.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    from .cli import _seconds, add_seed_option  # loaded: cli.build_parser calls this
+
+    add_seed_option(cmd)
+    cmd.add_argument("--max-seconds", type=_seconds, default=_budget.MAX_SECONDS, metavar="S",
+                     help="refuse, before starting, a rule whose run is estimated longer than S "
+                          f"seconds (default {_budget.MAX_SECONDS:g}); the refusal states the estimate")
     cmd.add_argument("--json", action="store_true", help="one JSON object per rule")
     cmd.add_argument("--quiet", action="store_true", help="no progress bar")
     cmd.set_defaults(func=_block_efficiency_command)
@@ -194,9 +220,13 @@ def _block_efficiency_command(args) -> int:
     drafter = make_drafter(args.draft, target, np.random.default_rng([args.seed, 1]),
                            temperature=args.draft_temperature, top_k=args.top_k, quiet=args.quiet)
     start = (model.vocab[META],)
+    for rule in rules:  # every rule's estimate before any runs
+        _budget.require(estimate(rule, target.V, args.drafts, args.length, args.steps),
+                        args.max_seconds)
     for rule in rules:
         res = block_efficiency(target, drafter, rule, args.drafts, args.length, args.steps,
-                               np.random.default_rng(args.seed), args.sampling, start, args.quiet)
+                               np.random.default_rng(args.seed), args.sampling, start, args.quiet,
+                               max_seconds=args.max_seconds)
         row = res.row()
         if args.json:
             print(json.dumps(row))

@@ -595,7 +595,8 @@ def _compare_selectors(args: argparse.Namespace) -> int:
             try:
                 model = make_draft_model(Q[0], args.drafts, RULES[name].sampling)
                 _budget.require(_budget.rule_preparation(name, model), args.max_seconds)
-                rule = make_rule(name, P[0], Q[0], args.drafts, **params)  # times q's validation too
+                rule = make_rule(name, P[0], Q[0], args.drafts, max_seconds=args.max_seconds,
+                                 **params)  # times q's validation too
                 acc, exact, ci = _rule_acceptance(args, rule, rng)
             except (InvalidInputError, ProblemTooLargeError) as exc:
                 if isinstance(exc, InvalidDistributionError):
@@ -642,13 +643,21 @@ def _compare_selectors(args: argparse.Namespace) -> int:
 
 
 def _cross_validate(args: argparse.Namespace) -> int:
+    from .rules import RULES
     from .torch_bridge import TORCH_RULES, check_device, cross_validate
 
     check_device(args.device)
-    _budget.require(_budget.batched_steps(args.batch, args.samples, args.vocab), args.max_seconds)
+    _budget.require(_budget.batched_steps(args.batch, args.samples, args.vocab, args.drafts),
+                    args.max_seconds)
     names = _names(args.rules, TORCH_RULES, "torch rule")
+    if args.vocab >= 2 and args.drafts >= 1:  # else cross_validate names the bad size
+        for name in names:  # each numpy rule is prepared for the exact acceptance: estimate it
+            model = make_draft_model(np.full(args.vocab, 1 / args.vocab), args.drafts,
+                                     RULES[name].sampling)
+            _budget.require(_budget.rule_preparation(name, model), args.max_seconds)
     report = cross_validate(names, device=args.device, batch=args.batch, vocab=args.vocab,
-                            drafts=args.drafts, samples=args.samples, seed=args.seed)
+                            drafts=args.drafts, samples=args.samples, seed=args.seed,
+                            max_seconds=args.max_seconds)
     if args.json:
         print(json.dumps(report))
     else:
@@ -725,11 +734,27 @@ def _drafts_option(parser: argparse.ArgumentParser, default: int | None = 2, req
                         + " (-K is an older spelling)")
 
 
+def _seed(text: str) -> int:
+    """``--seed``: a non-negative integer (what numpy's generators accept)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be a non-negative integer, got {text!r}")
+    return value
+
+
+def add_seed_option(parser: argparse.ArgumentParser) -> None:
+    """The ``--seed`` option every sampling command shares."""
+    parser.add_argument("--seed", type=_seed, default=0,
+                        help="seed of the random number generator, an integer >= 0 (default 0)")
+
+
 def _add_common(parser: argparse.ArgumentParser, json_help: str, seed: bool = False) -> None:
     parser.add_argument("--json", action="store_true", help=json_help + " per line (JSON Lines)")
     if seed:
-        parser.add_argument("--seed", type=int, default=0,
-                            help="seed of the random number generator (default 0)")
+        add_seed_option(parser)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -902,6 +927,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         except (OSError, ValueError):  # stdout is not a file descriptor (captured)
             pass
         return EXIT_BROKEN_PIPE
+    except OSError as exc:  # a path that cannot be read or written (--out /proc/x, a full disk)
+        where = f": {exc.filename}" if exc.filename else ""
+        print(f"mdtheory: error: {exc.strerror or exc}{where}", file=sys.stderr)
+        return EXIT_BAD_INPUT
 
 
 if __name__ == "__main__":

@@ -15,12 +15,14 @@ Everything random takes a ``numpy.random.Generator``: the same seed gives the sa
 
 from __future__ import annotations
 
+import math
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
+from . import _budget
 from .errors import InvalidInputError
 from .lm import META, PAD, CharLSTM, load_char_lstm
 from .logits import check_sampling
@@ -227,7 +229,9 @@ def add_lm_pairs_parser(subparsers) -> None:
     cmd.add_argument("--draft-temperature", type=float, help="default: the target temperature")
     cmd.add_argument("--top-k", type=int, help="top-k of the (LSTM) drafter")
     cmd.add_argument("--order", type=int, default=3, help="n-gram order (ngram drafter)")
-    cmd.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    from .cli import add_seed_option  # loaded: cli.build_parser calls this
+
+    add_seed_option(cmd)
     cmd.add_argument("--out", required=True, help="output directory")
     cmd.add_argument("--quiet", action="store_true", help="no progress bar")
     cmd.set_defaults(func=_lm_pairs_command)
@@ -238,11 +242,14 @@ def _lm_pairs_command(args) -> int:
         raise InvalidInputError(f"--order must be >= 1, got {args.order}")
     if args.positions < 1:
         raise InvalidInputError(f"--positions must be >= 1, got {args.positions}")
+    check_sampling(args.target_temperature)
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise InvalidInputError(f"--out: {out} exists and is not a directory")
     rng = np.random.default_rng(args.seed)
     target = LSTMLaw(load_char_lstm(), args.target_temperature)
+    # the sampling shows a progress bar, so only memory is refused (P, Q of positions x V floats)
+    _budget.require(_budget.lm_pairs(args.positions, target.V), math.inf)
     drafter = make_drafter(args.draft, target, rng, temperature=args.draft_temperature,
                            top_k=args.top_k, order=args.order, quiet=args.quiet)
     P, Q = lm_pairs(args.positions, target, drafter, rng, quiet=args.quiet)

@@ -18,12 +18,29 @@ __all__ = ["to_probs", "check_sampling"]
 def check_sampling(temperature: float = 1.0, top_k: int | None = None,
                    top_p: float | None = None) -> None:
     """Raise :class:`~mdtheory.errors.InvalidInputError` naming a bad sampling parameter."""
-    if not temperature > 0:
-        raise InvalidInputError(f"temperature must be > 0, got {temperature}")
-    if top_k is not None and (isinstance(top_k, bool) or int(top_k) != top_k or top_k < 1):
+    if not 0 < temperature < float("inf"):
+        raise InvalidInputError(f"temperature must be finite and > 0, got {temperature}")
+    if top_k is not None and (isinstance(top_k, bool) or not _is_integer(top_k) or top_k < 1):
         raise InvalidInputError(f"top_k must be an integer >= 1, got {top_k}")
     if top_p is not None and not 0 < top_p <= 1:
         raise InvalidInputError(f"top_p must be in (0, 1], got {top_p}")
+
+
+def _is_integer(k) -> bool:
+    try:
+        return int(k) == k
+    except (TypeError, ValueError, OverflowError):
+        return False
+
+
+def _check_logits(x) -> None:
+    """Refuse NaN or +inf logits and rows whose logits are all -inf (numpy or torch)."""
+    if bool((x != x).any()):
+        raise InvalidInputError("logits contain NaN")
+    if bool((x == float("inf")).any()):
+        raise InvalidInputError("logits contain +inf")
+    if x.shape[-1] == 0 or bool((x == float("-inf")).all(-1).any()):
+        raise InvalidInputError("a row of logits is empty or all -inf (no token can be sampled)")
 
 
 class _NumpyOps:
@@ -41,6 +58,10 @@ class _NumpyOps:
         out = np.empty_like(drop_sorted)
         np.put_along_axis(out, idx, drop_sorted, axis=-1)
         return out
+
+    @staticmethod
+    def rowmax(x):
+        return x.max(axis=-1, keepdims=True)
 
     @staticmethod
     def softmax(x):
@@ -63,6 +84,10 @@ class _TorchOps:
         return drop_sorted.scatter(-1, idx, drop_sorted)
 
     @staticmethod
+    def rowmax(x):
+        return x.max(dim=-1, keepdim=True).values
+
+    @staticmethod
     def softmax(x):
         return x.softmax(dim=-1)
 
@@ -74,8 +99,11 @@ def to_probs(logits, temperature: float = 1.0, top_k: int | None = None,
     Parameters
     ----------
     logits : ndarray or Tensor, shape (..., V)
+        May hold -inf (a token never sampled), but not NaN or +inf, and not a row of only -inf.
     temperature : float
-        > 0.
+        Finite and > 0. The logits are shifted by their row maximum before the division, so a
+        temperature so small that the gaps overflow gives the limit law: a point mass on the
+        argmax (split evenly over tied maxima).
     top_k : int, optional
         Keep the k largest logits (ties at the k-th value are kept).
     top_p : float, optional
@@ -89,7 +117,7 @@ def to_probs(logits, temperature: float = 1.0, top_k: int | None = None,
     Raises
     ------
     InvalidInputError
-        A parameter out of range.
+        A parameter out of range, or logits that define no law (NaN, +inf, a row all -inf).
 
     Examples
     --------
@@ -98,7 +126,9 @@ def to_probs(logits, temperature: float = 1.0, top_k: int | None = None,
     """
     check_sampling(temperature, top_k, top_p)
     ops = _NumpyOps if isinstance(logits, np.ndarray) else _TorchOps
-    x = logits / temperature
+    _check_logits(logits)
+    with np.errstate(over="ignore"):  # gaps overflowing to -inf are the intended limit
+        x = (logits - ops.rowmax(logits)) / temperature  # <= 0, the max at 0: never +inf
     if top_k is None and top_p is None:
         return ops.softmax(x)
     sorted_x, idx = ops.sort(x)  # ascending

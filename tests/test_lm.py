@@ -81,6 +81,31 @@ def test_to_probs_numpy_matches_torch():
         to_probs(z, top_k=0)
 
 
+@pytest.mark.parametrize("logits, kw, match", [
+    ([1.0, 2.0, 3.0], {"temperature": float("inf")}, "temperature"),
+    ([1.0, 2.0, 3.0], {"temperature": float("nan")}, "temperature"),
+    ([1.0, float("nan")], {}, "NaN"),
+    ([1.0, float("inf")], {}, r"\+inf"),
+    ([-float("inf"), -float("inf")], {}, "all -inf"),
+    ([1.0, 2.0], {"top_k": float("nan")}, "top_k"),
+])
+def test_to_probs_refuses_what_defines_no_law(logits, kw, match):
+    with pytest.raises(InvalidInputError, match=match):
+        to_probs(np.array(logits), **kw)
+
+
+def test_to_probs_extreme_values_give_a_law():
+    """Shifted by the row max before the division: no inf - inf, and a vanishing temperature gives
+    the argmax (ties split evenly)."""
+    assert to_probs(np.array([1e308, -1e308]), temperature=0.5).tolist() == [1.0, 0.0]
+    assert to_probs(np.array([1.0, 3.0, 2.0]), temperature=1e-320).tolist() == [0.0, 1.0, 0.0]
+    assert to_probs(np.array([3.0, 3.0, 1.0]), temperature=1e-320).tolist() == [0.5, 0.5, 0.0]
+    p = to_probs(np.array([0.0, np.log(3.0), -np.inf]))
+    assert np.allclose(p, [0.25, 0.75, 0.0], rtol=0, atol=1e-15)
+    torch = pytest.importorskip("torch")
+    assert to_probs(torch.tensor([1.0, 3.0, 2.0]), temperature=1e-30).tolist() == [0.0, 1.0, 0.0]
+
+
 def test_missing_package_names_the_install_command(monkeypatch):
     monkeypatch.setattr(lm.importlib.util, "find_spec", lambda name: None)
     with pytest.raises(MdtheoryError, match="pip install --no-deps textgenrnn==2.0.0"):

@@ -377,3 +377,93 @@ def test_prefix_route_refuses_models_without_a_prefix_property():
     with pytest.raises(md.InvalidInputError, match="exact only for iid, without-replacement, "
                                                    "conditional-poisson"):
         md.optimal_acceptance(np.full(3, 1 / 3), qs, 2, sampling="independent", method="prefix")
+
+
+@pytest.mark.parametrize("argv", [
+    ["compare-selectors", "P", "Q"], ["cross-validate"], ["block-efficiency", "--drafts", "2"],
+    ["lm-pairs", "--positions", "2", "--draft", "tempered", "--out", "OUT"],
+    ["audit", "examples/verifiers/rrs.py:verify", "P", "Q"],
+])
+def test_negative_seed_is_a_usage_error(capsys, pair, tmp_path, argv):
+    """D7: --seed -1 reached numpy's generator and printed its ValueError traceback."""
+    p, q = pair(4)
+    argv = [{"P": p, "Q": q, "OUT": tmp_path / "o"}.get(a, a) for a in argv]
+    code, out, err = run_main(capsys, *argv, "--seed", "-1")
+    assert code == 2 and "--seed: must be a non-negative integer" in err and "Traceback" not in err
+
+
+def test_unwritable_output_path_is_one_line(capsys, monkeypatch, tmp_path):
+    """D13: an output path that cannot be written is exit 2 with one line naming it."""
+    from mdtheory import drafters
+
+    def refuse(*_args, **_kw):
+        raise FileNotFoundError(2, "No such file or directory", "/proc/nope")
+    monkeypatch.setattr(drafters, "load_char_lstm", lambda: None)
+    monkeypatch.setattr(drafters, "LSTMLaw", lambda *a, **k: type("Law", (), {"V": 2}))
+    monkeypatch.setattr(drafters, "make_drafter", lambda *a, **k: None)
+    monkeypatch.setattr(drafters, "lm_pairs", lambda *a, **k: (np.ones((1, 2)), np.ones((1, 2))))
+    monkeypatch.setattr(Path, "mkdir", refuse)
+    code, out, err = run_main(capsys, "lm-pairs", "--positions", "1", "--draft", "tempered",
+                              "--out", tmp_path / "x")
+    one_line_error(code, err, "/proc/nope", "No such file")
+
+
+def test_cross_validate_memory_estimate_counts_the_drafts(capsys):
+    """D11: the estimate ignored n; --drafts 100000 was a torch allocation traceback."""
+    code, out, err = run_main(capsys, "cross-validate", "--drafts", "100000")
+    one_line_error(code, err, ESTIMATE, "n = 100000")
+
+
+def test_torch_allocation_failure_is_one_line(monkeypatch):
+    """D11: an allocation torch refuses is a ProblemTooLargeError, not a RuntimeError traceback."""
+    torch = pytest.importorskip("torch")
+    from mdtheory.audit import audit
+
+    def refuse(*_a, **_k):
+        raise RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to allocate 1 bytes")
+    monkeypatch.setattr(torch, "multinomial", refuse)
+    p = np.array([0.5, 0.5])
+    with pytest.raises(md.errors.ProblemTooLargeError, match="out of memory on cpu"):
+        audit(lambda P, Q, d, g: d[:, 0], p, p, 2, torch=True, samples=10)
+
+
+def test_make_rule_refuses_an_over_budget_preparation():
+    """D21: make_rule documents the refusal; khisti-lp at n = 1e6 (estimated hours) just ran."""
+    p, q = np.array([0.2, 0.3, 0.5]), np.array([0.5, 0.3, 0.2])
+    with pytest.raises(md.errors.ProblemTooLargeError, match=ESTIMATE):
+        make_rule("khisti-lp", p, q, 10**6)
+    assert make_rule("khisti-lp", p, q, 3, max_seconds=1.0).n == 3
+
+
+def test_lm_pairs_refuses_positions_beyond_memory(capsys, monkeypatch, tmp_path):
+    """D12: --positions 100000000 was SIGKILLed by the OOM killer; it is refused up front."""
+    from types import SimpleNamespace
+
+    from mdtheory import drafters
+
+    monkeypatch.setattr(drafters, "load_char_lstm", lambda: None)
+    monkeypatch.setattr(drafters, "LSTMLaw", lambda *a, **k: SimpleNamespace(V=465))
+    code, out, err = run_main(capsys, "lm-pairs", "--positions", "100000000", "--draft", "tempered",
+                              "--out", tmp_path / "x")
+    one_line_error(code, err, ESTIMATE, "100000000 positions")
+    assert not (tmp_path / "x").exists()
+
+
+@pytest.mark.parametrize("argv, pattern", [
+    (["--drafts", "2", "--length", "2", "--steps", "3", "--rules", "gr-softmax"], "gr-softmax"),
+    (["--drafts", "2", "--length", "100000", "--steps", "3", "--rules", "rrs"], "L = 100000"),
+])
+def test_block_efficiency_refuses_long_runs_up_front(capsys, monkeypatch, argv, pattern):
+    """D15: gr-softmax at V = 465 (minutes a preparation) or --length 100000 ran silently."""
+    from types import SimpleNamespace
+
+    from mdtheory import blockeff
+
+    def never(*_a, **_k):
+        raise AssertionError("the run must be refused before any drafting")
+    monkeypatch.setattr(blockeff, "load_char_lstm", lambda: SimpleNamespace(vocab={blockeff.META: 0}))
+    monkeypatch.setattr(blockeff, "LSTMLaw", lambda *a, **k: SimpleNamespace(V=465))
+    monkeypatch.setattr(blockeff, "make_drafter", lambda *a, **k: None)
+    monkeypatch.setattr(blockeff, "speculative_step", never)
+    code, out, err = run_main(capsys, "block-efficiency", *argv)
+    one_line_error(code, err, ESTIMATE, pattern, "--max-seconds")

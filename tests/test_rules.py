@@ -174,3 +174,26 @@ def test_kseq_within_one_minus_one_over_e_of_optimal():
         ratio = make_rule("k-seq", p, q, n).exact_acceptance() / max(md.alpha_star(p, q, n), 1e-300)
         worst = min(worst, ratio)
     assert worst >= 1 - np.exp(-1) - 1e-12
+
+
+def test_draft_sets_of_underflowed_probability_get_a_valid_step():
+    """D17: a draft tuple whose probability underflows to 0 was a KeyError (gr-softmax, and the
+    optimal rule's plan path divided 0/0); it now outputs the residual, a law summing to one."""
+    p, q = np.array([0.3, 0.7]), np.array([1e-300, 1.0])
+    rule = make_rule("gr-softmax", p, q, 2)
+    a, r = rule.conditional(np.array([0, 0]))
+    assert a.sum() == 0 and abs(r.sum() - 1) < 1e-12 and (r >= 0).all()
+    assert rule.select([0, 0], 0)[1] is False
+    p = np.array([3.3285536831728026e-79, 1.0, 9.5578396059481524e-224])
+    q = np.array([1.2803356755913308e-115, 1.0, 2.5260016416830177e-291])
+    rule = make_rule("optimal", p, q, 2, sampling="without-replacement")
+    assert np.isfinite(rule.plan).all()
+    a, r = rule.conditional(np.array([0, 2]))
+    assert abs(a.sum() + r.sum() - 1) < 1e-12 and (a >= 0).all() and (r >= 0).all()
+
+
+def test_residual_part_is_never_negative():
+    """D18: an accept part summing to 1 + 2e-16 gave a residual part of -2.2e-16."""
+    rule = make_rule("khisti-lp", np.array([3, 2, 2]) / 7, np.ones(3) / 3, 3)
+    a, r = rule.conditional(np.array([0, 2, 2]))
+    assert (r >= 0).all() and (a >= 0).all()

@@ -78,7 +78,7 @@ def test_to_probs_like_llm_stacks():
     nucleus = tb.to_probs(logits, top_p=0.6)  # sorted probs .48, .18, ... : keep 2 tokens
     assert (nucleus[0] > 0).tolist() == [True, True, False, False, False]
     assert tb.to_probs(logits.float(), top_p=1.0).dtype == torch.float32
-    with pytest.raises(md.InvalidInputError, match="temperature must be > 0"):
+    with pytest.raises(md.InvalidInputError, match="temperature must be finite and > 0"):
         tb.to_probs(logits, 0.0)
     with pytest.raises(md.InvalidInputError, match=r"top_p must be in \(0, 1\]"):
         tb.to_probs(logits, top_p=1.5)

@@ -21,7 +21,8 @@ from typing import Any
 
 from numpy.typing import ArrayLike
 
-from ..drafts import DraftModel
+from .. import _budget
+from ..drafts import DraftModel, make_draft_model
 from ..errors import InvalidInputError
 from .base import SelectionRule, residual
 from .baselines import (
@@ -46,6 +47,7 @@ RULES: dict[str, type[SelectionRule]] = {
 
 
 def make_rule(name: str, p: ArrayLike, q: ArrayLike | DraftModel, n: int, *, normalize: bool = False,
+              max_seconds: float = _budget.MAX_SECONDS,
               **params: Any) -> SelectionRule:
     """Prepare the rule ``name`` for one position.
 
@@ -62,6 +64,9 @@ def make_rule(name: str, p: ArrayLike, q: ArrayLike | DraftModel, n: int, *, nor
         over the limits of :mod:`mdtheory._budget` (``make_rule("rrs", u, u, 10**9)`` is refused).
     normalize : bool
         Rescale p and q to sum one instead of refusing sums off one.
+    max_seconds : float
+        Time limit of the preparation's estimate (:func:`mdtheory._budget.rule_preparation`; the
+        rules it estimates are :data:`mdtheory._budget.ESTIMATED_RULES`).
     **params
         The rule's own keywords (``s`` for ``khisti-lp``; :func:`rule_keywords` lists them).
 
@@ -98,6 +103,9 @@ def make_rule(name: str, p: ArrayLike, q: ArrayLike | DraftModel, n: int, *, nor
             f"rule {name!r} takes no keyword {', '.join(map(repr, unknown))}; valid keywords: "
             + ", ".join(["normalize", *valid])
         )
+    if name in _budget.ESTIMATED_RULES:  # build the draft model once, estimate, then prepare
+        q = make_draft_model(q, n, cls.sampling, normalize=normalize)
+        _budget.require(_budget.rule_preparation(name, q), max_seconds)
     return cls(p, q, n, normalize=normalize, **params)
 
 

@@ -258,8 +258,17 @@ class SetPlanRule(SelectionRule):
         self.accept_ratio, self.res = speculative_step(self.p, marginal)
 
     def conditional(self, drafts):
-        accept = self.plan[self.set_index[frozenset(np.asarray(drafts).tolist())]] * self.accept_ratio
-        return accept, (1.0 - accept.sum()) * self.res
+        """The plan's row for the draft set times the acceptance ratio, the rest on the residual.
+
+        A draft set of probability 0 under the draft model (its probability underflowed, e.g. a token
+        of q = 1e-300 drafted twice) has no plan row: nothing is proposed and the step outputs the
+        residual, a valid law; such a set carries no weight in the output law, which stays p.
+        """
+        k = self.set_index.get(frozenset(np.asarray(drafts).tolist()))
+        if k is None:
+            return np.zeros(self.V), self.res.copy()
+        accept = self.plan[k] * self.accept_ratio
+        return accept, max(1.0 - accept.sum(), 0.0) * self.res  # 1 - (1 + ulp) is not a mass
 
     def closed_form_acceptance(self):
         return float(np.minimum(self.p, self.marginal).sum())

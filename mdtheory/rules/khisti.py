@@ -179,7 +179,7 @@ class KhistiLP(SelectionRule):
 
     def conditional(self, drafts):
         accept = self.winner_law(drafts) * self.accept_ratio
-        return accept, (1.0 - accept.sum()) * self.res
+        return accept, max(1.0 - accept.sum(), 0.0) * self.res  # 1 - (1 + ulp) is not a mass
 
     def closed_form_acceptance(self):
         return float(np.minimum(self.p, self.mu).sum())

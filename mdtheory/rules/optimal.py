@@ -135,7 +135,9 @@ class Optimal(SetPlanRule):
         if not self.model.lex_base_closed_form:
             flow = dual_lp(self.p, self.model)
             w = flow.support_probs
-            self._use_plan(flow.support, w, flow.plan / w[:, None])
+            # a set whose probability underflowed to 0 gets an empty plan row, not 0/0
+            plan = np.divide(flow.plan, w[:, None], out=np.zeros(flow.plan.shape), where=w[:, None] > 0)
+            self._use_plan(flow.support, w, plan)
             return
         self.base = lex_optimal_base_iid(self.p, self.q, self.n)
         # realise_iid's checks, less their cost: q divided by its float sum once more, mu as built;

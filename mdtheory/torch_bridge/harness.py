@@ -14,7 +14,7 @@ __all__ = ["cross_validate"]
 
 def cross_validate(rules=None, *, device: str = "cpu", batch: int = 8, vocab: int = 6,
                    drafts: int = 2, samples: int = 4000, seed: int = 0, dtype=None,
-                   significance: float = 1e-4) -> dict:
+                   significance: float = 1e-4, max_seconds: float | None = None) -> dict:
     """The audit (:func:`mdtheory.audit.audit`, torch form) of each torch rule on a batch of (p, q)
     pairs, plus a comparison of its acceptance with the numpy rule's exact value.
 
@@ -34,6 +34,9 @@ def cross_validate(rules=None, *, device: str = "cpu", batch: int = 8, vocab: in
         numpy rule ``name``.
     device, batch, vocab, drafts, samples, seed, dtype, significance
         As named; ``dtype`` defaults to torch.float64.
+    max_seconds : float, optional
+        Time limit of each numpy rule's estimated preparation (:func:`mdtheory.rules.make_rule`;
+        default :data:`mdtheory._budget.MAX_SECONDS`).
 
     Returns
     -------
@@ -58,8 +61,9 @@ def cross_validate(rules=None, *, device: str = "cpu", batch: int = 8, vocab: in
         specs.append((r, TORCH_RULES[r]) if isinstance(r, str) else r)
     p_np, q_np = llm_pairs(np.random.default_rng(seed), batch, vocab)
     out = []
+    limit = {} if max_seconds is None else {"max_seconds": max_seconds}
     for name, cls in specs:
-        exact = np.array([make_rule(name, p, q, drafts).exact_acceptance()
+        exact = np.array([make_rule(name, p, q, drafts, **limit).exact_acceptance()
                           for p, q in zip(p_np, q_np, strict=True)])
         res = audit(cls, p_np, q_np, drafts, torch=True, device=device, dtype=dtype,
                     samples=samples, seed=seed, level=significance)
