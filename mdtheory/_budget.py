@@ -209,6 +209,9 @@ def acceptance_route(model, method: str) -> Estimate:
     V, n, name = model.V, model.n, model.sampling
     head = f"method {method!r} on {name} drafts, V = {V}, n = {n}"
     if method == "prefix":
+        if model.lex_base_closed_form:
+            # iid: a sort and two scans; n enters only through the integer powers (log2 n squarings)
+            return Estimate(head, 2e-8 * V * max(math.log2(V), 1.0) * (1.0 + math.log2(n) / 8), 40.0 * V)
         if model.closed_form_containment:
             return Estimate(head, 1e-7 * V * max(math.log2(V), 1.0) * (n if n > 1 else 1), 40.0 * V)
         # one trapezoidal pass carrying a degree-n polynomial per node along the prefixes (and once
@@ -217,6 +220,8 @@ def acceptance_route(model, method: str) -> Estimate:
                         2 * _WOR_PREFIX_TOKEN * V * (n + 1), 8.0 * V * (n + 2) * 64)
     if method == "mnp":
         return min_norm_point(model)
+    if method == "closed-form":
+        return Estimate(f"{head}: a closed form over {V} tokens", 1e-7 * V, 40.0 * V)
     if method == "subsets":
         sets = _pow(2.0, V)
         unit = _SUBSET_ROW if model.closed_form_containment else 4e-4

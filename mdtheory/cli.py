@@ -536,7 +536,7 @@ def _compare_drafts(args: argparse.Namespace, p: np.ndarray, Q: np.ndarray, q_nd
         return EXIT_OK
     print(f"V = {p.size}, n = {n} drafts: alpha*, the best acceptance of any lossless "
           "verifier, under each draft model")
-    print(f"{'draft model':<26s} {'alpha*':>14s}  {'status':<12s} {'route':<7s} {'certificate':<15s} "
+    print(f"{'draft model':<26s} {'alpha*':>14s}  {'status':<12s} {'route':<11s} {'certificate':<15s} "
           f"{'gap':>8s} {'ms':>9s}")
     for r in rows:
         name = r["sampling"] + (" T=" + ",".join(f"{t:g}" for t in r["temperatures"])
@@ -546,7 +546,7 @@ def _compare_drafts(args: argparse.Namespace, p: np.ndarray, Q: np.ndarray, q_nd
             continue
         status = "proven" if r["proven"] else "upper bound"
         gap = "" if r["certificate_gap"] is None else f"{abs(r['certificate_gap']):.0e}"
-        print(f"{name:<26s} {r['alpha_star']:14.10f}  {status:<12s} {r['method']:<7s} "
+        print(f"{name:<26s} {r['alpha_star']:14.10f}  {status:<12s} {r['method']:<11s} "
               f"{r['certificate']:<15s} {gap:>8s} {1e3 * r['seconds']:9.1f}")
     done = [r for r in rows if not r.get("error")]
     best = max(done, key=lambda r: r["alpha_star"])
