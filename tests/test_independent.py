@@ -13,6 +13,7 @@ from mdtheory.drafts import IID, Independent
 from mdtheory.errors import InvalidInputError, SolverError
 from mdtheory.independent import (
     OrderMixture,
+    check_mixture,
     min_norm_base,
     model_vertex,
     uniform_time_bound,
@@ -332,3 +333,21 @@ def test_kernels_interpreted_and_compiled_agree(monkeypatch):
         runs.append(min_norm_base(p, Independent(qs)))
     assert runs[0].iterations == runs[1].iterations
     assert np.array_equal(runs[0].mu, runs[1].mu) and np.array_equal(runs[0].orders, runs[1].orders)
+
+
+@pytest.mark.parametrize("V, seed", [(30, 1), (80, 2)])
+def test_mnp_closes_near_alpha_one_conditional_poisson(V, seed):
+    """Regression (adversarial repro d03): conditional Poisson at a cold temperature, α* = 1 to 1e-9,
+    so the minimum-norm point is ~0 and the Gram route's affine minimum (accurate to ~sqrt(ε)) stalled
+    with a gap of 1e-9 ("left a gap ... (tolerance 1e-12)"); least squares on the vertices closes it."""
+    from mdtheory.drafts import make_draft_model
+    rng = np.random.default_rng(seed)
+    z = rng.normal(size=V) * 3
+    q = np.exp((z - z.max()) / 0.1)
+    p = np.exp((z + 0.3 * rng.normal(size=V) - z.max()) / 0.1)
+    model = make_draft_model(q / q.sum(), 4, "conditional-poisson")
+    base = min_norm_base(p / p.sum(), model)
+    assert base.upper - base.lower <= 1e-11
+    lower, _ = check_mixture(p / p.sum(), model, base.orders, base.weights, "mnp")
+    exact = optimal_acceptance(p / p.sum(), model, method="prefix").value  # an independent route
+    assert lower <= exact + 1e-12 and exact <= base.upper + 1e-12 and base.upper - lower <= 1e-11
