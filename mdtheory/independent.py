@@ -81,6 +81,8 @@ _DROP = 1e-15
 #: minimum moves from the Gram matrix's Cholesky factor (accurate to ~sqrt(ε) of the vertices'
 #: scale) to least squares on the vertices (:meth:`_Wolfe._affine`).
 _GRAM_FLOOR = 1e-12
+#: The least-squares affine minimum costs V K² a solve: above this work the Gram route stays.
+_LSTSQ_WORK = 2e7
 
 
 class MinNormBase(NamedTuple):
@@ -323,7 +325,9 @@ def min_norm_base(p: np.ndarray, model: DraftModel, *, tol: float = MNP_TOL,
     vertices' scale: near α* = 1 (minimum-norm point ~0) it stalled with gaps of 1e-9. Once the
     point's squared norm falls below :data:`_GRAM_FLOOR` of the vertices', or on a stall, the run
     switches for good to least squares on the vertices themselves (:meth:`_Wolfe._affine`, error
-    ~ε·cond). Each major iteration must decrease the norm; when rounding stops it in that mode too,
+    ~ε·cond), while that costs at most :data:`_LSTSQ_WORK` (V K²) a solve; larger corrals keep
+    the Gram route (a refinement of its solve by residuals from the vertices did not close the
+    gaps). Each major iteration must decrease the norm; when rounding stops it in that mode too,
     the run reports a stall (the gap it reached is accepted up to :data:`MNP_ACCEPT`).
 
     Examples
@@ -458,7 +462,8 @@ class _Wolfe:
             v[order] = np.maximum(H[:-1] - H[1:], 0.0)
             v = (v - p) * sw
             K, slot = self.K, self.slot
-            if not self.accurate and self.x @ self.x <= _GRAM_FLOOR * G[:K, :K].diagonal().max():
+            if not self.accurate and self._lstsq_ok(K) and \
+                    self.x @ self.x <= _GRAM_FLOOR * G[:K, :K].diagonal().max():
                 self._refine()  # below the Gram route's resolution
                 K = self.K
             row = (S[:K] @ v)[slot[:K]]
@@ -496,11 +501,15 @@ class _Wolfe:
         self.K, self.lam = K, lam / lam.sum()
         self.x = self._point()
 
+    def _lstsq_ok(self, K) -> bool:
+        """Whether a least-squares affine minimum of K vertices is within :data:`_LSTSQ_WORK`."""
+        return self.p.size * K * K <= _LSTSQ_WORK
+
     def _refine(self) -> bool:
         """On a stall of the Gram route, switch (once) to the accurate affine minimum
         (:meth:`_affine`, ``accurate``) and redo the minor cycle on the corral; False if already
         switched (the stall is real)."""
-        if self.accurate:
+        if self.accurate or not self._lstsq_ok(self.K):
             return False
         self.accurate, self.chol = True, False
         self._minor(self.K, self.lam)
@@ -534,7 +543,7 @@ class _Wolfe:
 
     def _factor(self, K):
         """Cholesky factor of G + 1 1ᵀ for the first K vertices (``chol`` False if not definite)."""
-        if self.accurate:
+        if self.accurate and self._lstsq_ok(K):
             return
         try:
             self.L[:K, :K] = np.linalg.cholesky(self.G[:K, :K] + 1.0)
@@ -563,7 +572,7 @@ class _Wolfe:
         :math:`\\min_\\beta \\lVert s_0 + \\sum_{j \\ge 1} \\beta_j (s_j - s_0) \\rVert` by an SVD least
         squares on the vertices themselves (backward stable: error ~ε·cond, not ε·cond²),
         O(V K²) per solve."""
-        if self.accurate:
+        if self.accurate and self._lstsq_ok(K):
             rows = self.S[self.slot[:K]]
             beta = np.linalg.lstsq((rows[1:] - rows[0]).T, -rows[0], rcond=None)[0]
             return np.concatenate([[1.0 - beta.sum()], beta])
