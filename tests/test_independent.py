@@ -351,3 +351,22 @@ def test_mnp_closes_near_alpha_one_conditional_poisson(V, seed):
     lower, _ = check_mixture(p / p.sum(), model, base.orders, base.weights, "mnp")
     exact = optimal_acceptance(p / p.sum(), model, method="prefix").value  # an independent route
     assert lower <= exact + 1e-12 and exact <= base.upper + 1e-12 and base.upper - lower <= 1e-11
+
+
+def test_mnp_retries_in_the_scaled_norm():
+    """Regression (adversarial repro d03c, there 4 x 465 at 10,000 iterations): a peaked independent
+    pair whose plain-norm run is still open at the iteration cap (gap ~2e-9 here at 400) is closed by
+    the retry in the norm weighted by 1 / (p + q̄); the certificate is recomputed independently."""
+    from mdtheory.independent import _two_phase
+    rng = np.random.default_rng(0)
+    z = rng.normal(size=80) * 3
+    p = np.exp((z + 0.3 * rng.normal(size=80) - z.max()) / 0.5)
+    qs = np.array([np.exp((z + 0.3 * rng.normal(size=80) - z.max()) / 0.5) for _ in range(4)])
+    p, qs = p / p.sum(), qs / qs.sum(axis=1, keepdims=True)
+    model = Independent(qs)
+    plain, _ = _two_phase(p, model, qs.mean(axis=0), 1e-12, 400, None)
+    assert plain.upper - plain.lower > 1e-10  # the plain run alone does not close
+    base = min_norm_base(p, model, max_iter=400)
+    lower, _ = check_mixture(p, model, base.orders, base.weights, "mnp")
+    upper = 1.0 + p[base.cut].sum() - np.prod(qs[:, base.cut].sum(axis=1))
+    assert abs(upper - base.upper) <= 1e-15 and upper - lower <= 1e-12
