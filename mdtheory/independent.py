@@ -330,10 +330,11 @@ def min_norm_base(p: np.ndarray, model: DraftModel, *, tol: float = MNP_TOL,
     gaps). Each major iteration must decrease the norm; when rounding stops it in that mode too,
     the run reports a stall (the gap it reached is accepted up to :data:`MNP_ACCEPT`).
 
-    **Retry.** A run in the plain norm that ends above ``tol`` (the iteration cap, or a stall) is
-    followed by one in the norm weighted by :math:`1 / (p + \\bar q)`, which resolves
-    tiny-probability tokens (independent drafts, V = 465, α* = 1: the plain run creeps to a gap of
-    2.4e-8 in 10,000 iterations, the weighted one closes in about 6,800); the smaller gap is kept.
+    **Retry.** A run in the plain norm that ends with a gap it cannot accept (above ``tol`` and
+    :data:`MNP_ACCEPT`: the iteration cap, or a stall) is followed by one in the norm weighted by
+    :math:`1 / (p + \\bar q)`, which resolves tiny-probability tokens (independent drafts,
+    V = 465, α* = 1: the plain run creeps to a gap of 2.4e-8 in 10,000 iterations, the weighted
+    one closes in about 6,800); the smaller gap is kept.
 
     Examples
     --------
@@ -344,7 +345,7 @@ def min_norm_base(p: np.ndarray, model: DraftModel, *, tol: float = MNP_TOL,
     p = np.asarray(p, dtype=float)
     qbar = model.qs.mean(axis=0) if isinstance(model, Independent) else model.first_draft_law()
     best, done = _two_phase(p, model, qbar, tol, max_iter, weights)
-    if not best.upper - best.lower <= tol and weights is None:  # retry in the scaled norm
+    if not best.upper - best.lower <= max(tol, MNP_ACCEPT) and weights is None:  # scaled retry
         scaled, more = _two_phase(p, model, qbar, tol, max_iter, 1.0 / (p + qbar + 1e-300))
         done += more
         best = scaled if scaled.upper - scaled.lower < best.upper - best.lower else best
