@@ -13,6 +13,7 @@ from mdtheory.drafts import IID, Independent
 from mdtheory.errors import InvalidInputError, SolverError
 from mdtheory.independent import (
     OrderMixture,
+    check_mixture,
     min_norm_base,
     model_vertex,
     uniform_time_bound,
@@ -332,3 +333,40 @@ def test_kernels_interpreted_and_compiled_agree(monkeypatch):
         runs.append(min_norm_base(p, Independent(qs)))
     assert runs[0].iterations == runs[1].iterations
     assert np.array_equal(runs[0].mu, runs[1].mu) and np.array_equal(runs[0].orders, runs[1].orders)
+
+
+@pytest.mark.parametrize("V, seed", [(30, 1), (80, 2)])
+def test_mnp_closes_near_alpha_one_conditional_poisson(V, seed):
+    """Regression (adversarial repro d03): conditional Poisson at a cold temperature, α* = 1 to 1e-9,
+    so the minimum-norm point is ~0 and the Gram route's affine minimum (accurate to ~sqrt(ε)) stalled
+    with a gap of 1e-9 ("left a gap ... (tolerance 1e-12)"); least squares on the vertices closes it."""
+    from mdtheory.drafts import make_draft_model
+    rng = np.random.default_rng(seed)
+    z = rng.normal(size=V) * 3
+    q = np.exp((z - z.max()) / 0.1)
+    p = np.exp((z + 0.3 * rng.normal(size=V) - z.max()) / 0.1)
+    model = make_draft_model(q / q.sum(), 4, "conditional-poisson")
+    base = min_norm_base(p / p.sum(), model)
+    assert base.upper - base.lower <= 1e-11
+    lower, _ = check_mixture(p / p.sum(), model, base.orders, base.weights, "mnp")
+    exact = optimal_acceptance(p / p.sum(), model, method="prefix").value  # an independent route
+    assert lower <= exact + 1e-12 and exact <= base.upper + 1e-12 and base.upper - lower <= 1e-11
+
+
+def test_mnp_retries_in_the_scaled_norm():
+    """Regression (adversarial repro d03c, there 4 x 465 at 10,000 iterations): a peaked independent
+    pair whose plain-norm run is still open at the iteration cap (gap ~2e-9 here at 400) is closed by
+    the retry in the norm weighted by 1 / (p + q̄); the certificate is recomputed independently."""
+    from mdtheory.independent import _two_phase
+    rng = np.random.default_rng(0)
+    z = rng.normal(size=80) * 3
+    p = np.exp((z + 0.3 * rng.normal(size=80) - z.max()) / 0.5)
+    qs = np.array([np.exp((z + 0.3 * rng.normal(size=80) - z.max()) / 0.5) for _ in range(4)])
+    p, qs = p / p.sum(), qs / qs.sum(axis=1, keepdims=True)
+    model = Independent(qs)
+    plain, _ = _two_phase(p, model, qs.mean(axis=0), 1e-12, 400, None)
+    assert plain.upper - plain.lower > 1e-10  # the plain run alone does not close
+    base = min_norm_base(p, model, max_iter=400)
+    lower, _ = check_mixture(p, model, base.orders, base.weights, "mnp")
+    upper = 1.0 + p[base.cut].sum() - np.prod(qs[:, base.cut].sum(axis=1))
+    assert abs(upper - base.upper) <= 1e-15 and upper - lower <= 1e-12
