@@ -12,6 +12,8 @@ import pytest
 import mdtheory as md
 from mdtheory.cli import main
 
+from .cli_helpers import run_main
+
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
 KEYS = {"alpha_star", "acceptance_one", "witness", "cut", "single_draft", "drafts", "sampling",
@@ -25,12 +27,6 @@ def npy(tmp_path):
         np.save(path, np.asarray(arr, **kw), allow_pickle=True)
         return str(path)
     return save
-
-
-def run_main(capsys, *argv):
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def test_example_human_output(capsys):

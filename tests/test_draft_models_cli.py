@@ -8,29 +8,8 @@ import numpy as np
 import pytest
 
 import mdtheory as md
-from mdtheory.cli import main
 
-
-@pytest.fixture
-def npy(tmp_path):
-    def save(name, arr):
-        path = tmp_path / name
-        np.save(path, np.asarray(arr))
-        return str(path)
-    return save
-
-
-def run_main(capsys, *argv):
-    code = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def one_line_error(code, err, *patterns):
-    assert code == 2, err
-    assert err.startswith("mdtheory: error: ") and err.count("\n") == 1, err
-    for pat in patterns:
-        assert re.search(pat, err), (pat, err)
+from .cli_helpers import one_line_error, run_main
 
 
 @pytest.fixture

@@ -12,18 +12,14 @@ import pytest
 import mdtheory as md
 from mdtheory import _certify
 from mdtheory._validate import SUM_TOL
-from mdtheory.cli import EXIT_BROKEN_PIPE, build_parser, main
+from mdtheory.cli import EXIT_BROKEN_PIPE, build_parser
 from mdtheory.rules import RULES, make_rule
 from mdtheory.verify import CLAIMS, RECORDED
 
+from .cli_helpers import run_main
+
 ROOT = Path(__file__).resolve().parents[1]
 P_EX, Q_EX = str(ROOT / "examples" / "p.npy"), str(ROOT / "examples" / "q.npy")
-
-
-def run_main(capsys, *argv):
-    code = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def softmax32(V, seed, scale=4.0):

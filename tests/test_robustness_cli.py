@@ -19,17 +19,10 @@ from mdtheory.cli import main
 from mdtheory.drafts import ConditionalPoisson, WithoutReplacement
 from mdtheory.rules import make_rule
 
+from .cli_helpers import one_line_error, run_main
+
 ROOT = Path(__file__).resolve().parents[1]
 ESTIMATE = re.compile(r"estimated (over )?[0-9.e+]+ (s|min|h|days|B|KiB|MiB|GiB|TiB)")
-
-
-@pytest.fixture
-def npy(tmp_path):
-    def save(name, arr):
-        path = tmp_path / name
-        np.save(path, np.asarray(arr))
-        return str(path)
-    return save
 
 
 @pytest.fixture
@@ -39,19 +32,6 @@ def pair(npy):
         rng = np.random.default_rng(seed)
         return npy(f"p{V}.npy", rng.dirichlet(np.ones(V))), npy(f"q{V}.npy", rng.dirichlet(np.ones(V)))
     return make
-
-
-def run_main(capsys, *argv):
-    code = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def one_line_error(code, err, *patterns):
-    assert code == 2, err
-    assert err.startswith("mdtheory: error: ") and err.count("\n") == 1, err
-    for pat in patterns:
-        assert re.search(pat, err), (pat, err)
 
 
 def run_cli(*argv):
