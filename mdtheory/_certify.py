@@ -180,8 +180,8 @@ def check_greedy_flow(p: np.ndarray, model: DraftModel, who: str = "greedy flow"
         raise SolverError(f"{who}: the drawn draft's law has a negative or non-finite mass")
     if np.any(tail[top] != 0.0):
         raise SolverError(f"{who}: the drawn draft's law puts mass on a top token")
-    if abs(math.fsum(tail) - 1.0) > FEAS_TOL:
-        raise _infeasible(who, "the drawn draft's law misses summing to one", abs(math.fsum(tail) - 1.0))
+    if (off := abs(math.fsum(tail) - 1.0)) > FEAS_TOL:
+        raise _infeasible(who, "the drawn draft's law misses summing to one", off)
     m = np.minimum(p, tail)
     rest = math.fsum(tail - m)
     return math.fsum(m) + min(math.fsum(p[top]), rest)
@@ -334,8 +334,8 @@ def _runs(ps, contained):
     for k in range(V):
         x = ps[k] if ps[k] >= TINY else 0.0
         ps[k] = x
-        rise = _cover(contained, k + 1) - cover
-        cover = _cover(contained, k + 1)
+        after = _cover(contained, k + 1)
+        rise, cover = after - cover, after
         empty = (x == 0.0) & (rise == 0.0)
         left, right = last_g * x, rise * last_p
         if min(left, right) < 2.0 ** -900:  # rare: products this small may have lost bits

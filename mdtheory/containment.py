@@ -78,9 +78,13 @@ import numpy as np
 from numba import njit
 
 from .errors import InvalidInputError
+from .polymatroid import _two_sum as _two_sum_kernel
 
 __all__ = ["successive_prefix_containment", "conditional_poisson_prefix_containment", "esp_table",
            "REL_TOL", "ABS_TOL"]
+
+#: Knuth's two-sum of :mod:`mdtheory.polymatroid`, compiled (this module's kernels are numba's own).
+_two_sum = _two_sum_kernel.compiled
 
 #: Bound on the relative discretisation error of the trapezoidal rule (part 1 of the bound).
 REL_TOL = 1e-15
@@ -189,13 +193,6 @@ _INV = 1.0 / np.maximum(np.arange(13), 1)
 _POW2_OFFSET = 1200
 #: 2^e for e in [-1200, 63]: the kernels index it with binary exponents e <= max(SAT_E, LOG_TOP)
 _POW2 = np.ldexp(1.0, np.arange(-_POW2_OFFSET, 64))
-
-
-@njit(cache=True)
-def _two_sum(a, b):
-    s = a + b
-    bb = s - a
-    return s, (a - (s - bb)) + (b - bb)
 
 
 @njit(cache=True)

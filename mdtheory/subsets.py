@@ -21,7 +21,7 @@ from ._jit import njit
 from ._route import RouteOutput
 from .drafts import MAX_SUBSET_V, MAX_SUBSET_V_SLOW, PREFIX_PROVED, PREFIX_SAMPLINGS, DraftModel
 from .errors import InvalidInputError, ProblemTooLargeError
-from .polymatroid import TINY
+from .polymatroid import TINY, _two_sum
 
 __all__ = ["subsets_exhaustive", "prefix_scan", "prefix_order", "exact_ratio_order", "ratio_keys",
            "PREFIX_SAMPLINGS", "PREFIX_PROVED",
@@ -245,11 +245,11 @@ def _unpack_order(keys, shift, p, q, order):
 @njit(cache=True)
 def _add(s, c, x):
     """Compensated step: (s, c) + x, the sum being s + c (error O(eps) for any length, against
-    O(k eps) for a plain running sum of k terms). The rounding error of s + x by Knuth's two-sum,
-    exact for any order of magnitude (Neumaier's branch gives the same bits; this has no branch)."""
-    t = s + x
-    v = t - s
-    return t, c + ((s - (t - v)) + (x - v))
+    O(k eps) for a plain running sum of k terms). The rounding error of s + x by Knuth's two-sum
+    (:func:`~mdtheory.polymatroid._two_sum`), exact for any order of magnitude (Neumaier's branch
+    gives the same bits; this has no branch)."""
+    t, e = _two_sum(s, x)
+    return t, c + e
 
 
 @njit(cache=True)

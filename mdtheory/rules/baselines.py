@@ -248,4 +248,6 @@ class GreedyDrafts(SelectionRule):
         return y, bool(self.in_top[y])
 
     def closed_form_acceptance(self):
-        return float(self.p[self.in_top].sum() + np.minimum(self.p, self.tail)[~self.in_top].sum())
+        from ..greedy import greedy_closed_form
+
+        return greedy_closed_form(self.p, self.model).value
