@@ -64,6 +64,9 @@ _MNP_CORRAL = 1.5
 _PRODUCT_TOKEN = 1e-8    # prefix containments of a product model (cumulative sums), per (token, law)
 _CP_PREFIX_TOKEN = 1e-7  # conditional Poisson: per (token, degree) of the e_j recurrence
 _CONTAINMENT = 1.5e-5    # one generic containment Q(T) (greedy), plus _LAW_CELL per token
+_TORCH_ROW = 5e-6        # batched torch rules on the CPU: per (position, step) row of a batch,
+_TORCH_DRAFT = 1e-6      # plus per draft (khisti-lp's sequential stages: 0.8 us at n = 512),
+_TORCH_CELL = 5e-9       # plus per (draft, token) cell (rrs: 4.7 ns at V = 1000, n = 64)
 
 
 class Estimate(NamedTuple):
@@ -161,13 +164,19 @@ def monte_carlo(samples: int, n: int, V: int) -> Estimate:
                     samples * per_step, 8.0 * V * min(samples, mc_chunk(V)))
 
 
-def batched_steps(batch: int, samples: int, V: int, n: int = 2) -> Estimate:
-    """``samples`` steps for each of ``batch`` positions run as one batch (``cross-validate``): a few
-    float64 tensors of batch x samples rows over V tokens, and a few int64 tensors of the draft
-    tuples of one call (at most :data:`TORCH_CHUNK` rows of n drafts)."""
+def batched_steps(batch: int, samples: int, V: int, n: int = 2, rules: int = 1,
+                  what: str = "cross-validate") -> Estimate:
+    """``samples`` steps for each of ``batch`` positions run as one batch by each of ``rules`` torch
+    rules (``cross-validate``, ``audit --torch``): a few float64 tensors of the rows of one call (at
+    most :data:`TORCH_CHUNK`) over V tokens, and a few int64 tensors of their draft tuples. Time:
+    per row and step, :data:`_TORCH_ROW` plus :data:`_TORCH_DRAFT` per draft (the rules that loop
+    over the drafts) plus :data:`_TORCH_CELL` per (draft, token) cell (residual updates); measured
+    with the library's torch rules on the CPU, so a user's batched verifier may differ."""
     rows = min(batch * samples, TORCH_CHUNK)
-    return Estimate(f"cross-validate: {batch} positions x {samples} steps of n = {n} drafts over "
-                    f"V = {V}", 0.0, 4 * 8.0 * (batch * samples * V + rows * n))
+    per_row = _TORCH_ROW + _TORCH_DRAFT * n + _TORCH_CELL * n * V
+    return Estimate(f"{what}: {batch} positions x {samples} steps of n = {n} drafts over "
+                    f"V = {V}" + (f", {rules} rules" if rules > 1 else ""),
+                    rules * batch * samples * per_row, 4 * 8.0 * (rows * V + rows * n))
 
 
 def lm_pairs(positions: int, V: int) -> Estimate:

@@ -447,22 +447,27 @@ def _pilot_check(f, calls: int, seconds: float, total: int, max_seconds: float |
 def _run_sampled(fs, P, models, samples, seed, max_seconds=None, quiet=True):
     """counts (B, V) and accepted hits (B,) of numpy verifiers (one per position), called once per
     draft tuple; refused after :data:`PILOT_CALLS` calls if the whole is estimated over
-    ``max_seconds``; a progress bar on a terminal unless ``quiet``."""
+    ``max_seconds``; a progress bar on a terminal unless ``quiet``. The draft tuples are drawn in
+    chunks whose sampling buffers (n per tuple, or V for Gumbel-top-k) stay under
+    :data:`~mdtheory._budget.CHUNK_BYTES`, so memory does not grow with ``samples``."""
     from .drafters import progress
 
     B, V = P.shape
+    chunk = max(1, min(_budget.mc_chunk(V), _budget.CHUNK_BYTES // (8 * models[0].n)))
     draft_rng, rule_rng = (np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(2))
     counts, hits = np.zeros((B, V), dtype=np.int64), np.zeros(B, dtype=np.int64)
     bar = progress(None, B * samples, "audit", quiet)
     t0 = 0.0
     for b, (f, model) in enumerate(zip(fs, models, strict=True)):
         p, q = _readonly(P[b]), _readonly(model.q)
-        sampled = model.sample(draft_rng, samples)
-        sampled.setflags(write=False)
         tokens = np.empty(samples, dtype=np.int64)
         acc = 0
         t0 = t0 or time.perf_counter()  # the pilot times the target's calls only
-        for i, x in enumerate(sampled):
+        for i in range(samples):
+            if i % chunk == 0:
+                sampled = model.sample(draft_rng, min(chunk, samples - i))
+                sampled.setflags(write=False)
+            x = sampled[i % chunk]
             if b == 0 and i == min(PILOT_CALLS, samples - 1):
                 _pilot_check(f, i, time.perf_counter() - t0, B * samples, max_seconds)
             if bar is not None and i % 1024 == 0:
@@ -486,15 +491,16 @@ def _run_sampled(fs, P, models, samples, seed, max_seconds=None, quiet=True):
     return counts, hits
 
 
-def _run_torch(f, P, Q, n, sampling, samples, seed, device, dtype):
+def _run_torch(f, P, Q, n, sampling, samples, seed, device, dtype, quiet=True):
     """counts (B, V) and hits (B,) of a batched torch verifier (a function or a TorchRule class);
-    an allocation torch refuses (CPU or GPU) is a :class:`ProblemTooLargeError`."""
+    an allocation torch refuses (CPU or GPU) is a :class:`ProblemTooLargeError`; a progress bar on
+    a terminal unless ``quiet``."""
     from . import torch_bridge as tb
 
     torch = tb._torch()
     tb.check_device(device)
     try:
-        return _torch_steps(torch, tb, f, P, Q, n, sampling, samples, seed, device, dtype)
+        return _torch_steps(torch, tb, f, P, Q, n, sampling, samples, seed, device, dtype, quiet)
     except RuntimeError as exc:  # torch.OutOfMemoryError (GPU) or the CPU allocator's message
         if not (isinstance(exc, getattr(torch, "OutOfMemoryError", ())) or "allocate" in str(exc)):
             raise
@@ -504,7 +510,9 @@ def _run_torch(f, P, Q, n, sampling, samples, seed, device, dtype):
         ) from None
 
 
-def _torch_steps(torch, tb, f, P, Q, n, sampling, samples, seed, device, dtype):
+def _torch_steps(torch, tb, f, P, Q, n, sampling, samples, seed, device, dtype, quiet):
+    from .drafters import progress
+
     dtype = dtype or torch.float64
     gen = torch.Generator(device=device).manual_seed(int(seed))
     Pt = torch.as_tensor(P, dtype=dtype, device=device)
@@ -515,6 +523,7 @@ def _torch_steps(torch, tb, f, P, Q, n, sampling, samples, seed, device, dtype):
     counts = torch.zeros(B, V, dtype=torch.float64, device=device)
     hits = torch.zeros(B, dtype=torch.float64, device=device)
     done = 0
+    bar = progress(None, B * samples, f"audit {_describe(f)}", quiet)
     while done < samples:
         m = min(per_call, samples - done)
         q_rows = Qt.repeat_interleave(m, dim=0)
@@ -550,6 +559,10 @@ def _torch_steps(torch, tb, f, P, Q, n, sampling, samples, seed, device, dtype):
                             torch.ones(B, m, dtype=torch.float64, device=device))
         hits += accepted.reshape(B, m).double().sum(dim=1)
         done += m
+        if bar is not None:
+            bar.update(B * m)
+    if bar is not None:
+        bar.close()
     return counts.cpu().numpy().astype(np.int64), hits.cpu().numpy().astype(np.int64)
 
 
@@ -726,8 +739,11 @@ def audit(f: Callable | type, p: ArrayLike, q: ArrayLike, n: int, *, sampling: s
             or not 10 <= samples <= MAX_SAMPLES:
         raise InvalidInputError(f"samples must be an integer in 10..{MAX_SAMPLES}, got {samples!r}")
     samples = int(samples)
-    if torch:
-        counts, hits = _run_torch(f, P, Q, n, sampling, samples, seed, device, dtype)
+    V = P.shape[1]
+    if torch:  # the draft tuples and rows of one call (time: a user's verifier is not modelled)
+        _budget.require(_budget.Estimate(f"audit --torch of {_describe(f)}", 0.0,
+                                         _budget.batched_steps(B, samples, V, n).bytes))
+        counts, hits = _run_torch(f, P, Q, n, sampling, samples, seed, device, dtype, quiet)
         mode = "torch"
     else:
         samplers = [f] * B if rule_cls is None else [_select(r) for r in rules]

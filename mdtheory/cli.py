@@ -647,9 +647,9 @@ def _cross_validate(args: argparse.Namespace) -> int:
     from .torch_bridge import TORCH_RULES, check_device, cross_validate
 
     check_device(args.device)
-    _budget.require(_budget.batched_steps(args.batch, args.samples, args.vocab, args.drafts),
-                    args.max_seconds)
     names = _names(args.rules, TORCH_RULES, "torch rule")
+    _budget.require(_budget.batched_steps(args.batch, args.samples, args.vocab, args.drafts,
+                                          len(names)), args.max_seconds)
     if args.vocab >= 2 and args.drafts >= 1:  # else cross_validate names the bad size
         for name in names:  # each numpy rule is prepared for the exact acceptance: estimate it
             model = make_draft_model(np.full(args.vocab, 1 / args.vocab), args.drafts,

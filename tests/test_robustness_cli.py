@@ -447,3 +447,31 @@ def test_block_efficiency_refuses_long_runs_up_front(capsys, monkeypatch, argv, 
     monkeypatch.setattr(blockeff, "speculative_step", never)
     code, out, err = run_main(capsys, "block-efficiency", *argv)
     one_line_error(code, err, ESTIMATE, pattern, "--max-seconds")
+
+
+def test_cross_validate_time_estimate_counts_the_drafts(capsys):
+    """cross-validate --drafts 3000 ran for minutes with no estimate (the steps were modelled as
+    free); it is refused up front, the estimate naming the rules it would run."""
+    code, out, err = run_main(capsys, "cross-validate", "--drafts", "3000")
+    one_line_error(code, err, ESTIMATE, "n = 3000", "4 rules", "--max-seconds")
+    assert md._budget.batched_steps(8, 4000, 6, 3000, 4).seconds > 10 * md._budget.batched_steps(
+        8, 4000, 6, 2, 4).seconds
+
+
+def test_audit_draws_the_drafts_in_bounded_chunks(monkeypatch):
+    """audit --drafts 1000000 drew every draft tuple of a position at once (a MemoryError was the
+    only guard); the tuples now come in chunks of at most CHUNK_BYTES, the same draws in order."""
+    from mdtheory.audit import audit
+    from mdtheory.drafts import IID
+
+    sizes = []
+    real = IID.sample
+
+    def spy(self, rng, size=1):
+        sizes.append(size)
+        return real(self, rng, size)
+    monkeypatch.setattr(IID, "sample", spy)
+    monkeypatch.setattr(md._budget, "CHUNK_BYTES", 8 * 3 * 100)  # 100 tuples of n = 3
+    p = np.array([0.2, 0.3, 0.5])
+    res = audit(lambda p, q, d, rng: int(d[0]), p, p, 3, samples=250, seed=1)
+    assert sizes == [100, 100, 50] and res.samples == 250 and res.lossless
