@@ -272,9 +272,14 @@ def _build(qs, mus, n, nfront, sa, sb, nxt, prv, owner, start, end, mass):
             return _STUCK, npieces
         gap = y - x
         lo, hi = x, min(x + d, sb[i])
+        # the fast mass's terms that do not move with the window's start, out of the loop
+        ci = (1.0 - sb[i]) ** n if i != j else 0.0
+        cj = (1.0 - sa[j]) ** n if i != j else 0.0
         for _ in range(100):  # from the left with the fast mass (converges in a few steps)
-            f = _window_mass_fast(i, x, j, x + gap, middle, sa, sb, n) - target
-            slope = n * ((1.0 - x - gap) ** (n - 1) - (1.0 - x) ** (n - 1))  # only steers the step
+            u = 1.0 - x
+            un, yn = u ** n, (1.0 - (x + gap)) ** n
+            f = (un - yn if i == j else un - ci + middle + (cj - yn)) - target
+            slope = n * ((u - gap) ** (n - 1) - u ** (n - 1))  # only steers the step
             if f <= 0.0 or slope >= 0.0:
                 break
             new = min(x - f / slope, hi)
