@@ -36,8 +36,6 @@ rule with an exactly known marginal, with no enumeration of draft sets.
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 from numba import njit
 
@@ -54,28 +52,38 @@ SHORT = 2.0 ** -70
 _OK, _STUCK, _FULL = 0, 1, 2
 
 
-#: Up to this n, :func:`_power_diff` sums the geometric series (relative error about n 2^-53,
-#: no transcendental function); above it, log1p and expm1 (about 4 2^-53 whatever n).
-SERIES_N = 16
-
-
 @njit(cache=True, error_model="numpy", inline="always")
 def _power_diff(x, d, n):
     """:math:`x^n - (x - d)^n` for 0 <= d <= x, to full relative precision, with no difference of
-    powers: :math:`d \\sum_{k<n} x^k (x - d)^{n-1-k}` (positive terms) for n <= :data:`SERIES_N`,
-    else :math:`x^n (1 - (1 - d/x)^n)` by log1p and expm1."""
+    powers: along the binary digits of n from the top, with y = x - d and
+    :math:`P = x^m, Q = y^m, D = x^m - y^m` from m = 1 (D = d), doubling m takes D to D (P + Q)
+    and adding one takes it to x D + Q d. Every step adds or multiplies positive numbers, so the
+    relative error is that of the powers, about n 2^-53 at most (as for ``x ** n`` itself, which
+    squares), with no cancellation however small d is; log2(n) steps, no transcendental function."""
     if d <= 0.0 or x <= 0.0 or n == 0:
         return 0.0
     if d >= x:
         return x ** n
-    if n <= SERIES_N:
-        y = x - d
-        total, power = 1.0, 1.0
-        for _ in range(n - 1):  # total_m = y total_{m-1} + x^m
-            power *= x
-            total = y * total + power
-        return d * total
-    return x ** n * -math.expm1(n * math.log1p(-d / x))
+    y = x - d
+    top = 1
+    for _ in range(62):  # the highest binary digit of n
+        if top > n >> 1:
+            break
+        top <<= 1
+    p, q, diff = x, y, d
+    top >>= 1
+    for _ in range(62):
+        if top == 0:
+            break
+        diff *= p + q
+        p *= p
+        q *= q
+        if n & top:
+            diff = x * diff + q * d
+            p *= x
+            q *= y
+        top >>= 1
+    return diff
 
 
 @njit(cache=True, error_model="numpy", inline="always")
@@ -93,10 +101,14 @@ def _gmass_fast(a, b, n):
 
 
 @njit(cache=True, error_model="numpy", inline="always")
-def _window_mass(i, x, j, y, middle, sa, sb, n):
+def _window_parts(i, x, j, y, middle, sa, sb, n, target):
+    """The window's G-mass minus ``target``, and the G-masses of its first and last pieces
+    (:func:`_gmass`; one piece [x, y] and 0 when i == j), which :func:`_record` then stores."""
     if i == j:
-        return _gmass(x, y, n)
-    return _gmass(x, sb[i], n) + middle + _gmass(sa[j], y, n)
+        first = _gmass(x, y, n)
+        return first - target, first, 0.0
+    first, last = _gmass(x, sb[i], n), _gmass(sa[j], y, n)
+    return first + middle + last - target, first, last
 
 
 @njit(cache=True, error_model="numpy", inline="always")
@@ -134,13 +146,13 @@ def _end(x, gap, i, j, sa, sb):
 
 
 @njit(cache=True, error_model="numpy", inline="always")
-def _record(k, a, b, owner, start, end, mass, n, npieces):
-    """Append the piece [a, b] of token position k, with its G-mass, unless it is empty; counts
-    past the capacity without writing (the caller turns that into an error)."""
+def _record(k, a, b, g, owner, start, end, mass, npieces):
+    """Append the piece [a, b] of token position k, with its G-mass g (:func:`_gmass`), unless it
+    is empty; counts past the capacity without writing (the caller turns that into an error)."""
     if b > a:
         if npieces < owner.size:
             owner[npieces], start[npieces], end[npieces] = k, a, b
-            mass[npieces] = _gmass(a, b, n)
+            mass[npieces] = g
         npieces += 1
     return npieces
 
@@ -189,7 +201,8 @@ def _build(qs, mus, n, nfront, sa, sb, nxt, prv, owner, start, end, mass):
     npieces = 0
     c = 0.0  # the front: short tokens, consecutive, exact where the time resolution is finest
     for k in range(nfront):
-        npieces = _record(k, c, c + qs[k], owner, start, end, mass, n, npieces)
+        npieces = _record(k, c, c + qs[k], _gmass(c, c + qs[k], n), owner, start, end, mass,
+                          npieces)
         c += qs[k]
     sa[0], sb[0], nxt[0], prv[0] = c, 1.0, -1, -1
     head, nodes = (0 if c < 1.0 else -1), 1
@@ -203,7 +216,8 @@ def _build(qs, mus, n, nfront, sa, sb, nxt, prv, owner, start, end, mass):
             for _ in range(cap):
                 if i < 0:
                     break
-                npieces = _record(k, sa[i], sb[i], owner, start, end, mass, n, npieces)
+                npieces = _record(k, sa[i], sb[i], _gmass(sa[i], sb[i], n), owner, start, end,
+                                  mass, npieces)
                 i = nxt[i]
             if i >= 0:
                 return _STUCK, npieces
@@ -273,22 +287,27 @@ def _build(qs, mus, n, nfront, sa, sb, nxt, prv, owner, start, end, mass):
         gap = y - x
         lo, hi = x, min(x + d, sb[i])
         # the fast mass's terms that do not move with the window's start, out of the loop
-        ci = (1.0 - sb[i]) ** n if i != j else 0.0
-        cj = (1.0 - sa[j]) ** n if i != j else 0.0
+        pin_i = (1.0 - sb[i]) ** n if i != j else 0.0
+        pin_j = (1.0 - sa[j]) ** n if i != j else 0.0
         for _ in range(100):  # from the left with the fast mass (converges in a few steps)
             u = 1.0 - x
             un, yn = u ** n, (1.0 - (x + gap)) ** n
-            f = (un - yn if i == j else un - ci + middle + (cj - yn)) - target
+            f = (un - yn if i == j else un - pin_i + middle + (pin_j - yn)) - target
             slope = n * ((u - gap) ** (n - 1) - u ** (n - 1))  # only steers the step
             if f <= 0.0 or slope >= 0.0:
                 break
             new = min(x - f / slope, hi)
             if new <= x:
                 break
+            small = new - x <= 2.0 ** -26 * u
             x = new
-        f, at = 0.0, -1.0  # the accurate mass error at the position ``at``
+            if small:
+                break
+        f, at = 0.0, -1.0  # the accurate mass error at the position ``at``, and its end pieces
+        first_mass, last_mass = 0.0, 0.0
         for _ in range(3):  # polish with the accurate mass, either way
-            f = _window_mass(i, x, j, _end(x, gap, i, j, sa, sb), middle, sa, sb, n) - target
+            f, first_mass, last_mass = _window_parts(i, x, j, _end(x, gap, i, j, sa, sb), middle,
+                                                     sa, sb, n, target)
             at = x
             slope = n * ((1.0 - x - gap) ** (n - 1) - (1.0 - x) ** (n - 1))
             if f == 0.0 or slope >= 0.0:
@@ -298,19 +317,21 @@ def _build(qs, mus, n, nfront, sa, sb, nxt, prv, owner, start, end, mass):
                 break
             x = new
         if at != x:
-            f = _window_mass(i, x, j, _end(x, gap, i, j, sa, sb), middle, sa, sb, n) - target
+            f, first_mass, last_mass = _window_parts(i, x, j, _end(x, gap, i, j, sa, sb), middle,
+                                                     sa, sb, n, target)
         # the next float in the direction of the target moves the window's G-mass by about its
         # density times a rounding: keep it if it lands nearer
         cand = np.nextafter(x, 2.0) if f > 0.0 else np.nextafter(x, -1.0)
         if lo <= cand <= hi and f != 0.0:
-            e = _window_mass(i, cand, j, _end(cand, gap, i, j, sa, sb), middle, sa, sb, n) - target
+            e, cand_first, cand_last = _window_parts(i, cand, j, _end(cand, gap, i, j, sa, sb),
+                                                     middle, sa, sb, n, target)
             if abs(e) < abs(f):
-                x = cand
+                x, first_mass, last_mass = cand, cand_first, cand_last
         y = _end(x, gap, i, j, sa, sb)
         # record the pieces and remove the window from the free time
         first = npieces
         if i == j:
-            npieces = _record(k, x, y, owner, start, end, mass, n, npieces)
+            npieces = _record(k, x, y, first_mass, owner, start, end, mass, npieces)
             right = nodes
             nodes += 1
             if right >= cap:
@@ -322,14 +343,15 @@ def _build(qs, mus, n, nfront, sa, sb, nxt, prv, owner, start, end, mass):
             nxt[i] = right
             sb[i] = x
         else:
-            npieces = _record(k, x, sb[i], owner, start, end, mass, n, npieces)
+            npieces = _record(k, x, sb[i], first_mass, owner, start, end, mass, npieces)
             t = nxt[i]
             for _ in range(cap):
                 if t == j:
                     break
-                npieces = _record(k, sa[t], sb[t], owner, start, end, mass, n, npieces)
+                npieces = _record(k, sa[t], sb[t], _gmass(sa[t], sb[t], n), owner, start, end,
+                                  mass, npieces)
                 t = nxt[t]
-            npieces = _record(k, sa[j], y, owner, start, end, mass, n, npieces)
+            npieces = _record(k, sa[j], y, last_mass, owner, start, end, mass, npieces)
             sb[i], sa[j] = x, y
             nxt[i], prv[j] = j, i
             right = j
