@@ -36,6 +36,8 @@ rule with an exactly known marginal, with no enumeration of draft sets.
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 from numba import njit
 
@@ -382,11 +384,68 @@ def _build(qs, mus, n, nfront, sa, sb, nxt, prv, owner, start, end, mass):
     return _OK, npieces
 
 
-def _workspace(m: int):
-    """The arrays :func:`_build` fills for m tokens: free-time nodes (2m + 2) and pieces (3m + 2)."""
-    cap, pieces = 2 * m + 2, 3 * m + 2
-    return (np.empty(cap), np.empty(cap), np.empty(cap, np.int64), np.empty(cap, np.int64),
-            np.empty(pieces, np.int64), np.empty(pieces), np.empty(pieces), np.empty(pieces))
+#: Workspaces for up to this many tokens are kept for reuse, one per thread (about 1.6 KB per
+#: token... at most about 13 MB a thread): fresh temporaries cost a page fault per 4 KB touched
+#: once the allocator has returned them to the system.
+CACHE_TOKENS = 1 << 16
+_cache = threading.local()
+
+
+class _Workspace:
+    """The scratch arrays of :func:`_realise` for up to m tokens: the tokens' split and order
+    (:func:`_split`), their q and μ in that order, and what :func:`_build` fills: free-time nodes
+    (2m + 2) and pieces (3m + 2). Nothing a :class:`Schedule` keeps points into them."""
+
+    def __init__(self, m: int):
+        self.m = m
+        self.front, self.rest, self.order = (np.empty(m, np.int64) for _ in range(3))
+        self.keys, self.qs, self.mus = np.empty(m), np.empty(m), np.empty(m)
+        cap, pieces = 2 * m + 2, 3 * m + 2
+        self.build = (np.empty(cap), np.empty(cap), np.empty(cap, np.int64), np.empty(cap, np.int64),
+                      np.empty(pieces, np.int64), np.empty(pieces), np.empty(pieces), np.empty(pieces))
+
+
+def _workspace(m: int) -> _Workspace:
+    """A workspace for m tokens: this thread's kept one if it is large enough, else a new one
+    (kept in its place when m <= :data:`CACHE_TOKENS`). One :func:`_realise` at a time uses it
+    (threads have their own; the kernels call back nothing that could enter it again)."""
+    ws = getattr(_cache, "ws", None)
+    if ws is not None and ws.m >= m:
+        return ws
+    ws = _Workspace(m)
+    if m <= CACHE_TOKENS:
+        _cache.ws = ws
+    return ws
+
+
+@njit(cache=True, _nrt=False, error_model="numpy")
+def _split(q, mu, order, front, rest, keys):
+    """The tokens with 0 < q < :data:`SHORT` into ``front`` (token order), those of ``order`` with
+    q >= SHORT into ``rest`` (in that order) with their keys -(μ/q). Returns the two counts."""
+    nfront = 0
+    for t in range(q.size):
+        if 0.0 < q[t] < SHORT:
+            front[nfront] = t
+            nfront += 1
+    nrest = 0
+    for t in order:
+        if q[t] >= SHORT:
+            rest[nrest] = t
+            keys[nrest] = -(mu[t] / q[t])
+            nrest += 1
+    return nfront, nrest
+
+
+@njit(cache=True, _nrt=False, error_model="numpy")
+def _place(rest, keys, by, out):
+    """``out`` = rest[by]; whether two neighbours of keys[by] are equal (then the sort's ties need
+    :func:`~mdtheory.polymatroid.stable_ties`; the keys are finite)."""
+    tied = False
+    for k in range(by.size):
+        out[k] = rest[by[k]]
+        if k and keys[by[k]] == keys[by[k - 1]]:
+            tied = True
+    return tied
 
 
 @njit(cache=True, _nrt=False, error_model="numpy")
@@ -474,18 +533,30 @@ class Schedule:
     :attr:`marginal` up to that rounding; :meth:`candidate_law` is exact for the pieces as stored.
     """
 
-    def __init__(self, q: np.ndarray, n: int, owner, start, end, *, _masses=None):
-        self.q, self.n, self.V = q, n, q.size
-        self.owner = np.asarray(owner, dtype=np.int64)
-        self.start, self.end = np.asarray(start, dtype=float), np.asarray(end, dtype=float)
-        if not self.owner.shape == self.start.shape == self.end.shape or self.owner.ndim != 1:
+    def __init__(self, q: np.ndarray, n: int, owner, start, end):
+        owner = np.asarray(owner, dtype=np.int64)
+        start, end = np.asarray(start, dtype=float), np.asarray(end, dtype=float)
+        if not owner.shape == start.shape == end.shape or owner.ndim != 1:
             raise InvalidInputError("owner, start and end must be 1-d arrays of one length")
-        if self.owner.size and (self.owner.min() < 0 or self.owner.max() >= self.V):
-            raise InvalidInputError(f"piece owners must be tokens in 0..{self.V - 1}")
+        if owner.size and (owner.min() < 0 or owner.max() >= q.size):
+            raise InvalidInputError(f"piece owners must be tokens in 0..{q.size - 1}")
+        self._fill(q, n, owner, start, end, np.empty(0))
+
+    @classmethod
+    def _built(cls, q, n, owner, start, end, masses) -> Schedule:
+        """The schedule of checked pieces (int64 owners in range, float arrays of one length) and
+        their G-masses (:func:`_gmass`), as :func:`_build` gives them."""
+        schedule = cls.__new__(cls)
+        schedule._fill(q, n, owner, start, end, masses)
+        return schedule
+
+    def _fill(self, q, n, owner, start, end, masses):
+        """Store the pieces and index them (:func:`_index`); ``masses`` as there."""
+        self.q, self.n, self.V = q, n, q.size
+        self.owner, self.start, self.end = owner, start, end
         self.cumulative = np.empty(self.owner.size + 1)
         self.first, self.count = np.zeros(self.V, np.int64), np.zeros(self.V, np.int64)
         self.lengths, self.marginal = np.zeros(self.V), np.zeros(self.V)
-        masses = np.empty(0) if _masses is None else _masses  # _gmass of each piece, if known
         _index(self.owner, self.start, self.end, int(n), masses, self.cumulative, self.first,
                self.count, self.lengths, self.marginal)
 
@@ -660,23 +731,33 @@ def _realise(mu: np.ndarray, q: np.ndarray, n: int, hint: np.ndarray | None = No
     from above at a vertex and leaves it upwards; ΔG/q, the secant of the concave
     :math:`1 - (1 - Q)^n`, falls along the order).
     """
-    live = np.flatnonzero(q > 0)
-    front = live[q[live] < SHORT]
-    rest = live[q[live] >= SHORT] if hint is None else hint[q[hint] >= SHORT]
-    keys = -(mu[rest] / q[rest])
+    ws = _workspace(q.size)
+    nfront, nrest = _split(q, mu, np.arange(q.size) if hint is None else hint, ws.front, ws.rest,
+                           ws.keys)
+    keys = ws.keys[:nrest]
     by = np.argsort(keys, kind="stable")  # timsort: linear on the runs the hint leaves
-    rest = stable_ties(rest[by], keys[by])
-    work = _workspace(live.size)
-    for _ in range(live.size + 1):  # each rebuild moves at least one token to the front
+    m = nfront + nrest
+    order = ws.order[:m]
+    if _place(ws.rest, keys, by, order[nfront:]):
+        stable_ties(order[nfront:], keys[by])
+    front = ws.front[:nfront].copy()
+    qs, mus = ws.qs[:m], ws.mus[:m]
+    for _ in range(m + 1):  # each rebuild moves at least one token to the front
         front = front[np.argsort(q[front], kind="stable")]
-        order = np.concatenate([front, rest])
-        status, count = _build(q[order], mu[order], int(n), front.size, *work)
+        order[:nfront] = front
+        np.take(q, order, out=qs)
+        np.take(mu, order, out=mus)
+        status, count = _build(qs, mus, int(n), nfront, *ws.build)
         if status != _OK:
             raise SolverError(f"schedule construction reached an impossible state (status {status}) "
                               f"at V = {q.size}, n = {n}")
-        owner, start, end, mass = (a[:count] for a in work[4:])
-        empty = np.bincount(owner, minlength=order.size)[front.size:] == 0
+        owner, start, end, mass = (a[:count] for a in ws.build[4:])
+        schedule = Schedule._built(q, int(n), order[owner], start.copy(), end.copy(), mass)
+        rest = order[nfront:]
+        empty = schedule.count[rest] == 0
         if not empty.any():
-            return Schedule(q, int(n), order[owner], start, end, _masses=mass)
-        front, rest = np.concatenate([front, rest[empty]]), rest[~empty]
+            return schedule
+        front = np.concatenate([front, rest[empty]])
+        order[front.size:] = rest[~empty]
+        nfront = front.size
     raise SolverError(f"schedule construction left a token without a piece at V = {q.size}, n = {n}")
