@@ -470,6 +470,29 @@ def _index(owner, start, end, n, masses, cumulative, first, count, lengths, marg
 
 
 @njit(cache=True, _nrt=False, error_model="numpy")
+def _finish(order, nfront, positions, src_start, src_end, masses, owner, start, end, cumulative,
+            first, count, lengths, marginal):
+    """:class:`Schedule`'s arrays from :func:`_build`'s pieces: the owners as tokens
+    (``order[positions]``), the end points copied, then :func:`_index` with the pieces' G-masses.
+    Returns the number of tokens ``order[nfront:]`` without a piece."""
+    for k in range(positions.size):
+        owner[k], start[k], end[k] = order[positions[k]], src_start[k], src_end[k]
+    _index(owner, start, end, 0, masses, cumulative, first, count, lengths, marginal)
+    lacking = 0
+    for k in range(nfront, order.size):
+        if count[order[k]] == 0:
+            lacking += 1
+    return lacking
+
+
+@njit(cache=True, _nrt=False, error_model="numpy")
+def _gather(q, mu, order, qs, mus):
+    """q and μ in processing order."""
+    for k in range(order.size):
+        qs[k], mus[k] = q[order[k]], mu[order[k]]
+
+
+@njit(cache=True, _nrt=False, error_model="numpy")
 def _earliest(drafts, u, cumulative, first, count, lengths, start, end):
     """The draft with the earliest time, draft i's time taken from its uniform u[i] exactly as
     :meth:`Schedule.times` does (the point ``cumulative[first] + u L`` of the token's stretch, in
@@ -543,20 +566,28 @@ class Schedule:
         self._fill(q, n, owner, start, end, np.empty(0))
 
     @classmethod
-    def _built(cls, q, n, owner, start, end, masses) -> Schedule:
-        """The schedule of checked pieces (int64 owners in range, float arrays of one length) and
-        their G-masses (:func:`_gmass`), as :func:`_build` gives them."""
+    def _built(cls, q, n, order, nfront, owner, start, end, masses) -> tuple[Schedule, int]:
+        """The schedule of :func:`_build`'s pieces (owners as positions in ``order``, G-masses
+        :func:`_gmass`), copied out of its workspace, and the number of tokens ``order[nfront:]``
+        left without a piece (:func:`_finish`)."""
         schedule = cls.__new__(cls)
-        schedule._fill(q, n, owner, start, end, masses)
-        return schedule
+        schedule._allocate(q, n, owner.size)
+        lacking = _finish(order, nfront, owner, start, end, masses, schedule.owner, schedule.start,
+                          schedule.end, schedule.cumulative, schedule.first, schedule.count,
+                          schedule.lengths, schedule.marginal)
+        return schedule, lacking
+
+    def _allocate(self, q, n, pieces):
+        self.q, self.n, self.V = q, n, q.size
+        self.owner, self.start, self.end = np.empty(pieces, np.int64), np.empty(pieces), np.empty(pieces)
+        self.cumulative = np.empty(pieces + 1)
+        self.first, self.count = np.zeros(self.V, np.int64), np.zeros(self.V, np.int64)
+        self.lengths, self.marginal = np.zeros(self.V), np.zeros(self.V)
 
     def _fill(self, q, n, owner, start, end, masses):
         """Store the pieces and index them (:func:`_index`); ``masses`` as there."""
-        self.q, self.n, self.V = q, n, q.size
+        self._allocate(q, n, owner.size)
         self.owner, self.start, self.end = owner, start, end
-        self.cumulative = np.empty(self.owner.size + 1)
-        self.first, self.count = np.zeros(self.V, np.int64), np.zeros(self.V, np.int64)
-        self.lengths, self.marginal = np.zeros(self.V), np.zeros(self.V)
         _index(self.owner, self.start, self.end, int(n), masses, self.cumulative, self.first,
                self.count, self.lengths, self.marginal)
 
@@ -743,20 +774,20 @@ def _realise(mu: np.ndarray, q: np.ndarray, n: int, hint: np.ndarray | None = No
     front = ws.front[:nfront].copy()
     qs, mus = ws.qs[:m], ws.mus[:m]
     for _ in range(m + 1):  # each rebuild moves at least one token to the front
-        front = front[np.argsort(q[front], kind="stable")]
-        order[:nfront] = front
-        np.take(q, order, out=qs)
-        np.take(mu, order, out=mus)
+        if nfront:
+            front = front[np.argsort(q[front], kind="stable")]
+            order[:nfront] = front
+        _gather(q, mu, order, qs, mus)
         status, count = _build(qs, mus, int(n), nfront, *ws.build)
         if status != _OK:
             raise SolverError(f"schedule construction reached an impossible state (status {status}) "
                               f"at V = {q.size}, n = {n}")
-        owner, start, end, mass = (a[:count] for a in ws.build[4:])
-        schedule = Schedule._built(q, int(n), order[owner], start.copy(), end.copy(), mass)
+        schedule, lacking = Schedule._built(q, int(n), order, nfront,
+                                            *(a[:count] for a in ws.build[4:]))
+        if not lacking:
+            return schedule
         rest = order[nfront:]
         empty = schedule.count[rest] == 0
-        if not empty.any():
-            return schedule
         front = np.concatenate([front, rest[empty]])
         order[front.size:] = rest[~empty]
         nfront = front.size

@@ -24,6 +24,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from .. import _budget
+from .._jit import njit
 from .._validate import as_distribution, as_generator
 from ..drafts import SAMPLINGS, DraftModel, make_draft_model
 from ..errors import InvalidDistributionError, InvalidInputError, ProblemTooLargeError
@@ -48,9 +49,22 @@ def speculative_step(p: np.ndarray, marginal: np.ndarray) -> tuple[np.ndarray, n
     μ(y) = 0, never proposed) and the residual :math:`\\mathrm{norm}((p - \\mu)^+)`; with μ the exact
     marginal of the candidate, the output law is p (Khisti et al., Thm 1).
     """
-    # divide only where p < μ: the quotient is below one, so a subnormal μ cannot overflow it
-    ratio = np.minimum(1.0, np.divide(p, marginal, out=np.ones(p.size), where=p < marginal))
-    return ratio, residual(p, marginal)
+    ratio, excess = np.empty(p.size), np.empty(p.size)
+    _ratio_excess(p, marginal, ratio, excess)
+    total = excess.sum()  # numpy's pairwise sum, as residual's
+    if not total > 0:
+        return ratio, p
+    excess /= total
+    return ratio, excess
+
+
+@njit(cache=True, error_model="numpy")
+def _ratio_excess(p, marginal, ratio, excess):
+    """min(1, p/μ) (divided only where p < μ: the quotient is below one, so a subnormal μ cannot
+    overflow it) and (p - μ)^+, in one pass."""
+    for y in range(p.size):
+        ratio[y] = p[y] / marginal[y] if p[y] < marginal[y] else 1.0
+        excess[y] = max(p[y] - marginal[y], 0.0)
 
 
 class SelectionRule(ABC):
