@@ -43,6 +43,7 @@ from numba import njit
 
 from ._validate import as_distribution
 from .errors import InvalidInputError, SolverError
+from .polymatroid import _power_diff as _power_diff_kernel
 from .polymatroid import stable_ties
 
 __all__ = ["Schedule", "realise_iid", "SHORT"]
@@ -50,42 +51,11 @@ __all__ = ["Schedule", "realise_iid", "SHORT"]
 #: Tokens with 0 < q < SHORT (2^-70, about 8.5e-22) take their pieces first, at the front of [0, 1].
 SHORT = 2.0 ** -70
 
+#: :func:`mdtheory.polymatroid._power_diff`, compiled (inlined into the kernels below)
+_power_diff = _power_diff_kernel.compiled
+
 # status codes of :func:`_build`
 _OK, _STUCK, _FULL = 0, 1, 2
-
-
-@njit(cache=True, error_model="numpy", inline="always")
-def _power_diff(x, d, n):
-    """:math:`x^n - (x - d)^n` for 0 <= d <= x, to full relative precision, with no difference of
-    powers: along the binary digits of n from the top, with y = x - d and
-    :math:`P = x^m, Q = y^m, D = x^m - y^m` from m = 1 (D = d), doubling m takes D to D (P + Q)
-    and adding one takes it to x D + Q d. Every step adds or multiplies positive numbers, so the
-    relative error is that of the powers, about n 2^-53 at most (as for ``x ** n`` itself, which
-    squares), with no cancellation however small d is; log2(n) steps, no transcendental function."""
-    if d <= 0.0 or x <= 0.0 or n == 0:
-        return 0.0
-    if d >= x:
-        return x ** n
-    y = x - d
-    top = 1
-    for _ in range(62):  # the highest binary digit of n
-        if top > n >> 1:
-            break
-        top <<= 1
-    p, q, diff = x, y, d
-    top >>= 1
-    for _ in range(62):
-        if top == 0:
-            break
-        diff *= p + q
-        p *= p
-        q *= q
-        if n & top:
-            diff = x * diff + q * d
-            p *= x
-            q *= y
-        top >>= 1
-    return diff
 
 
 @njit(cache=True, error_model="numpy", inline="always")
