@@ -214,7 +214,10 @@ def _build(qs, mus, n, nfront, sa, sb, nxt, prv, owner, start, end, mass):
         j, y, middle, ok = _window_end(i, x, length, nxt, sa, sb, n, cap)
         if not (walked and ok):
             return _STUCK, npieces
-        if _window_mass_fast(i, x, j, y, middle, sa, sb, n) < target:  # safeguard: from the front
+        # the fast mass minus the target at the window's start x, while it is known (NaN: not)
+        f = _window_mass_fast(i, x, j, y, middle, sa, sb, n) - target
+        if f < 0.0:  # safeguard: from the front
+            f = np.nan
             i, x = head, sa[head]
             j, y, middle, ok = _window_end(i, x, length, nxt, sa, sb, n, cap)
             if not ok:
@@ -228,9 +231,11 @@ def _build(qs, mus, n, nfront, sa, sb, nxt, prv, owner, start, end, mass):
             xe = sb[i] if di <= dj else x + d
             ye = sb[j] if dj <= di else y + d
             at_end = nxt[j] < 0 and dj <= di
-            if _window_mass_fast(i, xe, j, ye, middle, sa, sb, n) <= target or at_end:
+            fe = _window_mass_fast(i, xe, j, ye, middle, sa, sb, n) - target
+            if fe <= 0.0 or at_end:
                 slid = True
                 break
+            f = fe  # the window moves to (xe, ye), or to the same G-mass at the next nodes
             if dj <= di:  # the end passes into the next node (not at the end: nxt[j] >= 0)
                 if j != i:
                     middle += _gmass_fast(sa[j], sb[j], n)
@@ -263,8 +268,9 @@ def _build(qs, mus, n, nfront, sa, sb, nxt, prv, owner, start, end, mass):
         pin_j = (1.0 - sa[j]) ** n if i != j else 0.0
         for _ in range(100):  # from the left with the fast mass (converges in a few steps)
             u = 1.0 - x
-            un, yn = u ** n, (1.0 - (x + gap)) ** n
-            f = (un - yn if i == j else un - pin_i + middle + (pin_j - yn)) - target
+            if f != f:  # not known here yet
+                un, yn = u ** n, (1.0 - (x + gap)) ** n
+                f = (un - yn if i == j else un - pin_i + middle + (pin_j - yn)) - target
             slope = n * ((u - gap) ** (n - 1) - u ** (n - 1))  # only steers the step
             if f <= 0.0 or slope >= 0.0:
                 break
@@ -272,7 +278,7 @@ def _build(qs, mus, n, nfront, sa, sb, nxt, prv, owner, start, end, mass):
             if new <= x:
                 break
             small = new - x <= 2.0 ** -26 * u
-            x = new
+            x, f = new, np.nan
             if small:
                 break
         f, at = 0.0, -1.0  # the accurate mass error at the position ``at``, and its end pieces
