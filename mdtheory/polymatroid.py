@@ -176,6 +176,17 @@ def _power_diff(x, d, n):
     return diff
 
 
+@njit(cache=True)
+def _tied(order, keys):
+    """Whether two neighbours of keys[order] are equal or both NaN (what :func:`stable_ties`
+    reorders), in one pass without temporaries."""
+    for k in range(1, order.size):
+        a, b = keys[order[k - 1]], keys[order[k]]
+        if a == b or (a != a and b != b):
+            return True
+    return False
+
+
 def _power_gap(x: np.ndarray, d: np.ndarray, n: int, x_err=0.0) -> np.ndarray:
     """:math:`(x^n - y^n) / (x - y)` for y = x - d, 0 <= d <= x, elementwise: the rise of
     :math:`1 - (1 - Q)^n` per unit of q, to full relative precision (no difference of powers).
@@ -344,7 +355,8 @@ def lex_optimal_base_iid(p: np.ndarray, q: np.ndarray, n: int) -> LexBase:
     """
     p, q, ratio = _tiny_to_zero(p, q)
     order = np.argsort(ratio)  # NaN (p = q = 0) and inf (p = 0 < q) last; SIMD, not stable
-    stable_ties(order, ratio[order])  # ties by token, as a stable sort
+    if _tied(order, ratio):
+        stable_ties(order, ratio[order])  # ties by token, as a stable sort
     # each token's rise of G = 1 - (1 - Q)^n, to full relative precision
     if n <= DIFF_N:
         po, qo, dg = _rises(order, p, q, int(n))
