@@ -118,15 +118,18 @@ def _end(x, gap, i, j, sa, sb):
 
 
 @njit(cache=True, error_model="numpy", inline="always")
-def _record(k, a, b, g, owner, start, end, mass, npieces):
+def _record(k, a, b, g, owner, start, end, mass, npieces, carry, spare):
     """Append the piece [a, b] of token position k, with its G-mass g (:func:`_gmass`), unless it
-    is empty; counts past the capacity without writing (the caller turns that into an error)."""
+    is empty; counts past the capacity without writing (the caller turns that into an error).
+    Returns the count, and ``carry`` and ``spare`` less the G-mass and length written."""
     if b > a:
         if npieces < owner.size:
             owner[npieces], start[npieces], end[npieces] = k, a, b
             mass[npieces] = g
+            carry += -g
+            spare += a - b
         npieces += 1
-    return npieces
+    return npieces, carry, spare
 
 
 @njit(cache=True, error_model="numpy", inline="always")
@@ -174,7 +177,7 @@ def _build(qs, mus, n, nfront, sa, sb, nxt, prv, owner, start, end, mass):
     c = 0.0  # the front: short tokens, consecutive, exact where the time resolution is finest
     for k in range(nfront):
         npieces = _record(k, c, c + qs[k], _gmass(c, c + qs[k], n), owner, start, end, mass,
-                          npieces)
+                          npieces, 0.0, 0.0)[0]
         c += qs[k]
     sa[0], sb[0], nxt[0], prv[0] = c, 1.0, -1, -1
     head, nodes = (0 if c < 1.0 else -1), 1
@@ -189,7 +192,7 @@ def _build(qs, mus, n, nfront, sa, sb, nxt, prv, owner, start, end, mass):
                 if i < 0:
                     break
                 npieces = _record(k, sa[i], sb[i], _gmass(sa[i], sb[i], n), owner, start, end,
-                                  mass, npieces)
+                                  mass, npieces, 0.0, 0.0)[0]
                 i = nxt[i]
             if i >= 0:
                 return _STUCK, npieces
@@ -307,9 +310,10 @@ def _build(qs, mus, n, nfront, sa, sb, nxt, prv, owner, start, end, mass):
                 x, first_mass, last_mass = cand, cand_first, cand_last
         y = _end(x, gap, i, j, sa, sb)
         # record the pieces and remove the window from the free time
-        first = npieces
+        # (carry and spare less what the window realised)
         if i == j:
-            npieces = _record(k, x, y, first_mass, owner, start, end, mass, npieces)
+            npieces, carry, spare = _record(k, x, y, first_mass, owner, start, end, mass, npieces,
+                                            carry, spare)
             right = nodes
             nodes += 1
             if right >= cap:
@@ -321,21 +325,20 @@ def _build(qs, mus, n, nfront, sa, sb, nxt, prv, owner, start, end, mass):
             nxt[i] = right
             sb[i] = x
         else:
-            npieces = _record(k, x, sb[i], first_mass, owner, start, end, mass, npieces)
+            npieces, carry, spare = _record(k, x, sb[i], first_mass, owner, start, end, mass,
+                                            npieces, carry, spare)
             t = nxt[i]
             for _ in range(cap):
                 if t == j:
                     break
-                npieces = _record(k, sa[t], sb[t], _gmass(sa[t], sb[t], n), owner, start, end,
-                                  mass, npieces)
+                npieces, carry, spare = _record(k, sa[t], sb[t], _gmass(sa[t], sb[t], n), owner,
+                                                start, end, mass, npieces, carry, spare)
                 t = nxt[t]
-            npieces = _record(k, sa[j], y, last_mass, owner, start, end, mass, npieces)
+            npieces, carry, spare = _record(k, sa[j], y, last_mass, owner, start, end, mass,
+                                            npieces, carry, spare)
             sb[i], sa[j] = x, y
             nxt[i], prv[j] = j, i
             right = j
-        for r in range(first, min(npieces, owner.size)):  # what the window realised
-            carry += -mass[r]
-            spare += start[r] - end[r]
         carry += mus[k]
         spare += qs[k]
         # the hole sits between the end of node i and the start of node ``right``; drop empty nodes
