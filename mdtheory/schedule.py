@@ -280,7 +280,7 @@ def _build(qs, mus, n, nfront, sa, sb, nxt, prv, owner, start, end, mass):
             new = min(x - f / slope, hi)
             if new <= x:
                 break
-            small = new - x <= 2.0 ** -26 * u
+            small = new - x <= 2.0 ** -20 * u
             x, f = new, np.nan
             if small:
                 break
