@@ -438,15 +438,25 @@ def _index(owner, start, end, n, masses, cumulative, first, count, lengths, marg
     known = masses.size == owner.size
     total, prev = 0.0, -1
     cumulative[0] = 0.0
+    run, run_length, run_mass = 0, 0.0, 0.0  # the current run's sums, kept out of memory
     for k in range(owner.size):
         x, length = owner[k], end[k] - start[k]
         total += length
         cumulative[k + 1] = total
-        if x != prev:  # a run starts
-            first[x], count[x], prev = k, 0, x
-        count[x] += 1
-        lengths[x] += length
-        marginal[x] += masses[k] if known else _gmass(start[k], end[k], n)
+        if x != prev:  # a run starts: the previous one's sums go to its token
+            if prev >= 0:
+                count[prev] = run
+                lengths[prev] += run_length
+                marginal[prev] += run_mass
+            first[x], prev = k, x
+            run, run_length, run_mass = 0, 0.0, 0.0
+        run += 1
+        run_length += length
+        run_mass += masses[k] if known else _gmass(start[k], end[k], n)
+    if prev >= 0:
+        count[prev] = run
+        lengths[prev] += run_length
+        marginal[prev] += run_mass
 
 
 @njit(cache=True, _nrt=False, error_model="numpy")
