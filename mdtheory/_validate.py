@@ -24,6 +24,7 @@ from .errors import InvalidDistributionError, InvalidInputError
 
 #: Sum tolerance for float64 and integer input: a vector may sum to 1 within this; it is then rescaled.
 SUM_TOL = 1e-6
+_FLOAT64 = np.dtype(np.float64)
 #: Acceptance counts as exactly one when the optimum is within this of 1 (floating-point routes).
 ONE_TOL = 1e-12
 
@@ -92,6 +93,13 @@ def as_distribution(x, name: str, *, normalize: bool = False, ndim: int = 1) -> 
     >>> as_distribution(np.array([0.25, 0.75], dtype=np.float32), "p").dtype
     dtype('float64')
     """
+    if type(x) is np.ndarray and x.dtype is _FLOAT64 and x.ndim == ndim == 1 and x.size:
+        # the common case, a float64 vector with entries in [0, 1] (no NaN, a sum that cannot
+        # overflow), checked as below at less cost; anything else takes the general path
+        if x.min() >= 0.0 and x.max() <= 1.0:
+            s = x.sum()  # the pairwise sum of ``sum(axis=-1, keepdims=True)`` below: same bits
+            if s != 0.0 and (normalize or abs(s - 1.0) <= SUM_TOL):
+                return x / s
     precision = str(getattr(x, "dtype", "float64")).removeprefix("torch.")
     arr, eps = _as_array(x, name)
     tol = sum_tolerance(eps)

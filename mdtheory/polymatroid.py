@@ -36,6 +36,10 @@ __all__ = ["priority_marginal", "lex_optimal_base_iid", "lex_optimal_base_mnp", 
 MAX_EXHAUSTIVE_V = 14
 #: :func:`lex_optimal_base_iid` treats masses below this (2^-600, about 2.4e-181) as zero.
 TINY = 2.0 ** -600
+#: Up to this n, :func:`lex_optimal_base_iid` takes the rises of G by :func:`_power_diff`
+#: (compiled, relative error below n 2^-53); above, by the vectorised transcendental form
+#: :func:`_power_gap` (a few 2^-53 whatever n).
+DIFF_N = 64
 
 
 def priority_marginal(model: DraftModel, order) -> np.ndarray:
@@ -138,6 +142,51 @@ def stable_ties(order: np.ndarray, keys: np.ndarray) -> np.ndarray:
     return order
 
 
+@njit(cache=True, error_model="numpy", inline="always")
+def _power_diff(x, d, n):
+    """:math:`x^n - (x - d)^n` for 0 <= d <= x, to full relative precision, with no difference of
+    powers: along the binary digits of n from the top, with y = x - d and
+    :math:`P = x^m, Q = y^m, D = x^m - y^m` from m = 1 (D = d), doubling m takes D to D (P + Q)
+    and adding one takes it to x D + Q d. Every step adds or multiplies positive numbers, so the
+    relative error is that of the powers, about n 2^-53 at most (as for ``x ** n`` itself, which
+    squares), with no cancellation however small d is; log2(n) steps, no transcendental function,
+    and only products and sums, so interpreted and compiled it gives the same bits."""
+    if d <= 0.0 or x <= 0.0 or n == 0:
+        return 0.0
+    d = min(d, x)  # d = x: x^n, by the same steps (y = 0)
+    y = x - d
+    top = 1
+    for _ in range(62):  # the highest binary digit of n
+        if top > n >> 1:
+            break
+        top <<= 1
+    p, q, diff = x, y, d
+    top >>= 1
+    for _ in range(62):
+        if top == 0:
+            break
+        diff *= p + q
+        p *= p
+        q *= q
+        if n & top:
+            diff = x * diff + q * d
+            p *= x
+            q *= y
+        top >>= 1
+    return diff
+
+
+@njit(cache=True)
+def _tied(order, keys):
+    """Whether two neighbours of keys[order] are equal or both NaN (what :func:`stable_ties`
+    reorders), in one pass without temporaries."""
+    for k in range(1, order.size):
+        a, b = keys[order[k - 1]], keys[order[k]]
+        if a == b or (a != a and b != b):
+            return True
+    return False
+
+
 def _power_gap(x: np.ndarray, d: np.ndarray, n: int, x_err=0.0) -> np.ndarray:
     """:math:`(x^n - y^n) / (x - y)` for y = x - d, 0 <= d <= x, elementwise: the rise of
     :math:`1 - (1 - Q)^n` per unit of q, to full relative precision (no difference of powers).
@@ -163,6 +212,23 @@ def _suffix_sums(v):
         out[k] = s + c
         err[k] = c - (out[k] - s)
     return out, err
+
+
+@njit(cache=True, error_model="numpy")
+def _rises(order, p, q, n):
+    """p and q in ``order``, and each token's rise of :math:`G = 1 - (1 - Q)^n` along it to full
+    relative precision: with :math:`R_k` the mass from token k on (:func:`_suffix_sums`, rounding
+    error :math:`e_k`), :math:`R_k^n - (R_k - q_k)^n` by :func:`_power_diff`, times
+    :math:`1 + (n - 1) e_k / R_k` (the first-order effect of the rounding, so that n does not
+    multiply it)."""
+    po, qo, dg = np.empty(order.size), np.empty(order.size), np.empty(order.size)
+    for k in range(order.size):
+        po[k], qo[k] = p[order[k]], q[order[k]]
+    rest, err = _suffix_sums(qo)
+    for k in range(order.size):
+        g = _power_diff(rest[k], qo[k], n)
+        dg[k] = g + g * ((n - 1) * (err[k] / rest[k])) if rest[k] > 0.0 else 0.0
+    return po, qo, dg
 
 
 @njit(cache=True)
@@ -289,12 +355,16 @@ def lex_optimal_base_iid(p: np.ndarray, q: np.ndarray, n: int) -> LexBase:
     """
     p, q, ratio = _tiny_to_zero(p, q)
     order = np.argsort(ratio)  # NaN (p = q = 0) and inf (p = 0 < q) last; SIMD, not stable
-    stable_ties(order, ratio[order])  # ties by token, as a stable sort
-    po, qo = p[order], q[order]
-    # 1 - Q before each token, raised to the power n - 1 below: compensated, with its rounding error
-    rest, rest_err = _suffix_sums(qo)
+    if _tied(order, ratio):
+        stable_ties(order, ratio[order])  # ties by token, as a stable sort
     # each token's rise of G = 1 - (1 - Q)^n, to full relative precision
-    dg = qo * _power_gap(rest[:-1], qo, int(n), rest_err[:-1])
+    if n <= DIFF_N:
+        po, qo, dg = _rises(order, p, q, int(n))
+    else:
+        po, qo = p[order], q[order]
+        # 1 - Q before each token: compensated, with its rounding error
+        rest, rest_err = _suffix_sums(qo)
+        dg = qo * _power_gap(rest[:-1], qo, int(n), rest_err[:-1])
     bounds, dP, dG = _lex_blocks(po, dg)
     vertical = dP <= 0  # at most one such block, the last: the tokens with p = 0
     # numpy's (pairwise) sums of q over the vertical blocks, where mu follows q; unused elsewhere

@@ -36,13 +36,14 @@ rule with an exactly known marginal, with no enumeration of draft sets.
 
 from __future__ import annotations
 
-import math
+import threading
 
 import numpy as np
 from numba import njit
 
 from ._validate import as_distribution
 from .errors import InvalidInputError, SolverError
+from .polymatroid import _power_diff as _power_diff_kernel
 from .polymatroid import stable_ties
 
 __all__ = ["Schedule", "realise_iid", "SHORT"]
@@ -50,32 +51,11 @@ __all__ = ["Schedule", "realise_iid", "SHORT"]
 #: Tokens with 0 < q < SHORT (2^-70, about 8.5e-22) take their pieces first, at the front of [0, 1].
 SHORT = 2.0 ** -70
 
+#: :func:`mdtheory.polymatroid._power_diff`, compiled (inlined into the kernels below)
+_power_diff = _power_diff_kernel.compiled
+
 # status codes of :func:`_build`
 _OK, _STUCK, _FULL = 0, 1, 2
-
-
-#: Up to this n, :func:`_power_diff` sums the geometric series (relative error about n 2^-53,
-#: no transcendental function); above it, log1p and expm1 (about 4 2^-53 whatever n).
-SERIES_N = 16
-
-
-@njit(cache=True, error_model="numpy", inline="always")
-def _power_diff(x, d, n):
-    """:math:`x^n - (x - d)^n` for 0 <= d <= x, to full relative precision, with no difference of
-    powers: :math:`d \\sum_{k<n} x^k (x - d)^{n-1-k}` (positive terms) for n <= :data:`SERIES_N`,
-    else :math:`x^n (1 - (1 - d/x)^n)` by log1p and expm1."""
-    if d <= 0.0 or x <= 0.0 or n == 0:
-        return 0.0
-    if d >= x:
-        return x ** n
-    if n <= SERIES_N:
-        y = x - d
-        total, power = 1.0, 1.0
-        for _ in range(n - 1):  # total_m = y total_{m-1} + x^m
-            power *= x
-            total = y * total + power
-        return d * total
-    return x ** n * -math.expm1(n * math.log1p(-d / x))
 
 
 @njit(cache=True, error_model="numpy", inline="always")
@@ -93,10 +73,14 @@ def _gmass_fast(a, b, n):
 
 
 @njit(cache=True, error_model="numpy", inline="always")
-def _window_mass(i, x, j, y, middle, sa, sb, n):
+def _window_parts(i, x, j, y, middle, sa, sb, n, target):
+    """The window's G-mass minus ``target``, and the G-masses of its first and last pieces
+    (:func:`_gmass`; one piece [x, y] and 0 when i == j), which :func:`_record` then stores."""
     if i == j:
-        return _gmass(x, y, n)
-    return _gmass(x, sb[i], n) + middle + _gmass(sa[j], y, n)
+        first = _gmass(x, y, n)
+        return first - target, first, 0.0
+    first, last = _gmass(x, sb[i], n), _gmass(sa[j], y, n)
+    return first + middle + last - target, first, last
 
 
 @njit(cache=True, error_model="numpy", inline="always")
@@ -134,15 +118,18 @@ def _end(x, gap, i, j, sa, sb):
 
 
 @njit(cache=True, error_model="numpy", inline="always")
-def _record(k, a, b, owner, start, end, mass, n, npieces):
-    """Append the piece [a, b] of token position k, with its G-mass, unless it is empty; counts
-    past the capacity without writing (the caller turns that into an error)."""
+def _record(k, a, b, g, owner, start, end, mass, npieces, carry, spare):
+    """Append the piece [a, b] of token position k, with its G-mass g (:func:`_gmass`), unless it
+    is empty; counts past the capacity without writing (the caller turns that into an error).
+    Returns the count, and ``carry`` and ``spare`` less the G-mass and length written."""
     if b > a:
         if npieces < owner.size:
             owner[npieces], start[npieces], end[npieces] = k, a, b
-            mass[npieces] = _gmass(a, b, n)
+            mass[npieces] = g
+            carry += -g
+            spare += a - b
         npieces += 1
-    return npieces
+    return npieces, carry, spare
 
 
 @njit(cache=True, error_model="numpy", inline="always")
@@ -177,7 +164,7 @@ def _build(qs, mus, n, nfront, sa, sb, nxt, prv, owner, start, end, mass):
     the arrays it hands its helpers, which took more than a third of its time.
 
     Bounds. Free-time nodes: one at the start, and each window splits at most one node, so at most
-    m + 1 exist (``cap`` = ``sa.size``, 2m + 2 from :func:`_workspace`). Every walk along the list
+    m + 1 exist (``cap`` = ``sa.size``, at least 2m + 2 from :func:`_workspace`). Every walk along the list
     (back from the hole, to a window's end, across its middle, the last token's sweep) visits each
     node at most once: at most ``cap`` steps. The slide moves the window's start or end to the next
     node at every step, never back: at most 2 ``cap`` steps. Newton: at most 100 steps. Pieces: a
@@ -189,7 +176,8 @@ def _build(qs, mus, n, nfront, sa, sb, nxt, prv, owner, start, end, mass):
     npieces = 0
     c = 0.0  # the front: short tokens, consecutive, exact where the time resolution is finest
     for k in range(nfront):
-        npieces = _record(k, c, c + qs[k], owner, start, end, mass, n, npieces)
+        npieces = _record(k, c, c + qs[k], _gmass(c, c + qs[k], n), owner, start, end, mass,
+                          npieces, 0.0, 0.0)[0]
         c += qs[k]
     sa[0], sb[0], nxt[0], prv[0] = c, 1.0, -1, -1
     head, nodes = (0 if c < 1.0 else -1), 1
@@ -203,7 +191,8 @@ def _build(qs, mus, n, nfront, sa, sb, nxt, prv, owner, start, end, mass):
             for _ in range(cap):
                 if i < 0:
                     break
-                npieces = _record(k, sa[i], sb[i], owner, start, end, mass, n, npieces)
+                npieces = _record(k, sa[i], sb[i], _gmass(sa[i], sb[i], n), owner, start, end,
+                                  mass, npieces, 0.0, 0.0)[0]
                 i = nxt[i]
             if i >= 0:
                 return _STUCK, npieces
@@ -228,7 +217,10 @@ def _build(qs, mus, n, nfront, sa, sb, nxt, prv, owner, start, end, mass):
         j, y, middle, ok = _window_end(i, x, length, nxt, sa, sb, n, cap)
         if not (walked and ok):
             return _STUCK, npieces
-        if _window_mass_fast(i, x, j, y, middle, sa, sb, n) < target:  # safeguard: from the front
+        # the fast mass minus the target at the window's start x, while it is known (NaN: not)
+        f = _window_mass_fast(i, x, j, y, middle, sa, sb, n) - target
+        if f < 0.0:  # safeguard: from the front
+            f = np.nan
             i, x = head, sa[head]
             j, y, middle, ok = _window_end(i, x, length, nxt, sa, sb, n, cap)
             if not ok:
@@ -242,9 +234,11 @@ def _build(qs, mus, n, nfront, sa, sb, nxt, prv, owner, start, end, mass):
             xe = sb[i] if di <= dj else x + d
             ye = sb[j] if dj <= di else y + d
             at_end = nxt[j] < 0 and dj <= di
-            if _window_mass_fast(i, xe, j, ye, middle, sa, sb, n) <= target or at_end:
+            fe = _window_mass_fast(i, xe, j, ye, middle, sa, sb, n) - target
+            if fe <= 0.0 or at_end:
                 slid = True
                 break
+            f = fe  # the window moves to (xe, ye), or to the same G-mass at the next nodes
             if dj <= di:  # the end passes into the next node (not at the end: nxt[j] >= 0)
                 if j != i:
                     middle += _gmass_fast(sa[j], sb[j], n)
@@ -272,18 +266,29 @@ def _build(qs, mus, n, nfront, sa, sb, nxt, prv, owner, start, end, mass):
             return _STUCK, npieces
         gap = y - x
         lo, hi = x, min(x + d, sb[i])
+        # the fast mass's terms that do not move with the window's start, out of the loop
+        pin_i = (1.0 - sb[i]) ** n if i != j else 0.0
+        pin_j = (1.0 - sa[j]) ** n if i != j else 0.0
         for _ in range(100):  # from the left with the fast mass (converges in a few steps)
-            f = _window_mass_fast(i, x, j, x + gap, middle, sa, sb, n) - target
-            slope = n * ((1.0 - x - gap) ** (n - 1) - (1.0 - x) ** (n - 1))  # only steers the step
+            u = 1.0 - x
+            if f != f:  # not known here yet
+                un, yn = u ** n, (1.0 - (x + gap)) ** n
+                f = (un - yn if i == j else un - pin_i + middle + (pin_j - yn)) - target
+            slope = n * ((u - gap) ** (n - 1) - u ** (n - 1))  # only steers the step
             if f <= 0.0 or slope >= 0.0:
                 break
             new = min(x - f / slope, hi)
             if new <= x:
                 break
-            x = new
-        f, at = 0.0, -1.0  # the accurate mass error at the position ``at``
+            small = new - x <= 2.0 ** -20 * u
+            x, f = new, np.nan
+            if small:
+                break
+        f, at = 0.0, -1.0  # the accurate mass error at the position ``at``, and its end pieces
+        first_mass, last_mass = 0.0, 0.0
         for _ in range(3):  # polish with the accurate mass, either way
-            f = _window_mass(i, x, j, _end(x, gap, i, j, sa, sb), middle, sa, sb, n) - target
+            f, first_mass, last_mass = _window_parts(i, x, j, _end(x, gap, i, j, sa, sb), middle,
+                                                     sa, sb, n, target)
             at = x
             slope = n * ((1.0 - x - gap) ** (n - 1) - (1.0 - x) ** (n - 1))
             if f == 0.0 or slope >= 0.0:
@@ -293,19 +298,22 @@ def _build(qs, mus, n, nfront, sa, sb, nxt, prv, owner, start, end, mass):
                 break
             x = new
         if at != x:
-            f = _window_mass(i, x, j, _end(x, gap, i, j, sa, sb), middle, sa, sb, n) - target
+            f, first_mass, last_mass = _window_parts(i, x, j, _end(x, gap, i, j, sa, sb), middle,
+                                                     sa, sb, n, target)
         # the next float in the direction of the target moves the window's G-mass by about its
         # density times a rounding: keep it if it lands nearer
         cand = np.nextafter(x, 2.0) if f > 0.0 else np.nextafter(x, -1.0)
         if lo <= cand <= hi and f != 0.0:
-            e = _window_mass(i, cand, j, _end(cand, gap, i, j, sa, sb), middle, sa, sb, n) - target
+            e, cand_first, cand_last = _window_parts(i, cand, j, _end(cand, gap, i, j, sa, sb),
+                                                     middle, sa, sb, n, target)
             if abs(e) < abs(f):
-                x = cand
+                x, first_mass, last_mass = cand, cand_first, cand_last
         y = _end(x, gap, i, j, sa, sb)
         # record the pieces and remove the window from the free time
-        first = npieces
+        # (carry and spare less what the window realised)
         if i == j:
-            npieces = _record(k, x, y, owner, start, end, mass, n, npieces)
+            npieces, carry, spare = _record(k, x, y, first_mass, owner, start, end, mass, npieces,
+                                            carry, spare)
             right = nodes
             nodes += 1
             if right >= cap:
@@ -317,20 +325,20 @@ def _build(qs, mus, n, nfront, sa, sb, nxt, prv, owner, start, end, mass):
             nxt[i] = right
             sb[i] = x
         else:
-            npieces = _record(k, x, sb[i], owner, start, end, mass, n, npieces)
+            npieces, carry, spare = _record(k, x, sb[i], first_mass, owner, start, end, mass,
+                                            npieces, carry, spare)
             t = nxt[i]
             for _ in range(cap):
                 if t == j:
                     break
-                npieces = _record(k, sa[t], sb[t], owner, start, end, mass, n, npieces)
+                npieces, carry, spare = _record(k, sa[t], sb[t], _gmass(sa[t], sb[t], n), owner,
+                                                start, end, mass, npieces, carry, spare)
                 t = nxt[t]
-            npieces = _record(k, sa[j], y, owner, start, end, mass, n, npieces)
+            npieces, carry, spare = _record(k, sa[j], y, last_mass, owner, start, end, mass,
+                                            npieces, carry, spare)
             sb[i], sa[j] = x, y
             nxt[i], prv[j] = j, i
             right = j
-        for r in range(first, min(npieces, owner.size)):  # what the window realised
-            carry += -mass[r]
-            spare += start[r] - end[r]
         carry += mus[k]
         spare += qs[k]
         # the hole sits between the end of node i and the start of node ``right``; drop empty nodes
@@ -355,11 +363,69 @@ def _build(qs, mus, n, nfront, sa, sb, nxt, prv, owner, start, end, mass):
     return _OK, npieces
 
 
-def _workspace(m: int):
-    """The arrays :func:`_build` fills for m tokens: free-time nodes (2m + 2) and pieces (3m + 2)."""
-    cap, pieces = 2 * m + 2, 3 * m + 2
-    return (np.empty(cap), np.empty(cap), np.empty(cap, np.int64), np.empty(cap, np.int64),
-            np.empty(pieces, np.int64), np.empty(pieces), np.empty(pieces), np.empty(pieces))
+#: Workspaces for up to this many tokens are kept for reuse, one per thread (208 bytes per token,
+#: at most about 14 MB a thread): fresh scratch arrays cost a page fault per 4 KB touched once the
+#: allocator has returned them to the system (about 1,800 per preparation at V = 32,000).
+CACHE_TOKENS = 1 << 16
+_cache = threading.local()
+
+
+class _Workspace:
+    """The scratch arrays of :func:`_realise` for up to m tokens: the tokens' split and order
+    (:func:`_split`), their q and μ in that order, and what :func:`_build` fills: free-time nodes
+    (2m + 2) and pieces (3m + 2). Nothing a :class:`Schedule` keeps points into them, and their
+    contents between calls are never read (every entry is written before it is read)."""
+
+    def __init__(self, m: int):
+        self.m = m
+        self.front, self.rest, self.order = (np.empty(m, np.int64) for _ in range(3))
+        self.keys, self.qs, self.mus = np.empty(m), np.empty(m), np.empty(m)
+        cap, pieces = 2 * m + 2, 3 * m + 2
+        self.build = (np.empty(cap), np.empty(cap), np.empty(cap, np.int64), np.empty(cap, np.int64),
+                      np.empty(pieces, np.int64), np.empty(pieces), np.empty(pieces), np.empty(pieces))
+
+
+def _workspace(m: int) -> _Workspace:
+    """A workspace for m tokens: this thread's kept one if it is large enough, else a new one
+    (kept in its place when m <= :data:`CACHE_TOKENS`). One :func:`_realise` at a time uses it
+    (threads have their own; the kernels call back nothing that could enter it again)."""
+    ws = getattr(_cache, "ws", None)
+    if ws is not None and ws.m >= m:
+        return ws
+    ws = _Workspace(m)
+    if m <= CACHE_TOKENS:
+        _cache.ws = ws
+    return ws
+
+
+@njit(cache=True, _nrt=False, error_model="numpy")
+def _split(q, mu, order, front, rest, keys):
+    """The tokens with 0 < q < :data:`SHORT` into ``front`` (token order), those of ``order`` with
+    q >= SHORT into ``rest`` (in that order) with their keys -(μ/q). Returns the two counts."""
+    nfront = 0
+    for t in range(q.size):
+        if 0.0 < q[t] < SHORT:
+            front[nfront] = t
+            nfront += 1
+    nrest = 0
+    for t in order:
+        if q[t] >= SHORT:
+            rest[nrest] = t
+            keys[nrest] = -(mu[t] / q[t])
+            nrest += 1
+    return nfront, nrest
+
+
+@njit(cache=True, _nrt=False, error_model="numpy")
+def _place(rest, keys, by, out):
+    """``out`` = rest[by]; whether two neighbours of keys[by] are equal (then the sort's ties need
+    :func:`~mdtheory.polymatroid.stable_ties`; the keys are finite)."""
+    tied = False
+    for k in range(by.size):
+        out[k] = rest[by[k]]
+        if k and keys[by[k]] == keys[by[k - 1]]:
+            tied = True
+    return tied
 
 
 @njit(cache=True, _nrt=False, error_model="numpy")
@@ -372,15 +438,48 @@ def _index(owner, start, end, n, masses, cumulative, first, count, lengths, marg
     known = masses.size == owner.size
     total, prev = 0.0, -1
     cumulative[0] = 0.0
+    run, run_length, run_mass = 0, 0.0, 0.0  # the current run's sums, kept out of memory
     for k in range(owner.size):
         x, length = owner[k], end[k] - start[k]
         total += length
         cumulative[k + 1] = total
-        if x != prev:  # a run starts
-            first[x], count[x], prev = k, 0, x
-        count[x] += 1
-        lengths[x] += length
-        marginal[x] += masses[k] if known else _gmass(start[k], end[k], n)
+        if x != prev:  # a run starts: the previous one's sums go to its token
+            if prev >= 0:
+                count[prev] = run
+                lengths[prev] += run_length
+                marginal[prev] += run_mass
+            first[x], prev = k, x
+            run, run_length, run_mass = 0, 0.0, 0.0
+        run += 1
+        run_length += length
+        run_mass += masses[k] if known else _gmass(start[k], end[k], n)
+    if prev >= 0:
+        count[prev] = run
+        lengths[prev] += run_length
+        marginal[prev] += run_mass
+
+
+@njit(cache=True, _nrt=False, error_model="numpy")
+def _finish(order, nfront, positions, src_start, src_end, masses, owner, start, end, cumulative,
+            first, count, lengths, marginal):
+    """:class:`Schedule`'s arrays from :func:`_build`'s pieces: the owners as tokens
+    (``order[positions]``), the end points copied, then :func:`_index` with the pieces' G-masses.
+    Returns the number of tokens ``order[nfront:]`` without a piece."""
+    for k in range(positions.size):
+        owner[k], start[k], end[k] = order[positions[k]], src_start[k], src_end[k]
+    _index(owner, start, end, 0, masses, cumulative, first, count, lengths, marginal)
+    lacking = 0
+    for k in range(nfront, order.size):
+        if count[order[k]] == 0:
+            lacking += 1
+    return lacking
+
+
+@njit(cache=True, _nrt=False, error_model="numpy")
+def _gather(q, mu, order, qs, mus):
+    """q and μ in processing order."""
+    for k in range(order.size):
+        qs[k], mus[k] = q[order[k]], mu[order[k]]
 
 
 @njit(cache=True, _nrt=False, error_model="numpy")
@@ -447,18 +546,38 @@ class Schedule:
     :attr:`marginal` up to that rounding; :meth:`candidate_law` is exact for the pieces as stored.
     """
 
-    def __init__(self, q: np.ndarray, n: int, owner, start, end, *, _masses=None):
-        self.q, self.n, self.V = q, n, q.size
-        self.owner = np.asarray(owner, dtype=np.int64)
-        self.start, self.end = np.asarray(start, dtype=float), np.asarray(end, dtype=float)
-        if not self.owner.shape == self.start.shape == self.end.shape or self.owner.ndim != 1:
+    def __init__(self, q: np.ndarray, n: int, owner, start, end):
+        owner = np.asarray(owner, dtype=np.int64)
+        start, end = np.asarray(start, dtype=float), np.asarray(end, dtype=float)
+        if not owner.shape == start.shape == end.shape or owner.ndim != 1:
             raise InvalidInputError("owner, start and end must be 1-d arrays of one length")
-        if self.owner.size and (self.owner.min() < 0 or self.owner.max() >= self.V):
-            raise InvalidInputError(f"piece owners must be tokens in 0..{self.V - 1}")
-        self.cumulative = np.empty(self.owner.size + 1)
+        if owner.size and (owner.min() < 0 or owner.max() >= q.size):
+            raise InvalidInputError(f"piece owners must be tokens in 0..{q.size - 1}")
+        self._fill(q, n, owner, start, end, np.empty(0))
+
+    @classmethod
+    def _built(cls, q, n, order, nfront, owner, start, end, masses) -> tuple[Schedule, int]:
+        """The schedule of :func:`_build`'s pieces (owners as positions in ``order``, G-masses
+        :func:`_gmass`), copied out of its workspace, and the number of tokens ``order[nfront:]``
+        left without a piece (:func:`_finish`)."""
+        schedule = cls.__new__(cls)
+        schedule._allocate(q, n, owner.size)
+        lacking = _finish(order, nfront, owner, start, end, masses, schedule.owner, schedule.start,
+                          schedule.end, schedule.cumulative, schedule.first, schedule.count,
+                          schedule.lengths, schedule.marginal)
+        return schedule, lacking
+
+    def _allocate(self, q, n, pieces):
+        self.q, self.n, self.V = q, n, q.size
+        self.owner, self.start, self.end = np.empty(pieces, np.int64), np.empty(pieces), np.empty(pieces)
+        self.cumulative = np.empty(pieces + 1)
         self.first, self.count = np.zeros(self.V, np.int64), np.zeros(self.V, np.int64)
         self.lengths, self.marginal = np.zeros(self.V), np.zeros(self.V)
-        masses = np.empty(0) if _masses is None else _masses  # _gmass of each piece, if known
+
+    def _fill(self, q, n, owner, start, end, masses):
+        """Store the pieces and index them (:func:`_index`); ``masses`` as there."""
+        self._allocate(q, n, owner.size)
+        self.owner, self.start, self.end = owner, start, end
         _index(self.owner, self.start, self.end, int(n), masses, self.cumulative, self.first,
                self.count, self.lengths, self.marginal)
 
@@ -633,23 +752,33 @@ def _realise(mu: np.ndarray, q: np.ndarray, n: int, hint: np.ndarray | None = No
     from above at a vertex and leaves it upwards; ΔG/q, the secant of the concave
     :math:`1 - (1 - Q)^n`, falls along the order).
     """
-    live = np.flatnonzero(q > 0)
-    front = live[q[live] < SHORT]
-    rest = live[q[live] >= SHORT] if hint is None else hint[q[hint] >= SHORT]
-    keys = -(mu[rest] / q[rest])
+    ws = _workspace(q.size)
+    nfront, nrest = _split(q, mu, np.arange(q.size) if hint is None else hint, ws.front, ws.rest,
+                           ws.keys)
+    keys = ws.keys[:nrest]
     by = np.argsort(keys, kind="stable")  # timsort: linear on the runs the hint leaves
-    rest = stable_ties(rest[by], keys[by])
-    work = _workspace(live.size)
-    for _ in range(live.size + 1):  # each rebuild moves at least one token to the front
-        front = front[np.argsort(q[front], kind="stable")]
-        order = np.concatenate([front, rest])
-        status, count = _build(q[order], mu[order], int(n), front.size, *work)
+    m = nfront + nrest
+    order = ws.order[:m]
+    if _place(ws.rest, keys, by, order[nfront:]):
+        stable_ties(order[nfront:], keys[by])
+    front = ws.front[:nfront].copy()
+    qs, mus = ws.qs[:m], ws.mus[:m]
+    for _ in range(m + 1):  # each rebuild moves at least one token to the front
+        if nfront:
+            front = front[np.argsort(q[front], kind="stable")]
+            order[:nfront] = front
+        _gather(q, mu, order, qs, mus)
+        status, count = _build(qs, mus, int(n), nfront, *ws.build)
         if status != _OK:
             raise SolverError(f"schedule construction reached an impossible state (status {status}) "
                               f"at V = {q.size}, n = {n}")
-        owner, start, end, mass = (a[:count] for a in work[4:])
-        empty = np.bincount(owner, minlength=order.size)[front.size:] == 0
-        if not empty.any():
-            return Schedule(q, int(n), order[owner], start, end, _masses=mass)
-        front, rest = np.concatenate([front, rest[empty]]), rest[~empty]
+        schedule, lacking = Schedule._built(q, int(n), order, nfront,
+                                            *(a[:count] for a in ws.build[4:]))
+        if not lacking:
+            return schedule
+        rest = order[nfront:]
+        empty = schedule.count[rest] == 0
+        front = np.concatenate([front, rest[empty]])
+        order[front.size:] = rest[~empty]
+        nfront = front.size
     raise SolverError(f"schedule construction left a token without a piece at V = {q.size}, n = {n}")

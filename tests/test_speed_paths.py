@@ -245,3 +245,69 @@ def test_batch_errors_name_the_problem():
         alpha_star(bad, [0.2, 0.3, 0.5], 2)
     # independent drafts take q of shape (n, V): a 2-D q is their law, not a batch
     assert isinstance(alpha_star(P[0], np.full((2, 3), 1 / 3), sampling="independent"), float)
+
+
+def test_power_diff_is_exact_to_a_few_roundings_per_binary_digit():
+    """_power_diff(x, d, n) = x^n - (x - d)^n to relative n 2^-52 against exact rationals, with no
+    cancellation for d far below x, and the same bits interpreted and compiled."""
+    from fractions import Fraction
+
+    from mdtheory.polymatroid import _power_diff
+
+    rng = np.random.default_rng(5)
+    for n in (1, 2, 3, 4, 5, 8, 13, 16, 17, 64, 100):
+        for k in range(40):
+            x = float(0.05 + 0.95 * rng.random() ** rng.choice([1, 4]))  # x^n normal
+            d = x * float(10.0 ** -rng.uniform(0, 17)) if k % 2 else x * float(rng.random())
+            exact = Fraction(x) ** n - (Fraction(x) - Fraction(d)) ** n
+            got = _power_diff(x, d, n)
+            assert abs(Fraction(got) - exact) <= exact * Fraction(max(n, 2)) * Fraction(2) ** -52
+            assert _power_diff.py_func(x, d, n) == got
+    assert _power_diff(0.5, 0.5, 3) == 0.125 and _power_diff(0.5, 0.0, 3) == 0.0
+
+
+@pytest.mark.parametrize("n", [1, 2, 4, 16, 64])
+def test_compiled_rises_match_the_transcendental_form(n, monkeypatch):
+    """The lexicographic base by the compiled rises of G (n <= DIFF_N) and by numpy's
+    transcendental form: the same hull and the same base to a few roundings."""
+    from mdtheory import polymatroid
+
+    p, q = _instance(2000, n)
+    fast = polymatroid.lex_optimal_base_iid(p, q, n)
+    monkeypatch.setattr(polymatroid, "DIFF_N", 0)
+    slow = polymatroid.lex_optimal_base_iid(p, q, n)
+    assert np.array_equal(fast.order, slow.order) and np.array_equal(fast.bounds, slow.bounds)
+    np.testing.assert_allclose(fast.mu, slow.mu, rtol=1e-14, atol=0)
+
+
+def test_schedule_workspace_reuse_and_threads(monkeypatch):
+    """_realise's per-thread workspace: a schedule is the same built on a fresh workspace, on one
+    kept from a larger or a smaller problem, and in several threads at once; workspaces over
+    CACHE_TOKENS tokens are not kept."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from mdtheory import schedule
+    from mdtheory.polymatroid import lex_optimal_base_iid
+
+    cases = []
+    for V, seed in ((400, 1), (60, 2), (900, 3), (60, 4)):
+        p, q = _instance(V, seed)
+        base = lex_optimal_base_iid(p, q, 4)
+        cases.append((base.mu, q, base.order))
+
+    def arrays(s):
+        return [s.owner, s.start, s.end, s.marginal, s.cumulative, s.first, s.count]
+
+    monkeypatch.setattr(schedule, "CACHE_TOKENS", 0)  # every call on a fresh workspace
+    monkeypatch.setattr(schedule._cache, "ws", None, raising=False)
+    fresh = [arrays(schedule._realise(mu, q, 4, h)) for mu, q, h in cases]
+    assert schedule._cache.ws is None
+    monkeypatch.setattr(schedule, "CACHE_TOKENS", 1 << 16)
+    for _ in range(2):  # kept between calls, grown, reused for smaller problems
+        for (mu, q, h), want in zip(cases, fresh, strict=True):
+            for a, b in zip(arrays(schedule._realise(mu, q, 4, h)), want, strict=True):
+                assert np.array_equal(a, b)
+    with ThreadPoolExecutor(4) as pool:
+        runs = list(pool.map(lambda c: arrays(schedule._realise(c[0], c[1], 4, c[2])), cases * 4))
+    for got, want in zip(runs, fresh * 4, strict=True):
+        assert all(np.array_equal(a, b) for a, b in zip(got, want, strict=True))

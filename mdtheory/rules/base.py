@@ -24,6 +24,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from .. import _budget
+from .._jit import njit
 from .._validate import as_distribution, as_generator
 from ..drafts import SAMPLINGS, DraftModel, make_draft_model
 from ..errors import InvalidDistributionError, InvalidInputError, ProblemTooLargeError
@@ -48,9 +49,37 @@ def speculative_step(p: np.ndarray, marginal: np.ndarray) -> tuple[np.ndarray, n
     μ(y) = 0, never proposed) and the residual :math:`\\mathrm{norm}((p - \\mu)^+)`; with μ the exact
     marginal of the candidate, the output law is p (Khisti et al., Thm 1).
     """
-    # divide only where p < μ: the quotient is below one, so a subnormal μ cannot overflow it
-    ratio = np.minimum(1.0, np.divide(p, marginal, out=np.ones(p.size), where=p < marginal))
-    return ratio, residual(p, marginal)
+    return _speculative(p, marginal)[:2]
+
+
+def _speculative(p: np.ndarray, marginal: np.ndarray):
+    """:func:`speculative_step` and the running sums of the residual (``np.cumsum``'s)."""
+    ratio, excess, cdf = np.empty(p.size), np.empty(p.size), np.empty(p.size)
+    _ratio_excess(p, marginal, ratio, excess)
+    total = excess.sum()  # numpy's pairwise sum, as residual's
+    if not total > 0:
+        return ratio, p, np.cumsum(p)
+    _normalise(excess, total, cdf)
+    return ratio, excess, cdf
+
+
+@njit(cache=True, error_model="numpy")
+def _ratio_excess(p, marginal, ratio, excess):
+    """min(1, p/μ) (divided only where p < μ: the quotient is below one, so a subnormal μ cannot
+    overflow it) and (p - μ)^+, in one pass."""
+    for y in range(p.size):
+        ratio[y] = p[y] / marginal[y] if p[y] < marginal[y] else 1.0
+        excess[y] = max(p[y] - marginal[y], 0.0)
+
+
+@njit(cache=True, error_model="numpy")
+def _normalise(res, total, cdf):
+    """res / total in place, and its running sums left to right (``np.cumsum``'s), in one pass."""
+    running = 0.0
+    for y in range(res.size):
+        res[y] /= total
+        running = res[y] if y == 0 else running + res[y]
+        cdf[y] = running
 
 
 class SelectionRule(ABC):
@@ -253,9 +282,10 @@ class SetPlanRule(SelectionRule):
         self._use_marginal(w @ plan)
 
     def _use_marginal(self, marginal: np.ndarray) -> None:
-        """Store the exact marginal of the candidate and the speculative step against it."""
+        """Store the exact marginal of the candidate and the speculative step against it (with the
+        residual's running sums, ``_res_cdf``)."""
         self.marginal = marginal
-        self.accept_ratio, self.res = speculative_step(self.p, marginal)
+        self.accept_ratio, self.res, self._res_cdf = _speculative(self.p, marginal)
 
     def conditional(self, drafts):
         """The plan's row for the draft set times the acceptance ratio, the rest on the residual.

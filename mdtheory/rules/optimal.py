@@ -130,7 +130,6 @@ class Optimal(SetPlanRule):
             base = min_norm_base(self.p, self.model)
             self.mixture = OrderMixture(self.model, base.orders, base.weights)
             self._use_marginal(self.mixture.marginal)
-            self._res_cdf = np.cumsum(self.res)
             return
         if not self.model.lex_base_closed_form:
             flow = dual_lp(self.p, self.model)
@@ -144,7 +143,6 @@ class Optimal(SetPlanRule):
         # the base's order makes the schedule's sort linear
         self.schedule = _realise(self.base.mu, self.q / self.q.sum(), self.n, self.base.order)
         self._use_marginal(self.schedule.marginal)
-        self._res_cdf = np.cumsum(self.res)
 
     def conditional(self, drafts):
         if self.greedy is not None:
