@@ -72,10 +72,12 @@ relative error of each ratio is a few ε.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
-from numba import njit
+from numba import njit, types
+from numba.extending import intrinsic
 
 from .errors import InvalidInputError
 from .polymatroid import _two_sum as _two_sum_kernel
@@ -104,6 +106,7 @@ SAT_E = 9
 TAYLOR_E = -4
 
 
+@functools.lru_cache(maxsize=64)
 def _nodes_per_octave(n: int) -> int:
     """Smallest m whose step ln2/m makes the trapezoidal bound min_a 2 sec^(n+1)(a) / (e^(2 pi a m /
     ln 2) - 1) at most :data:`REL_TOL` (part 1)."""
@@ -123,6 +126,55 @@ def _grid_start(n: int, m: int, total: float) -> int:
                  + math.log2(2.0 ** ((n + 1) / m) - 1.0) - math.log2(delta)
                  - (n + 1) * math.log2(max(total, 1.0)))
     return math.floor(log2_room / (n + 1))
+
+
+#: Cody-Waite split of ln 2 (fdlibm's): k * LN2_HI is exact for integers |k| < 2^20.
+LN2_HI = 6.93147180369123816490e-01
+LN2_LO = 1.90821492927058770002e-10
+LOG2E = 1.4426950408889634
+#: |r| <= R_MAX after the reduction v = k ln 2 + r (v < 2^SAT_E: k <= 740, k ln 2 exact).
+R_MAX = 0.5 * math.log(2.0) + 1e-12
+#: Octave exponents e (v in [2^(e-1), 2^(e+1))) covered by the degree tables; below, degree 0.
+E_MIN = -64
+
+
+def _series_terms(R: float, relative_to: float) -> int:
+    """Smallest L with the tail of U(r) = sum_{i >= 0} (-r)^i / (i + 1)! after the terms 0..L,
+    at most R^(L+1) / (L+2)! / (1 - R/(L+3)) for |r| <= R, below 2^-60 relative_to."""
+    for L in range(40):
+        log_tail = ((L + 1) * math.log(R) - math.lgamma(L + 3) - math.log1p(-R / (L + 3))) \
+            if R > 0 else -math.inf
+        if log_tail <= math.log(relative_to) - 60 * math.log(2.0):
+            return L
+    raise AssertionError("unreachable: R <= R_MAX < 1")
+
+
+def _degree_table(for_h: bool) -> np.ndarray:
+    """Series terms by octave exponent e in [E_MIN, SAT_E]: |r| <= R = min(2^(e+1), R_MAX); for h
+    the tail is relative to U >= 1 - R/2 (h = r U at k = 0, so U sets h's relative error), for g
+    alone relative to e^{-R} / R (g = 1 - r U at k = 0 errs by r times U's error)."""
+    out = np.zeros(SAT_E - E_MIN + 1, dtype=np.int64)
+    for i, e in enumerate(range(E_MIN, SAT_E + 1)):
+        R = min(2.0 ** (e + 1), R_MAX)
+        out[i] = _series_terms(R, (1 - R / 2) if for_h else math.exp(-R) / R)
+    return out
+
+
+#: Series degrees of :func:`_exp_class`'s classes, decreasing (literals, so each compiles unrolled).
+DEGREES = (13, 10, 7, 4, 2, 0)
+
+
+def _class_limits(deg: np.ndarray) -> np.ndarray:
+    """lim[c]: the largest octave exponent e whose degree deg[e - E_MIN] is at most DEGREES[c]
+    (lim[0] = SAT_E); exponents below E_MIN need none."""
+    lim = np.array([max(e for e in range(E_MIN, SAT_E + 1) if deg[e - E_MIN] <= L) for L in DEGREES])
+    assert lim[0] == SAT_E and lim[1] <= -4  # only class 0 meets v >= 2^-3 (and so k > 0)
+    return lim
+
+
+#: Class limits for the node values (h and g to a relative 2^-60) and the weights (g alone).
+_LIM_H = _class_limits(_degree_table(True))
+_LIM_G = _class_limits(_degree_table(False))
 
 
 def successive_prefix_containment(q: np.ndarray, order, n: int) -> np.ndarray:
@@ -152,7 +204,8 @@ def successive_prefix_containment(q: np.ndarray, order, n: int) -> np.ndarray:
     The module docstring proves the error bound :math:`10^{-15} Q + 2 \\cdot 10^{-18}` of the
     quadrature. Cost O(V n K): K = m (log2(1/c_min) + 8) nodes, m = 4 to 6 nodes per octave for
     n <= 10, c_min the smallest positive complement mass; nodes where n tokens have e^{-q t} = 0
-    and nodes below every later prefix's window are dropped as the scan goes.
+    and nodes below every later prefix's window are dropped as the scan goes, and each prefix sums
+    only the nodes of its window above its negligible tail.
 
     Examples
     --------
@@ -171,11 +224,11 @@ def successive_prefix_containment(q: np.ndarray, order, n: int) -> np.ndarray:
     else:
         c_min = float(positive.min())
     octaves = max(1, (LOG_TOP + 2) - (math.frexp(c_min)[1] - 1) - b0)
-    beta = np.exp2(np.arange(m) / m)
-    pow2 = _POW2
+    shift = max(0, octaves - 1000)  # t_j = 2^(b0 + shift) tb[j]: tb stays finite
+    tb = np.ldexp(np.exp2(np.arange(m) / m)[None, :], np.arange(octaves)[:, None] - shift).ravel()
     delta = math.log(2.0) / m
     below = delta / (2.0 ** (1.0 / m) - 1.0)
-    out = _successive_kernel(qs, comp, n, m, b0, octaves * m, beta, pow2, delta, below)
+    out = _successive_kernel(qs, comp, n, m, b0, shift, tb, _POW2, delta, below, _LIM_H, _LIM_G)
     return out[:size]
 
 
@@ -188,8 +241,8 @@ def _in_order(q, order) -> tuple[np.ndarray, int]:
     return np.ascontiguousarray(q[order], dtype=np.float64), size
 
 
-#: 1/d for the Taylor terms of 1 - e^{-x}
-_INV = 1.0 / np.maximum(np.arange(13), 1)
+#: 1/d for the series terms
+_INV = 1.0 / np.maximum(np.arange(48), 1)
 _POW2_OFFSET = 1200
 #: 2^e for e in [-1200, 63]: the kernels index it with binary exponents e <= max(SAT_E, LOG_TOP)
 _POW2 = np.ldexp(1.0, np.arange(-_POW2_OFFSET, 64))
@@ -209,15 +262,67 @@ def _suffix_kernel(qs):
     return out
 
 
+@intrinsic
+def _as_float(typingctx, bits):
+    """The float64 with the given int64 bit pattern (a bit cast: 2^-k below, with no table
+    gather, which would stop the loop's vectorisation)."""
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], context.get_value_type(types.float64))
+
+    return types.float64(types.int64), codegen
+
+
 @njit(cache=True)
-def _successive_kernel(qs, comp, n, m, b0, K, beta, pow2, delta, below):
+def _exp_class(scale, tb, j0, j1, L, reduce, pow2, G, H):
+    """G = e^{-v}, H = 1 - e^{-v} for v = scale tb[j], j0 <= j < j1: v = k ln 2 + r (Cody-Waite,
+    if ``reduce``; else k = 0, r = v), e^{-v} = 2^-k (1 - r U), 1 - e^{-v} = (1 - 2^-k) + 2^-k r U,
+    U the terms 0..L of (1 - e^{-r}) / r = sum_i (-r)^i / (i + 1)!, nested. Called with literal L and
+    ``reduce``, so the series unrolls and the loop over nodes vectorises."""
+    for jj in range(j0, j1):
+        j = np.uint64(jj)  # unsigned indices: no wrap-around test, so the loop vectorises
+        v = scale * tb[j]
+        if reduce:
+            k = np.floor(v * LOG2E + 0.5)
+            r = (v - k * LN2_HI) - k * LN2_LO
+            s = _as_float((1023 - np.int64(k)) << 52)  # 2^-k, 0 <= k < 1022
+        else:
+            r, s = v, 1.0
+        u = 1.0
+        for d in range(L + 1, 1, -1):
+            u = 1.0 - r * _INV[d] * u
+        ru = r * u
+        G[j] = s * (1.0 - ru)
+        H[j] = (1.0 - s) + s * ru
+
+
+@njit(cache=True)
+def _exp_nodes(scale, tb, j0, j1, e0, m, lim, pow2, G, H):
+    """:func:`_exp_class` on nodes j0 <= j < j1 with octave exponents e = e0 + j // m, each
+    class of :data:`DEGREES` on the octaves e with lim[c + 1] < e <= lim[c] (the class's degree
+    covers the degree table there); only the first class has e >= -3 and needs the reduction."""
+    b1 = min(max((lim[1] + 1 - e0) * m, j0), j1)
+    _exp_class(scale, tb, b1, j1, 13, True, pow2, G, H)
+    b2 = min(max((lim[2] + 1 - e0) * m, j0), b1)
+    _exp_class(scale, tb, b2, b1, 10, False, pow2, G, H)
+    b3 = min(max((lim[3] + 1 - e0) * m, j0), b2)
+    _exp_class(scale, tb, b3, b2, 7, False, pow2, G, H)
+    b4 = min(max((lim[4] + 1 - e0) * m, j0), b3)
+    _exp_class(scale, tb, b4, b3, 4, False, pow2, G, H)
+    b5 = min(max((lim[5] + 1 - e0) * m, j0), b4)
+    _exp_class(scale, tb, b5, b4, 2, False, pow2, G, H)
+    _exp_class(scale, tb, j0, b5, 0, False, pow2, G, H)
+
+
+@njit(cache=True)
+def _successive_kernel(qs, comp, n, m, b0, shift, tb, pow2, delta, below, lim_h, lim_g):
     V = qs.size
+    K = tb.size
     out = np.zeros(V)
     a = np.zeros((n + 1, K))
     a[0, :] = 1.0
     H = np.empty(K)
     G = np.empty(K)
-    ey = np.empty(K)
+    E = np.empty(K)
     octaves = K // m
     k_act = K  # nodes >= k_act are frozen: a[0..n-1] = 0 exactly, so no token changes them
     j_low = 0  # nodes < j_low lie below the window of every later prefix
@@ -230,48 +335,29 @@ def _successive_kernel(qs, comp, n, m, b0, K, beta, pow2, delta, below):
             continue
         count += 1
         mq, eq = math.frexp(x)
-        e_base = eq + b0
-        # node values h = 1 - e^{-x t}, g = e^{-x t} at nodes j_low <= j < k_act, by octave o
-        o_lo = j_low // m
-        o_hi = (k_act + m - 1) // m
-        o_sat = SAT_E - e_base  # octaves >= o_sat: saturated
-        o_tay = TAYLOR_E - e_base  # octaves <= o_tay: Taylor
-        top = min(o_hi - 1, o_sat - 1)
-        for o in range(top, o_lo - 1, -1):
-            if o > o_tay and (top - o) % RESTART != 0:
-                for r in range(m):
-                    j = o * m + r
-                    g = math.sqrt(G[j + m])
-                    G[j] = g
-                    H[j] = H[j + m] / (1.0 + g)
-            else:
-                p2 = pow2[max(e_base + o + _POW2_OFFSET, 0)]
-                for r in range(m):
-                    j = o * m + r
-                    xt = mq * beta[r] * p2
-                    if o <= o_tay:  # x < 1/8: 1 - e^{-x} by 11 Taylor terms, error < x 2^-60
-                        h = 1.0
-                        for d in range(12, 1, -1):
-                            h = 1.0 - xt * _INV[d] * h
-                        h *= xt
-                        H[j] = h
-                        G[j] = 1.0 - h
-                    else:
-                        H[j] = -math.expm1(-xt)
-                        G[j] = math.exp(-xt)
-        for o in range(max(o_sat, o_lo), o_hi):
-            for r in range(m):
-                H[o * m + r] = 1.0
-                G[o * m + r] = 0.0
+        e_base = eq + b0  # node j: x t_j = xs tb[j] in [2^(e - 1), 2^(e + 1)), e = e_base + j // m
+        xs = math.ldexp(mq, e_base + shift)
+        j_sat = min(max((SAT_E - e_base) * m, j_low), k_act)  # x t >= 2^(SAT_E - 1): saturated
+        _exp_nodes(xs, tb, j_low, j_sat, e_base, m, lim_h, pow2, G, H)
+        for jj in range(j_sat, k_act):
+            j = np.uint64(jj)  # unsigned indices: no wrap-around test, so the loops vectorise
+            G[j] = 0.0
+            H[j] = 1.0
         # one token: a_n += h a_{n-1}; a_k = g a_k + h a_{k-1}; a_0 = g a_0
         kmax = min(count, n)
-        for j in range(j_low, k_act):
-            a[n, j] += H[j] * a[n - 1, j]
+        an, an1 = a[n], a[n - 1]
+        for jj in range(j_low, k_act):
+            j = np.uint64(jj)
+            an[j] += H[j] * an1[j]
         for k in range(min(kmax, n - 1), 0, -1):
-            for j in range(j_low, k_act):
-                a[k, j] = G[j] * a[k, j] + H[j] * a[k - 1, j]
-        for j in range(j_low, k_act):
-            a[0, j] *= G[j]
+            ak, ak1 = a[k], a[k - 1]
+            for jj in range(j_low, k_act):
+                j = np.uint64(jj)
+                ak[j] = G[j] * ak[j] + H[j] * ak1[j]
+        a0 = a[0]
+        for jj in range(j_low, k_act):
+            j = np.uint64(jj)
+            a0[j] *= G[j]
         while k_act > j_low:
             frozen = True
             for k in range(n):
@@ -290,30 +376,36 @@ def _successive_kernel(qs, comp, n, m, b0, K, beta, pow2, delta, below):
         else:
             mc, ec = math.frexp(c)
             e_c = ec + b0
-            # octave o holds y in [2^(e_c + o - 1), 2^(e_c + o + 1)): window octaves
+            cs = math.ldexp(mc, e_c + shift)  # y_j = cs tb[j], octave exponent e_c + j // m
             o_w_lo = max(0, int(math.floor(math.log2(ETA))) - e_c)
             o_w_hi = min(octaves - 1, LOG_TOP - e_c)
             if o_w_lo > j_low // m:
                 j_low = o_w_lo * m  # c only decreases along the prefix: windows only move up
-            total = 0.0
-            for o in range(o_w_hi, max(o_w_lo, j_low // m) - 1, -1):
-                p2 = pow2[max(e_c + o + _POW2_OFFSET, 0)]
-                for r in range(m):
-                    j = o * m + r
-                    y = mc * beta[r] * p2
-                    if o == o_w_hi:
-                        ey[j] = math.exp(-y)
-                    elif y < 2.0 ** -27:  # e^{-y} = 1 - y to a relative 2^-55
-                        ey[j] = 1.0 - y
+            # the highest octave o whose first node has F y below <= ETA / 2 (F, y increase with
+            # t): the nodes below it are left out; bisection keeps the test true at lo
+            lo, hi = max(o_w_lo, j_low // m), o_w_hi + 1
+            if lo < hi and a[n, lo * m] * cs * tb[lo * m] * below <= 0.5 * ETA:
+                while hi - lo > 1:
+                    mid = (lo + hi) // 2
+                    if a[n, mid * m] * cs * tb[mid * m] * below <= 0.5 * ETA:
+                        lo = mid
                     else:
-                        ey[j] = math.sqrt(ey[j + m])
-                    total += y * ey[j] * a[n, j]
-                # F and y increase with t: the nodes below add at most F_j y_j * below
-                if a[n, o * m] * mc * p2 * below <= 0.5 * ETA:
-                    break
-            prev = min(delta * total, 1.0)
+                        hi = mid
+            j0, j1 = lo * m, (o_w_hi + 1) * m
+            _exp_nodes(cs, tb, j0, j1, e_c, m, lim_g, pow2, E, H)
+            prev = min(delta * _weighted_sum(cs, tb, E, a[n], j0, j1), 1.0)
         out[idx] = prev
     return out
+
+
+@njit(cache=True, fastmath={"reassoc"})
+def _weighted_sum(cs, tb, E, F, j0, j1):
+    """sum_j y_j E_j F_j, y_j = cs tb[j]: non-negative terms, summed in any order."""
+    total = 0.0
+    for jj in range(j0, j1):
+        j = np.uint64(jj)
+        total += cs * tb[j] * E[j] * F[j]
+    return total
 
 
 def conditional_poisson_prefix_containment(q: np.ndarray, order, n: int) -> np.ndarray:
