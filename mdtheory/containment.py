@@ -96,14 +96,11 @@ ABS_TOL = 1e-18
 ETA = 1e-19
 #: ... and those with c t > 2^LOG_TOP (part 3: e^{-2^(LOG_TOP - 1)} = e^{-64}).
 LOG_TOP = 7
-#: Node values come from exp/expm1 once every RESTART octaves, from halving identities in between.
-RESTART = 8
-#: Node value regimes by the binary exponent e of x = q t (x in [2^(e-1), 2^(e+1))): at e >= SAT_E,
-#: x >= 256, 1 - e^{-x} rounds to 1 and e^{-x} < 1e-111 is set to 0 (so the halving identities,
-#: started at x < 512, never start from an underflowed 0); at e <= TAYLOR_E, x < 2^-23 and three
-#: Taylor terms give 1 - e^{-x} to a relative 2^-60 (x < 1/8, eleven terms).
+#: A node is frozen (no later token updates it) once its P(N_T < n) is at most FREEZE (part 3).
+FREEZE = 1e-19
+#: Node values by the binary exponent e of v = q t (v in [2^(e-1), 2^(e+1))): at e >= SAT_E,
+#: v >= 256, 1 - e^{-v} rounds to 1 and e^{-v} < 1e-111 is set to 0; below, :func:`_exp_class`.
 SAT_E = 9
-TAYLOR_E = -4
 
 
 @functools.lru_cache(maxsize=64)
@@ -228,7 +225,7 @@ def successive_prefix_containment(q: np.ndarray, order, n: int) -> np.ndarray:
     tb = np.ldexp(np.exp2(np.arange(m) / m)[None, :], np.arange(octaves)[:, None] - shift).ravel()
     delta = math.log(2.0) / m
     below = delta / (2.0 ** (1.0 / m) - 1.0)
-    out = _successive_kernel(qs, comp, n, m, b0, shift, tb, _POW2, delta, below, _LIM_H, _LIM_G)
+    out = _successive_kernel(qs, comp, n, m, b0, shift, tb, delta, below, _LIM_H, _LIM_G)
     return out[:size]
 
 
@@ -243,9 +240,6 @@ def _in_order(q, order) -> tuple[np.ndarray, int]:
 
 #: 1/d for the series terms
 _INV = 1.0 / np.maximum(np.arange(48), 1)
-_POW2_OFFSET = 1200
-#: 2^e for e in [-1200, 63]: the kernels index it with binary exponents e <= max(SAT_E, LOG_TOP)
-_POW2 = np.ldexp(1.0, np.arange(-_POW2_OFFSET, 64))
 
 
 @njit(cache=True)
@@ -273,7 +267,7 @@ def _as_float(typingctx, bits):
 
 
 @njit(cache=True)
-def _exp_class(scale, tb, j0, j1, L, reduce, pow2, G, H):
+def _exp_class(scale, tb, j0, j1, L, reduce, G, H):
     """G = e^{-v}, H = 1 - e^{-v} for v = scale tb[j], j0 <= j < j1: v = k ln 2 + r (Cody-Waite,
     if ``reduce``; else k = 0, r = v), e^{-v} = 2^-k (1 - r U), 1 - e^{-v} = (1 - 2^-k) + 2^-k r U,
     U the terms 0..L of (1 - e^{-r}) / r = sum_i (-r)^i / (i + 1)!, nested. Called with literal L and
@@ -296,25 +290,78 @@ def _exp_class(scale, tb, j0, j1, L, reduce, pow2, G, H):
 
 
 @njit(cache=True)
-def _exp_nodes(scale, tb, j0, j1, e0, m, lim, pow2, G, H):
+def _exp_nodes(scale, tb, j0, j1, e0, m, lim, G, H):
     """:func:`_exp_class` on nodes j0 <= j < j1 with octave exponents e = e0 + j // m, each
     class of :data:`DEGREES` on the octaves e with lim[c + 1] < e <= lim[c] (the class's degree
     covers the degree table there); only the first class has e >= -3 and needs the reduction."""
     b1 = min(max((lim[1] + 1 - e0) * m, j0), j1)
-    _exp_class(scale, tb, b1, j1, 13, True, pow2, G, H)
+    _exp_class(scale, tb, b1, j1, 13, True, G, H)
     b2 = min(max((lim[2] + 1 - e0) * m, j0), b1)
-    _exp_class(scale, tb, b2, b1, 10, False, pow2, G, H)
+    _exp_class(scale, tb, b2, b1, 10, False, G, H)
     b3 = min(max((lim[3] + 1 - e0) * m, j0), b2)
-    _exp_class(scale, tb, b3, b2, 7, False, pow2, G, H)
+    _exp_class(scale, tb, b3, b2, 7, False, G, H)
     b4 = min(max((lim[4] + 1 - e0) * m, j0), b3)
-    _exp_class(scale, tb, b4, b3, 4, False, pow2, G, H)
+    _exp_class(scale, tb, b4, b3, 4, False, G, H)
     b5 = min(max((lim[5] + 1 - e0) * m, j0), b4)
-    _exp_class(scale, tb, b5, b4, 2, False, pow2, G, H)
-    _exp_class(scale, tb, j0, b5, 0, False, pow2, G, H)
+    _exp_class(scale, tb, b5, b4, 2, False, G, H)
+    _exp_class(scale, tb, j0, b5, 0, False, G, H)
 
 
 @njit(cache=True)
-def _successive_kernel(qs, comp, n, m, b0, shift, tb, pow2, delta, below, lim_h, lim_g):
+def _update(a, G, H, j0, j1, n):
+    """One token at nodes j0 <= j < j1: a_n += h a_{n-1}; a_k = g a_k + h a_{k-1}; a_0 = g a_0,
+    all rows in one pass over the nodes (with a literal n the rows unroll and the nodes vectorise)."""
+    for jj in range(j0, j1):
+        j = np.uint64(jj)  # unsigned indices: no wrap-around test, so the loop vectorises
+        g = G[j]
+        h = H[j]
+        a[n, j] += h * a[n - 1, j]
+        for k in range(n - 1, 0, -1):
+            a[k, j] = g * a[k, j] + h * a[k - 1, j]
+        a[0, j] *= g
+
+
+@njit(cache=True)
+def _update_rows(a, G, H, j0, j1, n):
+    """:func:`_update` row by row (each row's loop vectorises; for n without a literal version)."""
+    an, an1 = a[n], a[n - 1]
+    for jj in range(j0, j1):
+        j = np.uint64(jj)
+        an[j] += H[j] * an1[j]
+    for k in range(n - 1, 0, -1):
+        ak, ak1 = a[k], a[k - 1]
+        for jj in range(j0, j1):
+            j = np.uint64(jj)
+            ak[j] = G[j] * ak[j] + H[j] * ak1[j]
+    a0 = a[0]
+    for jj in range(j0, j1):
+        j = np.uint64(jj)
+        a0[j] *= G[j]
+
+
+@njit(cache=True)
+def _update_token(a, G, H, j0, j1, n):
+    """:func:`_update` compiled for each n in 2..8 (the same operations in the same order)."""
+    if n == 2:
+        _update(a, G, H, j0, j1, 2)
+    elif n == 3:
+        _update(a, G, H, j0, j1, 3)
+    elif n == 4:
+        _update(a, G, H, j0, j1, 4)
+    elif n == 5:
+        _update(a, G, H, j0, j1, 5)
+    elif n == 6:
+        _update(a, G, H, j0, j1, 6)
+    elif n == 7:
+        _update(a, G, H, j0, j1, 7)
+    elif n == 8:
+        _update(a, G, H, j0, j1, 8)
+    else:
+        _update_rows(a, G, H, j0, j1, n)
+
+
+@njit(cache=True)
+def _successive_kernel(qs, comp, n, m, b0, shift, tb, delta, below, lim_h, lim_g):
     V = qs.size
     K = tb.size
     out = np.zeros(V)
@@ -324,7 +371,7 @@ def _successive_kernel(qs, comp, n, m, b0, shift, tb, pow2, delta, below, lim_h,
     G = np.empty(K)
     E = np.empty(K)
     octaves = K // m
-    k_act = K  # nodes >= k_act are frozen: a[0..n-1] = 0 exactly, so no token changes them
+    k_act = K  # nodes >= k_act are frozen: P(N < n) <= FREEZE there, no token updates them
     j_low = 0  # nodes < j_low lie below the window of every later prefix
     count = 0
     prev = 0.0
@@ -338,33 +385,18 @@ def _successive_kernel(qs, comp, n, m, b0, shift, tb, pow2, delta, below, lim_h,
         e_base = eq + b0  # node j: x t_j = xs tb[j] in [2^(e - 1), 2^(e + 1)), e = e_base + j // m
         xs = math.ldexp(mq, e_base + shift)
         j_sat = min(max((SAT_E - e_base) * m, j_low), k_act)  # x t >= 2^(SAT_E - 1): saturated
-        _exp_nodes(xs, tb, j_low, j_sat, e_base, m, lim_h, pow2, G, H)
+        _exp_nodes(xs, tb, j_low, j_sat, e_base, m, lim_h, G, H)
         for jj in range(j_sat, k_act):
             j = np.uint64(jj)  # unsigned indices: no wrap-around test, so the loops vectorise
             G[j] = 0.0
             H[j] = 1.0
-        # one token: a_n += h a_{n-1}; a_k = g a_k + h a_{k-1}; a_0 = g a_0
-        kmax = min(count, n)
-        an, an1 = a[n], a[n - 1]
-        for jj in range(j_low, k_act):
-            j = np.uint64(jj)
-            an[j] += H[j] * an1[j]
-        for k in range(min(kmax, n - 1), 0, -1):
-            ak, ak1 = a[k], a[k - 1]
-            for jj in range(j_low, k_act):
-                j = np.uint64(jj)
-                ak[j] = G[j] * ak[j] + H[j] * ak1[j]
-        a0 = a[0]
-        for jj in range(j_low, k_act):
-            j = np.uint64(jj)
-            a0[j] *= G[j]
-        while k_act > j_low:
-            frozen = True
+        # one token: a_n += h a_{n-1}; a_k = g a_k + h a_{k-1}; a_0 = g a_0 (a literal n unrolls)
+        _update_token(a, G, H, j_low, k_act, n)
+        while k_act > j_low:  # freeze the top node once P(N < n) <= FREEZE there (part 3)
+            rest = 0.0
             for k in range(n):
-                if a[k, k_act - 1] != 0.0:
-                    frozen = False
-                    break
-            if not frozen:
+                rest += a[k, k_act - 1]
+            if rest > FREEZE:
                 break
             k_act -= 1
         # the prefix's value: delta * sum_j y_j e^{-y_j} a_n[j], y_j = c t_j, over its window
@@ -392,7 +424,7 @@ def _successive_kernel(qs, comp, n, m, b0, shift, tb, pow2, delta, below, lim_h,
                     else:
                         hi = mid
             j0, j1 = lo * m, (o_w_hi + 1) * m
-            _exp_nodes(cs, tb, j0, j1, e_c, m, lim_g, pow2, E, H)
+            _exp_nodes(cs, tb, j0, j1, e_c, m, lim_g, E, H)
             prev = min(delta * _weighted_sum(cs, tb, E, a[n], j0, j1), 1.0)
         out[idx] = prev
     return out
