@@ -44,22 +44,43 @@ only, so all prefixes cost O(V n K) for K nodes.
    :math:`\\delta \\sum y_j \\le \\eta\\, \\delta / (1 - 2^{-1/m}) \\le 2\\eta`; so do those
    below a node j with :math:`F_j y_j \\delta / (2^{1/m} - 1) \\le \\eta/2` (F and y increase with
    t, so each lower term is at most :math:`\\delta y_i F_j`; the computed :math:`F_j` is within a
-   factor 2 of the exact one); those with
+   factor 2 of the exact one; the node is found by bisection over octaves, which keeps the test
+   true at the node it returns); those with
    :math:`y > L` at most :math:`\\int_{\\ln(L/2c)}^{\\infty} c e^u e^{-ce^u} du = e^{-L/2}`
    (the summand decreases there). :data:`ETA` and :data:`LOG_TOP` make both below 1e-18.
+   *Frozen nodes*: once the computed :math:`P(N_T < n) = \\sum_{k<n} a_k` at a node is at most
+   :data:`FREEZE` :math:`= \\theta`, later tokens no longer update it; they would raise the exact F
+   there by at most its exact :math:`P(N_T < n) \\le 2\\theta`, so every later prefix's sum moves
+   by at most :math:`2\\theta\\, \\delta \\sum_j y_j e^{-y_j} \\le 2.01\\,\\theta` (that sum is the
+   trapezoidal rule for :math:`\\int e^u e^{-e^u} du = 1`).
 
 So each :math:`Q(T_k)` is within :math:`10^{-15} Q(T_k) + 2 \\cdot 10^{-18}` of the exact value before
-rounding. Rounding: every operation adds or multiplies non-negative numbers. The node values
-:math:`g = e^{-x}`, :math:`h = 1 - e^{-x}`, x = q t, come from eleven Taylor terms for x < 1/8
-(truncation below :math:`2^{-60} x`), are :math:`g = 0`, h = 1 for x >= 256 (:math:`g < 10^{-111}`
-dropped: F moves by less than :math:`V \\cdot 10^{-111}`), and in between come from ``exp``/``expm1``
-once every :data:`RESTART` octaves and from the exact halving identities
-:math:`e^{-x/2} = \\sqrt{e^{-x}}`, :math:`1 - e^{-x/2} = (1 - e^{-x})/(1 + e^{-x/2})` in between
-(going down in t, so errors do not grow), relative error below about
-:math:`2\\,\\mathrm{RESTART}\\, \\epsilon`. The complement masses :math:`c_k` are double-double
-suffix sums. The a-priori worst case over a prefix of k tokens is O(k n ε) relative (linear
-accumulation of the positive updates), far above the errors observed: at most 6e-16 against exact
-rationals and 8e-15 against the per-set quadrature at V = 2000 (``tests/test_containment.py``).
+rounding (parts 2 and 3 add at most :math:`10^{-18} + 2\\eta + \\eta/2 + e^{-64} + 2.01\\theta <
+1.5 \\cdot 10^{-18}`). Rounding: the state updates and the prefix sums add and multiply
+non-negative numbers only (the sums in any order). The node values :math:`g = e^{-v}`,
+:math:`h = 1 - e^{-v}` of :math:`v = q t` (and the weights :math:`e^{-y}`) are :math:`g = 0`,
+h = 1 for v >= 256 (:math:`g < 10^{-111}` dropped: F moves by less than :math:`V \\cdot 10^{-111}`),
+and below that come from one vectorised evaluation (:func:`_exp_class`): :math:`v = k \\ln 2 + r`
+with the Cody-Waite split of ln 2 (:math:`k \\cdot` ``LN2_HI`` and, by Sterbenz's lemma,
+:math:`v - k \\cdot` ``LN2_HI`` exact), :math:`|r| \\le \\ln 2 / 2 + 10^{-12}`, r to within
+:math:`\\epsilon |r|/2 + 4 \\cdot 10^{-23}`; :math:`U = \\sum_{i \\le L} (-r)^i/(i+1)!` nested
+(each level shrinks the error carried from the one inside by :math:`|r|/d \\le 0.175`: absolute
+error below :math:`1.2\\epsilon`), with L from a table by octave so that the series tail is below
+:math:`2^{-60}` relative (:func:`_degree_table`); then :math:`g = 2^{-k}(1 - rU)` and
+:math:`h = (1 - 2^{-k}) + 2^{-k} rU` (:math:`h = rU` at k = 0; at k >= 1 the terms have
+:math:`1 - 2^{-k} \\ge 1/2`, :math:`|2^{-k} rU| \\le 0.21` and h >= 0.29). Both come out within
+:math:`3\\epsilon` relative of the function at the rounded argument; the rounding of v itself
+(:math:`\\epsilon/2` relative) moves g by at most :math:`v e^{-v} \\epsilon/2 < 0.19 \\epsilon`
+absolute and h by at most :math:`\\epsilon/2` relative. The complement masses :math:`c_k` are
+double-double suffix sums. The a-priori worst case over a prefix of k tokens is O(k n ε) relative
+(linear accumulation of the positive updates), far above the errors observed: at most 3e-16 against
+exact rationals (``tests/test_containment.py``) and 5e-15 against the per-set Gauss-Legendre
+quadrature at V = 2000.
+
+**Cost.** Per token, the node values and one fused pass over the n + 1 rows at the active nodes
+(above the lowest window, below the frozen ones), then the prefix's weights and sum over its window
+from the bisected lower node up: every loop runs over contiguous nodes with unsigned indices and no
+branch, compiled for literal series lengths (:data:`DEGREES`) and n = 2..8, so it vectorises.
 
 Conditional Poisson (:class:`~mdtheory.drafts.ConditionalPoisson`)
 ------------------------------------------------------------------
