@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
+from collections import OrderedDict
 from itertools import combinations, permutations
 from typing import ClassVar, NamedTuple
 
@@ -72,6 +73,12 @@ MAX_CELLS = 200_000_000
 MAX_SUBSET_V = 22
 #: Largest alphabet for the exhaustive subset route when Q(T) needs a quadrature per set.
 MAX_SUBSET_V_SLOW = 16
+
+
+#: Bytes of prefix containments (and their orders) a model keeps for orders asked again (the
+#: minimum-norm-point solver evaluates some vertices twice, e.g. a face run's warm start), least
+#: recently used dropped first; a repeated order costs a copy instead of a pass.
+PREFIX_MEMO_BYTES = 32 * 2**20
 
 
 #: Counts of draft tuples and sets saturate here. A count this large only ever meets a size limit;
@@ -251,6 +258,26 @@ class DraftModel(ABC):
         for k, y in enumerate(order):
             mask[y] = True
             out[k] = self.containment(mask)
+        return out
+
+    def _memo_prefix(self, order, compute) -> np.ndarray:
+        """``compute(order)``, or a copy of its earlier result for the same order (same tokens, same
+        length; the model's q and n never change), within :data:`PREFIX_MEMO_BYTES`."""
+        key = np.ascontiguousarray(order, dtype=np.int64).tobytes()
+        memo = self.__dict__.setdefault("_prefix_memo", OrderedDict())
+        hit = memo.get(key)
+        if hit is not None:
+            memo.move_to_end(key)
+            return hit.copy()
+        out = compute(order)
+        size = len(key) + out.nbytes
+        if size <= PREFIX_MEMO_BYTES:
+            used = self.__dict__.get("_prefix_memo_bytes", 0) + size
+            while used > PREFIX_MEMO_BYTES:  # bounded: each pass drops one entry
+                old_key, old = memo.popitem(last=False)
+                used -= len(old_key) + old.nbytes
+            memo[key] = out.copy()
+            self._prefix_memo_bytes = used
         return out
 
     def coverage(self, S) -> np.ndarray:
@@ -462,10 +489,11 @@ class WithoutReplacement(_MarkovDraftModel):
     def prefix_containment(self, order):
         """Q of every prefix of ``order`` in one pass: the exponential-race integral by one
         trapezoidal rule in log-time shared by all prefixes, with a proven error bound
-        (:func:`mdtheory.containment.successive_prefix_containment`), O(V n K)."""
+        (:func:`mdtheory.containment.successive_prefix_containment`), O(V n K); an order asked
+        again is answered from the model's memo (:data:`PREFIX_MEMO_BYTES`)."""
         from .containment import successive_prefix_containment
 
-        return successive_prefix_containment(self.q, order, self.n)
+        return self._memo_prefix(order, lambda o: successive_prefix_containment(self.q, o, self.n))
 
     def _containment_one(self, mask: np.ndarray) -> float:
         qT = self.q[mask & (self.q > 0)]
@@ -547,10 +575,11 @@ class ConditionalPoisson(DraftModel):
 
     def prefix_containment(self, order):
         """Q of every prefix of ``order`` in one O(V n) pass of the e_j recurrence
-        (:func:`mdtheory.containment.conditional_poisson_prefix_containment`)."""
+        (:func:`mdtheory.containment.conditional_poisson_prefix_containment`); an order asked again
+        is answered from the model's memo (:data:`PREFIX_MEMO_BYTES`)."""
         from .containment import conditional_poisson_prefix_containment
 
-        return conditional_poisson_prefix_containment(self.q, order, self.n)
+        return self._memo_prefix(order, lambda o: conditional_poisson_prefix_containment(self.q, o, self.n))
 
     def count_tuples(self):
         s = int(np.count_nonzero(self.q))
