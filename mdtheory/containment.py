@@ -46,8 +46,11 @@ only, so all prefixes cost O(V n K) for K nodes.
    t, so each lower term is at most :math:`\\delta y_i F_j`; the computed :math:`F_j` is within a
    factor 2 of the exact one; the node is found by bisection over octaves, which keeps the test
    true at the node it returns); those with
-   :math:`y > L` at most :math:`\\int_{\\ln(L/2c)}^{\\infty} c e^u e^{-ce^u} du = e^{-L/2}`
-   (the summand decreases there). :data:`ETA` and :data:`LOG_TOP` make both below 1e-18.
+   :math:`y \\ge L = 2^{\\mathrm{LOG\\_TOP}}` at most
+   :math:`\\delta L e^{-L} + \\int_{\\ln(L/c)}^{\\infty} c e^u e^{-ce^u} du = (1 + \\delta L) e^{-L}`
+   (the summand :math:`\\delta y e^{-y} F \\le \\delta y e^{-y}` decreases in u for y > 1, so the sum
+   from its first node on is at most that node's term plus the integral). :data:`ETA` and
+   :data:`LOG_TOP` make both below 1e-18 (:math:`13 e^{-64} < 10^{-26}`).
    *Frozen nodes*: once the computed :math:`P(N_T < n) = \\sum_{k<n} a_k` at a node is at most
    :data:`FREEZE` :math:`= \\theta`, later tokens no longer update it; they would raise the exact F
    there by at most its exact :math:`P(N_T < n) \\le 2\\theta`, so every later prefix's sum moves
@@ -55,7 +58,7 @@ only, so all prefixes cost O(V n K) for K nodes.
    trapezoidal rule for :math:`\\int e^u e^{-e^u} du = 1`).
 
 So each :math:`Q(T_k)` is within :math:`10^{-15} Q(T_k) + 2 \\cdot 10^{-18}` of the exact value before
-rounding (parts 2 and 3 add at most :math:`10^{-18} + 2\\eta + \\eta/2 + e^{-64} + 2.01\\theta <
+rounding (parts 2 and 3 add at most :math:`10^{-18} + 2\\eta + \\eta/2 + 10^{-26} + 2.01\\theta <
 1.5 \\cdot 10^{-18}`). Rounding: the state updates and the prefix sums add and multiply
 non-negative numbers only (the sums in any order). The node values :math:`g = e^{-v}`,
 :math:`h = 1 - e^{-v}` of :math:`v = q t` (and the weights :math:`e^{-y}`) are :math:`g = 0`,
@@ -117,8 +120,8 @@ REL_TOL = 1e-15
 ABS_TOL = 1e-18
 #: A prefix with complement mass c skips the nodes with c t < ETA (part 3).
 ETA = 1e-19
-#: ... and those with c t > 2^LOG_TOP (part 3: e^{-2^(LOG_TOP - 1)} = e^{-64}).
-LOG_TOP = 7
+#: ... and those with c t >= 2^LOG_TOP (part 3: (1 + delta 64) e^{-64} < 1e-26).
+LOG_TOP = 6
 #: A node is frozen (no later token updates it) once its P(N_T < n) is at most FREEZE (part 3).
 FREEZE = 1e-19
 #: Node values by the binary exponent e of v = q t (v in [2^(e-1), 2^(e+1))): at e >= SAT_E,
