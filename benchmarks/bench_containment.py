@@ -9,12 +9,23 @@ For each (V, n) in (465, 4), (465, 8), (32000, 8) and each model (successive sam
 
     alpha* = 1 - max(0, max_k [Q(T_k) - p(T_k)]),   T_k = the first k tokens by q/p decreasing,
 
-with ``model.prefix_containment`` (the new one-pass code, :mod:`mdtheory.containment`) against the
+with the one-pass prefix containment (:mod:`mdtheory.containment`, called directly: the models'
+``prefix_containment`` answers a repeated order from a memo) against the
 generic ``DraftModel.prefix_containment`` (one per-set containment per prefix: the old path), minimum
 of repeats in one process, and writes ``benchmarks/results/containment.json`` with machine facts.
 The successive-sampling rows also time ``optimal_acceptance(p, q, n, "without-replacement")``, the
 front door, whose certificate recomputes Q of the cut with the per-set containment.
 The pair (p, q) is ``bench_core.llm_pair``: Zipf-like target, perturbed tempered draft.
+
+    .venv/bin/python benchmarks/bench_containment.py --mnp      # the passes of one optimal-rule run
+
+``--mnp`` (issue 14): the orders whose prefix containments the optimal rule's preparation asks for
+(``make_rule("optimal", p, q, 4, sampling=...)``, V = 1000, the pair "softmax T=1/0" of
+``bench_draft_models.prep_pairs``), recorded at the models' ``prefix_containment``: how many are
+repeats (answered by the memo), how long a prefix each shares with the order before it and with
+any earlier one; then the one-pass time per order on those orders for n = 4 and 8, and at
+V = 32,000 on orders of the same kind (the gradient's order, slightly perturbed), minimum of
+repeats, CPU time. Writes nothing.
 """
 
 from __future__ import annotations
@@ -30,6 +41,7 @@ from pathlib import Path
 import numpy as np
 
 import mdtheory as md
+from mdtheory.containment import conditional_poisson_prefix_containment, successive_prefix_containment
 from mdtheory.drafts import DraftModel
 from mdtheory.subsets import prefix_order
 
@@ -37,6 +49,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 from bench_core import llm_pair  # noqa: E402
 
 ROWS = [(465, 4), (465, 8), (32_000, 8)]
+ONE_PASS = {"without-replacement": successive_prefix_containment,
+            "conditional-poisson": conditional_poisson_prefix_containment}
 MODELS = {"without-replacement": md.WithoutReplacement, "conditional-poisson": md.ConditionalPoisson}
 
 
@@ -51,6 +65,76 @@ def best_time(fn, repeats: int) -> tuple[float, object]:
 
 def alpha_by_prefix(p, order, contained) -> float:
     return 1.0 - max(float(np.max(contained - np.cumsum(p[order]))), 0.0)
+
+
+def common_prefix(a: np.ndarray, b: np.ndarray) -> int:
+    differ = np.flatnonzero(a != b)
+    return a.size if differ.size == 0 else int(differ[0])
+
+
+def recorded_orders(sampling: str) -> tuple[np.ndarray, np.ndarray, list]:
+    """(p, q, the orders asked of the model's prefix_containment) in one optimal-rule preparation."""
+    from bench_draft_models import prep_pairs
+
+    from mdtheory.rules import make_rule
+
+    _, p, q, _ = [pair for pair in prep_pairs(1) if pair[0] == "softmax T=1/0"][0]
+    cls = MODELS[sampling]
+    asked, plain = [], cls.prefix_containment
+
+    def recording(self, order):
+        asked.append(np.array(order, dtype=np.int64))
+        return plain(self, order)
+
+    cls.prefix_containment = recording
+    try:
+        make_rule("optimal", p, q, 4, sampling=sampling)
+    finally:
+        cls.prefix_containment = plain
+    return p, q, asked
+
+
+def per_pass(fn, q, orders, n, repeats) -> float:
+    fn(q, orders[0], n)
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.process_time()
+        for order in orders:
+            fn(q, order, n)
+        best = min(best, (time.process_time() - t0) / len(orders))
+    return best
+
+
+def mnp_passes(repeats: int) -> None:
+    from bench_draft_models import tempered
+
+    for sampling, fn in ONE_PASS.items():
+        p, q, asked = recorded_orders(sampling)
+        seen, repeat = set(), 0
+        for order in asked:
+            repeat += order.tobytes() in seen
+            seen.add(order.tobytes())
+        prev = [common_prefix(asked[i], asked[i - 1]) for i in range(1, len(asked))]
+        best = [max(common_prefix(asked[i], asked[j]) for j in range(i)) for i in range(1, len(asked))]
+        print(f"{sampling}, V = {q.size}: {len(asked)} orders asked, {repeat} repeats; common prefix "
+              f"with the previous order: mean {np.mean(prev):.1f} tokens (median {np.median(prev):.0f}); "
+              f"with the best earlier one: mean {np.mean(best):.1f}", flush=True)
+        sample = asked[:: max(1, len(asked) // 60)]
+        for n in (4, 8):
+            print(f"  one pass, V = {q.size}, n = {n}: {1e3 * per_pass(fn, q, sample, n, repeats):.3f} ms",
+                  flush=True)
+    V = 32_000
+    rng = np.random.default_rng(1000)
+    z = 2.5 * rng.standard_normal(V)
+    zq = z + 0.8 * rng.standard_normal(V)
+    p, q = tempered(np.exp(z - z.max()), 1.0), tempered(np.exp(zq - zq.max()), 1.0)
+    grad = q - p
+    orders = [np.argsort(grad + 1e-4 * np.abs(grad).max() * rng.standard_normal(V))[::-1].copy()
+              for _ in range(4)]
+    for sampling, fn in ONE_PASS.items():
+        for n in (4, 8):
+            print(f"  {sampling}, one pass, V = {V}, n = {n}: "
+                  f"{1e3 * per_pass(fn, q, orders, n, max(1, repeats // 2)):.2f} ms", flush=True)
 
 
 def machine() -> dict:
@@ -69,17 +153,22 @@ def main() -> None:
                     help="also time optimal_acceptance at V = 32,000 (its certificate's per-set "
                          "quadrature takes minutes there)")
     ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--mnp", action="store_true", help="only the passes of one optimal-rule run")
     args = ap.parse_args()
+    if args.mnp:
+        mnp_passes(args.repeats)
+        return
     rows = []
     for V, n in ROWS:
         p, q = llm_pair(V)
         order = prefix_order(p, q)
         for name, cls in MODELS.items():
             model = cls(q, n)
-            model.prefix_containment(order)  # numba's first-call load, untimed
+            fn = ONE_PASS[name]
+            fn(q, order, n)  # numba's first-call load, untimed
             t_new, new = best_time(
-                lambda model=model, p=p, order=order: alpha_by_prefix(
-                    p, order, model.prefix_containment(order)), args.repeats)
+                lambda fn=fn, p=p, q=q, n=n, order=order: alpha_by_prefix(p, order, fn(q, order, n)),
+                args.repeats)
             row = {"V": V, "n": n, "model": name, "alpha": new, "new_ms": t_new * 1e3}
             old_cheap = name == "conditional-poisson" and V <= 465
             if old_cheap or (args.before and V <= 465):

@@ -44,22 +44,48 @@ only, so all prefixes cost O(V n K) for K nodes.
    :math:`\\delta \\sum y_j \\le \\eta\\, \\delta / (1 - 2^{-1/m}) \\le 2\\eta`; so do those
    below a node j with :math:`F_j y_j \\delta / (2^{1/m} - 1) \\le \\eta/2` (F and y increase with
    t, so each lower term is at most :math:`\\delta y_i F_j`; the computed :math:`F_j` is within a
-   factor 2 of the exact one); those with
-   :math:`y > L` at most :math:`\\int_{\\ln(L/2c)}^{\\infty} c e^u e^{-ce^u} du = e^{-L/2}`
-   (the summand decreases there). :data:`ETA` and :data:`LOG_TOP` make both below 1e-18.
+   factor 2 of the exact one; the node is found by bisection over octaves, which keeps the test
+   true at the node it returns); those with
+   :math:`y \\ge L = 2^{\\mathrm{LOG\\_TOP}}` at most
+   :math:`\\delta L e^{-L} + \\int_{\\ln(L/c)}^{\\infty} c e^u e^{-ce^u} du = (1 + \\delta L) e^{-L}`
+   (the summand :math:`\\delta y e^{-y} F \\le \\delta y e^{-y}` decreases in u for y > 1, so the sum
+   from its first node on is at most that node's term plus the integral). :data:`ETA` and
+   :data:`LOG_TOP` make both below 1e-18 (:math:`13 e^{-64} < 10^{-26}`).
+   *Frozen nodes*: once the computed :math:`P(N_T < n) = \\sum_{k<n} a_k` at a node is at most
+   :data:`FREEZE` :math:`= \\theta`, later tokens no longer update it; they would raise the exact F
+   there by at most its exact :math:`P(N_T < n) \\le 2\\theta`, so every later prefix's sum moves
+   by at most :math:`2\\theta\\, \\delta \\sum_j y_j e^{-y_j} \\le 2.01\\,\\theta` (that sum is the
+   trapezoidal rule for :math:`\\int e^u e^{-e^u} du = 1`).
 
 So each :math:`Q(T_k)` is within :math:`10^{-15} Q(T_k) + 2 \\cdot 10^{-18}` of the exact value before
-rounding. Rounding: every operation adds or multiplies non-negative numbers. The node values
-:math:`g = e^{-x}`, :math:`h = 1 - e^{-x}`, x = q t, come from eleven Taylor terms for x < 1/8
-(truncation below :math:`2^{-60} x`), are :math:`g = 0`, h = 1 for x >= 256 (:math:`g < 10^{-111}`
-dropped: F moves by less than :math:`V \\cdot 10^{-111}`), and in between come from ``exp``/``expm1``
-once every :data:`RESTART` octaves and from the exact halving identities
-:math:`e^{-x/2} = \\sqrt{e^{-x}}`, :math:`1 - e^{-x/2} = (1 - e^{-x})/(1 + e^{-x/2})` in between
-(going down in t, so errors do not grow), relative error below about
-:math:`2\\,\\mathrm{RESTART}\\, \\epsilon`. The complement masses :math:`c_k` are double-double
-suffix sums. The a-priori worst case over a prefix of k tokens is O(k n ε) relative (linear
-accumulation of the positive updates), far above the errors observed: at most 6e-16 against exact
-rationals and 8e-15 against the per-set quadrature at V = 2000 (``tests/test_containment.py``).
+rounding (parts 2 and 3 add at most :math:`10^{-18} + 2\\eta + \\eta/2 + 10^{-26} + 2.01\\theta <
+1.5 \\cdot 10^{-18}`). Rounding: the state updates and the prefix sums add and multiply
+non-negative numbers only (the sums in any order). The node values :math:`g = e^{-v}`,
+:math:`h = 1 - e^{-v}` of :math:`v = q t` (and the weights :math:`e^{-y}`) are :math:`g = 0`,
+h = 1 for v >= 256 (:math:`g < 10^{-111}` dropped: F moves by less than :math:`V \\cdot 10^{-111}`),
+and below that come from one vectorised evaluation (:func:`_exp_class`): :math:`v = k \\ln 2 + r`
+with the Cody-Waite split of ln 2 (:math:`k \\cdot` ``LN2_HI`` and, by Sterbenz's lemma,
+:math:`v - k \\cdot` ``LN2_HI`` exact), :math:`|r| \\le \\ln 2 / 2 + 10^{-12}`, r to within
+:math:`\\epsilon |r|/2 + 4 \\cdot 10^{-23}`; :math:`U = \\sum_{i \\le L} (-r)^i/(i+1)!` by Horner's
+rule with rounded coefficients, products and sums possibly fused (each level shrinks the error
+carried from the one inside by :math:`|r| \\le 0.35`: absolute error below :math:`2\\epsilon`, U in
+[0.84, 1.19]), with L from a table by octave so that the series tail is below :math:`2^{-60}`
+relative (:func:`_degree_table`); then :math:`g = 2^{-k}(1 - rU)` and
+:math:`h = (1 - 2^{-k}) + 2^{-k} rU` (:math:`h = rU` at k = 0; at k >= 1 the terms have
+:math:`1 - 2^{-k} \\ge 1/2`, :math:`|2^{-k} rU| \\le 0.21` and h >= 0.29). Both come out within
+:math:`3\\epsilon` relative of the function at the rounded argument (at most :math:`1.04\\epsilon`
+observed against 40-digit values); the rounding of v itself
+(:math:`\\epsilon/2` relative) moves g by at most :math:`v e^{-v} \\epsilon/2 < 0.19 \\epsilon`
+absolute and h by at most :math:`\\epsilon/2` relative. The complement masses :math:`c_k` are
+double-double suffix sums. The a-priori worst case over a prefix of k tokens is O(k n ε) relative
+(linear accumulation of the positive updates), far above the errors observed: at most 3e-16 against
+exact rationals (``tests/test_containment.py``) and 5e-15 against the per-set Gauss-Legendre
+quadrature at V = 2000.
+
+**Cost.** Per token, the node values and one fused pass over the n + 1 rows at the active nodes
+(above the lowest window, below the frozen ones), then the prefix's weights and sum over its window
+from the bisected lower node up: every loop runs over contiguous nodes with unsigned indices and no
+branch, compiled for literal series lengths (:data:`DEGREES`) and n = 2..8, so it vectorises.
 
 Conditional Poisson (:class:`~mdtheory.drafts.ConditionalPoisson`)
 ------------------------------------------------------------------
@@ -72,10 +98,12 @@ relative error of each ratio is a few ε.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
-from numba import njit
+from numba import njit, types
+from numba.extending import intrinsic
 
 from .errors import InvalidInputError
 from .polymatroid import _two_sum as _two_sum_kernel
@@ -92,18 +120,16 @@ REL_TOL = 1e-15
 ABS_TOL = 1e-18
 #: A prefix with complement mass c skips the nodes with c t < ETA (part 3).
 ETA = 1e-19
-#: ... and those with c t > 2^LOG_TOP (part 3: e^{-2^(LOG_TOP - 1)} = e^{-64}).
-LOG_TOP = 7
-#: Node values come from exp/expm1 once every RESTART octaves, from halving identities in between.
-RESTART = 8
-#: Node value regimes by the binary exponent e of x = q t (x in [2^(e-1), 2^(e+1))): at e >= SAT_E,
-#: x >= 256, 1 - e^{-x} rounds to 1 and e^{-x} < 1e-111 is set to 0 (so the halving identities,
-#: started at x < 512, never start from an underflowed 0); at e <= TAYLOR_E, x < 2^-23 and three
-#: Taylor terms give 1 - e^{-x} to a relative 2^-60 (x < 1/8, eleven terms).
+#: ... and those with c t >= 2^LOG_TOP (part 3: (1 + delta 64) e^{-64} < 1e-26).
+LOG_TOP = 6
+#: A node is frozen (no later token updates it) once its P(N_T < n) is at most FREEZE (part 3).
+FREEZE = 1e-19
+#: Node values by the binary exponent e of v = q t (v in [2^(e-1), 2^(e+1))): at e >= SAT_E,
+#: v >= 256, 1 - e^{-v} rounds to 1 and e^{-v} < 1e-111 is set to 0; below, :func:`_exp_class`.
 SAT_E = 9
-TAYLOR_E = -4
 
 
+@functools.lru_cache(maxsize=64)
 def _nodes_per_octave(n: int) -> int:
     """Smallest m whose step ln2/m makes the trapezoidal bound min_a 2 sec^(n+1)(a) / (e^(2 pi a m /
     ln 2) - 1) at most :data:`REL_TOL` (part 1)."""
@@ -123,6 +149,55 @@ def _grid_start(n: int, m: int, total: float) -> int:
                  + math.log2(2.0 ** ((n + 1) / m) - 1.0) - math.log2(delta)
                  - (n + 1) * math.log2(max(total, 1.0)))
     return math.floor(log2_room / (n + 1))
+
+
+#: Cody-Waite split of ln 2 (fdlibm's): k * LN2_HI is exact for integers |k| < 2^20.
+LN2_HI = 6.93147180369123816490e-01
+LN2_LO = 1.90821492927058770002e-10
+LOG2E = 1.4426950408889634
+#: |r| <= R_MAX after the reduction v = k ln 2 + r (v < 2^SAT_E: k <= 740, k ln 2 exact).
+R_MAX = 0.5 * math.log(2.0) + 1e-12
+#: Octave exponents e (v in [2^(e-1), 2^(e+1))) covered by the degree tables; below, degree 0.
+E_MIN = -64
+
+
+def _series_terms(R: float, relative_to: float) -> int:
+    """Smallest L with the tail of U(r) = sum_{i >= 0} (-r)^i / (i + 1)! after the terms 0..L,
+    at most R^(L+1) / (L+2)! / (1 - R/(L+3)) for |r| <= R, below 2^-60 relative_to."""
+    for L in range(40):
+        log_tail = ((L + 1) * math.log(R) - math.lgamma(L + 3) - math.log1p(-R / (L + 3))) \
+            if R > 0 else -math.inf
+        if log_tail <= math.log(relative_to) - 60 * math.log(2.0):
+            return L
+    raise AssertionError("unreachable: R <= R_MAX < 1")
+
+
+def _degree_table(for_h: bool) -> np.ndarray:
+    """Series terms by octave exponent e in [E_MIN, SAT_E]: |r| <= R = min(2^(e+1), R_MAX); for h
+    the tail is relative to U >= 1 - R/2 (h = r U at k = 0, so U sets h's relative error), for g
+    alone relative to e^{-R} / R (g = 1 - r U at k = 0 errs by r times U's error)."""
+    out = np.zeros(SAT_E - E_MIN + 1, dtype=np.int64)
+    for i, e in enumerate(range(E_MIN, SAT_E + 1)):
+        R = min(2.0 ** (e + 1), R_MAX)
+        out[i] = _series_terms(R, (1 - R / 2) if for_h else math.exp(-R) / R)
+    return out
+
+
+#: Series degrees of :func:`_exp_class`'s classes, decreasing (literals, so each compiles unrolled).
+DEGREES = (13, 10, 7, 4, 2, 0)
+
+
+def _class_limits(deg: np.ndarray) -> np.ndarray:
+    """lim[c]: the largest octave exponent e whose degree deg[e - E_MIN] is at most DEGREES[c]
+    (lim[0] = SAT_E); exponents below E_MIN need none."""
+    lim = np.array([max(e for e in range(E_MIN, SAT_E + 1) if deg[e - E_MIN] <= L) for L in DEGREES])
+    assert lim[0] == SAT_E and lim[1] <= -4  # only class 0 meets v >= 2^-3 (and so k > 0)
+    return lim
+
+
+#: Class limits for the node values (h and g to a relative 2^-60) and the weights (g alone).
+_LIM_H = _class_limits(_degree_table(True))
+_LIM_G = _class_limits(_degree_table(False))
 
 
 def successive_prefix_containment(q: np.ndarray, order, n: int) -> np.ndarray:
@@ -151,8 +226,11 @@ def successive_prefix_containment(q: np.ndarray, order, n: int) -> np.ndarray:
     -----
     The module docstring proves the error bound :math:`10^{-15} Q + 2 \\cdot 10^{-18}` of the
     quadrature. Cost O(V n K): K = m (log2(1/c_min) + 8) nodes, m = 4 to 6 nodes per octave for
-    n <= 10, c_min the smallest positive complement mass; nodes where n tokens have e^{-q t} = 0
-    and nodes below every later prefix's window are dropped as the scan goes.
+    n <= 10, c_min the smallest positive complement mass; nodes where P(N < n) <= :data:`FREEZE`
+    and nodes below every later prefix's window are dropped as the scan goes, and each prefix sums
+    only the nodes of its window above its negligible tail. About 0.4 ms at V = 1000 and 12 ms at
+    V = 32,000 (n = 4 or 8) on this project's 2-core test machine
+    (``benchmarks/bench_containment.py --mnp``).
 
     Examples
     --------
@@ -171,11 +249,11 @@ def successive_prefix_containment(q: np.ndarray, order, n: int) -> np.ndarray:
     else:
         c_min = float(positive.min())
     octaves = max(1, (LOG_TOP + 2) - (math.frexp(c_min)[1] - 1) - b0)
-    beta = np.exp2(np.arange(m) / m)
-    pow2 = _POW2
+    shift = max(0, octaves - 1000)  # t_j = 2^(b0 + shift) tb[j]: tb stays finite
+    tb = np.ldexp(np.exp2(np.arange(m) / m)[None, :], np.arange(octaves)[:, None] - shift).ravel()
     delta = math.log(2.0) / m
     below = delta / (2.0 ** (1.0 / m) - 1.0)
-    out = _successive_kernel(qs, comp, n, m, b0, octaves * m, beta, pow2, delta, below)
+    out = _successive_kernel(qs, comp, n, m, b0, shift, tb, delta, below, _LIM_H, _LIM_G)
     return out[:size]
 
 
@@ -188,11 +266,8 @@ def _in_order(q, order) -> tuple[np.ndarray, int]:
     return np.ascontiguousarray(q[order], dtype=np.float64), size
 
 
-#: 1/d for the Taylor terms of 1 - e^{-x}
-_INV = 1.0 / np.maximum(np.arange(13), 1)
-_POW2_OFFSET = 1200
-#: 2^e for e in [-1200, 63]: the kernels index it with binary exponents e <= max(SAT_E, LOG_TOP)
-_POW2 = np.ldexp(1.0, np.arange(-_POW2_OFFSET, 64))
+#: (-1)^i / (i + 1)!, the coefficients of (1 - e^{-r}) / r (each rounded once)
+_COEF = np.array([(-1.0) ** i / math.factorial(i + 1) for i in range(24)])
 
 
 @njit(cache=True)
@@ -209,17 +284,123 @@ def _suffix_kernel(qs):
     return out
 
 
+@intrinsic
+def _as_float(typingctx, bits):
+    """The float64 with the given int64 bit pattern (a bit cast: 2^-k below, with no table
+    gather, which would stop the loop's vectorisation)."""
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], context.get_value_type(types.float64))
+
+    return types.float64(types.int64), codegen
+
+
+@njit(cache=True, fastmath={"contract"})
+def _exp_class(scale, tb, j0, j1, L, reduce, G, H):
+    """G = e^{-v}, H = 1 - e^{-v} for v = scale tb[j], j0 <= j < j1: v = k ln 2 + r (Cody-Waite,
+    if ``reduce``; else k = 0, r = v), e^{-v} = 2^-k (1 - r U), 1 - e^{-v} = (1 - 2^-k) + 2^-k r U,
+    U the terms 0..L of (1 - e^{-r}) / r = sum_i (-r)^i / (i + 1)! by Horner's rule. Called with
+    literal L and ``reduce``, so the series unrolls and the loop over nodes vectorises; products
+    and sums may fuse (one rounding instead of two), never reassociate."""
+    for jj in range(j0, j1):
+        j = np.uint64(jj)  # unsigned indices: no wrap-around test, so the loop vectorises
+        v = scale * tb[j]
+        if reduce:
+            k = np.floor(v * LOG2E + 0.5)
+            r = (v - k * LN2_HI) - k * LN2_LO
+            s = _as_float((1023 - np.int64(k)) << 52)  # 2^-k, 0 <= k < 1022
+        else:
+            r, s = v, 1.0
+        u = _COEF[L]
+        for i in range(L - 1, -1, -1):
+            u = _COEF[i] + r * u
+        ru = r * u
+        G[j] = s * (1.0 - ru)
+        H[j] = (1.0 - s) + s * ru
+
+
 @njit(cache=True)
-def _successive_kernel(qs, comp, n, m, b0, K, beta, pow2, delta, below):
+def _exp_nodes(scale, tb, j0, j1, e0, m, lim, G, H):
+    """:func:`_exp_class` on nodes j0 <= j < j1 with octave exponents e = e0 + j // m, each
+    class of :data:`DEGREES` on the octaves e with lim[c + 1] < e <= lim[c] (the class's degree
+    covers the degree table there); only the first class has e >= -3 and needs the reduction."""
+    b1 = min(max((lim[1] + 1 - e0) * m, j0), j1)
+    _exp_class(scale, tb, b1, j1, 13, True, G, H)
+    b2 = min(max((lim[2] + 1 - e0) * m, j0), b1)
+    _exp_class(scale, tb, b2, b1, 10, False, G, H)
+    b3 = min(max((lim[3] + 1 - e0) * m, j0), b2)
+    _exp_class(scale, tb, b3, b2, 7, False, G, H)
+    b4 = min(max((lim[4] + 1 - e0) * m, j0), b3)
+    _exp_class(scale, tb, b4, b3, 4, False, G, H)
+    b5 = min(max((lim[5] + 1 - e0) * m, j0), b4)
+    _exp_class(scale, tb, b5, b4, 2, False, G, H)
+    _exp_class(scale, tb, j0, b5, 0, False, G, H)
+
+
+@njit(cache=True)
+def _update(a, G, H, j0, j1, n):
+    """One token at nodes j0 <= j < j1: a_n += h a_{n-1}; a_k = g a_k + h a_{k-1}; a_0 = g a_0,
+    all rows in one pass over the nodes (with a literal n the rows unroll and the nodes vectorise)."""
+    for jj in range(j0, j1):
+        j = np.uint64(jj)  # unsigned indices: no wrap-around test, so the loop vectorises
+        g = G[j]
+        h = H[j]
+        a[n, j] += h * a[n - 1, j]
+        for k in range(n - 1, 0, -1):
+            a[k, j] = g * a[k, j] + h * a[k - 1, j]
+        a[0, j] *= g
+
+
+@njit(cache=True)
+def _update_rows(a, G, H, j0, j1, n):
+    """:func:`_update` row by row (each row's loop vectorises; for n without a literal version)."""
+    an, an1 = a[n], a[n - 1]
+    for jj in range(j0, j1):
+        j = np.uint64(jj)
+        an[j] += H[j] * an1[j]
+    for k in range(n - 1, 0, -1):
+        ak, ak1 = a[k], a[k - 1]
+        for jj in range(j0, j1):
+            j = np.uint64(jj)
+            ak[j] = G[j] * ak[j] + H[j] * ak1[j]
+    a0 = a[0]
+    for jj in range(j0, j1):
+        j = np.uint64(jj)
+        a0[j] *= G[j]
+
+
+@njit(cache=True)
+def _update_token(a, G, H, j0, j1, n):
+    """:func:`_update` compiled for each n in 2..8 (the same operations in the same order)."""
+    if n == 2:
+        _update(a, G, H, j0, j1, 2)
+    elif n == 3:
+        _update(a, G, H, j0, j1, 3)
+    elif n == 4:
+        _update(a, G, H, j0, j1, 4)
+    elif n == 5:
+        _update(a, G, H, j0, j1, 5)
+    elif n == 6:
+        _update(a, G, H, j0, j1, 6)
+    elif n == 7:
+        _update(a, G, H, j0, j1, 7)
+    elif n == 8:
+        _update(a, G, H, j0, j1, 8)
+    else:
+        _update_rows(a, G, H, j0, j1, n)
+
+
+@njit(cache=True)
+def _successive_kernel(qs, comp, n, m, b0, shift, tb, delta, below, lim_h, lim_g):
     V = qs.size
+    K = tb.size
     out = np.zeros(V)
     a = np.zeros((n + 1, K))
     a[0, :] = 1.0
     H = np.empty(K)
     G = np.empty(K)
-    ey = np.empty(K)
+    E = np.empty(K)
     octaves = K // m
-    k_act = K  # nodes >= k_act are frozen: a[0..n-1] = 0 exactly, so no token changes them
+    k_act = K  # nodes >= k_act are frozen: P(N < n) <= FREEZE there, no token updates them
     j_low = 0  # nodes < j_low lie below the window of every later prefix
     count = 0
     prev = 0.0
@@ -230,55 +411,21 @@ def _successive_kernel(qs, comp, n, m, b0, K, beta, pow2, delta, below):
             continue
         count += 1
         mq, eq = math.frexp(x)
-        e_base = eq + b0
-        # node values h = 1 - e^{-x t}, g = e^{-x t} at nodes j_low <= j < k_act, by octave o
-        o_lo = j_low // m
-        o_hi = (k_act + m - 1) // m
-        o_sat = SAT_E - e_base  # octaves >= o_sat: saturated
-        o_tay = TAYLOR_E - e_base  # octaves <= o_tay: Taylor
-        top = min(o_hi - 1, o_sat - 1)
-        for o in range(top, o_lo - 1, -1):
-            if o > o_tay and (top - o) % RESTART != 0:
-                for r in range(m):
-                    j = o * m + r
-                    g = math.sqrt(G[j + m])
-                    G[j] = g
-                    H[j] = H[j + m] / (1.0 + g)
-            else:
-                p2 = pow2[max(e_base + o + _POW2_OFFSET, 0)]
-                for r in range(m):
-                    j = o * m + r
-                    xt = mq * beta[r] * p2
-                    if o <= o_tay:  # x < 1/8: 1 - e^{-x} by 11 Taylor terms, error < x 2^-60
-                        h = 1.0
-                        for d in range(12, 1, -1):
-                            h = 1.0 - xt * _INV[d] * h
-                        h *= xt
-                        H[j] = h
-                        G[j] = 1.0 - h
-                    else:
-                        H[j] = -math.expm1(-xt)
-                        G[j] = math.exp(-xt)
-        for o in range(max(o_sat, o_lo), o_hi):
-            for r in range(m):
-                H[o * m + r] = 1.0
-                G[o * m + r] = 0.0
-        # one token: a_n += h a_{n-1}; a_k = g a_k + h a_{k-1}; a_0 = g a_0
-        kmax = min(count, n)
-        for j in range(j_low, k_act):
-            a[n, j] += H[j] * a[n - 1, j]
-        for k in range(min(kmax, n - 1), 0, -1):
-            for j in range(j_low, k_act):
-                a[k, j] = G[j] * a[k, j] + H[j] * a[k - 1, j]
-        for j in range(j_low, k_act):
-            a[0, j] *= G[j]
-        while k_act > j_low:
-            frozen = True
+        e_base = eq + b0  # node j: x t_j = xs tb[j] in [2^(e - 1), 2^(e + 1)), e = e_base + j // m
+        xs = math.ldexp(mq, e_base + shift)
+        j_sat = min(max((SAT_E - e_base) * m, j_low), k_act)  # x t >= 2^(SAT_E - 1): saturated
+        _exp_nodes(xs, tb, j_low, j_sat, e_base, m, lim_h, G, H)
+        for jj in range(j_sat, k_act):
+            j = np.uint64(jj)  # unsigned indices: no wrap-around test, so the loops vectorise
+            G[j] = 0.0
+            H[j] = 1.0
+        # one token: a_n += h a_{n-1}; a_k = g a_k + h a_{k-1}; a_0 = g a_0 (a literal n unrolls)
+        _update_token(a, G, H, j_low, k_act, n)
+        while k_act > j_low:  # freeze the top node once P(N < n) <= FREEZE there (part 3)
+            rest = 0.0
             for k in range(n):
-                if a[k, k_act - 1] != 0.0:
-                    frozen = False
-                    break
-            if not frozen:
+                rest += a[k, k_act - 1]
+            if rest > FREEZE:
                 break
             k_act -= 1
         # the prefix's value: delta * sum_j y_j e^{-y_j} a_n[j], y_j = c t_j, over its window
@@ -290,30 +437,36 @@ def _successive_kernel(qs, comp, n, m, b0, K, beta, pow2, delta, below):
         else:
             mc, ec = math.frexp(c)
             e_c = ec + b0
-            # octave o holds y in [2^(e_c + o - 1), 2^(e_c + o + 1)): window octaves
+            cs = math.ldexp(mc, e_c + shift)  # y_j = cs tb[j], octave exponent e_c + j // m
             o_w_lo = max(0, int(math.floor(math.log2(ETA))) - e_c)
             o_w_hi = min(octaves - 1, LOG_TOP - e_c)
             if o_w_lo > j_low // m:
                 j_low = o_w_lo * m  # c only decreases along the prefix: windows only move up
-            total = 0.0
-            for o in range(o_w_hi, max(o_w_lo, j_low // m) - 1, -1):
-                p2 = pow2[max(e_c + o + _POW2_OFFSET, 0)]
-                for r in range(m):
-                    j = o * m + r
-                    y = mc * beta[r] * p2
-                    if o == o_w_hi:
-                        ey[j] = math.exp(-y)
-                    elif y < 2.0 ** -27:  # e^{-y} = 1 - y to a relative 2^-55
-                        ey[j] = 1.0 - y
+            # the highest octave o whose first node has F y below <= ETA / 2 (F, y increase with
+            # t): the nodes below it are left out; bisection keeps the test true at lo
+            lo, hi = max(o_w_lo, j_low // m), o_w_hi + 1
+            if lo < hi and a[n, lo * m] * cs * tb[lo * m] * below <= 0.5 * ETA:
+                while hi - lo > 1:
+                    mid = (lo + hi) // 2
+                    if a[n, mid * m] * cs * tb[mid * m] * below <= 0.5 * ETA:
+                        lo = mid
                     else:
-                        ey[j] = math.sqrt(ey[j + m])
-                    total += y * ey[j] * a[n, j]
-                # F and y increase with t: the nodes below add at most F_j y_j * below
-                if a[n, o * m] * mc * p2 * below <= 0.5 * ETA:
-                    break
-            prev = min(delta * total, 1.0)
+                        hi = mid
+            j0, j1 = lo * m, (o_w_hi + 1) * m
+            _exp_nodes(cs, tb, j0, j1, e_c, m, lim_g, E, H)
+            prev = min(delta * _weighted_sum(cs, tb, E, a[n], j0, j1), 1.0)
         out[idx] = prev
     return out
+
+
+@njit(cache=True, fastmath={"reassoc"})
+def _weighted_sum(cs, tb, E, F, j0, j1):
+    """sum_j y_j E_j F_j, y_j = cs tb[j]: non-negative terms, summed in any order."""
+    total = 0.0
+    for jj in range(j0, j1):
+        j = np.uint64(jj)
+        total += cs * tb[j] * E[j] * F[j]
+    return total
 
 
 def conditional_poisson_prefix_containment(q: np.ndarray, order, n: int) -> np.ndarray:

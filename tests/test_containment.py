@@ -254,3 +254,72 @@ def test_esp_table_against_exact_rationals():
         for j in range(5):
             want = elementary_symmetric(wf[:i], j)
             assert table[i, j] == pytest.approx(float(want), rel=1e-14, abs=0.0), (i, j)
+
+
+def test_node_values_against_mpmath():
+    """The vectorised e^{-v} and 1 - e^{-v} of every class (both degree tables, with and without the
+    Cody-Waite reduction) within 4 eps relative of 50-digit values, v from 2^-70 to 2^9."""
+    import mpmath
+
+    from mdtheory.containment import _LIM_G, _LIM_H, SAT_E, _exp_nodes
+
+    mpmath.mp.dps = 50
+    m, octaves = 4, 90
+    tb = np.ldexp(np.exp2(np.arange(m) / m)[None, :], np.arange(octaves)[:, None]).ravel()
+    G, H = np.empty(tb.size), np.empty(tb.size)
+    eps = np.finfo(float).eps
+    for lim, check_h in ((_LIM_H, True), (_LIM_G, False)):
+        for mant in (0.5, 0.61, 0.75, 0.999999):
+            e0 = -70
+            scale = math.ldexp(mant, e0)
+            j1 = (SAT_E - e0) * m  # below saturation
+            _exp_nodes(scale, tb, 0, j1, e0, m, lim, G, H)
+            for j in range(0, j1, 3):
+                v = mpmath.mpf(scale * tb[j])  # the rounded argument, exactly
+                g, h = mpmath.exp(-v), -mpmath.expm1(-v)
+                assert abs(G[j] - g) <= 4 * eps * g, (mant, j, float(v))
+                if check_h:
+                    assert abs(H[j] - h) <= 4 * eps * h, (mant, j, float(v))
+
+
+def test_fused_update_is_the_row_update():
+    """The per-n compiled fused pass gives the row-by-row pass's bits, n = 2..9."""
+    from mdtheory.containment import _update_rows, _update_token
+
+    rng = np.random.default_rng(5)
+    for n in range(2, 10):
+        a = rng.random((n + 1, 40))
+        G = rng.random(40)
+        H = 1.0 - G
+        b = a.copy()
+        _update_token(a, G, H, 3, 37, n)
+        _update_rows(b, G, H, 3, 37, n)
+        assert np.array_equal(a, b), n
+
+
+def test_prefix_memo_repeats_exactly_and_stays_bounded():
+    """Inside prefix_memo an order asked again gets the first pass's numbers (a copy: the caller may
+    write to it); the memo drops its least recently used orders beyond max_bytes, nested blocks
+    share it, and it is gone after the outermost block."""
+    rng = np.random.default_rng(9)
+    q = rng.dirichlet(np.ones(30))
+    orders = [rng.permutation(30) for _ in range(6)]
+    for model in (md.WithoutReplacement(q, 4), md.ConditionalPoisson(q, 4)):
+        fresh = type(model)(q, 4).prefix_containment(orders[0])
+        with model.prefix_memo():
+            first = model.prefix_containment(orders[0])
+            first[:] = -1.0  # the caller's copy
+            with model.prefix_memo():
+                assert np.array_equal(model.prefix_containment(orders[0]), fresh)
+                assert len(model._prefix_memo) == 1
+            assert np.array_equal(model.prefix_containment(orders[0][:10]), fresh[:10])
+            assert len(model._prefix_memo) == 2
+        assert "_prefix_memo" not in vars(model)
+        assert np.array_equal(model.prefix_containment(orders[0]), fresh)
+    entry = 30 * 8 * 2  # one order of 30 tokens and its 30 values
+    model = md.WithoutReplacement(q, 4)
+    with model.prefix_memo(max_bytes=3 * entry):
+        for order in orders:
+            model.prefix_containment(order)
+        assert len(model._prefix_memo) == 3 and model._prefix_memo_bytes == 3 * entry
+        assert orders[-1].astype(np.int64).tobytes() in model._prefix_memo
