@@ -372,6 +372,11 @@ def _two_phase(p, model, qbar, tol, max_iter, weights):
             break
         # the cut has settled: its complement comes first on the face of B(g) it spans
         source = free if face is None or free.upper <= face.upper else face
+        if source.cut.size in (0, p.size):  # ∅ or Ω: the face is all of B(g), the free run's own
+            if free.stalled:
+                break
+            patience *= 2
+            continue
         for _ in range(max_iter):  # a face run that finds a better cut moves to that cut's face
             if face is None or not np.array_equal(face.face_cut, source.cut):
                 face = _face(p, model, sw, qbar, source)
