@@ -482,28 +482,32 @@ class _Wolfe:
                 return
             v = np.empty(order.size)
             v[order] = np.maximum(H[:-1] - H[1:], 0.0)
-            v = (v - p) * sw
-            K, slot = self.K, self.slot
+            K = self.K
             if not self.accurate and self._lstsq_ok(K) and \
                     self.x @ self.x <= _GRAM_FLOOR * G[:K, :K].diagonal().max():
                 self._refine()  # below the Gram route's resolution
-                K = self.K
-            row = (S[:K] @ v)[slot[:K]]
-            if self.x @ self.x - self.x @ v <= 1e-300 or K >= S.shape[0] or \
-                    np.any(G[np.arange(K), np.arange(K)] - 2 * row + v @ v <= 0.0):
-                if self._refine():  # the Gram route's point was not accurate enough: go on
-                    continue
-                self.stalled = True  # no progress possible: the caller reports the open gap
-                return
-            S[K], self.orders[K], slot[K] = v, order, K
-            G[K, :K] = G[:K, K] = row
-            G[K, K] = v @ v
-            self._append(K)
-            norm = self.x @ self.x
-            self._minor(K + 1, np.append(self.lam, 0.0))
-            if not self.x @ self.x < norm and not self._refine():  # rounding has won
+            step = self._add((v - p) * sw, order)
+            if step is None:
+                continue
+            if not step:
                 self.stalled = True
                 return
+
+    def _add(self, v, order):
+        """Add vertex v (minus p, scaled) and run the minor cycle: True on progress, None after a
+        switch to the accurate route, False on a stall."""
+        S, G, slot, K = self.S, self.G, self.slot, self.K
+        row = (S[:K] @ v)[slot[:K]]
+        if self.x @ self.x - self.x @ v <= 1e-300 or K >= S.shape[0] or \
+                np.any(G[np.arange(K), np.arange(K)] - 2 * row + v @ v <= 0.0):
+            return None if self._refine() else False
+        S[K], self.orders[K], slot[K] = v, order, K
+        G[K, :K] = G[:K, K] = row
+        G[K, K] = v @ v
+        self._append(K)
+        norm = self.x @ self.x
+        self._minor(K + 1, np.append(self.lam, 0.0))
+        return self.x @ self.x < norm or self._refine()
 
     def _minor(self, K, lam):
         """Wolfe's minor cycle on the first K corral vertices from weights ``lam``: move to the
