@@ -55,6 +55,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections import deque
 from typing import NamedTuple
 
 import numpy as np
@@ -330,11 +331,17 @@ def min_norm_base(p: np.ndarray, model: DraftModel, *, tol: float = MNP_TOL,
     gaps). Each major iteration must decrease the norm; when rounding stops it in that mode too,
     the run reports a stall (the gap it reached is accepted up to :data:`MNP_ACCEPT`).
 
-    **Retry.** A run in the plain norm that ends with a gap it cannot accept (above ``tol`` and
-    :data:`MNP_ACCEPT`: the iteration cap, or a stall) is followed by one in the norm weighted by
-    :math:`1 / (p + \\bar q)`, which resolves tiny-probability tokens (independent drafts,
-    V = 465, α* = 1: the plain run creeps to a gap of 2.4e-8 in 10,000 iterations, the weighted
-    one closes in about 6,800); the smaller gap is kept.
+    **Two norms, raced.** Wolfe's iteration count depends heavily on the norm, in opposite ways on
+    different pairs: the plain norm is fast on peaked pairs and can creep for thousands of
+    iterations where tokens of tiny probability matter; the norm weighted by
+    :math:`1 / (p + \bar q)` resolves those (independent drafts, V = 465, α* = 1: the plain run
+    creeps to a gap of 2.4e-8 in 10,000 iterations, the weighted one closes in about 6,800) and is
+    slow elsewhere (one llm pair, conditional Poisson: 7,360 iterations against the plain norm's
+    69). So both runs (:data:`RACE`) advance in turns of :data:`PIECE` iterations, always the one
+    with fewer, until one closes: about twice the faster one's iterations
+    (``benchmarks/bench_draft_models.py --prep``). Any positive weights are sound: the cut
+    :math:`\\{\\mu > p\\}` of the weighted minimiser is optimal, and the certificate does not depend
+    on the norm. If neither closes, the smaller gap is kept.
 
     Examples
     --------
@@ -344,11 +351,9 @@ def min_norm_base(p: np.ndarray, model: DraftModel, *, tol: float = MNP_TOL,
     """
     p = np.asarray(p, dtype=float)
     qbar = model.qs.mean(axis=0) if isinstance(model, Independent) else model.first_draft_law()
-    best, done = _two_phase(p, model, qbar, tol, max_iter, weights)
-    if not best.upper - best.lower <= max(tol, MNP_ACCEPT) and weights is None:  # scaled retry
-        scaled, more = _two_phase(p, model, qbar, tol, max_iter, 1.0 / (p + qbar + 1e-300))
-        done += more
-        best = scaled if scaled.upper - scaled.lower < best.upper - best.lower else best
+    norms = [weights] if weights is not None else \
+        [None if a == 0 else (p + qbar + 1e-300) ** -a for a in RACE]
+    best, done = _race([_phases(p, model, qbar, tol, max_iter, w) for w in norms], tol, max_iter)
     if not best.upper - best.lower <= max(tol, MNP_ACCEPT):
         raise SolverError(
             f"the minimum-norm-point method left a gap of {best.upper - best.lower:.3g} after "
@@ -357,17 +362,47 @@ def min_norm_base(p: np.ndarray, model: DraftModel, *, tol: float = MNP_TOL,
     return best.result(done)
 
 
+def _gap(run) -> float:
+    return run.upper - run.lower
+
+
+def _race(runs, tol, max_iter):
+    """Advance the generators ``runs`` (:func:`_phases`) in turn, always the one with the fewest
+    iterations, until one closes within ``tol`` or all end: (the run with the smallest gap, the
+    iterations of all)."""
+    state = [next(r) for r in runs]  # (best run so far, iterations) of each
+    live = set(range(len(runs)))
+    for _ in range(len(runs) * (max_iter + 2)):  # a step ends a generator or runs iterations
+        if not live or any(_gap(best) <= tol for best, _ in state):
+            break
+        i = min(live, key=lambda j: state[j][1])
+        step = next(runs[i], None)
+        if step is None:
+            live.discard(i)
+        else:
+            state[i] = step
+    return min((best for best, _ in state), key=_gap), sum(done for _, done in state)
+
+
 def _two_phase(p, model, qbar, tol, max_iter, weights):
+    """:func:`_phases` to its end: (the run with the smallest gap, the iterations spent)."""
+    return deque(_phases(p, model, qbar, tol, max_iter, weights), maxlen=1)[0]
+
+
+def _phases(p, model, qbar, tol, max_iter, weights):
     """The free and face runs of :func:`min_norm_base` in the norm weighted by ``weights`` (None:
-    all ones): (the run with the smallest gap, the iterations spent)."""
+    all ones), a generator: after each run, (the run with the smallest gap so far, the iterations
+    spent)."""
     sw = np.ones(p.size) if weights is None else np.sqrt(np.asarray(weights, float))
     free = _Wolfe(p, model, sw, np.argsort(qbar - p, kind="stable"))  # under-drafted first
     best, face, done, spent, patience = free, None, 0, 0, PATIENCE
+    yield best, done
     for _ in range(max_iter):  # every pass runs at least one iteration
-        free.run(tol, max_iter - done, patience)
-        done += free.iterations_run
-        spent += free.iterations_run
-        best = free if free.upper - free.lower <= best.upper - best.lower else best
+        for ran in _drive(free, tol, max_iter - done, patience):
+            done += ran
+            spent += ran
+            best = free if free.upper - free.lower <= best.upper - best.lower else best
+            yield best, done
         if free.closed or done >= max_iter:
             break
         # the cut has settled: its complement comes first on the face of B(g) it spans
@@ -380,9 +415,10 @@ def _two_phase(p, model, qbar, tol, max_iter, weights):
         for _ in range(max_iter):  # a face run that finds a better cut moves to that cut's face
             if face is None or not np.array_equal(face.face_cut, source.cut):
                 face = _face(p, model, sw, qbar, source)
-            face.run(tol, min(max(FACE_ITER, spent), max_iter - done), None)  # resumed on one cut
-            done += face.iterations_run
-            best = face if face.upper - face.lower <= best.upper - best.lower else best
+            for ran in _drive(face, tol, min(max(FACE_ITER, spent), max_iter - done), None):
+                done += ran  # (a face is resumed while its cut stays the same)
+                best = face if face.upper - face.lower <= best.upper - best.lower else best
+                yield best, done
             if face.closed or face.stalled or done >= max_iter or \
                     not face.upper < face.face_value - tol:
                 break
@@ -390,7 +426,18 @@ def _two_phase(p, model, qbar, tol, max_iter, weights):
         if face.closed or (free.stalled and face.stalled) or done >= max_iter:
             break
         patience *= 2  # the cut was not optimal (or the face needs longer): resume the free run
-    return best, done
+
+
+def _drive(run, tol, quota, patience):
+    """``run.run`` for up to ``quota`` iterations in pieces of at most :data:`PIECE` (a generator
+    of the iterations of each piece), until it stops for its own reason (:meth:`_Wolfe.run`)."""
+    used = 0
+    for _ in range(quota):
+        run.run(tol, min(PIECE, quota - used), patience, resume=used > 0)
+        used += run.iterations_run
+        yield run.iterations_run
+        if run.stopped or used >= quota:
+            return
 
 
 def _face(p, model, sw, qbar, source) -> _Wolfe:
@@ -413,6 +460,10 @@ PATIENCE = 25
 #: Wolfe iterations on a cut's face per attempt, at least (and at least as many as the free run has
 #: had, so neither run starves the other); a face is resumed while the cut stays the same.
 FACE_ITER = 200
+#: The norms raced by :func:`min_norm_base`: weights (p + q̄)^-a for each a (0: plain).
+RACE = (0.0, 1.0)
+#: Iterations of one norm before the race looks at the others (:func:`_race`).
+PIECE = 25
 
 
 class _Wolfe:
@@ -437,6 +488,7 @@ class _Wolfe:
         self.K, self.lam, self.x = 1, np.array([1.0]), self.S[0].copy()
         self.upper, self.cut, self.lower = 1.0, np.zeros(0, np.int64), -np.inf  # T = ∅: α* <= 1
         self.closed, self.stalled, self.iterations_run = False, False, 0
+        self.since, self.stopped = 0, False
         self.face_cut = None  # the cut whose face this run works on (None: all of B(g))
         self.face_value = -np.inf  # that cut's value
 
@@ -456,12 +508,15 @@ class _Wolfe:
         self.lam /= self.lam.sum()
         self.x = self.lam @ self.S[:K]
 
-    def run(self, tol, max_iter, patience):
+    def run(self, tol, max_iter, patience, resume=False):
         """Up to ``max_iter`` iterations; stop when closed, or (``patience``) when the best cut has
         not improved by more than ``tol`` for that many iterations, or on a stall (Wolfe's
-        optimality test passes in floating point: ``stalled``)."""
-        p, sw, S, G = self.p, self.sw, self.S, self.G
-        self.iterations_run, since = 0, 0
+        optimality test passes in floating point: ``stalled``). ``stopped``: it ended for one of
+        these reasons, not the budget; ``resume`` goes on counting the iterations since the last
+        better cut (a run given in pieces, :func:`_drive`)."""
+        p, sw, G = self.p, self.sw, self.G
+        self.iterations_run, self.stopped = 0, True
+        since = self.since if resume else 0
         for _ in range(max_iter):
             self.iterations_run += 1
             self.lower = float(np.minimum(p, self.x / sw + p).sum())
@@ -470,8 +525,9 @@ class _Wolfe:
             H, values = _scan(self.model, p, order)
             k = int(np.argmin(values))  # T = the suffix of the order from position k
             since += 1
+            self.since = since
             if values[k] < self.upper:
-                since = 0 if values[k] < self.upper - tol else since
+                since = self.since = 0 if values[k] < self.upper - tol else since
                 self.upper, self.cut = float(values[k]), np.sort(order[k:])
             if self.upper - self.lower <= tol:
                 self.closed = True
@@ -492,6 +548,7 @@ class _Wolfe:
             if not step:
                 self.stalled = True
                 return
+        self.stopped = False
 
     def _add(self, v, order):
         """Add vertex v (minus p, scaled) and run the minor cycle: True on progress, None after a

@@ -356,7 +356,8 @@ def test_mnp_closes_near_alpha_one_conditional_poisson(V, seed):
 def test_mnp_retries_in_the_scaled_norm():
     """Regression (adversarial repro d03c, there 4 x 465 at 10,000 iterations): a peaked independent
     pair whose plain-norm run is still open at the iteration cap (gap ~2e-9 here at 400) is closed by
-    the retry in the norm weighted by 1 / (p + q̄); the certificate is recomputed independently."""
+    the run in the norm weighted by 1 / (p + q̄) raced beside it; the certificate is recomputed
+    independently."""
     from mdtheory.independent import _two_phase
     rng = np.random.default_rng(0)
     z = rng.normal(size=80) * 3
