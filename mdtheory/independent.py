@@ -103,6 +103,8 @@ class MinNormBase(NamedTuple):
         :math:`\\sum_y \\min(p, \\mu)` and the cut's value; α* lies between them.
     iterations : int
         Major iterations (vertices added).
+    vertices : ndarray, shape (K, V)
+        The orders' vertices (:func:`model_vertex`, the same numbers), for :class:`OrderMixture`.
     """
 
     mu: np.ndarray
@@ -112,6 +114,7 @@ class MinNormBase(NamedTuple):
     lower: float
     upper: float
     iterations: int
+    vertices: np.ndarray
 
 
 def _suffix_products(qs_sorted: np.ndarray) -> np.ndarray:
@@ -478,8 +481,10 @@ class _Wolfe:
         self.p, self.model, self.sw, self.late = p, model, sw, late
         cap = p.size + 2  # a corral is affinely independent: at most V + 1 vertices
         self.S, self.orders = np.empty((cap, p.size)), np.empty((cap, p.size), np.int64)
+        self.R = np.empty((cap, p.size))  # the vertices themselves (S: minus p, scaled)
         self.G = np.empty((cap, cap))
-        self.S[0], self.orders[0] = (model_vertex(model, order) - p) * sw, order
+        self.R[0] = model_vertex(model, order)
+        self.S[0], self.orders[0] = (self.R[0] - p) * sw, order
         self.G[0, 0] = self.S[0] @ self.S[0]
         self.L = np.empty((cap, cap))
         self.accurate = False  # True: affine minima by least squares on the vertices (_affine)
@@ -500,7 +505,8 @@ class _Wolfe:
         orders, inverse = np.unique(orders, axis=0, return_inverse=True)
         K = orders.shape[0]
         for k, o in enumerate(orders):
-            self.S[k], self.orders[k] = (model_vertex(self.model, o) - self.p) * self.sw, o
+            self.R[k] = model_vertex(self.model, o)
+            self.S[k], self.orders[k] = (self.R[k] - self.p) * self.sw, o
         self.G[:K, :K] = self.S[:K] @ self.S[:K].T
         self.slot[:K] = np.arange(K)
         self._factor(K)
@@ -542,7 +548,7 @@ class _Wolfe:
             if not self.accurate and self._lstsq_ok(K) and \
                     self.x @ self.x <= _GRAM_FLOOR * G[:K, :K].diagonal().max():
                 self._refine()  # below the Gram route's resolution
-            step = self._add((v - p) * sw, order)
+            step = self._add(v, order)
             if step is None:
                 continue
             if not step:
@@ -550,15 +556,16 @@ class _Wolfe:
                 return
         self.stopped = False
 
-    def _add(self, v, order):
-        """Add vertex v (minus p, scaled) and run the minor cycle: True on progress, None after a
-        switch to the accurate route, False on a stall."""
+    def _add(self, raw, order):
+        """Add the vertex ``raw`` of ``order`` and run the minor cycle: True on progress, None after
+        a switch to the accurate route, False on a stall."""
         S, G, slot, K = self.S, self.G, self.slot, self.K
+        v = (raw - self.p) * self.sw
         row = (S[:K] @ v)[slot[:K]]
         if self.x @ self.x - self.x @ v <= 1e-300 or K >= S.shape[0] or \
                 np.any(G[np.arange(K), np.arange(K)] - 2 * row + v @ v <= 0.0):
             return None if self._refine() else False
-        S[K], self.orders[K], slot[K] = v, order, K
+        S[K], self.R[K], self.orders[K], slot[K] = v, raw, order, K
         G[K, :K] = G[:K, K] = row
         G[K, K] = v @ v
         self._append(K)
@@ -610,7 +617,7 @@ class _Wolfe:
         slot, G = self.slot, self.G
         r, last = slot[j], K - 1
         if r != last:  # storage stays rows 0..K-2
-            self.S[r], self.orders[r] = self.S[last], self.orders[last]
+            self.S[r], self.R[r], self.orders[r] = self.S[last], self.R[last], self.orders[last]
             slot[np.flatnonzero(slot[:K] == last)] = r
         slot[j:K - 1] = slot[j + 1:K].copy()
         G[j:K - 1, :K] = G[j + 1:K, :K].copy()
@@ -666,8 +673,10 @@ class _Wolfe:
 
     def result(self, iterations) -> MinNormBase:
         mu = self._point() / self.sw + self.p
-        return MinNormBase(mu, self.orders[self.slot[:self.K]], self.lam, self.cut,
-                          float(np.minimum(self.p, mu).sum()), self.upper, iterations)
+        rows = self.slot[:self.K]
+        return MinNormBase(mu, self.orders[rows], self.lam, self.cut,
+                           float(np.minimum(self.p, mu).sum()), self.upper, iterations,
+                           self.R[rows])
 
 
 class OrderMixture:
@@ -688,16 +697,19 @@ class OrderMixture:
         Priority orders, highest first.
     weights : ndarray, shape (K,)
         Non-negative; rescaled to sum one.
+    vertices : ndarray, shape (K, V), optional
+        The orders' vertices as :func:`model_vertex` gives them (:attr:`MinNormBase.vertices`);
+        default: computed here. (:func:`check_mixture` always computes them.)
 
     Attributes
     ----------
     marginal : ndarray, shape (V,)
-        μ, recomputed here from the orders and the weights (not taken from the solver).
+        μ, the weights' mixture of the vertices (not the solver's point).
     ranks : ndarray of int, shape (K, V)
         ``ranks[k, y]`` is y's position in order k.
     """
 
-    def __init__(self, model: DraftModel, orders: np.ndarray, weights: np.ndarray):
+    def __init__(self, model: DraftModel, orders: np.ndarray, weights: np.ndarray, vertices=None):
         weights = np.asarray(weights, dtype=float)
         if weights.ndim != 1 or weights.size != len(orders) or not np.all(weights >= 0) \
                 or not weights.sum() > 0:
@@ -712,7 +724,11 @@ class OrderMixture:
         if not np.array_equal(np.sort(self.orders, axis=1), np.broadcast_to(np.arange(V),
                                                                             self.orders.shape)):
             raise SolverError("an order of the mixture is not a permutation of the tokens")
-        self.marginal = self.weights @ np.array([model_vertex(model, o) for o in self.orders])
+        if vertices is None:
+            vertices = np.array([model_vertex(model, o) for o in self.orders])
+        elif np.shape(vertices) != self.orders.shape:
+            raise SolverError("an order mixture needs one vertex per order")
+        self.marginal = self.weights @ vertices
 
     def _best(self, drafts: np.ndarray) -> np.ndarray:
         """The best drafted token under every order, shape (K,)."""

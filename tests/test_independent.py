@@ -187,6 +187,24 @@ def test_mnp_on_other_draft_models(sampling):
         assert abs(res.value - exact) <= TOL and res.status == "optimal"
 
 
+@pytest.mark.parametrize("sampling", ["independent", "without-replacement", "conditional-poisson"])
+def test_base_vertices_are_the_orders_vertices(sampling):
+    """The solver hands its vertices to the rule's mixture: they are model_vertex's, bit for bit,
+    so the rule's marginal is the one recomputed from the orders alone."""
+    from mdtheory.drafts import make_draft_model
+
+    rng = np.random.default_rng(21)
+    for V in (5, 60):
+        p, q = rng.dirichlet(np.full(V, 0.5)), rng.dirichlet(np.full(V, 0.5), size=3)
+        model = Independent(q) if sampling == "independent" else make_draft_model(q[0], 3, sampling)
+        base = min_norm_base(p, model)
+        assert np.array_equal(base.vertices, np.array([model_vertex(model, o) for o in base.orders]))
+        rule = make_rule("optimal", p, q if sampling == "independent" else q[0], 3, sampling=sampling)
+        assert rule.mixture is not None or V == 5  # beyond MAX_PLAN_SETS draft sets: the mixture
+        assert rule.mixture is None or np.array_equal(rule.mixture.marginal,
+                              OrderMixture(model, rule.mixture.orders, rule.mixture.weights).marginal)
+
+
 def test_optimal_rule_order_mixture_for_successive_sampling(monkeypatch):
     """Beyond MAX_PLAN_SETS the optimal rule samples the order mixture; forced here at small size."""
     import mdtheory.rules.optimal as optimal_module
