@@ -450,7 +450,8 @@ def _face(p, model, sw, qbar, source) -> _Wolfe:
     late[source.cut] = 1.0
     face = _Wolfe(p, model, sw, np.lexsort((qbar - p, late)), late)
     face.face_cut, face.face_value = source.cut, source.upper
-    face.warm(source.orders[:source.K], source.lam)
+    rows = source.slot[:source.K]
+    face.warm(source.orders[rows], source.lam, source.R[rows])
     return face
 
 
@@ -497,21 +498,25 @@ class _Wolfe:
         self.face_cut = None  # the cut whose face this run works on (None: all of B(g))
         self.face_value = -np.inf  # that cut's value
 
-    def warm(self, orders, weights):
+    def warm(self, orders, weights, vertices):
         """Start from a mixture of orders instead (each re-sorted stably by ``late`` onto the face;
-        repeated orders merged), its point the mixture of their vertices."""
-        if self.late is not None:
-            orders = np.array([o[np.argsort(self.late[o], kind="stable")] for o in orders])
-        orders, inverse = np.unique(orders, axis=0, return_inverse=True)
-        K = orders.shape[0]
-        for k, o in enumerate(orders):
-            self.R[k] = model_vertex(self.model, o)
-            self.S[k], self.orders[k] = (self.R[k] - self.p) * self.sw, o
+        repeated orders merged), its point the mixture of their vertices (``vertices``, those of
+        ``orders``, are reused for the orders the re-sort leaves as they are)."""
+        rows, lam = {}, np.zeros(len(orders))
+        for o, w, vertex in zip(orders, weights, vertices, strict=True):
+            new = o[np.argsort(self.late[o], kind="stable")] if self.late is not None else o
+            key = new.tobytes()
+            if key not in rows:
+                k = rows[key] = len(rows)
+                self.R[k] = vertex if new is o or np.array_equal(new, o) else \
+                    model_vertex(self.model, new)
+                self.S[k], self.orders[k] = (self.R[k] - self.p) * self.sw, new
+            lam[rows[key]] += w
+        K = len(rows)
         self.G[:K, :K] = self.S[:K] @ self.S[:K].T
         self.slot[:K] = np.arange(K)
         self._factor(K)
-        self.K, self.lam = K, np.bincount(inverse.ravel(), weights=weights, minlength=K)
-        self.lam /= self.lam.sum()
+        self.K, self.lam = K, lam[:K] / lam[:K].sum()
         self.x = self.lam @ self.S[:K]
 
     def run(self, tol, max_iter, patience, resume=False):

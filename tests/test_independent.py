@@ -289,11 +289,33 @@ def test_face_warm_start_is_the_resorted_mixture():
     weights = rng.random(4)
     late = (rng.random(V) < 0.5).astype(float)
     face = independent._Wolfe(p, model, np.ones(V), np.arange(V), late)
-    face.warm(np.vstack([orders, orders[:1]]), np.append(weights, 0.5))  # a repeated order merges
+    vertices = np.array([model_vertex(model, o) for o in orders])
+    face.warm(np.vstack([orders, orders[:1]]), np.append(weights, 0.5),  # a repeated order merges
+              np.vstack([vertices, vertices[:1]]))
     assert face.K == 4 and np.all(np.diff(late[face.orders[:face.K]], axis=1) >= 0)
     resorted = np.array([o[np.argsort(late[o], kind="stable")] for o in orders])
     w = np.append(weights[0] + 0.5, weights[1:]) / (weights.sum() + 0.5)
     mix = OrderMixture(model, resorted, w)
+    assert np.abs(face.x + p - mix.marginal).max() <= 1e-12
+
+
+def test_face_starts_at_the_free_runs_point():
+    """Regression: after drops the corral's storage rows are permuted (``slot``); the face run's
+    warm start pairs each weight with its own order (it once paired them by storage row)."""
+    import mdtheory.independent as independent
+
+    rng = np.random.default_rng(16)
+    V = 40
+    p, qs = rng.dirichlet(np.full(V, 0.5)), rng.dirichlet(np.full(V, 0.5), size=3)
+    model = Independent(qs)
+    free = independent._Wolfe(p, model, np.ones(V), np.argsort(qs.mean(axis=0) - p, kind="stable"))
+    free.run(0.0, 30, None)
+    assert not np.array_equal(free.slot[:free.K], np.arange(free.K))  # rows were permuted
+    face = independent._face(p, model, np.ones(V), qs.mean(axis=0), free)
+    orders = free.orders[free.slot[:free.K]]
+    late = np.isin(np.arange(V), free.cut).astype(float)
+    resorted = np.array([o[np.argsort(late[o], kind="stable")] for o in orders])
+    mix = OrderMixture(model, resorted, free.lam)
     assert np.abs(face.x + p - mix.marginal).max() <= 1e-12
 
 
