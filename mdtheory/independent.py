@@ -242,6 +242,55 @@ def _chol_delete(L, K, j):
             x[i - j] = c * x[i - j] - s * L[i, k]
 
 
+@njit(cache=True)
+def _drop_vertex(L, G, S, R, orders, slot, K, j):
+    """:meth:`_Wolfe._drop` on the arrays, the factor L definite: corral vertex j of K leaves; G
+    and L keep their order (L by :func:`_chol_delete`), its storage row takes the last row's."""
+    r, last = slot[j], K - 1
+    if r != last:  # storage stays rows 0..K-2
+        S[r], R[r], orders[r] = S[last], R[last], orders[last]
+        for i in range(K):
+            if slot[i] == last:
+                slot[i] = r
+    for i in range(j, K - 1):
+        slot[i] = slot[i + 1]
+        for c in range(K):
+            G[i, c] = G[i + 1, c]
+    for i in range(K - 1):
+        for c in range(j, K - 1):
+            G[i, c] = G[i, c + 1]
+    _chol_delete(L, K, j)
+
+
+@njit(cache=True)
+def _minor_chol(L, G, S, R, orders, slot, lam, K, drop):
+    """:meth:`_Wolfe._minor` while the factor L of G + 1 1ᵀ is definite, in one call: (K, λ)."""
+    for _ in range(K + 1):  # each pass drops at least one vertex or ends
+        beta = _backward(L, _forward(L, np.ones(K), K), K)
+        total = 0.0
+        for i in range(K):
+            total += beta[i]
+        alpha = beta / total
+        theta, blocked = 1.0, False
+        for i in range(K):
+            if not alpha[i] > drop:
+                blocked = True
+                theta = min(theta, lam[i] / (lam[i] - alpha[i]))
+        if not blocked:
+            lam = alpha
+            break
+        lam = (1 - theta) * lam + theta * alpha
+        for j in range(K - 1, -1, -1):
+            if not lam[j] > drop:
+                _drop_vertex(L, G, S, R, orders, slot, K, j)
+                K -= 1
+        lam = lam[lam > drop]
+    total = 0.0
+    for i in range(K):
+        total += lam[i]
+    return K, lam / total
+
+
 def _affine_min(G: np.ndarray) -> np.ndarray:
     """Weights α (summing to one) of the point of the corral's affine hull nearest the origin, from
     the corral's Gram matrix G."""
@@ -581,6 +630,11 @@ class _Wolfe:
     def _minor(self, K, lam):
         """Wolfe's minor cycle on the first K corral vertices from weights ``lam``: move to the
         affine minimum, dropping the vertices whose weight it would make negative; sets K, λ, x."""
+        if self.chol and not (self.accurate and self._lstsq_ok(K)):  # the factor's route, compiled
+            self.K, self.lam = _minor_chol(self.L, self.G, self.S, self.R, self.orders, self.slot,
+                                           lam, K, _DROP)
+            self.x = self._point()
+            return
         for _ in range(K + 1):  # each pass drops at least one vertex or ends
             alpha = self._affine(K)
             if np.all(alpha > _DROP):
