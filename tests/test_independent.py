@@ -199,10 +199,15 @@ def test_base_vertices_are_the_orders_vertices(sampling):
         model = Independent(q) if sampling == "independent" else make_draft_model(q[0], 3, sampling)
         base = min_norm_base(p, model)
         assert np.array_equal(base.vertices, np.array([model_vertex(model, o) for o in base.orders]))
+        own = OrderMixture(model, base.orders, base.weights).marginal
+        assert np.array_equal(OrderMixture(model, base.orders, base.weights, base.vertices).marginal,
+                              own)
         rule = make_rule("optimal", p, q if sampling == "independent" else q[0], 3, sampling=sampling)
         assert rule.mixture is not None or V == 5  # beyond MAX_PLAN_SETS draft sets: the mixture
-        assert rule.mixture is None or np.array_equal(rule.mixture.marginal,
-                              OrderMixture(model, rule.mixture.orders, rule.mixture.weights).marginal)
+        if rule.mixture is not None:  # its own p and model (validated copies): the same solve
+            again = min_norm_base(rule.p, rule.model)
+            assert np.array_equal(rule.mixture.marginal,
+                                  OrderMixture(rule.model, again.orders, again.weights).marginal)
 
 
 def test_optimal_rule_order_mixture_for_successive_sampling(monkeypatch):
