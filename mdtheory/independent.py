@@ -365,17 +365,21 @@ def min_norm_base(p: np.ndarray, model: DraftModel, *, tol: float = MNP_TOL,
     If the face does not close in its budget (:data:`FACE_ITER`, or the free run's iterations so
     far if more) the free run resumes with doubled patience; the next face uses the best cut of
     both runs, and resumes the previous face if the cut is the same. Any point of the face is a
-    base of B(g), so the certificate does not depend on T being right.
+    base of B(g), so the certificate does not depend on T being right. A best cut of ∅ or Ω
+    (value 1: α* = 1 or no better cut yet) spans all of B(g): no face run then, the free run goes
+    on (it once ran a second copy of itself there, half the iterations of α* = 1 pairs).
 
     **Linear algebra.** The affine minimum of a corral of K vertices is
     :math:`\\alpha \\propto (G + \\mathbf{1}\\mathbf{1}^T)^{-1}\\mathbf{1}` (G the Gram matrix of the
     vertices minus p; the bordered matrix is positive definite while they are affinely
     independent), from a Cholesky factor extended by one row per new vertex and downdated by a
     rank-one update per dropped vertex: O(K²) per step instead of a fresh O(K³) solve, and the
-    corral's rows stay in place (a drop moves one row). A vertex that leaves the factor
-    indefinite falls back to the bordered solve until the next drop. The Gram route squares the
-    condition number, so its point is accurate only to about :math:`\\sqrt{\\epsilon}` of the
-    vertices' scale: near α* = 1 (minimum-norm point ~0) it stalled with gaps of 1e-9. Once the
+    corral's rows stay in place (a drop moves one row); while the factor is definite a whole
+    minor cycle (solves, ratio test, drops) is one compiled call (:func:`_minor_chol`). A vertex
+    that leaves the factor indefinite falls back to the bordered solve until the next drop. The
+    Gram route squares the condition number, so its point is accurate only to about
+    :math:`\\sqrt{\\epsilon}` of the vertices' scale: near α* = 1 (minimum-norm point ~0) it
+    stalled with gaps of 1e-9. Once the
     point's squared norm falls below :data:`_GRAM_FLOOR` of the vertices', or on a stall, the run
     switches for good to least squares on the vertices themselves (:meth:`_Wolfe._affine`, error
     ~ε·cond), while that costs at most :data:`_LSTSQ_WORK` (V K²) a solve; larger corrals keep
@@ -390,10 +394,13 @@ def min_norm_base(p: np.ndarray, model: DraftModel, *, tol: float = MNP_TOL,
     creeps to a gap of 2.4e-8 in 10,000 iterations, the weighted one closes in about 6,800) and is
     slow elsewhere (one llm pair, conditional Poisson: 7,360 iterations against the plain norm's
     69). So both runs (:data:`RACE`) advance in turns of :data:`PIECE` iterations, always the one
-    with fewer, the weighted one alone for its first :data:`HEAD` (it wins on most pairs), until
-    one closes (``benchmarks/bench_draft_models.py --prep``; on its 20 pairs of two seeds with
-    independent drafts and conditional Poisson, 5,222 iterations in all raced evenly, 4,056 with
-    the head start, against 14,000+ for the plain norm alone). Any positive weights are sound: the cut
+    with fewer, the weighted one alone for its first :data:`HEAD` (it wins on most pairs), or
+    :data:`HEAD_TRIVIAL` while no cut below 1 is known (α* = 1 or nearly: μ must be p, and the
+    weighted norm took 2.8 – 5.4 times fewer iterations on the five softmax T = 2 pairs of all
+    three models measured), until one closes. On the 20
+    ``prep_pairs`` of two seeds (``benchmarks/bench_draft_models.py --prep``), independent drafts
+    and conditional Poisson: 13,807 iterations in all for the plain norm alone, 5,222 raced
+    evenly, 3,546 with both head starts. Any positive weights are sound: the cut
     :math:`\\{\\mu > p\\}` of the weighted minimiser is optimal, and the certificate does not depend
     on the norm. If neither closes, the smaller gap is kept.
 
@@ -523,7 +530,7 @@ RACE = (1.0, 0.0)
 #: Iterations the first norm of :data:`RACE` runs alone before the race.
 HEAD = 200
 #: The same while no cut of value below 1 is known (α* = 1 or close: μ must be p, where the weighted
-#: norm was 3-6 times faster on every prep pair).
+#: norm took 2.8 - 5.4 times fewer iterations on the prep pairs measured).
 HEAD_TRIVIAL = 800
 #: Iterations of one norm before the race looks at the others (:func:`_race`).
 PIECE = 25
