@@ -55,6 +55,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections import deque
 from typing import NamedTuple
 
 import numpy as np
@@ -102,6 +103,8 @@ class MinNormBase(NamedTuple):
         :math:`\\sum_y \\min(p, \\mu)` and the cut's value; α* lies between them.
     iterations : int
         Major iterations (vertices added).
+    vertices : ndarray, shape (K, V)
+        The orders' vertices (:func:`model_vertex`, the same numbers), for :class:`OrderMixture`.
     """
 
     mu: np.ndarray
@@ -111,6 +114,7 @@ class MinNormBase(NamedTuple):
     lower: float
     upper: float
     iterations: int
+    vertices: np.ndarray
 
 
 def _suffix_products(qs_sorted: np.ndarray) -> np.ndarray:
@@ -238,6 +242,55 @@ def _chol_delete(L, K, j):
             x[i - j] = c * x[i - j] - s * L[i, k]
 
 
+@njit(cache=True)
+def _drop_vertex(L, G, S, R, orders, slot, K, j):
+    """:meth:`_Wolfe._drop` on the arrays, the factor L definite: corral vertex j of K leaves; G
+    and L keep their order (L by :func:`_chol_delete`), its storage row takes the last row's."""
+    r, last = slot[j], K - 1
+    if r != last:  # storage stays rows 0..K-2
+        S[r], R[r], orders[r] = S[last], R[last], orders[last]
+        for i in range(K):
+            if slot[i] == last:
+                slot[i] = r
+    for i in range(j, K - 1):
+        slot[i] = slot[i + 1]
+        for c in range(K):
+            G[i, c] = G[i + 1, c]
+    for i in range(K - 1):
+        for c in range(j, K - 1):
+            G[i, c] = G[i, c + 1]
+    _chol_delete(L, K, j)
+
+
+@njit(cache=True)
+def _minor_chol(L, G, S, R, orders, slot, lam, K, drop):
+    """:meth:`_Wolfe._minor` while the factor L of G + 1 1ᵀ is definite, in one call: (K, λ)."""
+    for _ in range(K + 1):  # each pass drops at least one vertex or ends
+        beta = _backward(L, _forward(L, np.ones(K), K), K)
+        total = 0.0
+        for i in range(K):
+            total += beta[i]
+        alpha = beta / total
+        theta, blocked = 1.0, False
+        for i in range(K):
+            if not alpha[i] > drop:
+                blocked = True
+                theta = min(theta, lam[i] / (lam[i] - alpha[i]))
+        if not blocked:
+            lam = alpha
+            break
+        lam = (1 - theta) * lam + theta * alpha
+        for j in range(K - 1, -1, -1):
+            if not lam[j] > drop:
+                _drop_vertex(L, G, S, R, orders, slot, K, j)
+                K -= 1
+        lam = lam[lam > drop]
+    total = 0.0
+    for i in range(K):
+        total += lam[i]
+    return K, lam / total
+
+
 def _affine_min(G: np.ndarray) -> np.ndarray:
     """Weights α (summing to one) of the point of the corral's affine hull nearest the origin, from
     the corral's Gram matrix G."""
@@ -312,17 +365,21 @@ def min_norm_base(p: np.ndarray, model: DraftModel, *, tol: float = MNP_TOL,
     If the face does not close in its budget (:data:`FACE_ITER`, or the free run's iterations so
     far if more) the free run resumes with doubled patience; the next face uses the best cut of
     both runs, and resumes the previous face if the cut is the same. Any point of the face is a
-    base of B(g), so the certificate does not depend on T being right.
+    base of B(g), so the certificate does not depend on T being right. A best cut of ∅ or Ω
+    (value 1: α* = 1 or no better cut yet) spans all of B(g): no face run then, the free run goes
+    on (it once ran a second copy of itself there, half the iterations of α* = 1 pairs).
 
     **Linear algebra.** The affine minimum of a corral of K vertices is
     :math:`\\alpha \\propto (G + \\mathbf{1}\\mathbf{1}^T)^{-1}\\mathbf{1}` (G the Gram matrix of the
     vertices minus p; the bordered matrix is positive definite while they are affinely
     independent), from a Cholesky factor extended by one row per new vertex and downdated by a
     rank-one update per dropped vertex: O(K²) per step instead of a fresh O(K³) solve, and the
-    corral's rows stay in place (a drop moves one row). A vertex that leaves the factor
-    indefinite falls back to the bordered solve until the next drop. The Gram route squares the
-    condition number, so its point is accurate only to about :math:`\\sqrt{\\epsilon}` of the
-    vertices' scale: near α* = 1 (minimum-norm point ~0) it stalled with gaps of 1e-9. Once the
+    corral's rows stay in place (a drop moves one row); while the factor is definite a whole
+    minor cycle (solves, ratio test, drops) is one compiled call (:func:`_minor_chol`). A vertex
+    that leaves the factor indefinite falls back to the bordered solve until the next drop. The
+    Gram route squares the condition number, so its point is accurate only to about
+    :math:`\\sqrt{\\epsilon}` of the vertices' scale: near α* = 1 (minimum-norm point ~0) it
+    stalled with gaps of 1e-9. Once the
     point's squared norm falls below :data:`_GRAM_FLOOR` of the vertices', or on a stall, the run
     switches for good to least squares on the vertices themselves (:meth:`_Wolfe._affine`, error
     ~ε·cond), while that costs at most :data:`_LSTSQ_WORK` (V K²) a solve; larger corrals keep
@@ -330,11 +387,22 @@ def min_norm_base(p: np.ndarray, model: DraftModel, *, tol: float = MNP_TOL,
     gaps). Each major iteration must decrease the norm; when rounding stops it in that mode too,
     the run reports a stall (the gap it reached is accepted up to :data:`MNP_ACCEPT`).
 
-    **Retry.** A run in the plain norm that ends with a gap it cannot accept (above ``tol`` and
-    :data:`MNP_ACCEPT`: the iteration cap, or a stall) is followed by one in the norm weighted by
-    :math:`1 / (p + \\bar q)`, which resolves tiny-probability tokens (independent drafts,
-    V = 465, α* = 1: the plain run creeps to a gap of 2.4e-8 in 10,000 iterations, the weighted
-    one closes in about 6,800); the smaller gap is kept.
+    **Two norms, raced.** Wolfe's iteration count depends heavily on the norm, in opposite ways on
+    different pairs: the plain norm is fast on peaked pairs and can creep for thousands of
+    iterations where tokens of tiny probability matter; the norm weighted by
+    :math:`1 / (p + \\bar q)` resolves those (independent drafts, V = 465, α* = 1: the plain run
+    creeps to a gap of 2.4e-8 in 10,000 iterations, the weighted one closes in about 6,800) and is
+    slow elsewhere (one llm pair, conditional Poisson: 7,360 iterations against the plain norm's
+    69). So both runs (:data:`RACE`) advance in turns of :data:`PIECE` iterations, always the one
+    with fewer, the weighted one alone for its first :data:`HEAD` (it wins on most pairs), or
+    :data:`HEAD_TRIVIAL` while no cut below 1 is known (α* = 1 or nearly: μ must be p, and the
+    weighted norm took 2.8 – 5.4 times fewer iterations on the five softmax T = 2 pairs of all
+    three models measured), until one closes. On the 20
+    ``prep_pairs`` of two seeds (``benchmarks/bench_draft_models.py --prep``), independent drafts
+    and conditional Poisson: 13,807 iterations in all for the plain norm alone, 5,222 raced
+    evenly, 3,546 with both head starts. Any positive weights are sound: the cut
+    :math:`\\{\\mu > p\\}` of the weighted minimiser is optimal, and the certificate does not depend
+    on the norm. If neither closes, the smaller gap is kept.
 
     Examples
     --------
@@ -344,11 +412,10 @@ def min_norm_base(p: np.ndarray, model: DraftModel, *, tol: float = MNP_TOL,
     """
     p = np.asarray(p, dtype=float)
     qbar = model.qs.mean(axis=0) if isinstance(model, Independent) else model.first_draft_law()
-    best, done = _two_phase(p, model, qbar, tol, max_iter, weights)
-    if not best.upper - best.lower <= max(tol, MNP_ACCEPT) and weights is None:  # scaled retry
-        scaled, more = _two_phase(p, model, qbar, tol, max_iter, 1.0 / (p + qbar + 1e-300))
-        done += more
-        best = scaled if scaled.upper - scaled.lower < best.upper - best.lower else best
+    norms = [weights] if weights is not None else \
+        [None if a == 0 else (p + qbar + 1e-300) ** -a for a in RACE]
+    best, done = _race([_phases(p, model, qbar, tol, max_iter, w) for w in norms], tol, max_iter,
+                       HEAD, HEAD_TRIVIAL)
     if not best.upper - best.lower <= max(tol, MNP_ACCEPT):
         raise SolverError(
             f"the minimum-norm-point method left a gap of {best.upper - best.lower:.3g} after "
@@ -357,27 +424,65 @@ def min_norm_base(p: np.ndarray, model: DraftModel, *, tol: float = MNP_TOL,
     return best.result(done)
 
 
+def _gap(run) -> float:
+    return run.upper - run.lower
+
+
+def _race(runs, tol, max_iter, head=0, trivial_head=0):
+    """Advance the generators ``runs`` (:func:`_phases`) in turn, always the one with the fewest
+    iterations (the first given ``head`` iterations alone, ``trivial_head`` while no cut below 1
+    is known), until one closes within ``tol`` or all end: (the run with the smallest gap, the
+    iterations of all)."""
+    state = [next(r) for r in runs]  # (best run so far, iterations) of each
+    live = set(range(len(runs)))
+    for _ in range(len(runs) * (max_iter + 2)):  # a step ends a generator or runs iterations
+        if not live or any(_gap(best) <= tol for best, _ in state):
+            break
+        lead = trivial_head if min(best.upper for best, _ in state) >= 1.0 - tol else head
+        i = min(live, key=lambda j: state[j][1] - (lead if j == 0 else 0))
+        step = next(runs[i], None)
+        if step is None:
+            live.discard(i)
+        else:
+            state[i] = step
+    return min((best for best, _ in state), key=_gap), sum(done for _, done in state)
+
+
 def _two_phase(p, model, qbar, tol, max_iter, weights):
+    """:func:`_phases` to its end: (the run with the smallest gap, the iterations spent)."""
+    return deque(_phases(p, model, qbar, tol, max_iter, weights), maxlen=1)[0]
+
+
+def _phases(p, model, qbar, tol, max_iter, weights):
     """The free and face runs of :func:`min_norm_base` in the norm weighted by ``weights`` (None:
-    all ones): (the run with the smallest gap, the iterations spent)."""
+    all ones), a generator: after each run, (the run with the smallest gap so far, the iterations
+    spent)."""
     sw = np.ones(p.size) if weights is None else np.sqrt(np.asarray(weights, float))
     free = _Wolfe(p, model, sw, np.argsort(qbar - p, kind="stable"))  # under-drafted first
     best, face, done, spent, patience = free, None, 0, 0, PATIENCE
+    yield best, done
     for _ in range(max_iter):  # every pass runs at least one iteration
-        free.run(tol, max_iter - done, patience)
-        done += free.iterations_run
-        spent += free.iterations_run
-        best = free if free.upper - free.lower <= best.upper - best.lower else best
+        for ran in _drive(free, tol, max_iter - done, patience):
+            done += ran
+            spent += ran
+            best = free if free.upper - free.lower <= best.upper - best.lower else best
+            yield best, done
         if free.closed or done >= max_iter:
             break
         # the cut has settled: its complement comes first on the face of B(g) it spans
         source = free if face is None or free.upper <= face.upper else face
+        if source.cut.size in (0, p.size):  # ∅ or Ω: the face is all of B(g), the free run's own
+            if free.stalled:
+                break
+            patience *= 2
+            continue
         for _ in range(max_iter):  # a face run that finds a better cut moves to that cut's face
             if face is None or not np.array_equal(face.face_cut, source.cut):
                 face = _face(p, model, sw, qbar, source)
-            face.run(tol, min(max(FACE_ITER, spent), max_iter - done), None)  # resumed on one cut
-            done += face.iterations_run
-            best = face if face.upper - face.lower <= best.upper - best.lower else best
+            for ran in _drive(face, tol, min(max(FACE_ITER, spent), max_iter - done), None):
+                done += ran  # (a face is resumed while its cut stays the same)
+                best = face if face.upper - face.lower <= best.upper - best.lower else best
+                yield best, done
             if face.closed or face.stalled or done >= max_iter or \
                     not face.upper < face.face_value - tol:
                 break
@@ -385,7 +490,18 @@ def _two_phase(p, model, qbar, tol, max_iter, weights):
         if face.closed or (free.stalled and face.stalled) or done >= max_iter:
             break
         patience *= 2  # the cut was not optimal (or the face needs longer): resume the free run
-    return best, done
+
+
+def _drive(run, tol, quota, patience):
+    """``run.run`` for up to ``quota`` iterations in pieces of at most :data:`PIECE` (a generator
+    of the iterations of each piece), until it stops for its own reason (:meth:`_Wolfe.run`)."""
+    used = 0
+    for _ in range(quota):
+        run.run(tol, min(PIECE, quota - used), patience, resume=used > 0)
+        used += run.iterations_run
+        yield run.iterations_run
+        if run.stopped or used >= quota:
+            return
 
 
 def _face(p, model, sw, qbar, source) -> _Wolfe:
@@ -395,7 +511,8 @@ def _face(p, model, sw, qbar, source) -> _Wolfe:
     late[source.cut] = 1.0
     face = _Wolfe(p, model, sw, np.lexsort((qbar - p, late)), late)
     face.face_cut, face.face_value = source.cut, source.upper
-    face.warm(source.orders[:source.K], source.lam)
+    rows = source.slot[:source.K]
+    face.warm(source.orders[rows], source.lam, source.R[rows])
     return face
 
 
@@ -408,6 +525,15 @@ PATIENCE = 25
 #: Wolfe iterations on a cut's face per attempt, at least (and at least as many as the free run has
 #: had, so neither run starves the other); a face is resumed while the cut stays the same.
 FACE_ITER = 200
+#: The norms raced by :func:`min_norm_base`: weights (p + q̄)^-a for each a (0: plain).
+RACE = (1.0, 0.0)
+#: Iterations the first norm of :data:`RACE` runs alone before the race.
+HEAD = 200
+#: The same while no cut of value below 1 is known (α* = 1 or close: μ must be p, where the weighted
+#: norm took 2.8 - 5.4 times fewer iterations on the prep pairs measured).
+HEAD_TRIVIAL = 800
+#: Iterations of one norm before the race looks at the others (:func:`_race`).
+PIECE = 25
 
 
 class _Wolfe:
@@ -422,8 +548,10 @@ class _Wolfe:
         self.p, self.model, self.sw, self.late = p, model, sw, late
         cap = p.size + 2  # a corral is affinely independent: at most V + 1 vertices
         self.S, self.orders = np.empty((cap, p.size)), np.empty((cap, p.size), np.int64)
+        self.R = np.empty((cap, p.size))  # the vertices themselves (S: minus p, scaled)
         self.G = np.empty((cap, cap))
-        self.S[0], self.orders[0] = (model_vertex(model, order) - p) * sw, order
+        self.R[0] = model_vertex(model, order)
+        self.S[0], self.orders[0] = (self.R[0] - p) * sw, order
         self.G[0, 0] = self.S[0] @ self.S[0]
         self.L = np.empty((cap, cap))
         self.accurate = False  # True: affine minima by least squares on the vertices (_affine)
@@ -432,31 +560,40 @@ class _Wolfe:
         self.K, self.lam, self.x = 1, np.array([1.0]), self.S[0].copy()
         self.upper, self.cut, self.lower = 1.0, np.zeros(0, np.int64), -np.inf  # T = ∅: α* <= 1
         self.closed, self.stalled, self.iterations_run = False, False, 0
+        self.since, self.stopped = 0, False
         self.face_cut = None  # the cut whose face this run works on (None: all of B(g))
         self.face_value = -np.inf  # that cut's value
 
-    def warm(self, orders, weights):
+    def warm(self, orders, weights, vertices):
         """Start from a mixture of orders instead (each re-sorted stably by ``late`` onto the face;
-        repeated orders merged), its point the mixture of their vertices."""
-        if self.late is not None:
-            orders = np.array([o[np.argsort(self.late[o], kind="stable")] for o in orders])
-        orders, inverse = np.unique(orders, axis=0, return_inverse=True)
-        K = orders.shape[0]
-        for k, o in enumerate(orders):
-            self.S[k], self.orders[k] = (model_vertex(self.model, o) - self.p) * self.sw, o
+        repeated orders merged), its point the mixture of their vertices (``vertices``, those of
+        ``orders``, are reused for the orders the re-sort leaves as they are)."""
+        rows, lam = {}, np.zeros(len(orders))
+        for o, w, vertex in zip(orders, weights, vertices, strict=True):
+            new = o[np.argsort(self.late[o], kind="stable")] if self.late is not None else o
+            key = new.tobytes()
+            if key not in rows:
+                k = rows[key] = len(rows)
+                self.R[k] = vertex if new is o or np.array_equal(new, o) else \
+                    model_vertex(self.model, new)
+                self.S[k], self.orders[k] = (self.R[k] - self.p) * self.sw, new
+            lam[rows[key]] += w
+        K = len(rows)
         self.G[:K, :K] = self.S[:K] @ self.S[:K].T
         self.slot[:K] = np.arange(K)
         self._factor(K)
-        self.K, self.lam = K, np.bincount(inverse.ravel(), weights=weights, minlength=K)
-        self.lam /= self.lam.sum()
+        self.K, self.lam = K, lam[:K] / lam[:K].sum()
         self.x = self.lam @ self.S[:K]
 
-    def run(self, tol, max_iter, patience):
+    def run(self, tol, max_iter, patience, resume=False):
         """Up to ``max_iter`` iterations; stop when closed, or (``patience``) when the best cut has
         not improved by more than ``tol`` for that many iterations, or on a stall (Wolfe's
-        optimality test passes in floating point: ``stalled``)."""
-        p, sw, S, G = self.p, self.sw, self.S, self.G
-        self.iterations_run, since = 0, 0
+        optimality test passes in floating point: ``stalled``). ``stopped``: it ended for one of
+        these reasons, not the budget; ``resume`` goes on counting the iterations since the last
+        better cut (a run given in pieces, :func:`_drive`)."""
+        p, sw, G = self.p, self.sw, self.G
+        self.iterations_run, self.stopped = 0, True
+        since = self.since if resume else 0
         for _ in range(max_iter):
             self.iterations_run += 1
             self.lower = float(np.minimum(p, self.x / sw + p).sum())
@@ -465,8 +602,9 @@ class _Wolfe:
             H, values = _scan(self.model, p, order)
             k = int(np.argmin(values))  # T = the suffix of the order from position k
             since += 1
+            self.since = since
             if values[k] < self.upper:
-                since = 0 if values[k] < self.upper - tol else since
+                since = self.since = 0 if values[k] < self.upper - tol else since
                 self.upper, self.cut = float(values[k]), np.sort(order[k:])
             if self.upper - self.lower <= tol:
                 self.closed = True
@@ -477,32 +615,43 @@ class _Wolfe:
                 return
             v = np.empty(order.size)
             v[order] = np.maximum(H[:-1] - H[1:], 0.0)
-            v = (v - p) * sw
-            K, slot = self.K, self.slot
+            K = self.K
             if not self.accurate and self._lstsq_ok(K) and \
                     self.x @ self.x <= _GRAM_FLOOR * G[:K, :K].diagonal().max():
                 self._refine()  # below the Gram route's resolution
-                K = self.K
-            row = (S[:K] @ v)[slot[:K]]
-            if self.x @ self.x - self.x @ v <= 1e-300 or K >= S.shape[0] or \
-                    np.any(G[np.arange(K), np.arange(K)] - 2 * row + v @ v <= 0.0):
-                if self._refine():  # the Gram route's point was not accurate enough: go on
-                    continue
-                self.stalled = True  # no progress possible: the caller reports the open gap
-                return
-            S[K], self.orders[K], slot[K] = v, order, K
-            G[K, :K] = G[:K, K] = row
-            G[K, K] = v @ v
-            self._append(K)
-            norm = self.x @ self.x
-            self._minor(K + 1, np.append(self.lam, 0.0))
-            if not self.x @ self.x < norm and not self._refine():  # rounding has won
+            step = self._add(v, order)
+            if step is None:
+                continue
+            if not step:
                 self.stalled = True
                 return
+        self.stopped = False
+
+    def _add(self, raw, order):
+        """Add the vertex ``raw`` of ``order`` and run the minor cycle: True on progress, None after
+        a switch to the accurate route, False on a stall."""
+        S, G, slot, K = self.S, self.G, self.slot, self.K
+        v = (raw - self.p) * self.sw
+        row = (S[:K] @ v)[slot[:K]]
+        if self.x @ self.x - self.x @ v <= 1e-300 or K >= S.shape[0] or \
+                np.any(G[np.arange(K), np.arange(K)] - 2 * row + v @ v <= 0.0):
+            return None if self._refine() else False
+        S[K], self.R[K], self.orders[K], slot[K] = v, raw, order, K
+        G[K, :K] = G[:K, K] = row
+        G[K, K] = v @ v
+        self._append(K)
+        norm = self.x @ self.x
+        self._minor(K + 1, np.append(self.lam, 0.0))
+        return self.x @ self.x < norm or self._refine()
 
     def _minor(self, K, lam):
         """Wolfe's minor cycle on the first K corral vertices from weights ``lam``: move to the
         affine minimum, dropping the vertices whose weight it would make negative; sets K, λ, x."""
+        if self.chol and not (self.accurate and self._lstsq_ok(K)):  # the factor's route, compiled
+            self.K, self.lam = _minor_chol(self.L, self.G, self.S, self.R, self.orders, self.slot,
+                                           lam, K, _DROP)
+            self.x = self._point()
+            return
         for _ in range(K + 1):  # each pass drops at least one vertex or ends
             alpha = self._affine(K)
             if np.all(alpha > _DROP):
@@ -544,7 +693,7 @@ class _Wolfe:
         slot, G = self.slot, self.G
         r, last = slot[j], K - 1
         if r != last:  # storage stays rows 0..K-2
-            self.S[r], self.orders[r] = self.S[last], self.orders[last]
+            self.S[r], self.R[r], self.orders[r] = self.S[last], self.R[last], self.orders[last]
             slot[np.flatnonzero(slot[:K] == last)] = r
         slot[j:K - 1] = slot[j + 1:K].copy()
         G[j:K - 1, :K] = G[j + 1:K, :K].copy()
@@ -600,8 +749,10 @@ class _Wolfe:
 
     def result(self, iterations) -> MinNormBase:
         mu = self._point() / self.sw + self.p
-        return MinNormBase(mu, self.orders[self.slot[:self.K]], self.lam, self.cut,
-                          float(np.minimum(self.p, mu).sum()), self.upper, iterations)
+        rows = self.slot[:self.K]
+        return MinNormBase(mu, self.orders[rows], self.lam, self.cut,
+                           float(np.minimum(self.p, mu).sum()), self.upper, iterations,
+                           self.R[rows])
 
 
 class OrderMixture:
@@ -622,16 +773,19 @@ class OrderMixture:
         Priority orders, highest first.
     weights : ndarray, shape (K,)
         Non-negative; rescaled to sum one.
+    vertices : ndarray, shape (K, V), optional
+        The orders' vertices as :func:`model_vertex` gives them (:attr:`MinNormBase.vertices`);
+        default: computed here. (:func:`check_mixture` always computes them.)
 
     Attributes
     ----------
     marginal : ndarray, shape (V,)
-        μ, recomputed here from the orders and the weights (not taken from the solver).
+        μ, the weights' mixture of the vertices (not the solver's point).
     ranks : ndarray of int, shape (K, V)
         ``ranks[k, y]`` is y's position in order k.
     """
 
-    def __init__(self, model: DraftModel, orders: np.ndarray, weights: np.ndarray):
+    def __init__(self, model: DraftModel, orders: np.ndarray, weights: np.ndarray, vertices=None):
         weights = np.asarray(weights, dtype=float)
         if weights.ndim != 1 or weights.size != len(orders) or not np.all(weights >= 0) \
                 or not weights.sum() > 0:
@@ -646,7 +800,11 @@ class OrderMixture:
         if not np.array_equal(np.sort(self.orders, axis=1), np.broadcast_to(np.arange(V),
                                                                             self.orders.shape)):
             raise SolverError("an order of the mixture is not a permutation of the tokens")
-        self.marginal = self.weights @ np.array([model_vertex(model, o) for o in self.orders])
+        if vertices is None:
+            vertices = np.array([model_vertex(model, o) for o in self.orders])
+        elif np.shape(vertices) != self.orders.shape:
+            raise SolverError("an order mixture needs one vertex per order")
+        self.marginal = self.weights @ vertices
 
     def _best(self, drafts: np.ndarray) -> np.ndarray:
         """The best drafted token under every order, shape (K,)."""

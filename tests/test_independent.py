@@ -187,6 +187,29 @@ def test_mnp_on_other_draft_models(sampling):
         assert abs(res.value - exact) <= TOL and res.status == "optimal"
 
 
+@pytest.mark.parametrize("sampling", ["independent", "without-replacement", "conditional-poisson"])
+def test_base_vertices_are_the_orders_vertices(sampling):
+    """The solver hands its vertices to the rule's mixture: they are model_vertex's, bit for bit,
+    so the rule's marginal is the one recomputed from the orders alone."""
+    from mdtheory.drafts import make_draft_model
+
+    rng = np.random.default_rng(21)
+    for V in (5, 60):
+        p, q = rng.dirichlet(np.full(V, 0.5)), rng.dirichlet(np.full(V, 0.5), size=3)
+        model = Independent(q) if sampling == "independent" else make_draft_model(q[0], 3, sampling)
+        base = min_norm_base(p, model)
+        assert np.array_equal(base.vertices, np.array([model_vertex(model, o) for o in base.orders]))
+        own = OrderMixture(model, base.orders, base.weights).marginal
+        assert np.array_equal(OrderMixture(model, base.orders, base.weights, base.vertices).marginal,
+                              own)
+        rule = make_rule("optimal", p, q if sampling == "independent" else q[0], 3, sampling=sampling)
+        assert rule.mixture is not None or V == 5  # beyond MAX_PLAN_SETS draft sets: the mixture
+        if rule.mixture is not None:  # its own p and model (validated copies): the same solve
+            again = min_norm_base(rule.p, rule.model)
+            assert np.array_equal(rule.mixture.marginal,
+                                  OrderMixture(rule.model, again.orders, again.weights).marginal)
+
+
 def test_optimal_rule_order_mixture_for_successive_sampling(monkeypatch):
     """Beyond MAX_PLAN_SETS the optimal rule samples the order mixture; forced here at small size."""
     import mdtheory.rules.optimal as optimal_module
@@ -271,11 +294,33 @@ def test_face_warm_start_is_the_resorted_mixture():
     weights = rng.random(4)
     late = (rng.random(V) < 0.5).astype(float)
     face = independent._Wolfe(p, model, np.ones(V), np.arange(V), late)
-    face.warm(np.vstack([orders, orders[:1]]), np.append(weights, 0.5))  # a repeated order merges
+    vertices = np.array([model_vertex(model, o) for o in orders])
+    face.warm(np.vstack([orders, orders[:1]]), np.append(weights, 0.5),  # a repeated order merges
+              np.vstack([vertices, vertices[:1]]))
     assert face.K == 4 and np.all(np.diff(late[face.orders[:face.K]], axis=1) >= 0)
     resorted = np.array([o[np.argsort(late[o], kind="stable")] for o in orders])
     w = np.append(weights[0] + 0.5, weights[1:]) / (weights.sum() + 0.5)
     mix = OrderMixture(model, resorted, w)
+    assert np.abs(face.x + p - mix.marginal).max() <= 1e-12
+
+
+def test_face_starts_at_the_free_runs_point():
+    """Regression: after drops the corral's storage rows are permuted (``slot``); the face run's
+    warm start pairs each weight with its own order (it once paired them by storage row)."""
+    import mdtheory.independent as independent
+
+    rng = np.random.default_rng(16)
+    V = 40
+    p, qs = rng.dirichlet(np.full(V, 0.5)), rng.dirichlet(np.full(V, 0.5), size=3)
+    model = Independent(qs)
+    free = independent._Wolfe(p, model, np.ones(V), np.argsort(qs.mean(axis=0) - p, kind="stable"))
+    free.run(0.0, 30, None)
+    assert not np.array_equal(free.slot[:free.K], np.arange(free.K))  # rows were permuted
+    face = independent._face(p, model, np.ones(V), qs.mean(axis=0), free)
+    orders = free.orders[free.slot[:free.K]]
+    late = np.isin(np.arange(V), free.cut).astype(float)
+    resorted = np.array([o[np.argsort(late[o], kind="stable")] for o in orders])
+    mix = OrderMixture(model, resorted, free.lam)
     assert np.abs(face.x + p - mix.marginal).max() <= 1e-12
 
 
@@ -356,7 +401,8 @@ def test_mnp_closes_near_alpha_one_conditional_poisson(V, seed):
 def test_mnp_retries_in_the_scaled_norm():
     """Regression (adversarial repro d03c, there 4 x 465 at 10,000 iterations): a peaked independent
     pair whose plain-norm run is still open at the iteration cap (gap ~2e-9 here at 400) is closed by
-    the retry in the norm weighted by 1 / (p + q̄); the certificate is recomputed independently."""
+    the run in the norm weighted by 1 / (p + q̄) raced beside it; the certificate is recomputed
+    independently."""
     from mdtheory.independent import _two_phase
     rng = np.random.default_rng(0)
     z = rng.normal(size=80) * 3

@@ -128,7 +128,7 @@ class Optimal(SetPlanRule):
         if self.model.sampling == "independent" or (
                 not self.model.lex_base_closed_form and self.model.count_sets() > MAX_PLAN_SETS):
             base = min_norm_base(self.p, self.model)
-            self.mixture = OrderMixture(self.model, base.orders, base.weights)
+            self.mixture = OrderMixture(self.model, base.orders, base.weights, base.vertices)
             self._use_marginal(self.mixture.marginal)
             return
         if not self.model.lex_base_closed_form:
