@@ -51,7 +51,8 @@ __all__ = ["Schedule", "realise_iid", "SHORT"]
 #: Tokens with 0 < q < SHORT (2^-70, about 8.5e-22) take their pieces first, at the front of [0, 1].
 SHORT = 2.0 ** -70
 
-#: :func:`mdtheory.polymatroid._power_diff`, compiled (inlined into the kernels below)
+#: :func:`mdtheory.polymatroid._power_diff`, compiled (inlined into the kernels below; numba's
+#: cache watches this file only, so a change there must touch this one)
 _power_diff = _power_diff_kernel.compiled
 
 # status codes of :func:`_build`
