@@ -51,11 +51,29 @@ __all__ = ["Schedule", "realise_iid", "SHORT"]
 #: Tokens with 0 < q < SHORT (2^-70, about 8.5e-22) take their pieces first, at the front of [0, 1].
 SHORT = 2.0 ** -70
 
-#: :func:`mdtheory.polymatroid._power_diff`, compiled (inlined into the kernels below)
+#: :func:`mdtheory.polymatroid._power_diff`, compiled (inlined into the kernels below; numba's
+#: cache watches this file only, so a change there must touch this one)
 _power_diff = _power_diff_kernel.compiled
 
 # status codes of :func:`_build`
 _OK, _STUCK, _FULL = 0, 1, 2
+
+
+@njit(cache=True, error_model="numpy", inline="always")
+def _pow(x, n):
+    """``x ** n`` for an integer n >= 0 with the same bits as numba's (repeated squaring), the common
+    n <= 8 written out: no loop, which the kernels below run about 30 times per token."""
+    if n > 8:
+        return x ** n
+    if n <= 2:
+        return 1.0 if n == 0 else (x if n == 1 else x * x)
+    x2 = x * x
+    if n <= 4:
+        return x * x2 if n == 3 else x2 * x2
+    x4 = x2 * x2
+    if n <= 6:
+        return x * x4 if n == 5 else x2 * x4
+    return (x * x2) * x4 if n == 7 else x4 * x4
 
 
 @njit(cache=True, error_model="numpy", inline="always")
@@ -69,7 +87,7 @@ def _gmass(a, b, n):
 def _gmass_fast(a, b, n):
     """(1 - a)^n - (1 - b)^n as a difference of powers: absolute error about n 2^-53, enough to
     choose the nodes a window ends in (the window itself is then placed with :func:`_gmass`)."""
-    return (1.0 - a) ** n - (1.0 - b) ** n
+    return _pow(1.0 - a, n) - _pow(1.0 - b, n)
 
 
 @njit(cache=True, error_model="numpy", inline="always")
@@ -267,14 +285,14 @@ def _build(qs, mus, n, nfront, sa, sb, nxt, prv, owner, start, end, mass):
         gap = y - x
         lo, hi = x, min(x + d, sb[i])
         # the fast mass's terms that do not move with the window's start, out of the loop
-        pin_i = (1.0 - sb[i]) ** n if i != j else 0.0
-        pin_j = (1.0 - sa[j]) ** n if i != j else 0.0
+        pin_i = _pow(1.0 - sb[i], n) if i != j else 0.0
+        pin_j = _pow(1.0 - sa[j], n) if i != j else 0.0
         for _ in range(100):  # from the left with the fast mass (converges in a few steps)
             u = 1.0 - x
             if f != f:  # not known here yet
-                un, yn = u ** n, (1.0 - (x + gap)) ** n
+                un, yn = _pow(u, n), _pow(1.0 - (x + gap), n)
                 f = (un - yn if i == j else un - pin_i + middle + (pin_j - yn)) - target
-            slope = n * ((u - gap) ** (n - 1) - u ** (n - 1))  # only steers the step
+            slope = n * (_pow(u - gap, n - 1) - _pow(u, n - 1))  # only steers the step
             if f <= 0.0 or slope >= 0.0:
                 break
             new = min(x - f / slope, hi)
@@ -290,7 +308,7 @@ def _build(qs, mus, n, nfront, sa, sb, nxt, prv, owner, start, end, mass):
             f, first_mass, last_mass = _window_parts(i, x, j, _end(x, gap, i, j, sa, sb), middle,
                                                      sa, sb, n, target)
             at = x
-            slope = n * ((1.0 - x - gap) ** (n - 1) - (1.0 - x) ** (n - 1))
+            slope = n * (_pow(1.0 - x - gap, n - 1) - _pow(1.0 - x, n - 1))
             if f == 0.0 or slope >= 0.0:
                 break
             new = min(max(x - f / slope, lo), hi)

@@ -49,11 +49,14 @@ def speculative_step(p: np.ndarray, marginal: np.ndarray) -> tuple[np.ndarray, n
     μ(y) = 0, never proposed) and the residual :math:`\\mathrm{norm}((p - \\mu)^+)`; with μ the exact
     marginal of the candidate, the output law is p (Khisti et al., Thm 1).
     """
-    return _speculative(p, marginal)[:2]
+    return _speculative(np.asarray(p, dtype=float), np.asarray(marginal, dtype=float))[:2]
 
 
 def _speculative(p: np.ndarray, marginal: np.ndarray):
     """:func:`speculative_step` and the running sums of the residual (``np.cumsum``'s)."""
+    if p.shape != marginal.shape or p.ndim != 1:  # the kernel reads both along p
+        raise InvalidInputError(f"p and the marginal must be vectors of one length, got shapes "
+                                f"{p.shape} and {marginal.shape}")
     ratio, excess, cdf = np.empty(p.size), np.empty(p.size), np.empty(p.size)
     _ratio_excess(p, marginal, ratio, excess)
     total = excess.sum()  # numpy's pairwise sum, as residual's
