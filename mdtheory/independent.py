@@ -617,7 +617,7 @@ class _Wolfe:
             v[order] = np.maximum(H[:-1] - H[1:], 0.0)
             K = self.K
             if not self.accurate and self._lstsq_ok(K) and \
-                    self.x @ self.x <= _GRAM_FLOOR * G[:K, :K].diagonal().max():
+                    self.x @ self.x <= _GRAM_FLOOR * np.diagonal(G)[:K].max():
                 self._refine()  # below the Gram route's resolution
             step = self._add(v, order)
             if step is None:
@@ -633,14 +633,14 @@ class _Wolfe:
         S, G, slot, K = self.S, self.G, self.slot, self.K
         v = (raw - self.p) * self.sw
         row = (S[:K] @ v)[slot[:K]]
-        if self.x @ self.x - self.x @ v <= 1e-300 or K >= S.shape[0] or \
-                np.any(G[np.arange(K), np.arange(K)] - 2 * row + v @ v <= 0.0):
+        norm, vv = self.x @ self.x, v @ v
+        if norm - self.x @ v <= 1e-300 or K >= S.shape[0] or \
+                np.any(np.diagonal(G)[:K] - 2 * row + vv <= 0.0):
             return None if self._refine() else False
         S[K], self.R[K], self.orders[K], slot[K] = v, raw, order, K
         G[K, :K] = G[:K, K] = row
-        G[K, K] = v @ v
+        G[K, K] = vv
         self._append(K)
-        norm = self.x @ self.x
         self._minor(K + 1, np.append(self.lam, 0.0))
         return self.x @ self.x < norm or self._refine()
 
