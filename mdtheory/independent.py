@@ -397,12 +397,13 @@ def min_norm_base(p: np.ndarray, model: DraftModel, *, tol: float = MNP_TOL,
     with fewer, the weighted one alone for its first :data:`HEAD` (it wins on most pairs), or
     :data:`HEAD_TRIVIAL` while no cut below 1 is known (α* = 1 or nearly: μ must be p, and the
     weighted norm took 2.8 – 5.4 times fewer iterations on the five softmax T = 2 pairs of all
-    three models measured), until one closes. On the 20
-    ``prep_pairs`` of two seeds (``benchmarks/bench_draft_models.py --prep``), independent drafts
-    and conditional Poisson: 13,807 iterations in all for the plain norm alone, 5,222 raced
-    evenly, 3,546 with both head starts. Any positive weights are sound: the cut
-    :math:`\\{\\mu > p\\}` of the weighted minimiser is optimal, and the certificate does not depend
-    on the norm. If neither closes, the smaller gap is kept.
+    three models measured), until one closes. On the 20 ``prep_pairs`` of two seeds
+    (``benchmarks/bench_draft_models.py --prep``), independent drafts and conditional Poisson:
+    13,807 iterations in all for the plain norm alone, 5,222 raced evenly with no head start,
+    3,507 with both (3,546 with a head of 200, 3,730 of 50); successive sampling, its 10 pairs:
+    2,876 (2,698 with the α* = 1 head start only, 3,005 with a head of 200). Any positive
+    weights are sound: the cut :math:`\\{\\mu > p\\}` of the weighted minimiser is optimal, and
+    the certificate does not depend on the norm. If neither closes, the smaller gap is kept.
 
     Examples
     --------
@@ -528,7 +529,7 @@ FACE_ITER = 200
 #: The norms raced by :func:`min_norm_base`: weights (p + q̄)^-a for each a (0: plain).
 RACE = (1.0, 0.0)
 #: Iterations the first norm of :data:`RACE` runs alone before the race.
-HEAD = 200
+HEAD = 100
 #: The same while no cut of value below 1 is known (α* = 1 or close: μ must be p, where the weighted
 #: norm took 2.8 - 5.4 times fewer iterations on the prep pairs measured).
 HEAD_TRIVIAL = 800
