@@ -244,9 +244,9 @@ def _chol_delete(L, K, j):
 
 
 @njit(cache=True)
-def _drop_vertex(L, G, S, R, orders, slot, K, j):
-    """:meth:`_Wolfe._drop` on the arrays, the factor L definite: corral vertex j of K leaves; G
-    and L keep their order (L by :func:`_chol_delete`), its storage row takes the last row's."""
+def _drop_vertex(L, G, S, R, orders, slot, K, j, chol):
+    """Corral vertex j of K leaves: G keeps its order, and so does the factor L if ``chol`` (by
+    :func:`_chol_delete`; else the caller refactors); its storage row takes the last row's."""
     r, last = slot[j], K - 1
     if r != last:  # storage stays rows 0..K-2
         S[r], R[r], orders[r] = S[last], R[last], orders[last]
@@ -260,7 +260,8 @@ def _drop_vertex(L, G, S, R, orders, slot, K, j):
     for i in range(K - 1):
         for c in range(j, K - 1):
             G[i, c] = G[i, c + 1]
-    _chol_delete(L, K, j)
+    if chol:
+        _chol_delete(L, K, j)
 
 
 @njit(cache=True)
@@ -283,7 +284,7 @@ def _minor_chol(L, G, S, R, orders, slot, lam, K, drop):
         lam = (1 - theta) * lam + theta * alpha
         for j in range(K - 1, -1, -1):
             if not lam[j] > drop:
-                _drop_vertex(L, G, S, R, orders, slot, K, j)
+                _drop_vertex(L, G, S, R, orders, slot, K, j, True)
                 K -= 1
         lam = lam[lam > drop]
     total = 0.0
@@ -622,9 +623,9 @@ class _Wolfe:
                     self.x @ self.x <= _GRAM_FLOOR * np.diagonal(G)[:K].max():
                 self._refine()  # below the Gram route's resolution
             step = self._add(v, order)
-            if step is None:
+            if step is None:  # the Gram route's point was not accurate enough: go on
                 continue
-            if not step:
+            if not step:  # no progress possible: the caller reports the open gap
                 self.stalled = True
                 return
         self.stopped = False
@@ -644,7 +645,7 @@ class _Wolfe:
         G[K, K] = vv
         self._append(K)
         self._minor(K + 1, np.append(self.lam, 0.0))
-        return self.x @ self.x < norm or self._refine()
+        return self.x @ self.x < norm or self._refine()  # else rounding has won
 
     def _minor(self, K, lam):
         """Wolfe's minor cycle on the first K corral vertices from weights ``lam``: move to the
@@ -692,17 +693,8 @@ class _Wolfe:
     def _drop(self, K, j):
         """Remove corral vertex j of K: G and the factor keep their order (the factor by a rank-one
         update, O(K²)); its storage row takes the last row's contents."""
-        slot, G = self.slot, self.G
-        r, last = slot[j], K - 1
-        if r != last:  # storage stays rows 0..K-2
-            self.S[r], self.R[r], self.orders[r] = self.S[last], self.R[last], self.orders[last]
-            slot[np.flatnonzero(slot[:K] == last)] = r
-        slot[j:K - 1] = slot[j + 1:K].copy()
-        G[j:K - 1, :K] = G[j + 1:K, :K].copy()
-        G[:K - 1, j:K - 1] = G[:K - 1, j + 1:K].copy()
-        if self.chol:
-            _chol_delete(self.L, K, j)
-        else:
+        _drop_vertex(self.L, self.G, self.S, self.R, self.orders, self.slot, K, j, self.chol)
+        if not self.chol:
             self._factor(K - 1)
 
     # The affine minimum of the corral: α ∝ (G + 1 1ᵀ)^{-1} 1 (the Gram matrix of the vertices with
