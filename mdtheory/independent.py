@@ -39,8 +39,9 @@ draft model whose containments of the V prefixes of an order are exact
 certificate. :func:`suffix_containments` takes the product for independent drafts and the model's
 one-pass prefix containments otherwise (successive sampling: :mod:`mdtheory.containment`), so the
 route ``"mnp"`` certifies α* and the order mixture is an exact optimal rule for successive sampling
-and conditional Poisson too, with no enumeration of draft sets (a few seconds at V = 1000, n = 4:
-``benchmarks/bench_draft_models.py``).
+and conditional Poisson too, with no enumeration of draft sets (at V = 1000, n = 4, 0.2 – 1 s for
+successive sampling, whose vertex is one quadrature pass, and 13 – 160 ms for conditional Poisson:
+``benchmarks/bench_draft_models.py --prep``).
 
 References
 ----------
@@ -243,9 +244,9 @@ def _chol_delete(L, K, j):
 
 
 @njit(cache=True)
-def _drop_vertex(L, G, S, R, orders, slot, K, j):
-    """:meth:`_Wolfe._drop` on the arrays, the factor L definite: corral vertex j of K leaves; G
-    and L keep their order (L by :func:`_chol_delete`), its storage row takes the last row's."""
+def _drop_vertex(L, G, S, R, orders, slot, K, j, chol):
+    """Corral vertex j of K leaves: G keeps its order, and so does the factor L if ``chol`` (by
+    :func:`_chol_delete`; else the caller refactors); its storage row takes the last row's."""
     r, last = slot[j], K - 1
     if r != last:  # storage stays rows 0..K-2
         S[r], R[r], orders[r] = S[last], R[last], orders[last]
@@ -259,7 +260,8 @@ def _drop_vertex(L, G, S, R, orders, slot, K, j):
     for i in range(K - 1):
         for c in range(j, K - 1):
             G[i, c] = G[i, c + 1]
-    _chol_delete(L, K, j)
+    if chol:
+        _chol_delete(L, K, j)
 
 
 @njit(cache=True)
@@ -282,7 +284,7 @@ def _minor_chol(L, G, S, R, orders, slot, lam, K, drop):
         lam = (1 - theta) * lam + theta * alpha
         for j in range(K - 1, -1, -1):
             if not lam[j] > drop:
-                _drop_vertex(L, G, S, R, orders, slot, K, j)
+                _drop_vertex(L, G, S, R, orders, slot, K, j, True)
                 K -= 1
         lam = lam[lam > drop]
     total = 0.0
@@ -397,12 +399,13 @@ def min_norm_base(p: np.ndarray, model: DraftModel, *, tol: float = MNP_TOL,
     with fewer, the weighted one alone for its first :data:`HEAD` (it wins on most pairs), or
     :data:`HEAD_TRIVIAL` while no cut below 1 is known (α* = 1 or nearly: μ must be p, and the
     weighted norm took 2.8 – 5.4 times fewer iterations on the five softmax T = 2 pairs of all
-    three models measured), until one closes. On the 20
-    ``prep_pairs`` of two seeds (``benchmarks/bench_draft_models.py --prep``), independent drafts
-    and conditional Poisson: 13,807 iterations in all for the plain norm alone, 5,222 raced
-    evenly, 3,546 with both head starts. Any positive weights are sound: the cut
-    :math:`\\{\\mu > p\\}` of the weighted minimiser is optimal, and the certificate does not depend
-    on the norm. If neither closes, the smaller gap is kept.
+    three models measured), until one closes. On the 20 ``prep_pairs`` of two seeds
+    (``benchmarks/bench_draft_models.py --prep``), independent drafts and conditional Poisson:
+    13,807 iterations in all for the plain norm alone, 5,222 raced evenly with no head start,
+    3,507 with both (3,546 with a head of 200, 3,730 of 50); successive sampling, its 10 pairs:
+    2,876 (2,698 with the α* = 1 head start only, 3,005 with a head of 200). Any positive
+    weights are sound: the cut :math:`\\{\\mu > p\\}` of the weighted minimiser is optimal, and
+    the certificate does not depend on the norm. If neither closes, the smaller gap is kept.
 
     Examples
     --------
@@ -528,7 +531,7 @@ FACE_ITER = 200
 #: The norms raced by :func:`min_norm_base`: weights (p + q̄)^-a for each a (0: plain).
 RACE = (1.0, 0.0)
 #: Iterations the first norm of :data:`RACE` runs alone before the race.
-HEAD = 200
+HEAD = 100
 #: The same while no cut of value below 1 is known (α* = 1 or close: μ must be p, where the weighted
 #: norm took 2.8 - 5.4 times fewer iterations on the prep pairs measured).
 HEAD_TRIVIAL = 800
@@ -617,12 +620,12 @@ class _Wolfe:
             v[order] = np.maximum(H[:-1] - H[1:], 0.0)
             K = self.K
             if not self.accurate and self._lstsq_ok(K) and \
-                    self.x @ self.x <= _GRAM_FLOOR * G[:K, :K].diagonal().max():
+                    self.x @ self.x <= _GRAM_FLOOR * np.diagonal(G)[:K].max():
                 self._refine()  # below the Gram route's resolution
             step = self._add(v, order)
-            if step is None:
+            if step is None:  # the Gram route's point was not accurate enough: go on
                 continue
-            if not step:
+            if not step:  # no progress possible: the caller reports the open gap
                 self.stalled = True
                 return
         self.stopped = False
@@ -633,16 +636,16 @@ class _Wolfe:
         S, G, slot, K = self.S, self.G, self.slot, self.K
         v = (raw - self.p) * self.sw
         row = (S[:K] @ v)[slot[:K]]
-        if self.x @ self.x - self.x @ v <= 1e-300 or K >= S.shape[0] or \
-                np.any(G[np.arange(K), np.arange(K)] - 2 * row + v @ v <= 0.0):
+        norm, vv = self.x @ self.x, v @ v
+        if norm - self.x @ v <= 1e-300 or K >= S.shape[0] or \
+                np.any(np.diagonal(G)[:K] - 2 * row + vv <= 0.0):
             return None if self._refine() else False
         S[K], self.R[K], self.orders[K], slot[K] = v, raw, order, K
         G[K, :K] = G[:K, K] = row
-        G[K, K] = v @ v
+        G[K, K] = vv
         self._append(K)
-        norm = self.x @ self.x
         self._minor(K + 1, np.append(self.lam, 0.0))
-        return self.x @ self.x < norm or self._refine()
+        return self.x @ self.x < norm or self._refine()  # else rounding has won
 
     def _minor(self, K, lam):
         """Wolfe's minor cycle on the first K corral vertices from weights ``lam``: move to the
@@ -690,17 +693,8 @@ class _Wolfe:
     def _drop(self, K, j):
         """Remove corral vertex j of K: G and the factor keep their order (the factor by a rank-one
         update, O(K²)); its storage row takes the last row's contents."""
-        slot, G = self.slot, self.G
-        r, last = slot[j], K - 1
-        if r != last:  # storage stays rows 0..K-2
-            self.S[r], self.R[r], self.orders[r] = self.S[last], self.R[last], self.orders[last]
-            slot[np.flatnonzero(slot[:K] == last)] = r
-        slot[j:K - 1] = slot[j + 1:K].copy()
-        G[j:K - 1, :K] = G[j + 1:K, :K].copy()
-        G[:K - 1, j:K - 1] = G[:K - 1, j + 1:K].copy()
-        if self.chol:
-            _chol_delete(self.L, K, j)
-        else:
+        _drop_vertex(self.L, self.G, self.S, self.R, self.orders, self.slot, K, j, self.chol)
+        if not self.chol:
             self._factor(K - 1)
 
     # The affine minimum of the corral: α ∝ (G + 1 1ᵀ)^{-1} 1 (the Gram matrix of the vertices with
