@@ -46,6 +46,7 @@ from pathlib import Path
 import numpy as np
 
 import mdtheory as md
+from mdtheory.cli import tempered
 from mdtheory.independent import min_norm_base
 from mdtheory.rules import make_rule
 
@@ -55,13 +56,6 @@ from bench_core import llm_pair  # noqa: E402
 ROOT = Path(__file__).resolve().parent.parent
 MODELS = ("iid", "without-replacement", "conditional-poisson", "greedy")
 TEMPERATURES = (0.7, 1.0, 1.4, 2.0)
-
-
-def tempered(q: np.ndarray, t: float) -> np.ndarray:
-    """q^(1/t), renormalised: the draft law at temperature t."""
-    logq = np.log(np.maximum(q, 1e-300)) / t
-    w = np.exp(logq - logq.max()) * (q > 0)
-    return w / w.sum()
 
 
 def pairs(quick: bool):
