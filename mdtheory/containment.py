@@ -294,6 +294,22 @@ def _as_float(typingctx, bits):
     return types.float64(types.int64), codegen
 
 
+@intrinsic
+def _as_bits(typingctx, x):
+    """The int64 bit pattern of a float64 (the inverse bit cast of :func:`_as_float`)."""
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], context.get_value_type(types.int64))
+
+    return types.int64(types.float64), codegen
+
+
+@njit(cache=True)
+def _pow2(k):
+    """2^k for integers -1022 <= k <= 1023, built from its bits (a product by it is ldexp's
+    result, correctly rounded, without ldexp's call)."""
+    return _as_float((1023 + k) << 52)
+
+
 @njit(cache=True, fastmath={"contract"})
 def _exp_class(scale, tb, j0, j1, L, reduce, G, H):
     """G = e^{-v}, H = 1 - e^{-v} for v = scale tb[j], j0 <= j < j1: v = k ln 2 + r (Cody-Waite,
@@ -554,16 +570,17 @@ def _esp_kernel(qs, n):
                         sh, sl, se = hi[j], lo[j], ex[j]
                     else:
                         se = max(te, ex[j])
-                        ah, al = math.ldexp(hi[j], ex[j] - se), math.ldexp(lo[j], ex[j] - se)
-                        bh, bl = math.ldexp(th, te - se), math.ldexp(tl, te - se)
+                        sa, sb = _pow2(ex[j] - se), _pow2(te - se)  # exact scalings by 2^-200..1
+                        ah, al = hi[j] * sa, lo[j] * sa
+                        bh, bl = th * sb, tl * sb
                         sh, err = _two_sum(ah, bh)
                         sl = err + al + bl
                         sh, sl = _two_sum(sh, sl)
-                # renormalise: hi in [1, 2)
-                fm, fe = math.frexp(sh)
-                shift = fe - 1
-                hi[j] = math.ldexp(sh, -shift)
-                lo[j] = math.ldexp(sl, -shift)
+                # renormalise: hi in [1, 2) (sh >= 1/2 is normal: its biased exponent bits)
+                shift = ((_as_bits(sh) >> 52) & 0x7FF) - 1023
+                scale = _pow2(-shift)
+                hi[j] = sh * scale
+                lo[j] = sl * scale
                 ex[j] = se + shift
         out_hi[idx] = hi[n]
         out_lo[idx] = lo[n]
