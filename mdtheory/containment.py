@@ -39,7 +39,8 @@ only, so all prefixes cost O(V n K) for K nodes.
 2. *The nodes left out below the grid* (:math:`t < 2^{b_0}`): :math:`F_T(t) \\le (st)^n/n!` with
    :math:`s = q(T)` (union bound), so they sum to at most
    :math:`\\delta\\, c s^n 2^{b_0(n+1)} / (n!\\, (2^{(n+1)/m} - 1))`, at most :data:`ABS_TOL` by the
-   choice of :math:`b_0`.
+   choice of :math:`b_0` (with :math:`c s^n \\le n^n q(\\Omega)^{n+1} / (n+1)^{n+1}`, as
+   :math:`c + s = q(\\Omega)`).
 3. *The nodes a prefix skips*: those with :math:`y = c e^u < \\eta` add at most
    :math:`\\delta \\sum y_j \\le \\eta\\, \\delta / (1 - 2^{-1/m}) \\le 2\\eta`; so do those
    below a node j with :math:`F_j y_j \\delta / (2^{1/m} - 1) \\le \\eta/2` (F and y increase with
@@ -143,11 +144,12 @@ def _nodes_per_octave(n: int) -> int:
 
 def _grid_start(n: int, m: int, total: float) -> int:
     """Largest b0 with delta c s^n 2^(b0 (n + 1)) / (n! (2^((n + 1)/m) - 1)) <= ABS_TOL (part 2),
-    c, s <= total."""
+    c s^n <= n^n total^(n + 1) / (n + 1)^(n + 1) as c + s = total."""
     delta = math.log(2.0) / m
+    log2_cs = (n + 1) * math.log2(total if total > 0 else 1.0) + n * math.log2(n) \
+        - (n + 1) * math.log2(n + 1)
     log2_room = (math.log2(ABS_TOL) + math.lgamma(n + 1) / math.log(2.0)
-                 + math.log2(2.0 ** ((n + 1) / m) - 1.0) - math.log2(delta)
-                 - (n + 1) * math.log2(max(total, 1.0)))
+                 + math.log2(2.0 ** ((n + 1) / m) - 1.0) - math.log2(delta) - log2_cs)
     return math.floor(log2_room / (n + 1))
 
 
