@@ -39,7 +39,8 @@ only, so all prefixes cost O(V n K) for K nodes.
 2. *The nodes left out below the grid* (:math:`t < 2^{b_0}`): :math:`F_T(t) \\le (st)^n/n!` with
    :math:`s = q(T)` (union bound), so they sum to at most
    :math:`\\delta\\, c s^n 2^{b_0(n+1)} / (n!\\, (2^{(n+1)/m} - 1))`, at most :data:`ABS_TOL` by the
-   choice of :math:`b_0`.
+   choice of :math:`b_0` (with :math:`c s^n \\le n^n q(\\Omega)^{n+1} / (n+1)^{n+1}`, as
+   :math:`c + s = q(\\Omega)`).
 3. *The nodes a prefix skips*: those with :math:`y = c e^u < \\eta` add at most
    :math:`\\delta \\sum y_j \\le \\eta\\, \\delta / (1 - 2^{-1/m}) \\le 2\\eta`; so do those
    below a node j with :math:`F_j y_j \\delta / (2^{1/m} - 1) \\le \\eta/2` (F and y increase with
@@ -143,11 +144,12 @@ def _nodes_per_octave(n: int) -> int:
 
 def _grid_start(n: int, m: int, total: float) -> int:
     """Largest b0 with delta c s^n 2^(b0 (n + 1)) / (n! (2^((n + 1)/m) - 1)) <= ABS_TOL (part 2),
-    c, s <= total."""
+    c s^n <= n^n total^(n + 1) / (n + 1)^(n + 1) as c + s = total."""
     delta = math.log(2.0) / m
+    log2_cs = (n + 1) * math.log2(total if total > 0 else 1.0) + n * math.log2(n) \
+        - (n + 1) * math.log2(n + 1)
     log2_room = (math.log2(ABS_TOL) + math.lgamma(n + 1) / math.log(2.0)
-                 + math.log2(2.0 ** ((n + 1) / m) - 1.0) - math.log2(delta)
-                 - (n + 1) * math.log2(max(total, 1.0)))
+                 + math.log2(2.0 ** ((n + 1) / m) - 1.0) - math.log2(delta) - log2_cs)
     return math.floor(log2_room / (n + 1))
 
 
@@ -292,6 +294,22 @@ def _as_float(typingctx, bits):
         return builder.bitcast(args[0], context.get_value_type(types.float64))
 
     return types.float64(types.int64), codegen
+
+
+@intrinsic
+def _as_bits(typingctx, x):
+    """The int64 bit pattern of a float64 (the inverse bit cast of :func:`_as_float`)."""
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], context.get_value_type(types.int64))
+
+    return types.int64(types.float64), codegen
+
+
+@njit(cache=True)
+def _pow2(k):
+    """2^k for integers -1022 <= k <= 1023, built from its bits (a product by it is ldexp's
+    result, correctly rounded, without ldexp's call)."""
+    return _as_float((1023 + k) << 52)
 
 
 @njit(cache=True, fastmath={"contract"})
@@ -554,16 +572,17 @@ def _esp_kernel(qs, n):
                         sh, sl, se = hi[j], lo[j], ex[j]
                     else:
                         se = max(te, ex[j])
-                        ah, al = math.ldexp(hi[j], ex[j] - se), math.ldexp(lo[j], ex[j] - se)
-                        bh, bl = math.ldexp(th, te - se), math.ldexp(tl, te - se)
+                        sa, sb = _pow2(ex[j] - se), _pow2(te - se)  # exact scalings by 2^-200..1
+                        ah, al = hi[j] * sa, lo[j] * sa
+                        bh, bl = th * sb, tl * sb
                         sh, err = _two_sum(ah, bh)
                         sl = err + al + bl
                         sh, sl = _two_sum(sh, sl)
-                # renormalise: hi in [1, 2)
-                fm, fe = math.frexp(sh)
-                shift = fe - 1
-                hi[j] = math.ldexp(sh, -shift)
-                lo[j] = math.ldexp(sl, -shift)
+                # renormalise: hi in [1, 2) (sh >= 1/2 is normal: its biased exponent bits)
+                shift = ((_as_bits(sh) >> 52) & 0x7FF) - 1023
+                scale = _pow2(-shift)
+                hi[j] = sh * scale
+                lo[j] = sl * scale
                 ex[j] = se + shift
         out_hi[idx] = hi[n]
         out_lo[idx] = lo[n]

@@ -323,3 +323,20 @@ def test_prefix_memo_repeats_exactly_and_stays_bounded():
             model.prefix_containment(order)
         assert len(model._prefix_memo) == 3 and model._prefix_memo_bytes == 3 * entry
         assert orders[-1].astype(np.int64).tobytes() in model._prefix_memo
+
+
+def test_bit_casts_are_ldexp_and_frexp():
+    """_pow2(k) is 2^k over the normal range, and _as_bits gives the exponent frexp gives."""
+    from numba import njit
+
+    from mdtheory.containment import _as_bits, _pow2
+
+    @njit
+    def table(ks, xs):
+        return [_pow2(k) for k in ks], [((_as_bits(x) >> 52) & 0x7FF) - 1022 for x in xs]
+
+    ks = np.arange(-1022, 1024)
+    xs = np.random.default_rng(2).uniform(0.5, 4.0, 200) * np.exp2(np.arange(-100, 100))
+    powers, exponents = table(ks, xs)
+    assert powers == [math.ldexp(1.0, int(k)) for k in ks]
+    assert exponents == [math.frexp(x)[1] for x in xs]
