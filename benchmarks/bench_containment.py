@@ -9,8 +9,7 @@ For each (V, n) in (465, 4), (465, 8), (32000, 8) and each model (successive sam
 
     alpha* = 1 - max(0, max_k [Q(T_k) - p(T_k)]),   T_k = the first k tokens by q/p decreasing,
 
-with the one-pass prefix containment (:mod:`mdtheory.containment`, called directly: the models'
-``prefix_containment`` answers a repeated order from a memo) against the
+with the one-pass prefix containment (:mod:`mdtheory.containment`, called directly) against the
 generic ``DraftModel.prefix_containment`` (one per-set containment per prefix: the old path), minimum
 of repeats in one process, and writes ``benchmarks/results/containment.json`` with machine facts.
 The successive-sampling rows also time ``optimal_acceptance(p, q, n, "without-replacement")``, the
@@ -22,7 +21,7 @@ The pair (p, q) is ``bench_core.llm_pair``: Zipf-like target, perturbed tempered
 ``--mnp`` (issue 14): the orders whose prefix containments the optimal rule's preparation asks for
 (``make_rule("optimal", p, q, 4, sampling=...)``, V = 1000, the pair "softmax T=1/0" of
 ``bench_draft_models.prep_pairs``), recorded at the models' ``prefix_containment``: how many are
-repeats (answered by the memo), how long a prefix each shares with the order before it and with
+repeats, how long a prefix each shares with the order before it and with
 any earlier one; then the one-pass time per order on those orders for n = 4 and 8, and at
 V = 32,000 on orders of the same kind (the gradient's order, slightly perturbed), minimum of
 repeats, CPU time. Writes nothing.

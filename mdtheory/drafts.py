@@ -32,8 +32,6 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from collections import OrderedDict
-from contextlib import contextmanager
 from itertools import combinations, permutations
 from typing import ClassVar, NamedTuple
 
@@ -74,11 +72,6 @@ MAX_CELLS = 200_000_000
 MAX_SUBSET_V = 22
 #: Largest alphabet for the exhaustive subset route when Q(T) needs a quadrature per set.
 MAX_SUBSET_V_SLOW = 16
-
-
-#: Default bytes of prefix containments (and their orders) :meth:`DraftModel.prefix_memo` keeps.
-PREFIX_MEMO_BYTES = 32 * 2**20
-
 
 #: Counts of draft tuples and sets saturate here. A count this large only ever meets a size limit;
 #: saturating keeps counting cheap (no million-digit integers) and every count convertible to float.
@@ -257,50 +250,6 @@ class DraftModel(ABC):
         for k, y in enumerate(order):
             mask[y] = True
             out[k] = self.containment(mask)
-        return out
-
-    @contextmanager
-    def prefix_memo(self, max_bytes: int | None = None):
-        """Within the block, :meth:`prefix_containment` answers an order asked again from a memo.
-
-        For solvers that ask for the same order more than once (the minimum-norm-point run of
-        :func:`mdtheory.independent.min_norm_base` asked 22-28% of its orders twice at V = 1000):
-        ``with model.prefix_memo(): ...``. A repeated order costs a copy of its V values instead of
-        a pass, with the same numbers; the least recently used orders go beyond ``max_bytes``
-        (default :data:`PREFIX_MEMO_BYTES`) and the memo is dropped when the outermost block ends,
-        so a model kept by a rule holds none. Models whose pass is a cumulative sum do not use it.
-        """
-        if "_prefix_memo" in self.__dict__:  # nested: the outer block's memo serves
-            yield self
-            return
-        self._prefix_memo = OrderedDict()
-        self._prefix_memo_bytes = 0
-        self._prefix_memo_cap = PREFIX_MEMO_BYTES if max_bytes is None else int(max_bytes)
-        try:
-            yield self
-        finally:
-            del self._prefix_memo, self._prefix_memo_bytes, self._prefix_memo_cap
-
-    def _memo_prefix(self, order, compute) -> np.ndarray:
-        """``compute(order)``, or inside :meth:`prefix_memo` a copy of its earlier result for the
-        same order (same tokens, same length; the model's q and n never change)."""
-        memo = self.__dict__.get("_prefix_memo")
-        if memo is None:
-            return compute(order)
-        key = np.ascontiguousarray(order, dtype=np.int64).tobytes()
-        hit = memo.get(key)
-        if hit is not None:
-            memo.move_to_end(key)
-            return hit.copy()
-        out = compute(order)
-        size = len(key) + out.nbytes
-        if size <= self._prefix_memo_cap:
-            used = self._prefix_memo_bytes + size
-            while used > self._prefix_memo_cap:  # bounded: each pass drops one entry
-                old_key, old = memo.popitem(last=False)
-                used -= len(old_key) + old.nbytes
-            memo[key] = out.copy()
-            self._prefix_memo_bytes = used
         return out
 
     def coverage(self, S) -> np.ndarray:
@@ -512,11 +461,10 @@ class WithoutReplacement(_MarkovDraftModel):
     def prefix_containment(self, order):
         """Q of every prefix of ``order`` in one pass: the exponential-race integral by one
         trapezoidal rule in log-time shared by all prefixes, with a proven error bound
-        (:func:`mdtheory.containment.successive_prefix_containment`), O(V n K); inside
-        :meth:`prefix_memo` an order asked again is answered from the memo."""
+        (:func:`mdtheory.containment.successive_prefix_containment`), O(V n K)."""
         from .containment import successive_prefix_containment
 
-        return self._memo_prefix(order, lambda o: successive_prefix_containment(self.q, o, self.n))
+        return successive_prefix_containment(self.q, order, self.n)
 
     def _containment_one(self, mask: np.ndarray) -> float:
         qT = self.q[mask & (self.q > 0)]
@@ -598,11 +546,10 @@ class ConditionalPoisson(DraftModel):
 
     def prefix_containment(self, order):
         """Q of every prefix of ``order`` in one O(V n) pass of the e_j recurrence
-        (:func:`mdtheory.containment.conditional_poisson_prefix_containment`); inside
-        :meth:`prefix_memo` an order asked again is answered from the memo."""
+        (:func:`mdtheory.containment.conditional_poisson_prefix_containment`)."""
         from .containment import conditional_poisson_prefix_containment
 
-        return self._memo_prefix(order, lambda o: conditional_poisson_prefix_containment(self.q, o, self.n))
+        return conditional_poisson_prefix_containment(self.q, order, self.n)
 
     def count_tuples(self):
         s = int(np.count_nonzero(self.q))

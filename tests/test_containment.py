@@ -297,34 +297,6 @@ def test_fused_update_is_the_row_update():
         assert np.array_equal(a, b), n
 
 
-def test_prefix_memo_repeats_exactly_and_stays_bounded():
-    """Inside prefix_memo an order asked again gets the first pass's numbers (a copy: the caller may
-    write to it); the memo drops its least recently used orders beyond max_bytes, nested blocks
-    share it, and it is gone after the outermost block."""
-    rng = np.random.default_rng(9)
-    q = rng.dirichlet(np.ones(30))
-    orders = [rng.permutation(30) for _ in range(6)]
-    for model in (md.WithoutReplacement(q, 4), md.ConditionalPoisson(q, 4)):
-        fresh = type(model)(q, 4).prefix_containment(orders[0])
-        with model.prefix_memo():
-            first = model.prefix_containment(orders[0])
-            first[:] = -1.0  # the caller's copy
-            with model.prefix_memo():
-                assert np.array_equal(model.prefix_containment(orders[0]), fresh)
-                assert len(model._prefix_memo) == 1
-            assert np.array_equal(model.prefix_containment(orders[0][:10]), fresh[:10])
-            assert len(model._prefix_memo) == 2
-        assert "_prefix_memo" not in vars(model)
-        assert np.array_equal(model.prefix_containment(orders[0]), fresh)
-    entry = 30 * 8 * 2  # one order of 30 tokens and its 30 values
-    model = md.WithoutReplacement(q, 4)
-    with model.prefix_memo(max_bytes=3 * entry):
-        for order in orders:
-            model.prefix_containment(order)
-        assert len(model._prefix_memo) == 3 and model._prefix_memo_bytes == 3 * entry
-        assert orders[-1].astype(np.int64).tobytes() in model._prefix_memo
-
-
 def test_bit_casts_are_ldexp_and_frexp():
     """_pow2(k) is 2^k over the normal range, and _as_bits gives the exponent frexp gives."""
     from numba import njit
