@@ -39,7 +39,8 @@ ESTIMATED_RULES = ("gr-softmax", "khisti-lp")
 # Measured per-unit costs (seconds), see the module docstring.
 _MC_STEP = 2e-5          # one verification step's fixed Python overhead
 _MC_TOKEN = 3e-8         # per token and per draft in one step (residual updates, sampling)
-_WOR_PREFIX_TOKEN = 1.6e-7  # without replacement, n >= 3: per (token, degree) of the one-pass containment
+_WOR_PREFIX_TOKEN = 7e-8  # without replacement: per (token, degree) of the one-pass containment,
+#                           at least 9 degrees (the kernels compiled for n <= 8 cost the same)
 _SUBSET_ROW = 1.2e-5     # one containment row of the exhaustive route (generic models)
 _LP_COLUMN = 1e-7        # HiGHS transport LP: seconds = _LP_COLUMN * columns ** 1.5
 _DUAL_ROW = 3e-6         # HiGHS dual simplex: seconds = _DUAL_ROW * rows ** 1.3
@@ -59,10 +60,10 @@ _MNP_STEP = 1e-4
 _MNP_CELL = 3e-9
 _MNP_CUBE = 4e-11
 _MNP_ITER = {"independent": 10.0, "greedy": 2.0}
-_MNP_ITER_DEFAULT = 50.0
+_MNP_ITER_DEFAULT = 15.0
 _MNP_CORRAL = 1.5
 _PRODUCT_TOKEN = 1e-8    # prefix containments of a product model (cumulative sums), per (token, law)
-_CP_PREFIX_TOKEN = 1e-7  # conditional Poisson: per (token, degree) of the e_j recurrence
+_CP_PREFIX_TOKEN = 1e-8  # conditional Poisson: per (token, degree + 4) of the e_j recurrence
 _CONTAINMENT = 1.5e-5    # one generic containment Q(T) (greedy), plus _LAW_CELL per token
 _TORCH_ROW = 5e-6        # batched torch rules on the CPU: per (position, step) row of a batch,
 _TORCH_DRAFT = 1e-6      # plus per draft (khisti-lp's sequential stages: 0.8 us at n = 512),
@@ -224,9 +225,9 @@ def acceptance_route(model, method: str) -> Estimate:
         if model.closed_form_containment:
             return Estimate(head, 1e-7 * V * max(math.log2(V), 1.0) * (n if n > 1 else 1), 40.0 * V)
         # one trapezoidal pass carrying a degree-n polynomial per node along the prefixes (and once
-        # more for the certificate's cut): ~1.6e-7 s per (token, degree) measured at V = 32,000, n = 8
+        # more for the certificate's cut)
         return Estimate(f"{head}: a one-pass containment over {V} prefixes",
-                        2 * _WOR_PREFIX_TOKEN * V * (n + 1), 8.0 * V * (n + 2) * 64)
+                        2 * _prefix_pass(model), 8.0 * V * (n + 2) * 64)
     if method == "mnp":
         return min_norm_point(model)
     if method == "closed-form":
@@ -264,9 +265,9 @@ def _prefix_pass(model) -> float:
     """Seconds of one order's V prefix containments (:meth:`DraftModel.prefix_containment`)."""
     V, n, name = model.V, model.n, model.sampling
     if name == "without-replacement":
-        return 2 * _WOR_PREFIX_TOKEN * V * (n + 1)
+        return _WOR_PREFIX_TOKEN * V * max(n + 1, 9)
     if name == "conditional-poisson":
-        return _CP_PREFIX_TOKEN * V * (n + 1)
+        return _CP_PREFIX_TOKEN * V * (n + 5)
     if name in ("iid", "independent"):
         return _PRODUCT_TOKEN * V * n
     return V * (_CONTAINMENT + _LAW_CELL * V)  # one containment per prefix (greedy)
