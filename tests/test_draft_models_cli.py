@@ -250,6 +250,6 @@ def test_rules_table_names_an_unproven_optimum(capsys, monkeypatch, small):
     assert code == 0 and row["alpha_star_status"] == "optimal"
     assert abs(row["alpha_star"] - exact) <= 1e-9
     code, out, _ = run_main(capsys, "compare-selectors", pf, qf, "-n", "3", "--rules", "rrs-wor",
-                            "--max-seconds", "0.0001")
+                            "--max-seconds", "0.002")
     assert code == 0 and re.search(r"without-replacement drafts: alpha\* is an upper bound, not "
                                    r"proved by method 'mnp': .*estimated", out), out
