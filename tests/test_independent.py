@@ -335,6 +335,46 @@ def test_mnp_proves_conditional_poisson_beyond_enumeration():
         assert res.status == "optimal" and abs(res.value - prefix.value) <= TOL
 
 
+def test_least_squares_route_keeps_its_qr_through_appends_and_drops():
+    """The accurate route's affine minimum from its incrementally kept QR factorisation (Gram-Schmidt
+    twice per vertex, Givens rotations per drop) equals the SVD least squares on the vertices it
+    replaces, and the kept factors stay a QR factorisation of the bordered corral."""
+    import mdtheory.independent as independent
+
+    rng = np.random.default_rng(15)
+    V = 40
+    p, qs = rng.dirichlet(np.ones(V)), rng.dirichlet(np.ones(V), size=3)
+    run = independent._Wolfe(p, Independent(qs), np.ones(V), rng.permutation(V))
+    run.accurate, run.chol = True, False
+
+    def svd(K):
+        rows = run.S[run.slot[:K]]
+        beta = np.linalg.lstsq((rows[1:] - rows[0]).T, -rows[0], rcond=None)[0]
+        return np.concatenate([[1.0 - beta.sum()], beta])
+
+    def check(K):
+        assert np.abs(run._affine(K) - svd(K)).max() <= 1e-10
+        Qt, R, c = run.qr
+        B = np.vstack([run.S[run.slot[:K]].T, np.full(K, c)])
+        assert np.abs(Qt[:K].T @ np.triu(R[:K, :K]) - B).max() <= 1e-12
+        assert np.abs(Qt[:K] @ Qt[:K].T - np.eye(K)).max() <= 1e-12
+
+    K = 1
+    for step in range(14):  # appends, with a drop every third step
+        order = rng.permutation(V)
+        run.S[K], run.orders[K], run.slot[K] = model_vertex(Independent(qs), order) - p, order, K
+        run.G[K, :K + 1] = run.G[:K + 1, K] = run.S[:K + 1] @ run.S[K]
+        if run.qr is None:
+            run._affine(K)  # the first solve builds the factorisation
+        run._append(K)
+        K += 1
+        check(K)
+        if step % 3 == 2:
+            run._drop(K, int(rng.integers(K)))
+            K -= 1
+            check(K)
+
+
 def test_cholesky_row_removal_matches_refactoring():
     """Removing vertex j from the factor (rank-one update) gives the factor of G without row and
     column j."""
