@@ -375,6 +375,29 @@ def test_least_squares_route_keeps_its_qr_through_appends_and_drops():
             check(K)
 
 
+def test_gradient_order_is_the_stable_sort():
+    """The solver's sort (unstable when g has no ties) is the stable argsort / lexsort it replaces,
+    with and without ties and with a face's 0/1 ``late`` key; and the triangular solves are the
+    textbook ones."""
+    from mdtheory.independent import _backward, _forward, _gradient_order
+
+    rng = np.random.default_rng(16)
+    for ties in (False, True):
+        g = rng.standard_normal(300)
+        if ties:
+            g = np.round(g, 1)  # many ties, and -0.0 beside 0.0
+            g[:3] = [0.0, -0.0, 0.0]
+        late = (rng.random(300) < 0.4).astype(float)
+        assert np.array_equal(_gradient_order(g), np.argsort(g, kind="stable"))
+        assert np.array_equal(_gradient_order(g, late), np.lexsort((g, late)))
+    A = rng.standard_normal((9, 20))
+    L = np.zeros((12, 12))
+    L[:9, :9] = np.linalg.cholesky(A @ A.T + 1.0)
+    b = rng.standard_normal(9)
+    assert np.abs(_forward(L, b, 9) - np.linalg.solve(L[:9, :9], b)).max() <= 1e-10
+    assert np.abs(_backward(L, b, 9) - np.linalg.solve(L[:9, :9].T, b)).max() <= 1e-10
+
+
 def test_cholesky_row_removal_matches_refactoring():
     """Removing vertex j from the factor (rank-one update) gives the factor of G without row and
     column j."""
