@@ -253,6 +253,56 @@ def _chol_delete(L, K, j):
 
 
 @njit(cache=True)
+def _extend_factor(L, G, K):
+    """Extend the lower Cholesky factor L of G + 1 1ᵀ (first K vertices) by vertex K's row of G:
+    False (L untouched) if the Schur complement is too small, i.e. not clearly definite."""
+    ell = np.empty(K)
+    for i in range(K):
+        ell[i] = G[K, i] + 1.0
+    ell = _forward(L, ell, K)
+    d = G[K, K] + 1.0
+    for i in range(K):
+        d -= ell[i] * ell[i]
+    if not d > 1e-13 * (G[K, K] + 1.0):
+        return False
+    for i in range(K):
+        L[K, i] = ell[i]
+    L[K, K] = math.sqrt(d)
+    return True
+
+
+@njit(cache=True)
+def _insert_vertex(L, G, S, R, orders, slot, K, v, raw, order, row, vv, chol):
+    """Store vertex v (``raw`` unscaled, of ``order``) as corral vertex K, ``row`` its inner
+    products with the corral, ``vv`` its own; extend the factor if ``chol``. -1 (nothing stored)
+    if it equals a corral vertex (:math:`\\lVert s_i - v \\rVert^2 \\le 0` in rounding), else
+    whether the factor is still definite."""
+    for i in range(K):
+        if G[i, i] - 2.0 * row[i] + vv <= 0.0:
+            return -1
+    S[K], R[K], orders[K], slot[K] = v, raw, order, K
+    for i in range(K):
+        G[K, i] = G[i, K] = row[i]
+    G[K, K] = vv
+    return 1 if chol and _extend_factor(L, G, K) else 0
+
+
+@njit(cache=True)
+def _vertex_and_gradient(H, order, p, sw, x):
+    """The vertex of ``order`` from its suffix containments H (:func:`model_vertex`) and, scaled,
+    minus p (``v``, its squared norm and its inner product with x)."""
+    raw, v = np.empty(order.size), np.empty(order.size)
+    for k in range(order.size):
+        raw[order[k]] = max(H[k] - H[k + 1], 0.0)
+    vv = xv = 0.0
+    for y in range(order.size):
+        v[y] = (raw[y] - p[y]) * sw[y]
+        vv += v[y] * v[y]
+        xv += x[y] * v[y]
+    return raw, v, vv, xv
+
+
+@njit(cache=True)
 def _qr_delete(Qt, R, K, j):
     """Remove column j of the thin factorisation :math:`B = Q R` of K columns in place (Q stored by
     rows: ``Qt[i]`` is its column i): R's later columns shift left and Givens rotations of rows
@@ -683,13 +733,11 @@ class _Wolfe:
                 return
             if self.upper < self.face_value - tol and since >= SWITCH:  # a better cut, settled
                 return
-            v = np.empty(order.size)
-            v[order] = np.maximum(H[:-1] - H[1:], 0.0)
             K = self.K
             if not self.accurate and self._lstsq_ok(K) and \
                     self.x @ self.x <= _GRAM_FLOOR * np.diagonal(G)[:K].max():
                 self._refine()  # below the Gram route's resolution
-            step = self._add(v, order)
+            step = self._add(H, order)
             if step is None:  # the Gram route's point was not accurate enough: go on
                 continue
             if not step:  # no progress possible: the caller reports the open gap
@@ -697,20 +745,22 @@ class _Wolfe:
                 return
         self.stopped = False
 
-    def _add(self, raw, order):
-        """Add the vertex ``raw`` of ``order`` and run the minor cycle: True on progress, None after
-        a switch to the accurate route, False on a stall."""
-        S, G, slot, K = self.S, self.G, self.slot, self.K
-        v = (raw - self.p) * self.sw
-        row = (S[:K] @ v)[slot[:K]]
-        norm, vv = self.x @ self.x, v @ v
-        if norm - self.x @ v <= 1e-300 or K >= S.shape[0] or \
-                np.any(np.diagonal(G)[:K] - 2 * row + vv <= 0.0):
+    def _add(self, H, order):
+        """Add the vertex of ``order`` (H its suffix containments) and run the minor cycle: True on
+        progress, None after a switch to the accurate route, False on a stall."""
+        S, K = self.S, self.K
+        raw, v, vv, xv = _vertex_and_gradient(H, order, self.p, self.sw, self.x)
+        norm = self.x @ self.x
+        if norm - xv <= 1e-300 or K >= S.shape[0]:
             return None if self._refine() else False
-        S[K], self.R[K], self.orders[K], slot[K] = v, raw, order, K
-        G[K, :K] = G[:K, K] = row
-        G[K, K] = vv
-        self._append(K)
+        row = (S[:K] @ v)[self.slot[:K]]
+        chol = _insert_vertex(self.L, self.G, S, self.R, self.orders, self.slot, K, v, raw, order,
+                              row, vv, self.chol)
+        if chol < 0:
+            return None if self._refine() else False
+        if self.qr is not None:
+            self._qr_append(K)
+        self.chol = bool(chol)
         self._minor(K + 1, np.append(self.lam, 0.0))
         return self.x @ self.x < norm or self._refine()  # else rounding has won
 
@@ -787,15 +837,7 @@ class _Wolfe:
         least-squares route's QR factorisation (:meth:`_qr_append`)."""
         if self.qr is not None:
             self._qr_append(K)
-        if not self.chol:
-            return
-        L = self.L
-        ell = _forward(L, self.G[K, :K] + 1.0, K)
-        d = self.G[K, K] + 1.0 - ell @ ell
-        if not d > 1e-13 * (self.G[K, K] + 1.0):
-            self.chol = False
-            return
-        L[K, :K], L[K, K] = ell, np.sqrt(d)
+        self.chol = self.chol and _extend_factor(self.L, self.G, K)
 
     def _affine(self, K) -> np.ndarray:
         """Weights (summing to one) of the point of the corral's affine hull nearest the origin.

@@ -398,6 +398,36 @@ def test_gradient_order_is_the_stable_sort():
     assert np.abs(_backward(L, b, 9) - np.linalg.solve(L[:9, :9].T, b)).max() <= 1e-10
 
 
+def test_fused_vertex_kernels_match_numpy():
+    """The compiled vertex step (vertex, its scaled difference from p, norms) and the corral
+    insertion (G's row and column, the factor's new row; a repeated vertex refused) give the numpy
+    steps' numbers."""
+    from mdtheory.independent import _insert_vertex, _vertex_and_gradient, _Wolfe, suffix_containments
+
+    rng = np.random.default_rng(18)
+    V = 50
+    p, qs = rng.dirichlet(np.ones(V)), rng.dirichlet(np.ones(V), size=3)
+    model, sw, x = Independent(qs), rng.random(V) + 0.5, rng.standard_normal(V)
+    order = rng.permutation(V)
+    raw, v, vv, xv = _vertex_and_gradient(suffix_containments(model, order), order, p, sw, x)
+    assert np.array_equal(raw, model_vertex(model, order))
+    assert np.allclose(v, (raw - p) * sw, rtol=0, atol=1e-15)
+    assert abs(vv - v @ v) <= 1e-14 and abs(xv - x @ v) <= 1e-14
+    run = _Wolfe(p, model, sw, rng.permutation(V))
+    for K in range(1, 6):
+        order = rng.permutation(V)
+        raw, v, vv, _ = _vertex_and_gradient(suffix_containments(model, order), order, p, sw, x)
+        row = run.S[:K] @ v
+        assert _insert_vertex(run.L, run.G, run.S, run.R, run.orders, run.slot, K, v, raw, order,
+                              row, vv, True) == 1
+        M = run.S[:K + 1] @ run.S[:K + 1].T + 1.0
+        assert np.abs(run.G[:K + 1, :K + 1] + 1.0 - M).max() <= 1e-14
+        assert np.abs(np.tril(run.L[:K + 1, :K + 1]) - np.linalg.cholesky(M)).max() <= 1e-10
+    row = run.S[:6] @ run.S[2]
+    assert _insert_vertex(run.L, run.G, run.S, run.R, run.orders, run.slot, 6, run.S[2].copy(),
+                          run.R[2].copy(), run.orders[2].copy(), row, run.G[2, 2], True) == -1
+
+
 def test_cholesky_row_removal_matches_refactoring():
     """Removing vertex j from the factor (rank-one update) gives the factor of G without row and
     column j."""
