@@ -199,22 +199,36 @@ def model_vertex(model: DraftModel, order: np.ndarray) -> np.ndarray:
 
 
 @njit(cache=True)
+def _row_dot(L, i, y):
+    """:math:`\\sum_{c < i} L_{ic} y_c` in four partial sums (1.5 times faster at i = 339 than one)."""
+    a0 = a1 = a2 = a3 = 0.0
+    top = i - i % 4
+    for c in range(0, top, 4):
+        a0 += L[i, c] * y[c]
+        a1 += L[i, c + 1] * y[c + 1]
+        a2 += L[i, c + 2] * y[c + 2]
+        a3 += L[i, c + 3] * y[c + 3]
+    for c in range(top, i):
+        a0 += L[i, c] * y[c]
+    return (a0 + a1) + (a2 + a3)
+
+
+@njit(cache=True)
 def _forward(L, b, K):
-    """Solve L y = b for the leading K-by-K lower triangle of L (each row's dot product in four
-    partial sums: 1.5 times faster at K = 339 than one)."""
+    """Solve L y = b for the leading K-by-K lower triangle of L."""
     y = b.copy()
     for i in range(K):
-        a0 = a1 = a2 = a3 = 0.0
-        top = i - i % 4
-        for c in range(0, top, 4):
-            a0 += L[i, c] * y[c]
-            a1 += L[i, c + 1] * y[c + 1]
-            a2 += L[i, c + 2] * y[c + 2]
-            a3 += L[i, c + 3] * y[c + 3]
-        for c in range(top, i):
-            a0 += L[i, c] * y[c]
-        y[i] = (y[i] - ((a0 + a1) + (a2 + a3))) / L[i, i]
+        y[i] = (y[i] - _row_dot(L, i, y)) / L[i, i]
     return y
+
+
+@njit(cache=True)
+def _forward_ones(L, y, done, K):
+    """Solve L y = 1 in place for the leading K-by-K lower triangle of L, given its first ``done``
+    entries (solved while L's first ``done`` rows were as now): the same numbers as
+    ``_forward(L, np.ones(K), K)``, O(K (K - done))."""
+    for i in range(done, K):
+        y[i] = (1.0 - _row_dot(L, i, y)) / L[i, i]
 
 
 @njit(cache=True)
@@ -347,10 +361,15 @@ def _drop_vertex(L, G, S, R, orders, slot, K, j, chol):
 
 
 @njit(cache=True)
-def _minor_chol(L, G, S, R, orders, slot, lam, K, drop):
-    """:meth:`_Wolfe._minor` while the factor L of G + 1 1ᵀ is definite, in one call: (K, λ)."""
+def _minor_chol(L, G, S, R, orders, slot, lam, K, drop, y, done):
+    """:meth:`_Wolfe._minor` while the factor L of G + 1 1ᵀ is definite, in one call: (K, λ, the
+    entries of :math:`y = L^{-1} \\mathbf{1}` still valid). ``y`` keeps that solve between calls: its
+    first ``done`` entries are valid while L's first ``done`` rows stay (an added vertex appends a
+    row; a drop at j changes the rows from j), so a minor cycle without drops solves one row."""
     for _ in range(K + 1):  # each pass drops at least one vertex or ends
-        beta = _backward(L, _forward(L, np.ones(K), K), K)
+        _forward_ones(L, y, done, K)
+        done = K
+        beta = _backward(L, y[:K], K)
         total = 0.0
         for i in range(K):
             total += beta[i]
@@ -368,11 +387,12 @@ def _minor_chol(L, G, S, R, orders, slot, lam, K, drop):
             if not lam[j] > drop:
                 _drop_vertex(L, G, S, R, orders, slot, K, j, True)
                 K -= 1
+                done = min(done, j)
         lam = lam[lam > drop]
     total = 0.0
     for i in range(K):
         total += lam[i]
-    return K, lam / total
+    return K, lam / total, done
 
 
 @njit(cache=True)
@@ -673,6 +693,7 @@ class _Wolfe:
         self.S[0], self.orders[0] = (self.R[0] - p) * sw, order
         self.G[0, 0] = self.S[0] @ self.S[0]
         self.L = np.empty((cap, cap))
+        self.y, self.solved = np.empty(cap), 0  # L^{-1} 1, its first ``solved`` entries valid
         self.accurate = False  # True: affine minima by least squares on the vertices (_affine)
         self.qr = None  # (Qt, R, c) of that route (_qr_build), None while not built or rank deficient
         self.slot = np.arange(cap)  # the storage row (of S, orders) of each corral vertex
@@ -768,8 +789,9 @@ class _Wolfe:
         """Wolfe's minor cycle on the first K corral vertices from weights ``lam``: move to the
         affine minimum, dropping the vertices whose weight it would make negative; sets K, λ, x."""
         if self.chol and not (self.accurate and self._lstsq_ok(K)):  # the factor's route, compiled
-            self.K, self.lam = _minor_chol(self.L, self.G, self.S, self.R, self.orders, self.slot,
-                                           lam, K, _DROP)
+            self.K, self.lam, self.solved = _minor_chol(self.L, self.G, self.S, self.R, self.orders,
+                                                        self.slot, lam, K, _DROP, self.y,
+                                                        self.solved)
             if self.K < K:  # its drops do not downdate the least-squares route's factorisation
                 self.qr = None
             self.x = self._point()
@@ -813,6 +835,7 @@ class _Wolfe:
         """Remove corral vertex j of K: G and the factor keep their order (the factor by a rank-one
         update, O(K²)); its storage row takes the last row's contents."""
         _drop_vertex(self.L, self.G, self.S, self.R, self.orders, self.slot, K, j, self.chol)
+        self.solved = min(self.solved, j)
         if self.qr is not None:
             _qr_delete(self.qr[0], self.qr[1], K, j)
         if not self.chol:
@@ -824,6 +847,7 @@ class _Wolfe:
 
     def _factor(self, K):
         """Cholesky factor of G + 1 1ᵀ for the first K vertices (``chol`` False if not definite)."""
+        self.solved = 0
         if self.accurate and self._lstsq_ok(K):
             return
         try:

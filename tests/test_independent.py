@@ -428,6 +428,25 @@ def test_fused_vertex_kernels_match_numpy():
                           run.R[2].copy(), run.orders[2].copy(), row, run.G[2, 2], True) == -1
 
 
+def test_kept_forward_solve_is_the_fresh_one():
+    """The minor cycle's kept solve of L y = 1 (rows appended, rows from a drop on re-solved) has the
+    fresh solve's exact numbers."""
+    from mdtheory.independent import _chol_delete, _forward, _forward_ones
+
+    rng = np.random.default_rng(19)
+    A = rng.standard_normal((12, 30))
+    L = np.zeros((14, 14))
+    L[:12, :12] = np.linalg.cholesky(A @ A.T + 1.0)
+    y = np.empty(14)
+    _forward_ones(L, y, 0, 9)
+    assert np.array_equal(y[:9], _forward(L, np.ones(9), 9))
+    _forward_ones(L, y, 9, 12)  # three rows appended since
+    assert np.array_equal(y[:12], _forward(L, np.ones(12), 12))
+    _chol_delete(L, 12, 5)  # rows from 5 change
+    _forward_ones(L, y, 5, 11)
+    assert np.array_equal(y[:11], _forward(L, np.ones(11), 11))
+
+
 def test_cholesky_row_removal_matches_refactoring():
     """Removing vertex j from the factor (rank-one update) gives the factor of G without row and
     column j."""
