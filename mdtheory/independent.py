@@ -84,7 +84,7 @@ _DROP = 1e-15
 #: scale) to least squares on the vertices (:meth:`_Wolfe._affine`).
 _GRAM_FLOOR = 1e-12
 #: The least-squares affine minimum's factorisation costs V K² to build (then V K a vertex added or
-#: dropped): above this work the Gram route stays.
+#: dropped): above this work none is built (the Gram route stays), one already kept goes on.
 _LSTSQ_WORK = 2e7
 
 
@@ -879,13 +879,13 @@ class _Wolfe:
         (:func:`_qr_delete`), O(V K) each where the SVD least squares on
         :math:`s_0 + \\sum_{j \\ge 1} \\beta_j (s_j - s_0)` it replaces cost O(V K²) a solve (4.5 ms
         at V = 1000, K = 140). A corral whose R is not clearly of full rank goes to that SVD."""
+        if self.accurate and self.qr is None and self._lstsq_ok(K):
+            self._qr_build(K)
+        if self.accurate and self.qr is not None:  # (kept past _LSTSQ_WORK too: O(V K) a vertex)
+            Qt, R, c = self.qr
+            beta = _backsolve_upper(R, c * Qt[:K, -1], K)
+            return beta / beta.sum()
         if self.accurate and self._lstsq_ok(K):
-            if self.qr is None:
-                self._qr_build(K)
-            if self.qr is not None:
-                Qt, R, c = self.qr
-                beta = _backsolve_upper(R, c * Qt[:K, -1], K)
-                return beta / beta.sum()
             rows = self.S[self.slot[:K]]
             beta = np.linalg.lstsq((rows[1:] - rows[0]).T, -rows[0], rcond=None)[0]
             return np.concatenate([[1.0 - beta.sum()], beta])
