@@ -39,9 +39,9 @@ draft model whose containments of the V prefixes of an order are exact
 certificate. :func:`suffix_containments` takes the product for independent drafts and the model's
 one-pass prefix containments otherwise (successive sampling: :mod:`mdtheory.containment`), so the
 route ``"mnp"`` certifies α* and the order mixture is an exact optimal rule for successive sampling
-and conditional Poisson too, with no enumeration of draft sets (at V = 1000, n = 4, 0.2 – 1 s for
-successive sampling, whose vertex is one quadrature pass, and 13 – 160 ms for conditional Poisson:
-``benchmarks/bench_draft_models.py --prep``).
+and conditional Poisson too, with no enumeration of draft sets (at V = 1000, n = 4, the base in
+15 ms – 0.75 s of CPU for successive sampling, whose vertex is one quadrature pass, and 7 – 90 ms for
+conditional Poisson, on the pairs of ``benchmarks/bench_draft_models.py --prep --seeds 2``).
 
 References
 ----------
