@@ -335,6 +335,118 @@ def test_mnp_proves_conditional_poisson_beyond_enumeration():
         assert res.status == "optimal" and abs(res.value - prefix.value) <= TOL
 
 
+def test_least_squares_route_keeps_its_qr_through_appends_and_drops():
+    """The accurate route's affine minimum from its incrementally kept QR factorisation (Gram-Schmidt
+    twice per vertex, Givens rotations per drop) equals the SVD least squares on the vertices it
+    replaces, and the kept factors stay a QR factorisation of the bordered corral."""
+    import mdtheory.independent as independent
+
+    rng = np.random.default_rng(15)
+    V = 40
+    p, qs = rng.dirichlet(np.ones(V)), rng.dirichlet(np.ones(V), size=3)
+    run = independent._Wolfe(p, Independent(qs), np.ones(V), rng.permutation(V))
+    run.accurate, run.chol = True, False
+
+    def svd(K):
+        rows = run.S[run.slot[:K]]
+        beta = np.linalg.lstsq((rows[1:] - rows[0]).T, -rows[0], rcond=None)[0]
+        return np.concatenate([[1.0 - beta.sum()], beta])
+
+    def check(K):
+        assert np.abs(run._affine(K) - svd(K)).max() <= 1e-10
+        Qt, R, c = run.qr
+        B = np.vstack([run.S[run.slot[:K]].T, np.full(K, c)])
+        assert np.abs(Qt[:K].T @ np.triu(R[:K, :K]) - B).max() <= 1e-12
+        assert np.abs(Qt[:K] @ Qt[:K].T - np.eye(K)).max() <= 1e-12
+
+    K = 1
+    for step in range(14):  # appends, with a drop every third step
+        order = rng.permutation(V)
+        run.S[K], run.orders[K], run.slot[K] = model_vertex(Independent(qs), order) - p, order, K
+        run.G[K, :K + 1] = run.G[:K + 1, K] = run.S[:K + 1] @ run.S[K]
+        if run.qr is None:
+            run._affine(K)  # the first solve builds the factorisation
+        run._append(K)
+        K += 1
+        check(K)
+        if step % 3 == 2:
+            run._drop(K, int(rng.integers(K)))
+            K -= 1
+            check(K)
+
+
+def test_gradient_order_is_the_stable_sort():
+    """The solver's sort (unstable when g has no ties) is the stable argsort / lexsort it replaces,
+    with and without ties and with a face's 0/1 ``late`` key; and the triangular solves are the
+    textbook ones."""
+    from mdtheory.independent import _backward, _forward, _gradient_order
+
+    rng = np.random.default_rng(16)
+    for ties in (False, True):
+        g = rng.standard_normal(300)
+        if ties:
+            g = np.round(g, 1)  # many ties, and -0.0 beside 0.0
+            g[:3] = [0.0, -0.0, 0.0]
+        late = (rng.random(300) < 0.4).astype(float)
+        assert np.array_equal(_gradient_order(g), np.argsort(g, kind="stable"))
+        assert np.array_equal(_gradient_order(g, late), np.lexsort((g, late)))
+    A = rng.standard_normal((9, 20))
+    L = np.zeros((12, 12))
+    L[:9, :9] = np.linalg.cholesky(A @ A.T + 1.0)
+    b = rng.standard_normal(9)
+    assert np.abs(_forward(L, b, 9) - np.linalg.solve(L[:9, :9], b)).max() <= 1e-10
+    assert np.abs(_backward(L, b, 9) - np.linalg.solve(L[:9, :9].T, b)).max() <= 1e-10
+
+
+def test_fused_vertex_kernels_match_numpy():
+    """The compiled vertex step (vertex, its scaled difference from p, norms) and the corral
+    insertion (G's row and column, the factor's new row; a repeated vertex refused) give the numpy
+    steps' numbers."""
+    from mdtheory.independent import _insert_vertex, _vertex_and_gradient, _Wolfe, suffix_containments
+
+    rng = np.random.default_rng(18)
+    V = 50
+    p, qs = rng.dirichlet(np.ones(V)), rng.dirichlet(np.ones(V), size=3)
+    model, sw, x = Independent(qs), rng.random(V) + 0.5, rng.standard_normal(V)
+    order = rng.permutation(V)
+    raw, v, vv, xv = _vertex_and_gradient(suffix_containments(model, order), order, p, sw, x)
+    assert np.array_equal(raw, model_vertex(model, order))
+    assert np.allclose(v, (raw - p) * sw, rtol=0, atol=1e-15)
+    assert abs(vv - v @ v) <= 1e-14 and abs(xv - x @ v) <= 1e-14
+    run = _Wolfe(p, model, sw, rng.permutation(V))
+    for K in range(1, 6):
+        order = rng.permutation(V)
+        raw, v, vv, _ = _vertex_and_gradient(suffix_containments(model, order), order, p, sw, x)
+        row = run.S[:K] @ v
+        assert _insert_vertex(run.L, run.G, run.S, run.R, run.orders, run.slot, K, v, raw, order,
+                              row, vv, True) == 1
+        M = run.S[:K + 1] @ run.S[:K + 1].T + 1.0
+        assert np.abs(run.G[:K + 1, :K + 1] + 1.0 - M).max() <= 1e-14
+        assert np.abs(np.tril(run.L[:K + 1, :K + 1]) - np.linalg.cholesky(M)).max() <= 1e-10
+    row = run.S[:6] @ run.S[2]
+    assert _insert_vertex(run.L, run.G, run.S, run.R, run.orders, run.slot, 6, run.S[2].copy(),
+                          run.R[2].copy(), run.orders[2].copy(), row, run.G[2, 2], True) == -1
+
+
+def test_kept_forward_solve_is_the_fresh_one():
+    """The minor cycle's kept solve of L y = 1 (rows appended, rows from a drop on re-solved) has the
+    fresh solve's exact numbers."""
+    from mdtheory.independent import _chol_delete, _forward, _forward_ones
+
+    rng = np.random.default_rng(19)
+    A = rng.standard_normal((12, 30))
+    L = np.zeros((14, 14))
+    L[:12, :12] = np.linalg.cholesky(A @ A.T + 1.0)
+    y = np.empty(14)
+    _forward_ones(L, y, 0, 9)
+    assert np.array_equal(y[:9], _forward(L, np.ones(9), 9))
+    _forward_ones(L, y, 9, 12)  # three rows appended since
+    assert np.array_equal(y[:12], _forward(L, np.ones(12), 12))
+    _chol_delete(L, 12, 5)  # rows from 5 change
+    _forward_ones(L, y, 5, 11)
+    assert np.array_equal(y[:11], _forward(L, np.ones(11), 11))
+
+
 def test_cholesky_row_removal_matches_refactoring():
     """Removing vertex j from the factor (rank-one update) gives the factor of G without row and
     column j."""
