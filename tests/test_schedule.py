@@ -153,6 +153,20 @@ def test_optimal_rule_at_a_million_drafts():
         assert np.abs(rule.marginal - rule.base.mu).max() <= 1e-9
 
 
+def test_schedule_refuses_more_drafts_than_its_precision_allows():
+    """At n = 2^62 the marginal summed to 103 (acceptance 0.97 below alpha*): the G-masses are
+    powers of degree n, exact to about n 2^-53, so the schedule stops at MAX_DRAFTS."""
+    from mdtheory.schedule import MAX_DRAFTS
+
+    p, q = np.array([0.2, 0.5, 0.3]), np.array([0.5, 0.1, 0.4])
+    assert make_rule("optimal", p, q, MAX_DRAFTS).marginal.sum() == pytest.approx(1.0, abs=1e-9)
+    for n in (MAX_DRAFTS + 1, 2**62):
+        with pytest.raises(md.ProblemTooLargeError, match="at most 1048576"):
+            make_rule("optimal", p, q, n)
+        with pytest.raises(md.ProblemTooLargeError):
+            realise_iid(q, q, n)
+
+
 def test_optimal_rule_monte_carlo():
     rng = np.random.default_rng(7)
     p, q = rng.dirichlet(np.full(200, 0.5)), rng.dirichlet(np.full(200, 0.5))
