@@ -42,14 +42,20 @@ import numpy as np
 from numba import njit
 
 from ._validate import as_distribution
-from .errors import InvalidInputError, SolverError
+from .errors import InvalidInputError, ProblemTooLargeError, SolverError
 from .polymatroid import _power_diff as _power_diff_kernel
 from .polymatroid import stable_ties
 
-__all__ = ["Schedule", "realise_iid", "SHORT"]
+__all__ = ["Schedule", "realise_iid", "SHORT", "MAX_DRAFTS"]
 
 #: Tokens with 0 < q < SHORT (2^-70, about 8.5e-22) take their pieces first, at the front of [0, 1].
 SHORT = 2.0 ** -70
+
+#: Most drafts a schedule is built for. Each piece's G-mass (a power of degree n) carries a relative
+#: error of about n 2^-53, and so does the marginal: measured against the law of the candidate in
+#: 60-digit arithmetic, the rule's output law is off p by 2e-12 at n = 10^5, 2e-11 at 2^20, 2e-10
+#: at 10^7, 1e-5 at 10^12, and the marginal summed to 103 at n = 2^62.
+MAX_DRAFTS = 2 ** 20
 
 #: :func:`mdtheory.polymatroid._power_diff`, compiled (inlined into the kernels below; numba's
 #: cache watches this file only, so a change there must touch this one)
@@ -298,7 +304,10 @@ def _build(qs, mus, n, nfront, sa, sb, nxt, prv, owner, start, end, mass):
             new = min(x - f / slope, hi)
             if new <= x:
                 break
-            small = new - x <= 2.0 ** -20 * u
+            # the powers' curvature is about (n - 1)/u: a step below 2^-20 u (n - 1)/3 (2^-20 u
+            # at n = 4) leaves about 2^-40 u/(n - 1) for the polish, whatever n (a stop at
+            # 2^-20 u for every n left 6e-3 of acceptance at n = 10^6)
+            small = (new - x) * (n - 1) <= 3.0 * 2.0 ** -20 * u
             x, f = new, np.nan
             if small:
                 break
@@ -712,6 +721,8 @@ def realise_iid(mu, q, n: int) -> Schedule:
     ------
     InvalidInputError
         Bad shapes, a negative or non-finite μ, or a bad n.
+    ProblemTooLargeError
+        n over :data:`MAX_DRAFTS`.
     SolverError
         The construction reached an impossible state (a loop bound); no valid input does this.
 
@@ -770,6 +781,9 @@ def _realise(mu: np.ndarray, q: np.ndarray, n: int, hint: np.ndarray | None = No
     from above at a vertex and leaves it upwards; ΔG/q, the secant of the concave
     :math:`1 - (1 - Q)^n`, falls along the order).
     """
+    if n > MAX_DRAFTS:
+        raise ProblemTooLargeError(f"a time schedule for n = {n} drafts would miss its candidate's law "
+                                   f"by about n 2^-53; at most {MAX_DRAFTS} (2^20) drafts")
     ws = _workspace(q.size)
     nfront, nrest = _split(q, mu, np.arange(q.size) if hint is None else hint, ws.front, ws.rest,
                            ws.keys)

@@ -135,6 +135,38 @@ def test_optimal_rule_at_llm_scale():
         assert rule.closed_form_acceptance() < 1.0
 
 
+def test_optimal_rule_at_a_million_drafts():
+    """The window's fast Newton stops relative to the powers' curvature (n - 1)/u: a stop at 2^-20
+    of the free time for every n left the schedule 6e-3 short of the base at n = 10^6 (V = 1000)
+    and 5.8e-9 at V = 3. alpha* here is 1 - p(q = 0) (the other tokens are all but surely drafted);
+    1e-9 absorbs the float64 sum of q, one only within a few 2^-53, raised to the power n = 10^6
+    (about 1e-10: the prefix route's own distance from 1 - p(q = 0)), far below the defect."""
+    rng = np.random.default_rng(11)
+    for V in (3, 1000):
+        p, q = rng.dirichlet(np.ones(V)), rng.dirichlet(np.ones(V))
+        q[0] = 0.0
+        q /= q.sum()
+        rule = make_rule("optimal", p, q, 10**6)
+        alpha = md.alpha_star(rule.p, rule.q, 10**6, method="prefix")
+        for reference in (alpha, 1.0 - rule.p[0]):
+            assert abs(rule.closed_form_acceptance() - reference) <= 1e-9
+        assert np.abs(rule.marginal - rule.base.mu).max() <= 1e-9
+
+
+def test_schedule_refuses_more_drafts_than_its_precision_allows():
+    """At n = 2^62 the marginal summed to 103 (acceptance 0.97 below alpha*): the G-masses are
+    powers of degree n, exact to about n 2^-53, so the schedule stops at MAX_DRAFTS."""
+    from mdtheory.schedule import MAX_DRAFTS
+
+    p, q = np.array([0.2, 0.5, 0.3]), np.array([0.5, 0.1, 0.4])
+    assert make_rule("optimal", p, q, MAX_DRAFTS).marginal.sum() == pytest.approx(1.0, abs=1e-9)
+    for n in (MAX_DRAFTS + 1, 2**62):
+        with pytest.raises(md.ProblemTooLargeError, match="at most 1048576"):
+            make_rule("optimal", p, q, n)
+        with pytest.raises(md.ProblemTooLargeError):
+            realise_iid(q, q, n)
+
+
 def test_optimal_rule_monte_carlo():
     rng = np.random.default_rng(7)
     p, q = rng.dirichlet(np.full(200, 0.5)), rng.dirichlet(np.full(200, 0.5))

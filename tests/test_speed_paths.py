@@ -311,3 +311,34 @@ def test_schedule_workspace_reuse_and_threads(monkeypatch):
         runs = list(pool.map(lambda c: arrays(schedule._realise(c[0], c[1], 4, c[2])), cases * 4))
     for got, want in zip(runs, fresh * 4, strict=True):
         assert all(np.array_equal(a, b) for a, b in zip(got, want, strict=True))
+
+
+def test_prepared_optimal_rules_own_their_arrays():
+    """A prepared optimal rule keeps nothing in the per-thread workspace: after rules of other sizes
+    (the workspace reused, grown, passed over above CACHE_TOKENS), a pickled copy and a rule that
+    rebuilt its schedule (tokens of q = 1e-17 at the back of [0, 1]), every earlier rule's arrays
+    are bit for bit as built and share no memory with the workspace."""
+    import pickle
+
+    from mdtheory import schedule
+    from mdtheory.rules import make_rule
+
+    def arrays(r):
+        s = r.schedule
+        return [s.owner, s.start, s.end, s.cumulative, s.first, s.count, s.lengths, s.marginal,
+                r.marginal, r.accept_ratio, r.res, r._res_cdf, r.base.mu]
+
+    tiny = np.r_[np.full(5, (1 - 3e-17) / 5), 1e-17, 1e-17, 1e-17]
+    pairs = [(*_instance(V, V), n) for V, n in ((40, 3), (900, 4), (20, 2))]
+    pairs += [(np.r_[np.full(5, 0.2), 0, 0, 0], tiny, 2),
+              (*_instance(schedule.CACHE_TOKENS + 1, 1), 4), (*_instance(300, 2), 8)]
+    kept = []
+    for p, q, n in pairs:
+        rule = make_rule("optimal", p, q, n)
+        ws = schedule._cache.ws
+        scratch = (ws.front, ws.rest, ws.order, ws.keys, ws.qs, ws.mus) + ws.build
+        assert not any(np.shares_memory(a, w) for a in arrays(rule) for w in scratch)
+        kept.append((rule, [a.copy() for a in arrays(rule)]))
+        kept.append((pickle.loads(pickle.dumps(rule)), kept[-1][1]))
+        for r, want in kept:
+            assert all(np.array_equal(a, b) for a, b in zip(arrays(r), want, strict=True))

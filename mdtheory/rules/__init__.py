@@ -83,6 +83,7 @@ def make_rule(name: str, p: ArrayLike, q: ArrayLike | DraftModel, n: int, *, nor
         (the message lists those it takes), or bad parameters.
     ProblemTooLargeError
         The preparation would need more memory or time than allowed.
+        ``optimal`` with iid drafts: n over :data:`mdtheory.schedule.MAX_DRAFTS` (2^20).
 
     Examples
     --------

@@ -31,7 +31,9 @@ class Optimal(SetPlanRule):
     step against μ follows: accept the candidate y with probability :math:`\\min(1, p(y)/\\mu(y))`,
     otherwise sample :math:`\\mathrm{norm}((p - \\mu)^+)`. The output law is p (Khisti et al., Thm 1) and
     the acceptance :math:`\\sum_y \\min(p, \\mu)` is α* up to float rounding, on every valid input;
-    preparation is O(V log V) with no enumeration of draft sets.
+    preparation is O(V log V) with no enumeration of draft sets. At most
+    :data:`mdtheory.schedule.MAX_DRAFTS` (2^20) drafts: a schedule's G-masses are powers of
+    degree n, each exact to about n 2^-53.
 
     *Every valid input* includes subnormal and underflowing masses, by design: the base treats
     masses below :data:`mdtheory.polymatroid.TINY` (2^-600) as zero, which moves α* by less than
