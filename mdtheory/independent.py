@@ -539,7 +539,7 @@ def min_norm_base(p: np.ndarray, model: DraftModel, *, tol: float = MNP_TOL,
     norms = [weights] if weights is not None else \
         [None if a == 0 else (p + qbar + 1e-300) ** -a for a in RACE]
     best, done = _race([_phases(p, model, qbar, tol, max_iter, w) for w in norms], tol, max_iter,
-                       HEAD, HEAD_TRIVIAL)
+                       HEAD, HEAD_TRIVIAL, accept=max(tol, MNP_ACCEPT))
     if not best.upper - best.lower <= max(tol, MNP_ACCEPT):
         raise SolverError(
             f"the minimum-norm-point method left a gap of {best.upper - best.lower:.3g} after "
@@ -552,15 +552,18 @@ def _gap(run) -> float:
     return run.upper - run.lower
 
 
-def _race(runs, tol, max_iter, head=0, trivial_head=0):
+def _race(runs, tol, max_iter, head=0, trivial_head=0, accept=None):
     """Advance the generators ``runs`` (:func:`_phases`) in turn, always the one with the fewest
     iterations (the first given ``head`` iterations alone, ``trivial_head`` while no cut below 1
-    is known), until one closes within ``tol`` or all end: (the run with the smallest gap, the
-    iterations of all)."""
+    is known), until one closes within ``tol``, one ends (a stall or its cap) with a gap within
+    ``accept`` (default ``tol``), or all end: (the run with the smallest gap, the iterations of
+    all)."""
+    accept = tol if accept is None else accept
     state = [next(r) for r in runs]  # (best run so far, iterations) of each
     live = set(range(len(runs)))
     for _ in range(len(runs) * (max_iter + 2)):  # a step ends a generator or runs iterations
-        if not live or any(_gap(best) <= tol for best, _ in state):
+        if not live or any(_gap(best) <= (tol if j in live else accept)
+                           for j, (best, _) in enumerate(state)):
             break
         lead = trivial_head if min(best.upper for best, _ in state) >= 1.0 - tol else head
         i = min(live, key=lambda j: state[j][1] - (lead if j == 0 else 0))
