@@ -10,7 +10,7 @@ import pytest
 
 from mdtheory import optimal_acceptance
 from mdtheory.cli import main
-from mdtheory.drafts import IID, Independent
+from mdtheory.drafts import IID, Greedy, Independent
 from mdtheory.errors import InvalidInputError, SolverError
 from mdtheory.independent import (
     OrderMixture,
@@ -547,3 +547,16 @@ def test_race_stops_on_an_acceptable_stall():
     assert best.upper - best.lower == pytest.approx(1e-11) and done < 100
     best, done = race(None)  # within tol only: the other runs to its end
     assert best.upper - best.lower == pytest.approx(1e-11) and done == 490 + 20
+
+
+def test_greedy_race_led_by_the_plain_norm():
+    """Greedy drafts: q̄ is a point mass, the plain norm leads the race (it took 8 iterations here
+    against the weighted norm's 24; a race led by the weighted one stops at 24)."""
+    rng = np.random.default_rng(0)
+    p, q = rng.dirichlet(np.full(100, 0.5)), rng.dirichlet(np.full(100, 0.5))
+    model = Greedy(q, 4)
+    plain = min_norm_base(p, model, weights=np.ones(100))
+    raced = min_norm_base(p, model)
+    assert raced.iterations == plain.iterations
+    assert raced.lower == pytest.approx(optimal_acceptance(p, q, 4, sampling="greedy").value,
+                                         abs=1e-9)
