@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
 from mdtheory import optimal_acceptance
 from mdtheory.cli import main
-from mdtheory.drafts import IID, Independent
+from mdtheory.drafts import IID, Greedy, Independent
 from mdtheory.errors import InvalidInputError, SolverError
 from mdtheory.independent import (
     OrderMixture,
+    _race,
     check_mixture,
     min_norm_base,
     model_vertex,
@@ -528,3 +530,33 @@ def test_mnp_retries_in_the_scaled_norm():
     lower, _ = check_mixture(p, model, base.orders, base.weights, "mnp")
     upper = 1.0 + p[base.cut].sum() - np.prod(qs[:, base.cut].sum(axis=1))
     assert abs(upper - base.upper) <= 1e-15 and upper - lower <= 1e-12
+
+
+def test_race_stops_on_an_acceptable_stall():
+    """A run that ends (a stall) with a gap within ``accept`` ends the race, as the plain run alone
+    once did (independent drafts, llm pair V = 1000, n = 8: the plain norm stalls at a gap of 1e-11
+    after 602 iterations; the race ran the weighted one on to 4,005 more)."""
+    def run(gaps):  # a _phases stand-in: (best so far, iterations), ten iterations a step
+        for k, g in enumerate(gaps):
+            yield SimpleNamespace(upper=0.9 + g, lower=0.9), 10 * k
+
+    def race(accept):
+        return _race([run([1e-3] * 50), run([1e-3, 1e-6, 1e-11])], 1e-12, 1000, accept=accept)
+
+    best, done = race(1e-9)
+    assert best.upper - best.lower == pytest.approx(1e-11) and done < 100
+    best, done = race(None)  # within tol only: the other runs to its end
+    assert best.upper - best.lower == pytest.approx(1e-11) and done == 490 + 20
+
+
+def test_greedy_race_led_by_the_plain_norm():
+    """Greedy drafts: q̄ is a point mass, the plain norm leads the race (it took 8 iterations here
+    against the weighted norm's 24; a race led by the weighted one stops at 24)."""
+    rng = np.random.default_rng(0)
+    p, q = rng.dirichlet(np.full(100, 0.5)), rng.dirichlet(np.full(100, 0.5))
+    model = Greedy(q, 4)
+    plain = min_norm_base(p, model, weights=np.ones(100))
+    raced = min_norm_base(p, model)
+    assert raced.iterations == plain.iterations
+    assert raced.lower == pytest.approx(optimal_acceptance(p, q, 4, sampling="greedy").value,
+                                         abs=1e-9)
