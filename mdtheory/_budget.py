@@ -281,16 +281,17 @@ def min_norm_point(model) -> Estimate:
     (:func:`_prefix_pass`) and runs Wolfe's minor cycle on the corral of K vertices (products with
     K rows of V tokens, a (K+1)-square solve). Measured in CPU time by
     ``benchmarks/bench_mnp_estimate.py`` (``benchmarks/results/mnp_estimate.json``: llm-like and
-    Dirichlet(0.5) pairs, V = 100 to 30,000, n = 2 to 8): independent drafts took 0.5 to 38 sqrt(V)
-    iterations; iid, successive-sampling and conditional-Poisson drafts 5 to 176 sqrt(V) on
-    llm-like pairs and 1 to 7 sqrt(V) on Dirichlet pairs; greedy drafts under 1 sqrt(V) (but a
-    generic containment per prefix, O(V^2) an iteration); corrals held 0.1 to 13 sqrt(V) vertices.
-    (Separately, successive sampling with n = 8 on the llm-like pair at V = 1000 ran into the
-    solver's cap of 10,000 iterations.) The estimate takes 10 sqrt(V) iterations for independent
-    drafts, 2 sqrt(V) for greedy ones and 50 sqrt(V) for the others (at most the cap) and 1.5
-    sqrt(V) vertices; the runs took 0.02 to 8.4 times the estimate (median 0.22). The memory is
-    the two runs' (free and face) corral rows; each run also reserves (V + 2) x V arrays, which fail
-    to allocate beyond the machine's memory (V = 100,000 asks for 75 GiB).
+    Dirichlet(0.5) pairs, V = 100 to 30,000, n = 2 to 8): independent drafts took 0.5 to 64 sqrt(V)
+    iterations; successive-sampling and conditional-Poisson drafts 0.8 to 12 sqrt(V); iid drafts
+    (through ``mnp``) up to 113 sqrt(V) on the llm-like pair at V = 1000; greedy drafts under 1
+    sqrt(V) (but a generic containment per prefix, O(V^2) an iteration); corrals held 0.1 to 13
+    sqrt(V) vertices. The estimate takes 10 sqrt(V) iterations for independent drafts, 2 sqrt(V) for
+    greedy ones and 15 sqrt(V) for the others (at most the cap) and 1.5 sqrt(V) vertices; the runs
+    took 0.02 to 4.5 times the estimate (median 0.12). The memory is
+    the corral rows the runs touch (two norms raced, each with a free and a face run; per vertex its
+    order, the vertex and its scaled difference: 24 V bytes) and their K x K factors; each run also
+    reserves (V + 2) x V arrays, which fail to allocate beyond the machine's memory (V = 100,000
+    asks for 75 GiB per array).
     """
     from .independent import MNP_MAX_ITER  # no heavy import: numpy only
 
@@ -301,7 +302,7 @@ def min_norm_point(model) -> Estimate:
     step = _MNP_STEP + _MNP_CELL * K * V + _MNP_CUBE * K**3 + _prefix_pass(model)
     return Estimate(f"method 'mnp' on {model.sampling} drafts, V = {V}, n = {n}: about "
                     f"{iterations:.3g} iterations of Wolfe's minimum-norm point (an estimate; "
-                    "runs vary ten-fold)", iterations * step, 2 * 16.0 * K * V + 8.0 * K * K,
+                    "runs vary ten-fold)", iterations * step, 4 * (24.0 * K * V + 16.0 * K * K),
                     f"the solver stops after {MNP_MAX_ITER} iterations at most")
 
 
