@@ -110,6 +110,7 @@ from .errors import InvalidInputError
 from .polymatroid import _two_sum as _two_sum_kernel
 
 __all__ = ["successive_prefix_containment", "conditional_poisson_prefix_containment", "esp_table",
+           "log_esp_table",
            "REL_TOL", "ABS_TOL"]
 
 #: Knuth's two-sum of :mod:`mdtheory.polymatroid`, compiled (this module's kernels are numba's own).
@@ -612,4 +613,32 @@ def esp_table(w, n):
         table[i + 1, 0] = table[i, 0]
         for j in range(1, n + 1):
             table[i + 1, j] = table[i, j] + w[i] * table[i, j - 1]
+    return table
+
+
+@njit(cache=True)
+def log_esp_table(log_w, n):
+    """:func:`esp_table` in logarithms: row i holds log e_0..log e_n of the weights exp(log_w[:i]).
+
+    Parameters
+    ----------
+    log_w : ndarray of float, shape (V,)
+        Logarithms of non-negative weights (-inf for a zero weight).
+    n : int
+
+    Returns
+    -------
+    ndarray of float, shape (V + 1, n + 1)
+        -inf where e_j = 0. The recurrence :math:`e_j \\leftarrow e_j + w_i e_{j-1}` by
+        log-add-exp (sums of non-negative terms, any range of weights): each step's error is a few ε
+        absolute in the logarithm, so ε |log e_j| relative in e_j (about 1e-13 at subnormal weights).
+    """
+    table = np.full((log_w.size + 1, n + 1), -np.inf)
+    table[0, 0] = 0.0
+    for i in range(log_w.size):
+        table[i + 1, 0] = 0.0
+        for j in range(1, n + 1):
+            a, b = table[i, j], log_w[i] + table[i, j - 1]
+            hi, lo = max(a, b), min(a, b)
+            table[i + 1, j] = hi if lo == -np.inf else hi + math.log1p(math.exp(lo - hi))
     return table

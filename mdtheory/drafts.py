@@ -590,7 +590,27 @@ class ConditionalPoisson(DraftModel):
         law = self._inclusion_weights(self.q)
         if not 0.0 < law.sum() < np.inf:
             law = self._inclusion_weights(self._scaled_q())
+        if not 0.0 < law.sum() < np.inf:  # even the scaled tables overflow: in logarithms
+            law = self._log_inclusion_law()
         return law / law.sum()
+
+    def _log_inclusion_law(self) -> np.ndarray:
+        """The inclusion weights of :meth:`_inclusion_weights`, divided by their largest, from tables
+        of :math:`\\log e_j` (:func:`mdtheory.containment.log_esp_table`): for q whose set weights span
+        more than the float range (two tokens of mass ~0.5, the rest subnormal)."""
+        from .containment import log_esp_table
+
+        with np.errstate(divide="ignore"):
+            lw = np.log(self.q)
+        pre = log_esp_table(lw, self.n)
+        suf = log_esp_table(np.ascontiguousarray(lw[::-1]), self.n)[::-1]
+        terms = pre[:-1, : self.n] + suf[1:, : self.n][:, ::-1]
+        top = terms.max(axis=1)
+        finite = np.isfinite(top) & (self.q > 0)
+        log_law = np.full(self.q.size, -np.inf)
+        log_law[finite] = lw[finite] + top[finite] + np.log(
+            np.exp(terms[finite] - top[finite, None]).sum(axis=1))
+        return np.exp(log_law - log_law.max())
 
     def _inclusion_weights(self, w: np.ndarray) -> np.ndarray:
         """:math:`w_i\\, e_{n-1}(w_{-i})`, the inclusion probabilities times n e_n(w)."""

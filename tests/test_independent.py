@@ -337,6 +337,23 @@ def test_mnp_proves_conditional_poisson_beyond_enumeration():
         assert res.status == "optimal" and abs(res.value - prefix.value) <= TOL
 
 
+def test_conditional_poisson_two_tokens_and_subnormal_rest():
+    """Was a ValueError traceback from the minor cycle: the first-draft law (the raced norm's weights)
+    was NaN, its elementary symmetric polynomials overflowing even after rescaling (every draft set
+    holds both heavy tokens and 3 of the 18 subnormal ones)."""
+    from mdtheory.drafts import ConditionalPoisson
+
+    V, n = 20, 5
+    q = np.full(V, 1e-323)
+    q[:2] = 0.6, 0.4
+    law = ConditionalPoisson(q, n).first_draft_law() * n  # inclusion probabilities
+    assert np.abs(law - np.r_[1.0, 1.0, np.full(V - 2, 3 / 18)]).max() <= 1e-12  # logs of ~2000
+    p = np.random.default_rng(17).dirichlet(np.ones(V))
+    rule = make_rule("optimal", p, q, n, sampling="conditional-poisson")
+    prefix = optimal_acceptance(p, q, n, "conditional-poisson", method="prefix")
+    assert abs(rule.exact_acceptance() - prefix.value) <= TOL
+
+
 def test_least_squares_route_keeps_its_qr_through_appends_and_drops():
     """The accurate route's affine minimum from its incrementally kept QR factorisation (Gram-Schmidt
     twice per vertex, Givens rotations per drop) equals the SVD least squares on the vertices it
