@@ -534,14 +534,16 @@ class ConditionalPoisson(DraftModel):
         tokens first (:func:`mdtheory.containment.conditional_poisson_prefix_containment`, no
         underflow); many sets (the exhaustive route): the recurrence vectorised over the sets."""
         T, single = self._masks(T)
-        if T.shape[0] <= FEW_SETS:
+        cq = self._scaled_q()
+        with np.errstate(over="ignore", invalid="ignore"):
+            total = self._esp(cq[None, :])[0] if T.shape[0] > FEW_SETS else np.inf
+        if 0.0 < total < np.inf:
+            out = self._esp(np.where(T, cq, 0.0)) / total
+        else:  # a few sets, or set weights spanning more than the float range even scaled
             from .containment import conditional_poisson_prefix_containment
 
             out = np.array([conditional_poisson_prefix_containment(self.q, np.flatnonzero(row), self.n)[-1]
                             if row.any() else 0.0 for row in T])
-        else:
-            cq = self._scaled_q()
-            out = self._esp(np.where(T, cq, 0.0)) / self._esp(cq[None, :])[0]
         return out[0] if single else out
 
     def prefix_containment(self, order):
@@ -565,7 +567,13 @@ class ConditionalPoisson(DraftModel):
         for k, s in enumerate(sets):
             members[k, list(s)] = True
         cq = self._scaled_q()
-        weights = np.array([np.prod(cq[list(s)]) for s in sets])
+        with np.errstate(over="ignore", invalid="ignore"):
+            weights = np.array([np.prod(cq[list(s)]) for s in sets])
+            total = weights.sum()
+        if not 0.0 < total < np.inf:  # the set weights span more than the float range: in logs
+            with np.errstate(divide="ignore"):
+                logs = members @ np.log(self.q)
+            weights = np.exp(logs - logs.max())
         return SetLaw(members, weights / weights.sum())
 
     def tuple_law(self):

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import mdtheory as md
+from mdtheory.rules import make_rule
 
 ALL_MASKS = {V: np.array(list(itertools.product([False, True], repeat=V))) for V in range(1, 8)}
 
@@ -128,3 +129,23 @@ def test_iid_containment_of_a_few_sets_is_exactly_summed():
     T[0] = False  # q(T) = 1 - 9.5e-6: (q(T))^(10^6) = e^-9.5
     exact = float(sum((Fraction(x) for x in q[T]), Fraction(0)))
     assert md.IID(q, 10**6).containment(T) == pytest.approx(exact ** 10**6, rel=1e-9)
+
+
+def test_conditional_poisson_set_law_beyond_the_float_range():
+    """Two heavy tokens and a subnormal rest: the set weights, even rescaled, overflowed (a NaN set
+    law, the rule's acceptance NaN, the prefix route's certificate refused); now in logarithms.
+    Every set holds both heavy tokens and 3 of the 6 subnormal ones, each with probability 1/20."""
+    q = np.full(8, 1e-323)
+    q[:2] = 0.6, 0.4
+    model = md.drafts.ConditionalPoisson(q, 5)
+    law = model.set_law()
+    both = law.members[:, :2].all(axis=1)
+    assert np.abs(law.probs - np.where(both, 1 / 20, 0.0)).max() <= 1e-15
+    assert np.abs(model.containment(np.ones((600, 8), bool)) - 1.0).max() <= 1e-15  # many sets
+    p = np.random.default_rng(3).dirichlet(np.full(8, 0.5))
+    values = [md.optimal_acceptance(p, q, 5, "conditional-poisson", method=m).value
+              for m in ("prefix", "subsets", "dual", "mnp")]
+    rule = make_rule("optimal", p, q, 5, sampling="conditional-poisson")
+    acceptance, output = rule.enumerate()
+    assert max(values) - min(values) <= 1e-12 and abs(acceptance - values[0]) <= 1e-9
+    assert np.abs(output - p).sum() <= 1e-12
