@@ -241,8 +241,14 @@ def successive_prefix_containment(q: np.ndarray, order, n: int) -> np.ndarray:
     [0.0, 0.5143, 1.0]
     """
     qs, size = _in_order(q, order)
+    top = float(qs.max(initial=0.0))
+    with np.errstate(over="ignore"):
+        big = not float(qs.sum()) < np.inf
+    if big:  # masses near the float limit: scaled by a power of two (exact)
+        qs = np.ldexp(qs, -math.frexp(top)[1] - qs.size.bit_length())
     if n == 1:
-        return np.minimum(np.cumsum(qs), 1.0)[:size]
+        total = float(qs.sum())
+        return np.minimum(np.cumsum(qs) / total, 1.0)[:size] if total > 0 else np.zeros(size)
     comp = _suffix_kernel(qs)
     m = _nodes_per_octave(n)
     b0 = _grid_start(n, m, float(qs.sum()))

@@ -312,3 +312,15 @@ def test_bit_casts_are_ldexp_and_frexp():
     powers, exponents = table(ks, xs)
     assert powers == [math.ldexp(1.0, int(k)) for k in ks]
     assert exponents == [math.frexp(x)[1] for x in xs]
+
+
+def test_successive_masses_not_summing_to_one():
+    """The drafts are drawn from q / sum(q): n = 1 returned cumsum(q) unnormalised (off by 3e-8 for
+    float32-rounded q), and masses near the float limit overflowed the grid's start."""
+    q = np.array([0.2, 0.3, 0.1, 0.2], dtype=np.float32).astype(float)
+    got = successive_prefix_containment(q, np.arange(4), 1)
+    assert np.abs(got - np.cumsum(q) / q.sum()).max() <= 1e-16 and got[-1] == 1.0
+    big = np.array([2.0, 3.0, 1.0, 2.0])
+    for n in (1, 2, 3):  # Q is scale free: masses 5e307 apart give the same prefixes
+        ref = successive_prefix_containment(big / 8, np.arange(4), n)
+        assert np.abs(successive_prefix_containment(big * 5e307, np.arange(4), n) - ref).max() <= 1e-15
