@@ -136,8 +136,10 @@ class Optimal(SetPlanRule):
         if not self.model.lex_base_closed_form:
             flow = dual_lp(self.p, self.model)
             w = flow.support_probs
-            # a set whose probability underflowed to 0 gets an empty plan row, not 0/0
-            plan = np.divide(flow.plan, w[:, None], out=np.zeros(flow.plan.shape), where=w[:, None] > 0)
+            # a set whose probability underflowed to 0 gets an empty plan row, not 0/0; the solver's
+            # S(U, y) <= w_U up to its tolerance, 1e-10 over a w_U = 2e-322: capped, not inf (NaN rows)
+            plan = np.divide(np.minimum(flow.plan, w[:, None]), w[:, None], out=np.zeros(flow.plan.shape),
+                             where=w[:, None] > 0)
             self._use_plan(flow.support, w, plan)
             return
         self.base = lex_optimal_base_iid(self.p, self.q, self.n)
