@@ -149,3 +149,20 @@ def test_conditional_poisson_set_law_beyond_the_float_range():
     acceptance, output = rule.enumerate()
     assert max(values) - min(values) <= 1e-12 and abs(acceptance - values[0]) <= 1e-9
     assert np.abs(output - p).sum() <= 1e-12
+
+
+def test_conditional_poisson_set_law_with_subnormal_partial_products():
+    """q = (3 subnormal tokens, 0.887, 0.113), n = 4: the rescaled weights' products passed through
+    subnormals (set probabilities 0.322 / 0.339 instead of 1/3 each), so the set-law routes proved
+    alpha* = 0.7426 while the prefix route's cut gave 0.7311; exact: every set holding both heavy
+    tokens has probability 1/3."""
+    q = np.array([1.5e-323, 1.5e-323, 0.8871210113377904, 1.5e-323, 0.11287898866220959])
+    p = np.array([0.0, 0.0, 0.06444495390947043, 0.9355550460905295, 0.0])
+    law = md.drafts.ConditionalPoisson(q, 4).set_law()
+    both = law.members[:, [2, 4]].all(axis=1)
+    assert np.abs(law.probs - np.where(both, 1 / 3, 0.0)).max() <= 1e-15
+    values = [md.optimal_acceptance(p, q, 4, "conditional-poisson", method=m).value
+              for m in ("prefix", "subsets", "dual", "mnp")]
+    assert max(values) - min(values) <= 1e-12
+    assert abs(make_rule("optimal", p, q, 4, sampling="conditional-poisson").exact_acceptance()
+               - values[0]) <= 1e-9
