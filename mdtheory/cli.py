@@ -493,6 +493,18 @@ def _proven_acceptance(args: argparse.Namespace, p: np.ndarray, model) -> tuple:
     return res, time.perf_counter() - t0, note
 
 
+def _json_rows(rows: list[dict], as_json: bool, key: str, nothing: str) -> bool:
+    """Refuse a table whose every row failed (``nothing`` within the limits, each row's ``key`` and
+    error named); print the rows as JSON Lines if ``as_json``. True if they were printed."""
+    if all(r.get("error") for r in rows):
+        raise InvalidInputError(f"{nothing} within the limits: "
+                                + "; ".join(f"{r[key]}: {r['error']}" for r in rows))
+    if as_json:  # JSON Lines, as every command
+        for r in rows:
+            print(json.dumps(r))
+    return as_json
+
+
 def _compare_drafts(args: argparse.Namespace, p: np.ndarray, Q: np.ndarray, q_ndim: int) -> int:
     """``compare-selectors --sampling``: alpha* of each draft model under its optimal verifier."""
     if args.rules is not None or args.truncation is not None:
@@ -527,12 +539,7 @@ def _compare_drafts(args: argparse.Namespace, p: np.ndarray, Q: np.ndarray, q_nd
                      "certificate": res.certificate, "certificate_gap": res.certificate_gap,
                      "acceptance_one": res.acceptance_one, "seconds": seconds,
                      **({"note": note} if note else {})})
-    if all(r.get("error") for r in rows):
-        raise InvalidInputError("no draft model's alpha* could be computed within the limits: "
-                                + "; ".join(f"{r['sampling']}: {r['error']}" for r in rows))
-    if args.json:
-        for r in rows:
-            print(json.dumps(r))
+    if _json_rows(rows, args.json, "sampling", "no draft model's alpha* could be computed"):
         return EXIT_OK
     print(f"V = {p.size}, n = {n} drafts: alpha*, the best acceptance of any lossless "
           "verifier, under each draft model")
@@ -616,12 +623,7 @@ def _compare_selectors(args: argparse.Namespace) -> int:
                          "ci95": ci, "alpha_star": alpha, "gap": None if why else alpha - acc,
                          "prepare_ms": rule.prepare_seconds * 1e3,
                          **({"alpha_star_error": why} if why else {"alpha_star_status": status})})
-    if all(r.get("error") for r in rows):
-        raise InvalidInputError("no selection rule could be prepared within the limits: "
-                                + "; ".join(f"{r['rule']}: {r['error']}" for r in rows))
-    if args.json:  # JSON Lines, as every command
-        for r in rows:
-            print(json.dumps(r))
+    if _json_rows(rows, args.json, "rule", "no selection rule could be prepared"):
         return EXIT_OK
     print(f"V = {P.shape[1]}, n = {args.drafts} drafts; alpha* is the optimum for each rule's "
           "draft model")

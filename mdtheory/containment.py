@@ -194,7 +194,8 @@ def _class_limits(deg: np.ndarray) -> np.ndarray:
     """lim[c]: the largest octave exponent e whose degree deg[e - E_MIN] is at most DEGREES[c]
     (lim[0] = SAT_E); exponents below E_MIN need none."""
     lim = np.array([max(e for e in range(E_MIN, SAT_E + 1) if deg[e - E_MIN] <= L) for L in DEGREES])
-    assert lim[0] == SAT_E and lim[1] <= -4  # only class 0 meets v >= 2^-3 (and so k > 0)
+    if not (lim[0] == SAT_E and lim[1] <= -4):  # only class 0 meets v >= 2^-3 (and so k > 0)
+        raise AssertionError(f"unreachable: series classes {lim.tolist()} (SAT_E = {SAT_E})")
     return lim
 
 

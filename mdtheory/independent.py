@@ -56,7 +56,6 @@ from __future__ import annotations
 
 import math
 import time
-from collections import deque
 from typing import NamedTuple
 
 import numpy as np
@@ -581,11 +580,6 @@ def _race(runs, tol, max_iter, head=0, trivial_head=0, accept=None):
     return min((best for best, _ in state), key=_gap), sum(done for _, done in state)
 
 
-def _two_phase(p, model, qbar, tol, max_iter, weights):
-    """:func:`_phases` to its end: (the run with the smallest gap, the iterations spent)."""
-    return deque(_phases(p, model, qbar, tol, max_iter, weights), maxlen=1)[0]
-
-
 def _phases(p, model, qbar, tol, max_iter, weights):
     """The free and face runs of :func:`min_norm_base` in the norm weighted by ``weights`` (None:
     all ones), a generator: after each run, (the run with the smallest gap so far, the iterations
@@ -784,13 +778,10 @@ class _Wolfe:
         if norm - xv <= 1e-300 or K >= S.shape[0]:
             return None if self._refine() else False
         row = (S[:K] @ v)[self.slot[:K]]
-        chol = _insert_vertex(self.L, self.G, S, self.R, self.orders, self.slot, K, v, raw, order,
-                              row, vv, self.chol)
-        if chol < 0:
+        if _insert_vertex(self.L, self.G, S, self.R, self.orders, self.slot, K, v, raw, order, row,
+                          vv, False) < 0:
             return None if self._refine() else False
-        if self.qr is not None:
-            self._qr_append(K)
-        self.chol = bool(chol)
+        self._append(K)
         self._minor(K + 1, np.append(self.lam, 0.0))
         return self.x @ self.x < norm or self._refine()  # else rounding has won
 

@@ -534,14 +534,14 @@ def test_mnp_retries_in_the_scaled_norm():
     pair whose plain-norm run is still open at the iteration cap (gap ~2e-9 here at 400) is closed by
     the run in the norm weighted by 1 / (p + q̄) raced beside it; the certificate is recomputed
     independently."""
-    from mdtheory.independent import _two_phase
+    from mdtheory.independent import _phases, _race
     rng = np.random.default_rng(0)
     z = rng.normal(size=80) * 3
     p = np.exp((z + 0.3 * rng.normal(size=80) - z.max()) / 0.5)
     qs = np.array([np.exp((z + 0.3 * rng.normal(size=80) - z.max()) / 0.5) for _ in range(4)])
     p, qs = p / p.sum(), qs / qs.sum(axis=1, keepdims=True)
     model = Independent(qs)
-    plain, _ = _two_phase(p, model, qs.mean(axis=0), 1e-12, 400, None)
+    plain, _ = _race([_phases(p, model, qs.mean(axis=0), 1e-12, 400, None)], 1e-12, 400)
     assert plain.upper - plain.lower > 1e-10  # the plain run alone does not close
     base = min_norm_base(p, model, max_iter=400)
     lower, _ = check_mixture(p, model, base.orders, base.weights, "mnp")
