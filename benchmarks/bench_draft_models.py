@@ -31,7 +31,10 @@ Writes ``benchmarks/results/draft_models.json``.
 V = 1000, n = 4 for each draft model on a fixed set of pairs (:func:`prep_pairs`: llm_pair with
 tempered drafts, Dirichlet(0.5), and softmax of Gaussian logits at target temperatures 0.5, 1 and
 2, the drafter perturbed), with the minimum-norm point's iterations and corral size where the rule
-uses it; written to ``--out`` if given (never to ``benchmarks/results``).
+uses it, the time of one vertex (a priority order's marginal) and the corral size times it: the
+order mixture the solver closes with evaluates each of its orders once, so this is a floor on the
+preparation of that mixture (not on every rule: another method might close with fewer orders);
+written to ``--out`` if given (never to ``benchmarks/results``).
 """
 
 from __future__ import annotations
@@ -47,7 +50,7 @@ import numpy as np
 
 import mdtheory as md
 from mdtheory.cli import tempered
-from mdtheory.independent import min_norm_base
+from mdtheory.independent import min_norm_base, model_vertex
 from mdtheory.rules import make_rule
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -161,6 +164,17 @@ def prep_pairs(seeds: int, V: int = 1000):
             yield f"softmax T={T:g}/{seed}", p, tempered(np.exp(zq - zq.max()), T), qs
 
 
+def vertex_ms(model, order, repeats: int = 5) -> float:
+    """Best of ``repeats`` wall times (ms) of one vertex of the model (one priority order's
+    marginal: one containment pass for successive sampling and conditional Poisson)."""
+    best = np.inf
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        model_vertex(model, order)
+        best = min(best, time.perf_counter() - t0)
+    return 1e3 * best
+
+
 def prep_rows(seeds: int) -> list[dict]:
     """The optimal rule's preparation per draft model and pair (V = 1000, n = 4)."""
     rows = []
@@ -179,7 +193,10 @@ def prep_rows(seeds: int) -> list[dict]:
                 if rule.mixture is not None:  # the same solve again, for its counts
                     base = min_norm_base(p, rule.model)
                     row.update(iterations=base.iterations, corral=int(base.weights.size),
-                               gap=base.upper - base.lower, alpha=base.upper)
+                               gap=base.upper - base.lower, alpha=base.upper,
+                               vertex_ms=vertex_ms(rule.model, base.orders[0]))
+                    # every order of the mixture is one vertex evaluation: a floor for this rule
+                    row["floor_ms"] = row["corral"] * row["vertex_ms"]
                 else:
                     row["alpha"] = rule.exact_acceptance()
             except md.MdtheoryError as exc:
@@ -188,7 +205,8 @@ def prep_rows(seeds: int) -> list[dict]:
             print(f"  {name:<18s} {sampling:<20s} " + (
                 f"error: {row['error']}" if "error" in row else
                 f"{row['prepare_ms']:9.1f} ms  {row['rule']:<13s} alpha {row['alpha']:.12f}"
-                + (f"  {row['iterations']:5d} iterations, corral {row['corral']:4d}"
+                + (f"  {row['iterations']:5d} iterations, corral {row['corral']:4d}, vertex "
+                   f"{row['vertex_ms']:.3f} ms, corral x vertex {row['floor_ms']:6.1f} ms"
                    if "iterations" in row else "")), flush=True)
     return rows
 
