@@ -61,7 +61,7 @@ def _terms(V: int, n: int):
             for signs in itertools.product((1, -1), repeat=n - 1):
                 plus = np.zeros(V, bool)
                 minus = np.zeros(V, bool)
-                for y, sg in zip(A, signs):
+                for y, sg in zip(A, signs, strict=True):
                     (plus if sg > 0 else minus)[y] = True
                 first.append((x, plus, minus))
         if n < 2:
@@ -72,7 +72,7 @@ def _terms(V: int, n: int):
                 for signs in itertools.product((1, -1), repeat=n - 2):
                     plus = np.zeros(V, bool)
                     minus = np.zeros(V, bool)
-                    for y, sg in zip(A, signs):
+                    for y, sg in zip(A, signs, strict=True):
                         (plus if sg > 0 else minus)[y] = True
                     second.append((x, w, plus, minus))
 
@@ -125,50 +125,44 @@ def race_marginal(q: np.ndarray, c: np.ndarray, n: int) -> np.ndarray:
     return m
 
 
+def _coef(q, a, others, s, rho, skip, k):
+    """[z^k] prod_{y in others, y != skip} g_y(z; s, rho), multiplied out numerically."""
+    poly = np.array([1.0])
+    for y in others:
+        if y != skip:
+            late = np.exp(-q[y] * rho * s)
+            good = np.exp(-q[y] * a[y] * s) - late if a[y] < rho else 0.0
+            poly = np.convolve(poly, [late, good])
+    return poly[k] if 0 <= k < poly.size else 0.0
+
+
+def _quad_one(q, c, n, x):
+    """m_x by nested adaptive quadrature, the rho-integral split at the kinks a_y > 1."""
+    a = c[x] / c
+    others = [y for y in range(q.size) if y != x]
+    tol = dict(epsabs=1e-13, epsrel=1e-12, limit=200)
+    m = integrate.quad(lambda s: q[x] * np.exp(-q[x] * s) * _coef(q, a, others, s, 1.0, -1, n - 1),
+                       0, np.inf, **tol)[0]
+    if n < 2:
+        return m
+    edges = sorted({1.0} | {float(a[y]) for y in others if a[y] > 1.0}) + [np.inf]
+
+    def integrand(rho, s, w):
+        return s * q[x] * np.exp(-q[x] * s) * q[w] * np.exp(-q[w] * rho * s) * \
+            _coef(q, a, others, s, rho, w, n - 2)
+
+    def inner(s):
+        return sum(integrate.quad(integrand, max(lo, a[w]), hi, args=(s, w), **tol)[0]
+                   for w in others for lo, hi in zip(edges[:-1], edges[1:], strict=True)
+                   if hi > a[w])
+
+    return m + integrate.quad(inner, 0, np.inf, **tol)[0]
+
+
 def race_marginal_quad(q: np.ndarray, c: np.ndarray, n: int) -> np.ndarray:
-    """The same marginal by nested adaptive quadrature of the double integral (independent check;
+    """The same marginal by nested adaptive quadrature of the double integral (independent check:
     z-polynomials multiplied numerically, no expansion into terms)."""
-    V = q.size
-    m = np.zeros(V)
-    for x in range(V):
-        a = c[x] / c
-        others = [y for y in range(V) if y != x]
-
-        def coef(s, rho, skip, k):
-            poly = np.array([1.0])
-            for y in others:
-                if y == skip:
-                    continue
-                late = np.exp(-q[y] * rho * s)
-                good = np.exp(-q[y] * a[y] * s) - late if a[y] < rho else 0.0
-                poly = np.convolve(poly, [late, good])
-            return poly[k] if 0 <= k < poly.size else 0.0
-
-        t1 = integrate.quad(lambda s: q[x] * np.exp(-q[x] * s) * coef(s, 1.0, -1, n - 1),
-                            0, np.inf, epsabs=1e-13, epsrel=1e-12, limit=200)[0]
-        t2 = 0.0
-        if n >= 2:
-            breaks = sorted({1.0} | {float(a[y]) for y in others if a[y] > 1.0})
-
-            def inner(s):
-                tot = 0.0
-                for w in others:
-                    def f(rho, w=w):
-                        if a[w] > rho:
-                            return 0.0
-                        return s * q[x] * np.exp(-q[x] * s) * q[w] * np.exp(-q[w] * rho * s) * \
-                            coef(s, rho, w, n - 2)
-                    edges = breaks + [np.inf]
-                    for lo, hi in zip(edges[:-1], edges[1:]):
-                        if hi <= a[w]:
-                            continue
-                        tot += integrate.quad(f, max(lo, a[w]), hi, epsabs=1e-14, epsrel=1e-12,
-                                              limit=200)[0]
-                return tot
-
-            t2 = integrate.quad(inner, 0, np.inf, epsabs=1e-13, epsrel=1e-11, limit=200)[0]
-        m[x] = t1 + t2
-    return m
+    return np.array([_quad_one(q, c, n, x) for x in range(q.size)])
 
 
 def race_marginal_mc(q, c, n, rng, samples=2_000_000):
@@ -189,24 +183,30 @@ def coverage_violation(m: np.ndarray, model) -> float:
 
 
 # ------------------------------------------------------------------------------ pairs
-def make_pairs(rng, count):
-    """(kind, p, q, n) at V = 4..8, n = 2..4: Dirichlet(1) pairs and peaked softmax pairs
-    (Gaussian logits * 3, the draft's logits perturbed by N(0, 1.5^2))."""
+def make_pairs(rng, count, vmin=4, vmax=8, hard=False):
+    """(kind, p, q, n) at V = vmin..vmax, n = 2..4: Dirichlet(1) pairs and peaked softmax pairs
+    (Gaussian logits * 3, the draft's logits perturbed by N(0, 1.5^2)). ``hard``: redraw (up to 100
+    times) until alpha* < 1 - 1e-6 (where alpha* = 1, p itself lies in B(g))."""
     out = []
     for i in range(count):
-        V = int(rng.integers(4, 9))
-        n = int(rng.integers(2, min(4, V - 1) + 1))
-        if i % 2 == 0:
-            p, q = rng.dirichlet(np.ones(V)), rng.dirichlet(np.ones(V))
-            kind = "dirichlet"
-        else:
-            z = 3.0 * rng.standard_normal(V)
-            p = np.exp(z - z.max())
-            zq = z + 1.5 * rng.standard_normal(V)
-            q = np.exp(zq - zq.max())
-            p, q, kind = p / p.sum(), q / q.sum(), "softmax"
-        out.append((kind, p, q, n))
+        for _ in range(100):
+            pair = _one_pair(rng, i, vmin, vmax)
+            if not hard or md.optimal_acceptance(pair[1], pair[2], pair[3], sampling=
+                                                 "without-replacement").value < 1 - 1e-6:
+                break
+        out.append(pair)
     return out
+
+
+def _one_pair(rng, i, vmin, vmax):
+    V = int(rng.integers(vmin, vmax + 1))
+    n = int(rng.integers(2, min(4, V - 1) + 1))
+    if i % 2 == 0:
+        return "dirichlet", rng.dirichlet(np.ones(V)), rng.dirichlet(np.ones(V)), n
+    z = 3.0 * rng.standard_normal(V)
+    zq = z + 1.5 * rng.standard_normal(V)
+    p, q = np.exp(z - z.max()), np.exp(zq - zq.max())
+    return "softmax", p / p.sum(), q / q.sum(), n
 
 
 # ------------------------------------------------------------------------------ searches
@@ -214,12 +214,13 @@ def _marg(theta, q, n):
     return race_marginal(q, np.exp(np.concatenate(([0.0], theta))), n)
 
 
-def best_acceptance(p, q, n, starts, maxiter=400):
-    """max over log c of sum min(p, m(c)): SLSQP on the epigraph (t <= p, t <= m(c)), from each
-    start, then Nelder-Mead polish of the best. Returns (value, theta)."""
+def best_acceptance(p, q, n, starts, maxiter=400, bound=LOG_C_BOUND):
+    """max over log c (|log c_y| <= bound) of sum min(p, m(c)): SLSQP on the epigraph (t <= p,
+    t <= m(c)), from each start, then Nelder-Mead polish of the best. Returns (value, theta)."""
     V = p.size
+    starts = [np.clip(th, -bound, bound) for th in starts]
     best = (-np.inf, None)
-    bounds = [(-LOG_C_BOUND, LOG_C_BOUND)] * (V - 1) + [(0.0, 1.0)] * V
+    bounds = [(-bound, bound)] * (V - 1) + [(0.0, 1.0)] * V
     cons = {"type": "ineq", "fun": lambda z: np.concatenate((p - z[V - 1:],
                                                              _marg(z[:V - 1], q, n) - z[V - 1:]))}
     for th0 in starts:
@@ -227,14 +228,14 @@ def best_acceptance(p, q, n, starts, maxiter=400):
         res = optimize.minimize(lambda z: -z[V - 1:].sum(), z0, jac=lambda z: np.r_[np.zeros(V - 1),
                                 -np.ones(V)], method="SLSQP", bounds=bounds, constraints=[cons],
                                 options={"maxiter": maxiter, "ftol": 1e-15})
-        th = np.clip(res.x[:V - 1], -LOG_C_BOUND, LOG_C_BOUND)
+        th = np.clip(res.x[:V - 1], -bound, bound)
         val = float(np.minimum(p, _marg(th, q, n)).sum())
         if val > best[0]:
             best = (val, th)
-    f = lambda th: -np.minimum(p, _marg(np.clip(th, -LOG_C_BOUND, LOG_C_BOUND), q, n)).sum()  # noqa: E731
+    f = lambda th: -np.minimum(p, _marg(np.clip(th, -bound, bound), q, n)).sum()  # noqa: E731
     res = optimize.minimize(f, best[1], method="Nelder-Mead",
                             options={"xatol": 1e-10, "fatol": 1e-15, "maxiter": 4000})
-    th = np.clip(res.x, -LOG_C_BOUND, LOG_C_BOUND)
+    th = np.clip(res.x, -bound, bound)
     if -res.fun > best[0]:
         best = (float(np.minimum(p, _marg(th, q, n)).sum()), th)
     return best
@@ -297,15 +298,20 @@ def main() -> None:
     ap.add_argument("--pairs", type=int, default=48)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--targets", type=int, default=3, help="random interior bases fitted per pair")
+    ap.add_argument("--vmin", type=int, default=4)
+    ap.add_argument("--vmax", type=int, default=8)
+    ap.add_argument("--hard", action="store_true", help="only pairs with alpha* < 1 - 1e-6")
+    ap.add_argument("--no-checks", action="store_true", help="skip the validation of the closed form")
     ap.add_argument("--out", help="write the JSON summary here")
     args = ap.parse_args()
     rng = np.random.default_rng(args.seed)
     t0 = time.perf_counter()
-    checks = validate(rng)
+    checks = [] if args.no_checks else validate(rng)
     for r in checks:
         print("check", r)
     results = []
-    for i, (kind, p, q, n) in enumerate(make_pairs(rng, args.pairs)):
+    for i, (kind, p, q, n) in enumerate(make_pairs(rng, args.pairs, args.vmin, args.vmax,
+                                                           args.hard)):
         V = p.size
         model = WithoutReplacement(q, n)
         opt = md.optimal_acceptance(p, q, n, sampling="without-replacement", method="subsets")
@@ -314,6 +320,9 @@ def main() -> None:
         starts = starts_for(p, q, n, cut, rng)
         best, th = best_acceptance(p, q, n, starts)
         m = _marg(th, q, n)
+        # the same search with the scale ratios capped at e^(2 b): how the gap falls with the spread
+        capped = {b: float(opt.value - best_acceptance(p, q, n, starts[:3], bound=b)[0])
+                  for b in (2.5, 5.0, 10.0)} if opt.value < 1 - 1e-9 else {}
         two_level = float(np.minimum(p, race_marginal(q, np.where(cut, np.exp(LOG_C_BOUND), 1.0),
                                                           n)).sum())
         err_mn, _ = fit_target(min_norm_base(p, model).mu, q, n, starts)
@@ -325,22 +334,23 @@ def main() -> None:
             for _ in range(args.targets):
                 orders = [rng.permutation(V) for _ in range(2 * V)]
                 lam = rng.dirichlet(np.full(2 * V, conc))
-                target = sum(w * model_vertex(model, o) for w, o in zip(lam, orders))
+                target = sum(w * model_vertex(model, o) for w, o in zip(lam, orders, strict=True))
                 sink.append(fit_target(target, q, n, starts)[0])
         row = dict(i=i, kind=kind, V=V, n=n, alpha_star=float(opt.value), best=best,
                    gap=float(opt.value - best), cut_size=int(cut.sum()),
                    spread=float(th.max(initial=0) - th.min(initial=0)),
                    alpha_q=float(np.minimum(p, q).sum()),
-                   two_level_gap=float(opt.value - two_level),
+                   two_level_gap=float(opt.value - two_level), capped_gap=capped,
                    coverage=coverage_violation(m, model), minnorm_fit=err_mn, lex_fit=err_lex,
                    interior_fit=interior, near_boundary_fit=near)
         results.append(row)
         print(f"{i:2d} {kind:9s} V={V} n={n} alpha*={opt.value:.12f} race={best:.12f} "
               f"gap={row['gap']:.2e} |T|={row['cut_size']} spread={row['spread']:.1f} "
+              f"capped={[f'{v:.1e}' for v in capped.values()]} "
               f"2lvl_gap={row['two_level_gap']:.1e} minnorm_fit={err_mn:.1e} lex_fit={err_lex:.1e} "
               f"interior_fit={max(interior):.1e} near_fit={max(near):.1e}", flush=True)
     def quantiles(key, rows):
-        vals = np.array([np.max(r[key]) for r in rows])
+        vals = np.array([np.max(key(r)) if callable(key) else np.max(r[key]) for r in rows])
         return {str(k): float(np.quantile(vals, k)) for k in (0, 0.5, 0.9, 1)} if rows else {}
 
     hard = [r for r in results if r["alpha_star"] < 1 - 1e-9]
@@ -350,6 +360,9 @@ def main() -> None:
                 "near_boundary_fit"):
         summary[key] = dict(all=quantiles(key, results), alpha_below_1=quantiles(key, hard))
         print(key, summary[key])
+    for b in (2.5, 5.0, 10.0):
+        summary[f"gap_spread_e^{2 * b:g}"] = quantiles(lambda r, b=b: r["capped_gap"][b], hard)
+        print(f"gap with scale ratios <= e^{2 * b:g}", summary[f"gap_spread_e^{2 * b:g}"])
     print(f"alpha* < 1 on {len(hard)} of {len(results)} pairs; the race within 1e-9 of alpha* on "
           f"{summary['reached_1e9']}; {summary['seconds']:.0f} s")
     if args.out:
