@@ -174,12 +174,20 @@ def race_marginal_mc(q, c, n, rng, samples=2_000_000):
     return np.bincount(cand, minlength=q.size) / samples
 
 
+def _proper_sets(V):
+    return ((np.arange(1, 2**V - 1)[:, None] >> np.arange(V)) & 1).astype(bool)
+
+
 def coverage_violation(m: np.ndarray, model) -> float:
-    """max_S m(S) - g(S) over all nonempty S (V <= 12), and |m(Omega) - 1|."""
-    V = m.size
-    masks = ((np.arange(1, 2**V)[:, None] >> np.arange(V)) & 1).astype(bool)
-    g = model.coverage(masks)
-    return float(max((masks @ m - g).max(), abs(m.sum() - 1.0)))
+    """max_S m(S) - g(S) over all proper nonempty S (V <= 12), and |m(Omega) - 1|."""
+    masks = _proper_sets(m.size)
+    return float(max((masks @ m - model.coverage(masks)).max(), abs(m.sum() - 1.0)))
+
+
+def slack(m: np.ndarray, model) -> float:
+    """min_S g(S) - m(S) over proper nonempty S: the distance of m from the relative boundary."""
+    masks = _proper_sets(m.size)
+    return float((model.coverage(masks) - masks @ m).min())
 
 
 # ------------------------------------------------------------------------------ pairs
@@ -329,35 +337,40 @@ def main() -> None:
         err_lex, _ = fit_target(min_norm_base(p, model, weights=1.0 / p).mu, q, n, starts)
         # random points of B(g): mixtures of 2V random priority-order vertices, weights
         # Dirichlet(1) (interior) and Dirichlet(0.1) (most weight on a few vertices: near the boundary)
-        interior, near = [], []
+        interior, near, near_slack = [], [], []
         for conc, sink in [(1.0, interior), (0.1, near)]:
             for _ in range(args.targets):
                 orders = [rng.permutation(V) for _ in range(2 * V)]
                 lam = rng.dirichlet(np.full(2 * V, conc))
                 target = sum(w * model_vertex(model, o) for w, o in zip(lam, orders, strict=True))
                 sink.append(fit_target(target, q, n, starts)[0])
+                if sink is near:
+                    near_slack.append(slack(target, model))
         row = dict(i=i, kind=kind, V=V, n=n, alpha_star=float(opt.value), best=best,
                    gap=float(opt.value - best), cut_size=int(cut.sum()),
                    spread=float(th.max(initial=0) - th.min(initial=0)),
                    alpha_q=float(np.minimum(p, q).sum()),
                    two_level_gap=float(opt.value - two_level), capped_gap=capped,
                    coverage=coverage_violation(m, model), minnorm_fit=err_mn, lex_fit=err_lex,
-                   interior_fit=interior, near_boundary_fit=near)
+                   interior_fit=interior, near_boundary_fit=near,
+                   near_boundary_slack=near_slack)
         results.append(row)
         print(f"{i:2d} {kind:9s} V={V} n={n} alpha*={opt.value:.12f} race={best:.12f} "
               f"gap={row['gap']:.2e} |T|={row['cut_size']} spread={row['spread']:.1f} "
               f"capped={[f'{v:.1e}' for v in capped.values()]} "
               f"2lvl_gap={row['two_level_gap']:.1e} minnorm_fit={err_mn:.1e} lex_fit={err_lex:.1e} "
-              f"interior_fit={max(interior):.1e} near_fit={max(near):.1e}", flush=True)
+              f"interior_fit={max(interior):.1e} near_fit={max(near):.1e} "
+              f"near_slack={min(near_slack):.1e}", flush=True)
     def quantiles(key, rows):
-        vals = np.array([np.max(key(r)) if callable(key) else np.max(r[key]) for r in rows])
+        worst = np.min if key == "near_boundary_slack" else np.max
+        vals = np.array([worst(key(r)) if callable(key) else worst(r[key]) for r in rows])
         return {str(k): float(np.quantile(vals, k)) for k in (0, 0.5, 0.9, 1)} if rows else {}
 
     hard = [r for r in results if r["alpha_star"] < 1 - 1e-9]
     summary = dict(seconds=time.perf_counter() - t0, checks=checks, pairs=results,
                    alpha_below_1=len(hard), reached_1e9=sum(r["gap"] <= 1e-9 for r in results))
     for key in ("gap", "two_level_gap", "minnorm_fit", "lex_fit", "interior_fit",
-                "near_boundary_fit"):
+                "near_boundary_fit", "near_boundary_slack"):
         summary[key] = dict(all=quantiles(key, results), alpha_below_1=quantiles(key, hard))
         print(key, summary[key])
     for b in (2.5, 5.0, 10.0):
