@@ -31,7 +31,14 @@ Checked here against Monte Carlo of the rule itself, against an independent nest
 the double integral, against the library's vertices in the priority-order limit, and by m(S) <= g(S)
 for every S (the library's containments).
 
-Prints the results and writes a JSON summary (``--out``).
+``--levels``: races whose scales take L values. ``--proportional``: the family "pick a drafted
+token with probability proportional to lam_y", exact over the set law. Prints the results and
+writes a JSON summary (``--out``). The runs recorded in papers/beyond_iid.md section 6:
+
+    --pairs 40 --targets 2 --out benchmarks/results/explore_wor_rules_mixed.json
+    --pairs 24 --hard --no-checks --targets 2 --seed 1 --out .../explore_wor_rules_hard.json
+    --levels --pairs 16 --seed 2 --out .../explore_wor_rules_levels.json
+    --proportional --pairs 24 --seed 1 --out .../explore_wor_rules_proportional.json
 """
 
 from __future__ import annotations
@@ -237,35 +244,38 @@ def _marg(theta, q, n):
     return race_marginal(q, np.exp(np.concatenate(([0.0], theta))), n)
 
 
-def best_acceptance(p, q, n, starts, maxiter=400, bound=LOG_C_BOUND):
+def best_acceptance(p, q, n, starts, maxiter=400, bound=LOG_C_BOUND, marg=None):
     """max over log c (|log c_y| <= bound) of sum min(p, m(c)): SLSQP on the epigraph (t <= p,
     t <= m(c)), from each start, then Nelder-Mead polish of the best. Returns (value, theta,
-    per-start values before the polish)."""
+    per-start values before the polish). ``marg(theta)``: another family's marginal."""
     V = p.size
+    if marg is None:
+        def marg(th):
+            return _marg(th, q, n)
     starts = [np.clip(th, -bound, bound) for th in starts]
     bounds = [(-bound, bound)] * (V - 1) + [(0.0, 1.0)] * V
     cons = {"type": "ineq", "fun": lambda z: np.concatenate((p - z[V - 1:],
-                                                             _marg(z[:V - 1], q, n) - z[V - 1:]))}
+                                                             marg(z[:V - 1]) - z[V - 1:]))}
     best, per_start = (-np.inf, None), []
     for th0 in starts:
-        z0 = np.concatenate((th0, np.minimum(p, _marg(th0, q, n))))
+        z0 = np.concatenate((th0, np.minimum(p, marg(th0))))
         res = optimize.minimize(lambda z: -z[V - 1:].sum(), z0, jac=lambda z: np.r_[np.zeros(V - 1),
                                 -np.ones(V)], method="SLSQP", bounds=bounds, constraints=[cons],
                                 options={"maxiter": maxiter, "ftol": 1e-15})
         th = np.clip(res.x[:V - 1], -bound, bound)
-        val = float(np.minimum(p, _marg(th, q, n)).sum())
-        val0 = float(np.minimum(p, _marg(th0, q, n)).sum())  # a start may beat its SLSQP run
+        val = float(np.minimum(p, marg(th)).sum())
+        val0 = float(np.minimum(p, marg(th0)).sum())  # a start may beat its SLSQP run
         if val0 > val:
             th, val = th0, val0
         per_start.append(val)
         if val > best[0]:
             best = (val, th)
-    f = lambda th: -np.minimum(p, _marg(np.clip(th, -bound, bound), q, n)).sum()  # noqa: E731
+    f = lambda th: -np.minimum(p, marg(np.clip(th, -bound, bound))).sum()  # noqa: E731
     res = optimize.minimize(f, best[1], method="Nelder-Mead",
                             options={"xatol": 1e-10, "fatol": 1e-15, "maxiter": 4000})
     th = np.clip(res.x, -bound, bound)
     if -res.fun > best[0]:
-        best = (float(np.minimum(p, _marg(th, q, n)).sum()), th)
+        best = (float(np.minimum(p, marg(th)).sum()), th)
     return best[0], best[1], per_start
 
 
@@ -350,6 +360,40 @@ def levels_main(args, rng) -> dict:
     return out
 
 
+def proportional_marginal(law, lam: np.ndarray) -> np.ndarray:
+    """Exact marginal of "pick a drafted token with probability proportional to lam" (keys
+    Exp(lam_y), the smallest wins), summed over the exact set law."""
+    w = law.members * lam
+    return (law.probs[:, None] * w / w.sum(1, keepdims=True)).sum(0)
+
+
+def proportional_main(args, rng) -> dict:
+    """The same alpha* search for the proportional family (V weights, exact set law)."""
+    rows = []
+    for i, (kind, p, q, n) in enumerate(make_pairs(rng, args.pairs, args.vmin, args.vmax, True)):
+        V = p.size
+        law = WithoutReplacement(q, n).set_law()
+        opt = md.optimal_acceptance(p, q, n, sampling="without-replacement", method="subsets")
+        cut = np.zeros(V, bool)
+        cut[np.asarray(opt.cut, int)] = True
+
+        def marg(th, law=law):
+            return proportional_marginal(law, np.exp(np.concatenate(([0.0], th))))
+
+        starts = [-th for th in starts_for(p, q, n, cut, rng)]  # large weight = high priority
+        best, th, _ = best_acceptance(p, q, n, starts, marg=marg)
+        rows.append(dict(i=i, kind=kind, V=V, n=n, alpha_star=float(opt.value),
+                         gap=float(opt.value - best),
+                         spread=float(th.max(initial=0) - th.min(initial=0))))
+        print(i, kind, V, n, f"alpha*={opt.value:.9f} gap={rows[-1]['gap']:.1e} "
+              f"spread={rows[-1]['spread']:.1f}", flush=True)
+    gaps = np.array([r["gap"] for r in rows])
+    out = dict(pairs=rows, within_1e9=int((gaps <= 1e-9).sum()), median=float(np.median(gaps)),
+               max=float(gaps.max()))
+    print({k: v for k, v in out.items() if k != "pairs"})
+    return out
+
+
 # ------------------------------------------------------------------------------ main
 def validate(rng):
     """The closed form against the quadrature, Monte Carlo, the order vertices and B(g)."""
@@ -393,12 +437,14 @@ def main() -> None:
     ap.add_argument("--hard", action="store_true", help="only pairs with alpha* < 1 - 1e-6")
     ap.add_argument("--no-checks", action="store_true", help="skip the validation of the closed form")
     ap.add_argument("--levels", action="store_true", help="only the L-level races (level_gap)")
+    ap.add_argument("--proportional", action="store_true",
+                    help="only the proportional family (pick a drafted token w.p. ~ lam)")
     ap.add_argument("--out", help="write the JSON summary here")
     args = ap.parse_args()
     rng = np.random.default_rng(args.seed)
     t0 = time.perf_counter()
-    if args.levels:
-        summary = levels_main(args, rng)
+    if args.levels or args.proportional:
+        summary = (levels_main if args.levels else proportional_main)(args, rng)
         if args.out:
             with open(args.out, "w") as fh:
                 json.dump(summary, fh, indent=1)
