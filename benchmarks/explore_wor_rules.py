@@ -416,6 +416,16 @@ def validate(rng):
                          vertex=float(np.abs(race_marginal(q, cv, n) - vert).max()),
                          equal_c_is_q=float(np.abs(race_marginal(q, np.ones(V), n) - q).max()),
                          coverage=coverage_violation(exact, model)))
+    q, lam = rng.dirichlet(np.ones(6)), np.exp(rng.standard_normal(6))
+    model = WithoutReplacement(q, 3)
+    m = proportional_marginal(model.set_law(), lam)
+    E = rng.exponential(size=(1_000_000, 6)) / q
+    drafted = np.argpartition(E, 2, axis=1)[:, :3]
+    keys = rng.exponential(size=drafted.shape) / lam[drafted]
+    cand = np.take_along_axis(drafted, keys.argmin(1)[:, None], 1)[:, 0]
+    rows.append(dict(V=6, n=3, proportional_mc=float(np.abs(np.bincount(cand, minlength=6) / 1e6
+                                                            - m).max()),
+                     proportional_coverage=coverage_violation(m, model)))
     q, c = rng.dirichlet(np.ones(8)), np.exp(3.0 * rng.standard_normal(8))
     rows.append(dict(V=8, n=2, n2_kernel=float(np.abs(race_marginal_n2(q, c)
                                                       - race_marginal(q, c, 2)).max())))
