@@ -577,3 +577,19 @@ def test_greedy_race_led_by_the_plain_norm():
     assert raced.iterations == plain.iterations
     assert raced.lower == pytest.approx(optimal_acceptance(p, q, 4, sampling="greedy").value,
                                          abs=1e-9)
+
+
+@pytest.mark.xfail(strict=True, raises=SolverError, reason="known: Wolfe's method creeps when p is "
+                   "one of the drafts' laws (α* = 1, p near the boundary of B(g)); open")
+@pytest.mark.parametrize(("V", "n", "seed"), [(60, 2, 0), (70, 3, 1)])
+def test_min_norm_base_closes_when_a_draft_is_the_target(V, n, seed):
+    """Draft 1's law is p (α* = 1: "propose draft 1's token" has marginal p), the other drafts
+    Dirichlet(0.3): a valid input on which the method must close. It does not yet: both norms run
+    to their cap and the run raises with a gap of about 1e-8 (the iterations to close grow with V:
+    700 – 1,750 at V = 30, up to 8,300 at V = 40, 13,000 – 19,000 or none at V = 60, on four
+    seeds at n = 2). Strict: an unexpected pass fails, so the marker goes with the fix."""
+    rng = np.random.default_rng(seed)
+    p = rng.dirichlet(np.full(V, 0.3))
+    qs = np.vstack([p, rng.dirichlet(np.full(V, 0.3), size=n - 1)])
+    base = min_norm_base(p, Independent(qs))
+    assert base.lower >= base.upper - 1e-9 and base.upper == pytest.approx(1.0, abs=1e-12)
