@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -11,7 +12,12 @@ import pytest
 from mdtheory import optimal_acceptance
 from mdtheory.cli import main
 from mdtheory.drafts import IID, Greedy, Independent
-from mdtheory.errors import InvalidInputError, SolverError
+from mdtheory.errors import (
+    InvalidInputError,
+    OptimalityGapError,
+    OptimalityGapWarning,
+    SolverError,
+)
 from mdtheory.independent import (
     OrderMixture,
     _race,
@@ -579,17 +585,54 @@ def test_greedy_race_led_by_the_plain_norm():
                                          abs=1e-9)
 
 
-@pytest.mark.xfail(strict=True, raises=SolverError, reason="known: Wolfe's method creeps when p is "
-                   "one of the drafts' laws (α* = 1, p near the boundary of B(g)); open")
-@pytest.mark.parametrize(("V", "n", "seed"), [(60, 2, 0), (70, 3, 1)])
-def test_min_norm_base_closes_when_a_draft_is_the_target(V, n, seed):
+
+def _draft_is_the_target(V, n, seed):
     """Draft 1's law is p (α* = 1: "propose draft 1's token" has marginal p), the other drafts
-    Dirichlet(0.3): a valid input on which the method must close. It does not yet: both norms run
-    to their cap and the run raises with a gap of about 1e-8 (the iterations to close grow with V:
-    700 – 1,750 at V = 30, up to 8,300 at V = 40, 13,000 – 19,000 or none at V = 60, on four
-    seeds at n = 2). Strict: an unexpected pass fails, so the marker goes with the fix."""
+    Dirichlet(0.3), as is p: valid inputs on which the minimum-norm-point method does not close."""
     rng = np.random.default_rng(seed)
     p = rng.dirichlet(np.full(V, 0.3))
-    qs = np.vstack([p, rng.dirichlet(np.full(V, 0.3), size=n - 1)])
+    return p, np.vstack([p, rng.dirichlet(np.full(V, 0.3), size=n - 1)])
+
+
+@pytest.mark.xfail(strict=True, raises=OptimalityGapError, reason="known: Wolfe's method creeps "
+                   "when p is one of the drafts' laws (α* = 1, p near the boundary of B(g)); open")
+def test_min_norm_base_closes_when_a_draft_is_the_target():
+    """It must close; it does not yet: both norms run to their cap and the run raises with a gap
+    of 1.4e-8 here (the iterations to close grow with V: 700 – 1,750 at V = 30, up to 8,300 at
+    V = 40, 13,000 – 19,000 or none at V = 60, on four seeds at n = 2; V = 70, n = 3, seed 1:
+    7e-8). Strict: an unexpected pass fails, so the marker goes with the fix."""
+    p, qs = _draft_is_the_target(60, 2, 0)
     base = min_norm_base(p, Independent(qs))
     assert base.lower >= base.upper - 1e-9 and base.upper == pytest.approx(1.0, abs=1e-12)
+
+
+def test_optimal_rule_falls_back_to_its_proven_bounds():
+    """Where the method does not close, the optimal rule is built from the run's order mixture and
+    says so: an OptimalityGapWarning, ``alpha_bounds`` (its acceptance, the cut's value) proven
+    and apart by more than MNP_ACCEPT (before, make_rule raised SolverError), and the rule lossless:
+    its marginal is the mixture's, recomputed, and its output law p."""
+    p, qs = _draft_is_the_target(60, 2, 0)
+    with pytest.warns(OptimalityGapWarning, match="gap of"):
+        rule = make_rule("optimal", p, qs, 2, sampling="independent")
+    lower, upper = rule.alpha_bounds
+    assert 1e-9 < upper - lower < 1e-6 and upper == pytest.approx(1.0, abs=1e-12)
+    assert lower == rule.closed_form_acceptance()
+    check, mu = check_mixture(rule.p, rule.model, rule.mixture.orders, rule.mixture.weights, "test")
+    assert check == pytest.approx(lower, abs=1e-15) and np.allclose(mu, rule.marginal, atol=1e-15)
+    accepted = np.minimum(rule.p, rule.marginal)
+    assert np.abs(accepted + (1.0 - accepted.sum()) * rule.res - rule.p).max() <= 1e-12
+
+
+def test_cli_prints_both_bounds_with_exit_code_4(tmp_path, capsys):
+    """check-acceptance on an input where the method does not close: both proven bounds (those
+    that min_norm_base's OptimalityGapError carries), exit code 4 (before: exit code 3 and the
+    solver's message alone)."""
+    p, qs = _draft_is_the_target(60, 2, 0)
+    np.save(tmp_path / "p.npy", p)
+    np.save(tmp_path / "q.npy", qs)
+    args = ["check-acceptance", str(tmp_path / "p.npy"), str(tmp_path / "q.npy"),
+            "--sampling", "independent", "--json"]
+    assert main(args) == 4
+    row = json.loads(capsys.readouterr().out)
+    assert row["status"] == "bounds" and row["alpha_star"] is None
+    assert 1e-9 < row["upper"] - row["lower"] < 1e-6 and row["upper"] == pytest.approx(1.0)
