@@ -377,7 +377,8 @@ def _minor_chol(L, G, S, R, orders, slot, lam, K, drop, y, done):
         for i in range(K):
             if not alpha[i] > drop:
                 blocked = True
-                theta = min(theta, lam[i] / (lam[i] - alpha[i]))
+                if lam[i] > alpha[i]:  # only a falling weight limits the step (no 0 / 0)
+                    theta = min(theta, lam[i] / (lam[i] - alpha[i]))
         if not blocked:
             lam = alpha
             break
@@ -819,8 +820,8 @@ class _Wolfe:
             if np.all(alpha > _DROP):
                 lam = alpha
                 break
-            neg = alpha <= _DROP
-            theta = min(1.0, float(np.min(lam[neg] / (lam[neg] - alpha[neg]))))
+            fall = (alpha <= _DROP) & (lam > alpha)  # only a falling weight limits the step
+            theta = min(1.0, float(np.min(lam[fall] / (lam[fall] - alpha[fall]), initial=1.0)))
             lam = (1 - theta) * lam + theta * alpha
             for j in np.flatnonzero(lam <= _DROP)[::-1]:
                 self._drop(K, j)
