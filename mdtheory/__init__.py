@@ -22,6 +22,8 @@ from .errors import (
                      InvalidDistributionError,
                      InvalidInputError,
                      MdtheoryError,
+                     OptimalityGapError,
+                     OptimalityGapWarning,
                      ProblemTooLargeError,
                      SolverError,
 )
@@ -50,4 +52,6 @@ __all__ = [
     "InvalidDistributionError",
     "ProblemTooLargeError",
     "SolverError",
+    "OptimalityGapError",
+    "OptimalityGapWarning",
 ]

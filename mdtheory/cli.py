@@ -5,6 +5,8 @@ the one papers/ records), 1 a ``verify`` claim is refuted (``verify all``: a ver
 record), 2 bad input (one line on stderr naming the culprit, never a traceback) or work refused
 because its estimated time or memory is over the limit (``--max-seconds``; the line states the
 estimate; or, uncaught by an estimate, an allocation beyond the machine's memory), 3 a solver failure,
+4 (``check-acceptance``) a row's alpha* proven only between two bounds that did not meet (both
+printed; the minimum-norm-point route's known failure, :func:`mdtheory.independent.min_norm_base`),
 130 interrupted (Ctrl-C), 141 stdout closed early (``| head``).
 
 One vocabulary: n (``--drafts``, ``-n``) is the number of drafts, V (``--vocab``) the number of
@@ -37,6 +39,7 @@ from .errors import (
     InvalidDistributionError,
     InvalidInputError,
     MdtheoryError,
+    OptimalityGapError,
     ProblemTooLargeError,
     SolverError,
 )
@@ -45,6 +48,8 @@ from .solve import METHODS, _auto, optimal_acceptance
 __all__ = ["main", "load_npy", "tempered"]
 
 EXIT_OK, EXIT_REFUTED, EXIT_BAD_INPUT, EXIT_SOLVER, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+#: ``check-acceptance``: a row's solver proved only bounds on alpha* that did not meet (printed).
+EXIT_BOUNDS = 4
 #: Exit code when stdout is closed before the output is written (128 + SIGPIPE, as a shell reports it).
 EXIT_BROKEN_PIPE = 141
 #: The first bytes of every .npy file.
@@ -170,10 +175,15 @@ def _check_acceptance(args: argparse.Namespace) -> int:
     what = estimates[0].what + (f" (and {rows - 1} more rows)" if rows > 1 else "")
     _budget.require(_budget.combine(*(estimates[i % len(Q)] for i in range(rows)), what=what),
                     args.max_seconds)
+    code = EXIT_OK
     for i in range(rows):
         p, model = P[i % len(P)], models[i % len(Q)]
         try:
             res = optimal_acceptance(p, model, method=args.method)
+        except OptimalityGapError as exc:
+            _print_bounds(args, exc, i, rows, p.size, model)
+            code = EXIT_BOUNDS
+            continue
         except MdtheoryError as exc:
             raise _row_error(exc, i, rows) from None
         p_cut, q_cut, single = res.cut_p, res.cut_q, res.single_draft
@@ -207,7 +217,21 @@ def _check_acceptance(args: argparse.Namespace) -> int:
             print(f"  acceptance one: no; T* is a witness: p(T*) = {p_cut:.10g} < Q(T*) = "
                   f"{q_cut:.10g} (margin {q_cut - p_cut:.6g})")
         print(f"  single-draft baseline 1 - TV(p, q) = {single:.12g}")
-    return EXIT_OK
+    return code
+
+
+def _print_bounds(args: argparse.Namespace, exc: OptimalityGapError, i: int, rows: int, V: int,
+                  model) -> None:
+    """A row of ``check-acceptance`` whose solver proved only bounds on alpha* (exit code 4)."""
+    if args.json:
+        print(json.dumps({"row": i, "alpha_star": None, "lower": exc.lower, "upper": exc.upper,
+                          "drafts": model.n, "sampling": model.sampling, "vocab": V,
+                          "status": "bounds", "message": str(exc)}))
+        return
+    head = f"row {i}: " if rows > 1 else ""
+    print(f"{head}V = {V}, n = {model.n} drafts, {model.sampling} sampling")
+    print(f"  {exc.lower:.12g} <= alpha* <= {exc.upper:.12g}: proven bounds only, the solver left a "
+          f"gap of {exc.upper - exc.lower:.3g}")
 
 
 def _require_cone(args: argparse.Namespace, m: int, K: int, model: str) -> None:
@@ -767,7 +791,8 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="n is the number of drafts (--drafts, -n), V the number of tokens (--vocab). "
                "--json prints JSON Lines: one object per line. Exit codes: 0 success, 1 a claim "
                "refuted or a verifier found lossy, 2 bad input or work over --max-seconds, 3 solver "
-               "failure, 130 interrupted, 141 stdout closed early.",
+               "failure, 4 check-acceptance proved only bounds on alpha* (printed), 130 "
+               "interrupted, 141 stdout closed early.",
     )
     parser.add_argument("--version", action="version", version=f"mdtheory {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
@@ -776,7 +801,10 @@ def build_parser() -> argparse.ArgumentParser:
         "check-acceptance",
         help="optimal acceptance alpha*, acceptance-one test and optimal cut set",
         description="Optimal acceptance alpha* = 1 + min_T [p(T) - Q(T)] of n-draft speculative "
-                    "sampling, whether it is exactly one, a witness set, and the optimal cut set.",
+                    "sampling, whether it is exactly one, a witness set, and the optimal cut set. "
+                    "Exit code 4: for some row the solver proved only a lower and an upper bound "
+                    "on alpha* that did not meet (both printed; the other rows as usual); known "
+                    "for --sampling independent where p is one of the drafts' laws or near one.",
     )
     check.add_argument("P", help="target distribution, .npy of shape (V,) or (B, V)")
     check.add_argument("Q", help="draft distribution, .npy of shape (V,) or (B, V); with "

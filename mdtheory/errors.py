@@ -12,6 +12,8 @@ __all__ = [
     "InvalidInputError",
     "ProblemTooLargeError",
     "SolverError",
+    "OptimalityGapError",
+    "OptimalityGapWarning",
 ]
 
 
@@ -33,3 +35,21 @@ class ProblemTooLargeError(MdtheoryError, ValueError):
 
 class SolverError(MdtheoryError, RuntimeError):
     """An LP or flow solver did not return a proven optimum."""
+
+
+class OptimalityGapError(SolverError):
+    """A solver's proven bounds on α* did not meet: α* lies in [``lower``, ``upper``].
+
+    Attributes
+    ----------
+    lower, upper : float
+        The proven bounds (a feasible primal object's value and a cut's value).
+    """
+
+    def __init__(self, message: str, lower: float, upper: float):
+        super().__init__(message)
+        self.lower, self.upper = lower, upper
+
+
+class OptimalityGapWarning(UserWarning):
+    """A rule was built whose acceptance is proven only within a gap of α* (it stays lossless)."""

@@ -5,10 +5,13 @@ See papers/theory.md §5.
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 from ..dual import dual_lp
-from ..independent import OrderMixture, min_norm_base
+from ..errors import OptimalityGapWarning
+from ..independent import MNP_ACCEPT, OrderMixture, min_norm_base
 from ..polymatroid import lex_optimal_base_iid
 from ..schedule import _realise
 from .base import SetPlanRule
@@ -80,7 +83,12 @@ class Optimal(SetPlanRule):
     orders; the rule draws an order and proposes the highest-ranked drafted token
     (:class:`mdtheory.independent.OrderMixture`), whose exact marginal μ is recomputed from the
     orders, then the same speculative step against μ: acceptance :math:`\\sum_y \\min(p, \\mu)`, within
-    :data:`mdtheory.independent.MNP_TOL` of α*.
+    :data:`mdtheory.independent.MNP_TOL` of α* (:data:`~mdtheory.independent.MNP_ACCEPT` where
+    the run stalls). Where the method does not close (a known failure: p one of the drafts' laws
+    or near one, :func:`~mdtheory.independent.min_norm_base`, Notes), the rule is still built from
+    the run's order mixture: lossless (its marginal is exact), accepting with
+    :math:`\\sum_y \\min(p, \\mu)`, a proven lower bound on α*, short of it by at most the gap
+    reported in :attr:`alpha_bounds` and by an :class:`~mdtheory.errors.OptimalityGapWarning`.
 
     **Other draft models, small** (``sampling="without-replacement"``, ...). A maximum flow S(U, y)
     of the token/draft-set network (HiGHS, from the dual LP's row duals,
@@ -108,6 +116,11 @@ class Optimal(SetPlanRule):
         :data:`MAX_PLAN_SETS` draft sets).
     greedy : GreedyDrafts or None
         The verifier it runs (greedy drafts).
+    alpha_bounds : tuple of float or None
+        Order mixtures only: (its acceptance :math:`\\sum_y \\min(p, \\mu)`, the best cut's value
+        :math:`1 + p(T) - Q(T)`), proven bounds on α*; they differ by more than
+        :data:`~mdtheory.independent.MNP_ACCEPT` only where the method did not close (then an
+        :class:`~mdtheory.errors.OptimalityGapWarning` is issued). None for the other routes.
 
     References
     ----------
@@ -122,16 +135,23 @@ class Optimal(SetPlanRule):
         super().__init__(p, q, n, normalize=normalize, **params)
 
     def _prepare(self):
-        self.schedule = self.base = self.mixture = self.greedy = None
+        self.schedule = self.base = self.mixture = self.greedy = self.alpha_bounds = None
         if self.model.sampling == "greedy":
             self.greedy = GreedyDrafts(self.p, self.model, self.n)
             self.marginal = self.greedy.marginal
             return
         if self.model.sampling == "independent" or (
                 not self.model.lex_base_closed_form and self.model.count_sets() > MAX_PLAN_SETS):
-            base = min_norm_base(self.p, self.model)
+            base = min_norm_base(self.p, self.model, strict=False)
             self.mixture = OrderMixture(self.model, base.orders, base.weights, base.vertices)
             self._use_marginal(self.mixture.marginal)
+            self.alpha_bounds = (self.closed_form_acceptance(), base.upper)
+            if not base.upper - self.alpha_bounds[0] <= MNP_ACCEPT:
+                warnings.warn(OptimalityGapWarning(
+                    f"optimal rule ({self.model.sampling} drafts): the minimum-norm-point method left "
+                    f"a gap of {base.upper - self.alpha_bounds[0]:.3g}; the rule is lossless and "
+                    f"accepts with {self.alpha_bounds[0]:.12g}, alpha* <= {base.upper:.12g} "
+                    "(alpha_bounds)"), stacklevel=5)
             return
         if not self.model.lex_base_closed_form:
             flow = dual_lp(self.p, self.model)
