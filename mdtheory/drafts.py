@@ -586,50 +586,34 @@ class ConditionalPoisson(DraftModel):
         return TupleLaw(np.array(tuples, dtype=np.int64), np.array(probs))
 
     def first_draft_law(self):
-        """Inclusion probabilities over n: :math:`q_i\\, e_{n-1}(q_{-i}) / (n\\, e_n(q))`, in O(V n^2).
+        """Inclusion probabilities over n: :math:`q_i\\, e_{n-1}(q_{-i}) / (n\\, e_n(q))`, in O(V n).
 
         :math:`e_{n-1}(q_{-i}) = \\sum_j e_j(q_{<i})\\, e_{n-1-j}(q_{>i})` from prefix and suffix
         tables of elementary symmetric polynomials (sums of non-negative terms, no cancellation);
-        no draft set is enumerated. Where these underflow (a dominant token, the rest of q ~ 1e-200),
-        the same with q scaled as in :meth:`_scaled_q` (homogeneous, so the law is unchanged).
+        no draft set is enumerated. In plain doubles every table entry is at most 1 (q sums to one)
+        and every rounding that underflows errs by at most :math:`2^{-1075}`, so a weight errs by
+        at most about :math:`6 V n\\, 2^{-1075}` absolute besides its few ε relative: where every
+        weight of a token with q > 0 is at least :math:`V n\\, 2^{-1022}` that is under 3ε relative.
+        Otherwise (subnormal masses, or a dominant token and the rest of q ~ 1e-200: weights that
+        passed through subnormals, up to 2e-3 off, or underflowed to 0) the same sums with every
+        table entry a mantissa times its own power of two
+        (:func:`mdtheory.containment.scaled_inclusion_weights`), which cannot under- or overflow.
         """
-        law = self._inclusion_weights(self.q)
-        if not 0.0 < law.sum() < np.inf:
-            law = self._inclusion_weights(self._scaled_q())
-        if not 0.0 < law.sum() < np.inf:  # even the scaled tables overflow: in logarithms
-            law = self._log_inclusion_law()
+        law = self._inclusion_weights()
+        if not (law[self.q > 0] >= self.V * self.n * np.finfo(float).tiny).all():
+            from .containment import scaled_inclusion_weights
+
+            law = scaled_inclusion_weights(self.q, self.n)
         return law / law.sum()
 
-    def _log_inclusion_law(self) -> np.ndarray:
-        """The inclusion weights of :meth:`_inclusion_weights`, divided by their largest, from tables
-        of :math:`\\log e_j` (:func:`mdtheory.containment.log_esp_table`): for q whose set weights span
-        more than the float range (two tokens of mass ~0.5, the rest subnormal)."""
-        from .containment import log_esp_table
-
-        with np.errstate(divide="ignore"):
-            lw = np.log(self.q)
-        pre = log_esp_table(lw, self.n)
-        suf = log_esp_table(np.ascontiguousarray(lw[::-1]), self.n)[::-1]
-        terms = pre[:-1, : self.n] + suf[1:, : self.n][:, ::-1]
-        top = terms.max(axis=1)
-        finite = np.isfinite(top) & (self.q > 0)
-        log_law = np.full(self.q.size, -np.inf)
-        log_law[finite] = lw[finite] + top[finite] + np.log(
-            np.exp(terms[finite] - top[finite, None]).sum(axis=1))
-        return np.exp(log_law - log_law.max())
-
-    def _inclusion_weights(self, w: np.ndarray) -> np.ndarray:
-        """:math:`w_i\\, e_{n-1}(w_{-i})`, the inclusion probabilities times n e_n(w)."""
-        pre = self._esp_table(w)  # pre[i, j] = e_j(w_0..w_{i-1})
-        suf = self._esp_table(w[::-1])[::-1]  # suf[i, j] = e_j(w_i..w_{V-1})
-        return w * np.einsum("ij,ij->i", pre[:-1, : self.n], suf[1:, : self.n][:, ::-1])
-
-    def _esp_table(self, w: np.ndarray) -> np.ndarray:
-        """Row i holds e_0..e_n of the first i weights, shape (V + 1, n + 1)
-        (:func:`mdtheory.containment.esp_table`, compiled)."""
+    def _inclusion_weights(self) -> np.ndarray:
+        """:math:`q_i\\, e_{n-1}(q_{-i})`, the inclusion probabilities times n e_n(q), in plain
+        doubles (:func:`mdtheory.containment.esp_table`, compiled)."""
         from .containment import esp_table
 
-        return esp_table(np.ascontiguousarray(w, dtype=np.float64), self.n)
+        pre = esp_table(self.q, self.n)  # pre[i, j] = e_j(q_0..q_{i-1})
+        suf = esp_table(np.ascontiguousarray(self.q[::-1]), self.n)[::-1]  # e_j(q_i..q_{V-1})
+        return self.q * np.einsum("ij,ij->i", pre[:-1, : self.n], suf[1:, : self.n][:, ::-1])
 
 
 class Independent(_MarkovDraftModel):

@@ -166,3 +166,33 @@ def test_conditional_poisson_set_law_with_subnormal_partial_products():
     assert max(values) - min(values) <= 1e-12
     assert abs(make_rule("optimal", p, q, 4, sampling="conditional-poisson").exact_acceptance()
                - values[0]) <= 1e-9
+
+
+def exact_cp_inclusion(q, n):
+    """Conditional Poisson inclusion probabilities over the exact values of the floats q, by
+    enumerating the n-sets in rationals."""
+    from fractions import Fraction
+
+    w = [Fraction(float(x)) for x in q]
+    sets = [A for A in itertools.combinations(range(len(w)), n) if all(w[i] for i in A)]
+    weights = [np.prod([w[i] for i in A], dtype=object) for A in sets]
+    total = sum(weights)
+    return [float(sum(wt for A, wt in zip(sets, weights, strict=True) if i in A) / total)
+            for i in range(len(w))]
+
+
+@pytest.mark.parametrize("q,n", [
+    ([0.6, 0.4, 1e-320, 1e-320], 3),  # weights ~5e-321 through subnormals: pi = 0.9993, 1.0003
+    ([0.6, 0.4, 3e-310, 1e-320, 2e-318, 5e-324], 4),
+    ([0.5, 1e-200, 0.25, 1e-200, 0.25 - 4e-200, 2e-200], 4),  # e_3 ~ 1e-400 underflows
+    ([0.3, 0.2, 0.5], 2),  # common input: the plain-double tables
+])
+def test_conditional_poisson_first_draft_law_beside_subnormal_weights(q, n):
+    """Inclusion probabilities over n against exact rationals. The plain-double tables passed the
+    weights of (0.6, 0.4, 1e-320, 1e-320), n = 3, through subnormals: inclusion probabilities
+    0.9993 / 1.0003 (above one) instead of 1, 1, 1/2, 1/2, a sum check that saw nothing wrong
+    (the weights summed to a positive finite number); now the tables are scaled per entry there."""
+    model = md.ConditionalPoisson(np.array(q), n, normalize=True)
+    want = np.array(exact_cp_inclusion(model.q, n)) / n
+    got = model.first_draft_law()
+    assert np.all(np.abs(got - want) <= 8 * 2.0**-53 * want), (got * n, want * n)
