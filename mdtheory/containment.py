@@ -106,6 +106,7 @@ import numpy as np
 from numba import njit, types
 from numba.extending import intrinsic
 
+from ._validate import as_drafts, as_order
 from .errors import InvalidInputError
 from .polymatroid import _two_sum as _two_sum_kernel
 
@@ -240,6 +241,12 @@ def successive_prefix_containment(q: np.ndarray, order, n: int) -> np.ndarray:
     >>> successive_prefix_containment(np.array([0.5, 0.3, 0.2]), [0, 1, 2], 2).round(4).tolist()
     [0.0, 0.5143, 1.0]
     """
+    q, order, n = _checked(q, order, n)
+    return _successive_prefix(q, order, n)
+
+
+def _successive_prefix(q: np.ndarray, order: np.ndarray, n: int) -> np.ndarray:
+    """:func:`successive_prefix_containment` on checked arguments (the draft model's own)."""
     qs, size = _in_order(q, order)
     top = float(qs.max(initial=0.0))
     with np.errstate(over="ignore"):
@@ -264,6 +271,21 @@ def successive_prefix_containment(q: np.ndarray, order, n: int) -> np.ndarray:
     below = delta / (2.0 ** (1.0 / m) - 1.0)
     out = _successive_kernel(qs, comp, n, m, b0, shift, tb, delta, below, _LIM_H, _LIM_G)
     return out[:size]
+
+
+def _checked(q, order, n) -> tuple[np.ndarray, np.ndarray, int]:
+    """The prefix functions' arguments checked: q a 1-D array of finite non-negative masses, order
+    distinct tokens of q, n an integer >= 1; or :class:`~mdtheory.errors.InvalidInputError`."""
+    try:
+        q = np.asarray(q, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise InvalidInputError(f"q is not an array of real numbers ({exc})") from None
+    if q.ndim != 1:
+        raise InvalidInputError(f"q has shape {q.shape}; expected (V,)")
+    if not (np.isfinite(q).all() and q.min(initial=0.0) >= 0.0):
+        i = int(np.flatnonzero(~(np.isfinite(q) & (q >= 0.0)))[0])
+        raise InvalidInputError(f"q[{i}] = {q[i]} is not a finite non-negative mass")
+    return q, as_order(order, q.size), as_drafts(n)
 
 
 def _in_order(q, order) -> tuple[np.ndarray, int]:
@@ -522,6 +544,12 @@ def conditional_poisson_prefix_containment(q: np.ndarray, order, n: int) -> np.n
     >>> conditional_poisson_prefix_containment(np.array([0.5, 0.3, 0.2]), [0, 1, 2], 2).round(4).tolist()
     [0.0, 0.4839, 1.0]
     """
+    q, order, n = _checked(q, order, n)
+    return _conditional_poisson_prefix(q, order, n)
+
+
+def _conditional_poisson_prefix(q: np.ndarray, order: np.ndarray, n: int) -> np.ndarray:
+    """:func:`conditional_poisson_prefix_containment` on checked arguments."""
     qs, size = _in_order(q, order)
     hi, lo, ex = _esp_kernel(qs, n)
     if hi[-1] <= 0.0:
@@ -674,7 +702,7 @@ def scaled_esp_table(w, n):
 
 
 def scaled_inclusion_weights(w: np.ndarray, n: int) -> np.ndarray:
-    """:math:`w_i\\, e_{n-1}(w_{-i})` for every i, divided by the largest, for any float64 weights.
+    """:math:`w_i\\, e_{n-1}(w_{-i})` for every i, scaled by one power of two, for any float64 weights.
 
     Parameters
     ----------
@@ -687,7 +715,7 @@ def scaled_inclusion_weights(w: np.ndarray, n: int) -> np.ndarray:
     -------
     ndarray of float, shape (V,)
         Proportional to the conditional Poisson inclusion probabilities
-        :math:`\\pi_i = w_i e_{n-1}(w_{-i}) / e_n(w)`; the largest is 1.
+        :math:`\\pi_i = w_i e_{n-1}(w_{-i}) / e_n(w)`; the largest lies in [1/2, 1).
 
     Notes
     -----

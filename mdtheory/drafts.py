@@ -38,7 +38,7 @@ from typing import ClassVar, NamedTuple
 import numpy as np
 from numpy.typing import ArrayLike
 
-from ._validate import as_distribution, as_drafts
+from ._validate import as_distribution, as_drafts, as_generator, as_order, as_size
 from .errors import InvalidDistributionError, InvalidInputError, ProblemTooLargeError
 
 __all__ = [
@@ -230,8 +230,20 @@ class DraftModel(ABC):
                    else "the prefix method where it applies")
             )
 
-    def sample(self, rng: np.random.Generator, size: int = 1) -> np.ndarray:
-        """Draw ``size`` draft tuples, shape (size, n), from the tuple law (small models)."""
+    def sample(self, rng=None, size: int = 1) -> np.ndarray:
+        """Draw ``size`` draft tuples, shape (size, n).
+
+        Parameters
+        ----------
+        rng : numpy.random.Generator, int, SeedSequence, BitGenerator or None
+            Random source (:func:`numpy.random.default_rng`'s arguments).
+        size : int
+            Number of tuples, at least 0.
+        """
+        return self._draw(as_generator(rng), as_size(size))
+
+    def _draw(self, rng: np.random.Generator, size: int) -> np.ndarray:
+        """:meth:`sample` on checked arguments; generic: from the tuple law (small models)."""
         law = self.tuple_law()
         return law.tuples[rng.choice(len(law.probs), size=size, p=law.probs / law.probs.sum())]
 
@@ -239,12 +251,24 @@ class DraftModel(ABC):
     def first_draft_law(self) -> np.ndarray:
         """Return the law of X_1, shape (V,): the proposal of single-draft speculative sampling."""
 
-    def prefix_containment(self, order: np.ndarray) -> np.ndarray:
-        """Q of every prefix of ``order``: entry k is Q({order[0], ..., order[k]}), shape (V,).
+    def prefix_containment(self, order) -> np.ndarray:
+        """Q of every prefix of ``order``: entry k is Q({order[0], ..., order[k]}), shape (M,).
 
-        Generic: one containment per prefix (quadratures for without-replacement drafts); the product
-        models override it with cumulative sums.
+        Parameters
+        ----------
+        order : array_like of int, shape (M,)
+            Distinct tokens, M <= V.
+
+        Raises
+        ------
+        InvalidInputError
+            An order that is not 1-D integers, holds a token outside 0..V-1 or repeats one.
         """
+        return self._prefix_containment(as_order(order, self.V))
+
+    def _prefix_containment(self, order: np.ndarray) -> np.ndarray:
+        """:meth:`prefix_containment` on a checked order. Generic: one containment per prefix
+        (quadratures for without-replacement drafts); the models with a faster pass override it."""
         mask = np.zeros(self.V, dtype=bool)
         out = np.empty(len(order))
         for k, y in enumerate(order):
@@ -275,6 +299,8 @@ class DraftModel(ABC):
 
     def _masks(self, T) -> tuple[np.ndarray, bool]:
         T = np.asarray(T, dtype=bool)
+        if T.ndim not in (1, 2):
+            raise InvalidInputError(f"token sets have shape {T.shape}; expected (V,) or (M, V)")
         single = T.ndim == 1
         T = np.atleast_2d(T)
         if T.shape[-1] != self.V:
@@ -368,10 +394,10 @@ class IID(_MarkovDraftModel):
     def count_tuples(self):
         return _power(int(np.count_nonzero(self.q)), self.n)
 
-    def sample(self, rng, size=1):
+    def _draw(self, rng, size):
         return rng.choice(self.V, size=(size, self.n), p=self.q)
 
-    def prefix_containment(self, order):
+    def _prefix_containment(self, order):
         return np.minimum(np.cumsum(self.q[order]), 1.0) ** self.n
 
     def count_sets(self):
@@ -436,7 +462,7 @@ class WithoutReplacement(_MarkovDraftModel):
         s = int(np.count_nonzero(self.q))
         return _capped(self.n * math.log10(max(s, 2)), lambda: math.perm(s, self.n))
 
-    def sample(self, rng, size=1):
+    def _draw(self, rng, size):
         """Gumbel-top-k: the n largest of log q_i + Gumbel noise, in decreasing order.
 
         O(V) per tuple: a partition finds the n largest keys, a sort of those n orders them.
@@ -458,13 +484,13 @@ class WithoutReplacement(_MarkovDraftModel):
         out = np.array([self._containment_one(row) for row in T])
         return out[0] if single else out
 
-    def prefix_containment(self, order):
+    def _prefix_containment(self, order):
         """Q of every prefix of ``order`` in one pass: the exponential-race integral by one
         trapezoidal rule in log-time shared by all prefixes, with a proven error bound
         (:func:`mdtheory.containment.successive_prefix_containment`), O(V n K)."""
-        from .containment import successive_prefix_containment
+        from .containment import _successive_prefix
 
-        return successive_prefix_containment(self.q, order, self.n)
+        return _successive_prefix(self.q, order, self.n)
 
     def _containment_one(self, mask: np.ndarray) -> float:
         qT = self.q[mask & (self.q > 0)]
@@ -482,9 +508,9 @@ class WithoutReplacement(_MarkovDraftModel):
             after = np.concatenate((np.cumsum(qT[::-1])[:-1][::-1], [0.0]))
             rest = before + after
             return float(np.sum(qT * rest / (rest + c)))
-        from .containment import successive_prefix_containment
+        from .containment import _successive_prefix
 
-        return float(successive_prefix_containment(self.q, np.flatnonzero(mask), self.n)[-1])
+        return float(_successive_prefix(self.q, np.flatnonzero(mask), self.n)[-1])
 
 
 class ConditionalPoisson(DraftModel):
@@ -539,18 +565,18 @@ class ConditionalPoisson(DraftModel):
         if T.shape[0] > FEW_SETS and self.n * span + self.V < 1000:  # every e_j normal, no overflow
             out = self._esp(np.where(T, cq, 0.0)) / self._esp(cq[None, :])[0]
         else:  # a few sets, or set weights whose partial products could leave the normal range
-            from .containment import conditional_poisson_prefix_containment
+            from .containment import _conditional_poisson_prefix
 
-            out = np.array([conditional_poisson_prefix_containment(self.q, np.flatnonzero(row), self.n)[-1]
+            out = np.array([_conditional_poisson_prefix(self.q, np.flatnonzero(row), self.n)[-1]
                             if row.any() else 0.0 for row in T])
         return out[0] if single else out
 
-    def prefix_containment(self, order):
+    def _prefix_containment(self, order):
         """Q of every prefix of ``order`` in one O(V n) pass of the e_j recurrence
         (:func:`mdtheory.containment.conditional_poisson_prefix_containment`)."""
-        from .containment import conditional_poisson_prefix_containment
+        from .containment import _conditional_poisson_prefix
 
-        return conditional_poisson_prefix_containment(self.q, order, self.n)
+        return _conditional_poisson_prefix(self.q, order, self.n)
 
     def count_tuples(self):
         s = int(np.count_nonzero(self.q))
@@ -645,10 +671,10 @@ class Independent(_MarkovDraftModel):
     def count_tuples(self):
         return min(math.prod(int(np.count_nonzero(row)) for row in self.qs), COUNT_CAP)
 
-    def sample(self, rng, size=1):
+    def _draw(self, rng, size):
         return np.column_stack([rng.choice(self.V, size=size, p=row) for row in self.qs])
 
-    def prefix_containment(self, order):
+    def _prefix_containment(self, order):
         return np.prod(np.minimum(np.cumsum(self.qs[:, order], axis=1), 1.0), axis=0)
 
     def count_sets(self):
@@ -776,7 +802,7 @@ class Greedy(DraftModel):
         members[np.arange(len(law.probs)), law.tuples[:, -1]] = True
         return SetLaw(members, law.probs)
 
-    def sample(self, rng, size=1):
+    def _draw(self, rng, size):
         drawn = rng.choice(self.V, size=size, p=self.tail)
         return np.column_stack([np.tile(self.top, (size, 1)), drawn])
 

@@ -196,3 +196,41 @@ def test_conditional_poisson_first_draft_law_beside_subnormal_weights(q, n):
     want = np.array(exact_cp_inclusion(model.q, n)) / n
     got = model.first_draft_law()
     assert np.all(np.abs(got - want) <= 8 * 2.0**-53 * want), (got * n, want * n)
+
+
+def test_invalid_orders_token_sets_and_sample_sizes_are_refused():
+    """Each was an IndexError, a numba TypingError, an AttributeError or a silently wrong answer
+    (IID's prefix containment of the order (0, 0, 1) gave Q({0}) = (2 q_0)^n = 1)."""
+    q = np.array([0.5, 0.3, 0.2])
+    for model in (md.IID(q, 2), md.WithoutReplacement(q, 2), md.ConditionalPoisson(q, 2),
+                  md.drafts.Greedy(q, 2), md.Independent(np.stack([q, q[::-1]])),
+                  md.Joint(np.outer(q, q))):
+        for order, message in (([0, 5], r"holds 5, outside 0\.\.2"), ([1, -1], "holds -1, outside"),
+                               ([0, 0, 1], "repeats a token"), ([0.0, 1.0], "1-D array of integers"),
+                               ([[0, 1]], "1-D array of integers")):
+            with pytest.raises(md.InvalidInputError, match=message):
+                model.prefix_containment(order)
+        with pytest.raises(md.InvalidInputError, match=r"shape \(2, 2, 3\); expected \(V,\) or \(M, V\)"):
+            model.containment(np.ones((2, 2, 3), dtype=bool))
+        with pytest.raises(md.InvalidInputError, match="non-negative integer, got -1"):
+            model.sample(0, size=-1)
+        assert model.sample(None, 2).shape == (2, 2)  # numpy's usual random sources
+        assert model.sample(np.random.default_rng(0), 0).shape[0] == 0
+
+
+@pytest.mark.parametrize("fn", ["successive_prefix_containment", "conditional_poisson_prefix_containment"])
+def test_prefix_functions_refuse_invalid_input(fn):
+    from mdtheory import containment
+
+    f = getattr(containment, fn)
+    q = np.array([0.5, 0.3, 0.2])
+    for args, message in (((q, [0, 1, 2], 0), "at least 1, got 0"),
+                          ((q, [0, 1, 2], 2.5), "must be an integer, got 2.5"),
+                          ((np.array([0.5, -0.1, 0.6]), [0, 1, 2], 2), r"q\[1\] = -0.1 is not a finite"),
+                          ((np.array([0.5, np.nan, 0.6]), [0, 1, 2], 2), r"q\[1\] = nan"),
+                          ((np.array([0.5, np.inf, 0.6]), [0, 1, 2], 2), r"q\[1\] = inf"),
+                          ((np.ones((2, 3)) / 6, [0, 1, 2], 2), r"shape \(2, 3\); expected \(V,\)"),
+                          ((q, [0, 0, 1], 2), "repeats a token"), ((q, [0, 3], 1), "outside 0..2")):
+        with pytest.raises(md.InvalidInputError, match=message):
+            f(*args)
+    assert f([0.5, 0.3, 0.2], [2, 0], 1).tolist() == pytest.approx([0.2, 0.7])  # a list is fine
