@@ -182,11 +182,15 @@ def as_order(order, V: int) -> np.ndarray:
         raise InvalidInputError(f"a token order must be a 1-D array of integers, got shape {arr.shape} "
                                 f"and dtype {arr.dtype}")
     arr = arr.astype(np.int64, copy=False)
-    if arr.size and not (0 <= arr.min() and arr.max() < V):
+    seen = np.zeros(V, dtype=bool)
+    try:  # one scatter finds tokens >= V (an IndexError) and repeats (fewer distinct than given)
+        seen[arr] = True
+        outside = arr.size and arr.min() < 0
+    except IndexError:
+        outside = True
+    if outside:
         bad = arr[(arr < 0) | (arr >= V)][0]
         raise InvalidInputError(f"token order holds {bad}, outside 0..{V - 1}")
-    seen = np.zeros(V, dtype=bool)
-    seen[arr] = True
     if np.count_nonzero(seen) != arr.size:
         raise InvalidInputError("token order repeats a token; the tokens of an order must be distinct")
     return arr
