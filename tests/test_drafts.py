@@ -234,3 +234,17 @@ def test_prefix_functions_refuse_invalid_input(fn):
         with pytest.raises(md.InvalidInputError, match=message):
             f(*args)
     assert f([0.5, 0.3, 0.2], [2, 0], 1).tolist() == pytest.approx([0.2, 0.7])  # a list is fine
+
+
+def test_greedy_prefix_containment_is_the_per_set_containment():
+    """The one-pass prefix containment of the greedy draft set (it was one containment per prefix,
+    O(V^2): 10 ms at V = 1000) against the per-set containment, full and partial orders."""
+    rng = np.random.default_rng(5)
+    q = rng.dirichlet(np.full(40, 0.3))
+    for n in (1, 2, 5):
+        model = md.drafts.Greedy(q, n)
+        for order in (np.argsort(-q), rng.permutation(40), rng.permutation(40)[:25]):
+            masks = np.zeros((order.size, 40), dtype=bool)
+            for k in range(order.size):
+                masks[k:, order[k]] = True
+            assert np.abs(model.prefix_containment(order) - model.containment(masks)).max() <= 1e-15
