@@ -277,7 +277,12 @@ class DraftModel(ABC):
         return out
 
     def coverage(self, S) -> np.ndarray:
-        """Return the coverage :math:`g(S) = P(\\mathrm{set}(X) \\cap S \\neq \\emptyset) = 1 - Q(S^c)`."""
+        """Return the coverage :math:`g(S) = P(\\mathrm{set}(X) \\cap S \\neq \\emptyset) = 1 - Q(S^c)`.
+
+        Computed as 1 - Q(S^c), so within a few ε absolute (what the base-polytope checks compare),
+        not relative: a coverage far below ε (S holding only tokens of mass ~1e-20) comes out as 0
+        or a few ε.
+        """
         S = np.asarray(S, dtype=bool)
         return 1.0 - self.containment(~S)
 
