@@ -547,8 +547,8 @@ class ConditionalPoisson(DraftModel):
         """c q with c = 1 / (geometric mean of the n largest q), by logs: the set weights
         :math:`\\prod_{i \\in A} c q_i` are c^n times the true ones, so every ratio of the law is
         unchanged, and the heaviest set weighs 1, so e_n(c q) lies in [1, C(V, n)] and does not
-        underflow when e_n(q) would (one dominant token, the rest of q ~ 1e-200). For the paths that
-        enumerate sets (V small, so C(V, n) does not overflow)."""
+        underflow when e_n(q) would (one dominant token, the rest of q ~ 1e-200). For the many-sets
+        containment, and only where every c q_i is within 2^±1000 (c alone can overflow)."""
         top = np.sort(self.q)[-self.n:]
         return self.q * math.exp(-float(np.mean(np.log(top))))
 
@@ -565,9 +565,13 @@ class ConditionalPoisson(DraftModel):
         tokens first (:func:`mdtheory.containment.conditional_poisson_prefix_containment`, no
         underflow); many sets (the exhaustive route): the recurrence vectorised over the sets."""
         T, single = self._masks(T)
-        cq = self._scaled_q()
-        span = np.abs(np.log2(cq[cq > 0])).max()
-        if T.shape[0] > FEW_SETS and self.n * span + self.V < 1000:  # every e_j normal, no overflow
+        # every e_j of c q normal, no overflow, where n max |log2(c q_i)| + V < 1000; the span from
+        # logarithms, as c itself overflows when the n largest masses' geometric mean is below
+        # 1e-308 (q = (1, 5e-324, ..., 5e-324), n = V >= 22: an OverflowError, even for one set)
+        top = np.sort(self.q)[-self.n:]
+        span = np.abs(np.log(self.q[self.q > 0]) - np.mean(np.log(top))).max() / math.log(2.0)
+        if T.shape[0] > FEW_SETS and self.n * span + self.V < 1000:
+            cq = self._scaled_q()
             out = self._esp(np.where(T, cq, 0.0)) / self._esp(cq[None, :])[0]
         else:  # a few sets, or set weights whose partial products could leave the normal range
             from .containment import _conditional_poisson_prefix

@@ -248,3 +248,15 @@ def test_greedy_prefix_containment_is_the_per_set_containment():
             for k in range(order.size):
                 masks[k:, order[k]] = True
             assert np.abs(model.prefix_containment(order) - model.containment(masks)).max() <= 1e-15
+
+
+def test_conditional_poisson_containment_when_the_scale_overflows():
+    """q = (1, 5e-324 x 21), n = V = 22: the scale c = 1 / (geometric mean of the n largest masses)
+    overflowed (math.exp: OverflowError), and containment computed it for every call, one set
+    included; every set must hold all 22 tokens."""
+    q = np.r_[1.0, np.full(21, 5e-324)]
+    model = md.ConditionalPoisson(q, 22)
+    assert model.containment(np.ones(22, dtype=bool)) == 1.0
+    masks = np.ones((20, 22), dtype=bool)
+    masks[1:, 1:] = np.eye(19, 21, dtype=bool) == 0  # rows 1..19 leave out one subnormal token
+    assert model.containment(masks).tolist() == [1.0] + [0.0] * 19
