@@ -512,7 +512,7 @@ class WithoutReplacement(_MarkovDraftModel):
             before = np.concatenate(([0.0], np.cumsum(qT)[:-1]))
             after = np.concatenate((np.cumsum(qT[::-1])[:-1][::-1], [0.0]))
             rest = before + after
-            return float(np.sum(qT * rest / (rest + c)))
+            return min(float(np.sum(qT * rest / (rest + c))), 1.0)  # 1 + ε beside c ~ 1e-300
         from .containment import _successive_prefix
 
         return float(_successive_prefix(self.q, np.flatnonzero(mask), self.n)[-1])
@@ -671,7 +671,7 @@ class Independent(_MarkovDraftModel):
 
     def containment(self, T):
         T, single = self._masks(T)
-        out = np.prod(T.astype(float) @ self.qs.T, axis=1)
+        out = np.prod(np.minimum(T.astype(float) @ self.qs.T, 1.0), axis=1)  # q_i(T) <= 1, not 1 + ε
         return out[0] if single else out
 
     def next_law(self, step, drafted):
@@ -721,7 +721,7 @@ class Joint(DraftModel):
 
     def containment(self, T):
         T, single = self._masks(T)
-        out = np.array([self.table[np.ix_(*([row] * self.n))].sum() for row in T])
+        out = np.minimum([self.table[np.ix_(*([row] * self.n))].sum() for row in T], 1.0)
         return out[0] if single else out
 
     def count_tuples(self):
@@ -790,7 +790,7 @@ class Greedy(DraftModel):
 
     def containment(self, T):
         T, single = self._masks(T)
-        out = T[:, self.top].all(axis=1) * (T @ self.tail)
+        out = T[:, self.top].all(axis=1) * np.minimum(T @ self.tail, 1.0)
         return out[0] if single else out
 
     def count_tuples(self):

@@ -260,3 +260,26 @@ def test_conditional_poisson_containment_when_the_scale_overflows():
     masks = np.ones((20, 22), dtype=bool)
     masks[1:, 1:] = np.eye(19, 21, dtype=bool) == 0  # rows 1..19 leave out one subnormal token
     assert model.containment(masks).tolist() == [1.0] + [0.0] * 19
+
+
+def test_without_replacement_two_drafts_containment_at_most_one():
+    """q = (0.835, 1 - 0.835, 1e-300), n = 2: the closed form summed to 1 + 2^-52 for T = {0, 1}, so the
+    coverage of the third token was -2.2e-16 (a negative probability); exact: 1 - ~1e-300."""
+    model = md.WithoutReplacement(np.array([0.835, 1 - 0.835, 1e-300]), 2)
+    assert model.containment(np.array([True, True, False])) == 1.0
+    assert model.coverage(np.array([False, False, True])) == 0.0
+
+
+def test_containment_never_exceeds_one():
+    """Greedy, independent and joint containments summed a normalised q over the full set to
+    1 + 2^-52 on common input (a Dirichlet q: 76, 97 and 22 of 400 seeds), so coverage went
+    negative; each is capped at one, as IID's and the prefix passes already were."""
+    rng = np.random.default_rng(0)
+    for _ in range(40):
+        V = int(rng.integers(3, 40))
+        q = rng.dirichlet(np.full(V, 0.5))
+        full = np.ones((20, V), dtype=bool)
+        for model in (md.drafts.Greedy(q, 2), md.Independent(rng.dirichlet(np.ones(V), size=2)),
+                      md.Joint(np.outer(q, rng.dirichlet(np.ones(V))))):
+            assert model.containment(full).max() <= 1.0 and model.containment(full[0]) <= 1.0
+            assert model.coverage(~full).min() >= 0.0
