@@ -44,6 +44,12 @@ def rel_err(got: float, want: Fraction) -> float:
     return float(abs(Fraction(got) - want) / max(abs(want), TINY))
 
 
+def in_unit(values) -> float:
+    """0 when every value is a probability (in [0, 1]), else inf."""
+    values = np.asarray(values, dtype=float)
+    return 0.0 if values.size == 0 or (values.min() >= 0.0 and values.max() <= 1.0) else math.inf
+
+
 def bound_err(got: float, want: Fraction) -> float:
     """Error over the quadrature's documented bound 1e-15 Q + 2e-18 (<= 1 passes)."""
     if not math.isfinite(got) or got < 0:
@@ -243,6 +249,10 @@ def check_model(st, model, name, label, exact_sets, exact_tuples, exact_first, m
     for T in range(1 << V):
         st.add(f"{name}.containment[all]{tag}", measure(float(batch[T]), ex_Q[T]), f"{label} T={T}", limit)
     cov = model.coverage(masks)
+    singles = np.array([model.containment(masks[T]) for T in range(1 << V)])
+    for key, values in (("containment", batch), ("containment[one]", singles), ("coverage", cov),
+                        ("first_draft_law", model.first_draft_law()), ("set_law", model.set_law().probs)):
+        st.add(f"{name}.{key} in [0, 1]", in_unit(values), label)
     full = (1 << V) - 1
     for S in range(1 << V):
         want = 1 - ex_Q[full & ~S]
