@@ -348,7 +348,7 @@ class _MarkovDraftModel(DraftModel):
             new[np.arange(len(tok)), tok] = True
             drafted, inverse = np.unique(new, axis=0, return_inverse=True)
             probs = np.bincount(inverse.ravel(), weights=joint[row, tok], minlength=len(drafted))
-        return SetLaw(drafted, probs)
+        return SetLaw(drafted, np.minimum(probs, 1.0))  # one sure set: 1 + ε from its paths
 
 
 class IID(_MarkovDraftModel):
@@ -505,7 +505,7 @@ class WithoutReplacement(_MarkovDraftModel):
         if c == 0.0:
             return 1.0
         if self.n == 1:
-            return float(qT.sum())
+            return min(float(qT.sum()), 1.0)
         if self.n == 2:
             # q(T) - q_i and 1 - q_i as sums of positive terms: subtracting cancels when q_i ~ 1
             # (exclusive running sums: cumsum(qT) - qT loses the smaller terms beside a q_i ~ 1)

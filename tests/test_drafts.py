@@ -283,3 +283,14 @@ def test_containment_never_exceeds_one():
                       md.Joint(np.outer(q, rng.dirichlet(np.ones(V))))):
             assert model.containment(full).max() <= 1.0 and model.containment(full[0]) <= 1.0
             assert model.coverage(~full).min() >= 0.0
+
+
+def test_without_replacement_one_draft_and_set_law_at_most_one():
+    """One draft: Q(T) = q(T) summed to 1 + 2^-52 beside two masses 1e-200 (T = the three heavy
+    tokens); three drafts of three tokens: the one sure set's probability, summed over its six
+    orders, came out as 1 + 2^-52. Both are capped at one now."""
+    raw = np.array([0.8735534453962619, 0.005265304565574724, 0.8212284183827663, 1e-200, 1e-200])
+    model = md.WithoutReplacement(raw, 1, normalize=True)
+    assert model.containment(raw > 1e-100) == 1.0
+    q = np.array([0.5085563390129583, 0.05767187025722211, 0.4337717907298197])
+    assert md.WithoutReplacement(q, 3).set_law().probs.tolist() == [1.0]
