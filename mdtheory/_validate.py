@@ -168,6 +168,41 @@ def as_drafts(n) -> int:
     return int(n)
 
 
+def as_order(order, V: int) -> np.ndarray:
+    """Return a token order (distinct tokens 0..V-1, at most V of them) as an int64 array, or raise
+    :class:`InvalidInputError`.
+
+    Examples
+    --------
+    >>> as_order([2, 0], 3).tolist()
+    [2, 0]
+    """
+    arr = np.asarray(order)
+    if arr.ndim != 1 or (arr.size and arr.dtype.kind not in "iu"):
+        raise InvalidInputError(f"a token order must be a 1-D array of integers, got shape {arr.shape} "
+                                f"and dtype {arr.dtype}")
+    arr = arr.astype(np.int64, copy=False)
+    seen = np.zeros(V, dtype=bool)
+    try:  # one scatter finds tokens >= V (an IndexError) and repeats (fewer distinct than given)
+        seen[arr] = True
+        outside = arr.size and arr.min() < 0
+    except IndexError:
+        outside = True
+    if outside:
+        bad = arr[(arr < 0) | (arr >= V)][0]
+        raise InvalidInputError(f"token order holds {bad}, outside 0..{V - 1}")
+    if np.count_nonzero(seen) != arr.size:
+        raise InvalidInputError("token order repeats a token; the tokens of an order must be distinct")
+    return arr
+
+
+def as_size(size) -> int:
+    """Return a number of samples as an int >= 0, or raise :class:`InvalidInputError`."""
+    if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size < 0:
+        raise InvalidInputError(f"the number of samples must be a non-negative integer, got {size!r}")
+    return int(size)
+
+
 def as_generator(rng) -> np.random.Generator:
     """numpy's usual random source: None (fresh entropy), an integer seed, a ``SeedSequence``,
     a ``BitGenerator`` or a ``Generator`` (used as is), as :func:`numpy.random.default_rng` takes.

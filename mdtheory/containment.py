@@ -106,12 +106,12 @@ import numpy as np
 from numba import njit, types
 from numba.extending import intrinsic
 
+from ._validate import as_drafts, as_order
 from .errors import InvalidInputError
 from .polymatroid import _two_sum as _two_sum_kernel
 
 __all__ = ["successive_prefix_containment", "conditional_poisson_prefix_containment", "esp_table",
-           "log_esp_table",
-           "REL_TOL", "ABS_TOL"]
+           "scaled_esp_table", "scaled_inclusion_weights", "REL_TOL", "ABS_TOL"]
 
 #: Knuth's two-sum of :mod:`mdtheory.polymatroid`, compiled (this module's kernels are numba's own).
 _two_sum = _two_sum_kernel.compiled
@@ -241,6 +241,12 @@ def successive_prefix_containment(q: np.ndarray, order, n: int) -> np.ndarray:
     >>> successive_prefix_containment(np.array([0.5, 0.3, 0.2]), [0, 1, 2], 2).round(4).tolist()
     [0.0, 0.5143, 1.0]
     """
+    q, order, n = _checked(q, order, n)
+    return _successive_prefix(q, order, n)
+
+
+def _successive_prefix(q: np.ndarray, order: np.ndarray, n: int) -> np.ndarray:
+    """:func:`successive_prefix_containment` on checked arguments (the draft model's own)."""
     qs, size = _in_order(q, order)
     top = float(qs.max(initial=0.0))
     with np.errstate(over="ignore"):
@@ -265,6 +271,21 @@ def successive_prefix_containment(q: np.ndarray, order, n: int) -> np.ndarray:
     below = delta / (2.0 ** (1.0 / m) - 1.0)
     out = _successive_kernel(qs, comp, n, m, b0, shift, tb, delta, below, _LIM_H, _LIM_G)
     return out[:size]
+
+
+def _checked(q, order, n) -> tuple[np.ndarray, np.ndarray, int]:
+    """The prefix functions' arguments checked: q a 1-D array of finite non-negative masses, order
+    distinct tokens of q, n an integer >= 1; or :class:`~mdtheory.errors.InvalidInputError`."""
+    try:
+        q = np.asarray(q, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise InvalidInputError(f"q is not an array of real numbers ({exc})") from None
+    if q.ndim != 1:
+        raise InvalidInputError(f"q has shape {q.shape}; expected (V,)")
+    if not (np.isfinite(q).all() and q.min(initial=0.0) >= 0.0):
+        i = int(np.flatnonzero(~(np.isfinite(q) & (q >= 0.0)))[0])
+        raise InvalidInputError(f"q[{i}] = {q[i]} is not a finite non-negative mass")
+    return q, as_order(order, q.size), as_drafts(n)
 
 
 def _in_order(q, order) -> tuple[np.ndarray, int]:
@@ -523,6 +544,12 @@ def conditional_poisson_prefix_containment(q: np.ndarray, order, n: int) -> np.n
     >>> conditional_poisson_prefix_containment(np.array([0.5, 0.3, 0.2]), [0, 1, 2], 2).round(4).tolist()
     [0.0, 0.4839, 1.0]
     """
+    q, order, n = _checked(q, order, n)
+    return _conditional_poisson_prefix(q, order, n)
+
+
+def _conditional_poisson_prefix(q: np.ndarray, order: np.ndarray, n: int) -> np.ndarray:
+    """:func:`conditional_poisson_prefix_containment` on checked arguments."""
     qs, size = _in_order(q, order)
     hi, lo, ex = _esp_kernel(qs, n)
     if hi[-1] <= 0.0:
@@ -624,28 +651,114 @@ def esp_table(w, n):
 
 
 @njit(cache=True)
-def log_esp_table(log_w, n):
-    """:func:`esp_table` in logarithms: row i holds log e_0..log e_n of the weights exp(log_w[:i]).
+def scaled_esp_table(w, n):
+    """:func:`esp_table` with every entry as a mantissa times its own power of two, for weights
+    whose elementary symmetric polynomials leave the float range.
 
     Parameters
     ----------
-    log_w : ndarray of float, shape (V,)
-        Logarithms of non-negative weights (-inf for a zero weight).
+    w : ndarray of float, shape (V,)
+        Non-negative weights (any float64, subnormal included).
     n : int
 
     Returns
     -------
-    ndarray of float, shape (V + 1, n + 1)
-        -inf where e_j = 0. The recurrence :math:`e_j \\leftarrow e_j + w_i e_{j-1}` by
-        log-add-exp (sums of non-negative terms, any range of weights): each step's error is a few ε
-        absolute in the logarithm, so ε |log e_j| relative in e_j (about 1e-13 at subnormal weights).
+    mant : ndarray of float, shape (V + 1, n + 1)
+        In [1/2, 1), or 0 where e_j = 0.
+    expo : ndarray of int, shape (V + 1, n + 1)
+        Row i holds :math:`e_j(w_0..w_{i-1}) = \\mathrm{mant}_{ij}\\, 2^{\\mathrm{expo}_{ij}}`.
+
+    Notes
+    -----
+    The recurrence of :func:`esp_table` on (mantissa, exponent) pairs: a product of mantissas, a
+    sum aligned to the larger exponent (a term under :math:`2^{-1074}` of the other is dropped),
+    then renormalised; each step rounds twice, as the plain recurrence does, but nothing under- or
+    overflows.
     """
-    table = np.full((log_w.size + 1, n + 1), -np.inf)
-    table[0, 0] = 0.0
-    for i in range(log_w.size):
-        table[i + 1, 0] = 0.0
+    V = w.size
+    mant = np.zeros((V + 1, n + 1))
+    expo = np.zeros((V + 1, n + 1), dtype=np.int64)
+    mant[0, 0] = 0.5
+    expo[0, 0] = 1
+    for i in range(V):
+        mant[i + 1] = mant[i]
+        expo[i + 1] = expo[i]
+        mw, ew = math.frexp(w[i])
+        if mw == 0.0:
+            continue
         for j in range(1, n + 1):
-            a, b = table[i, j], log_w[i] + table[i, j - 1]
-            hi, lo = max(a, b), min(a, b)
-            table[i + 1, j] = hi if lo == -np.inf else hi + math.log1p(math.exp(lo - hi))
-    return table
+            if mant[i, j - 1] == 0.0:
+                continue
+            tm, te = mw * mant[i, j - 1], ew + expo[i, j - 1]  # w_i e_{j-1}, tm in [1/4, 1)
+            if mant[i, j] == 0.0:
+                sm, se = tm, te
+            else:
+                se = max(te, expo[i, j])
+                sm = math.ldexp(mant[i, j], expo[i, j] - se) + math.ldexp(tm, te - se)
+            fm, fe = math.frexp(sm)
+            mant[i + 1, j] = fm
+            expo[i + 1, j] = se + fe
+    return mant, expo
+
+
+def scaled_inclusion_weights(w: np.ndarray, n: int) -> np.ndarray:
+    """:math:`w_i\\, e_{n-1}(w_{-i})` for every i, scaled by one power of two, for any float64 weights.
+
+    Parameters
+    ----------
+    w : ndarray of float, shape (V,)
+        Non-negative weights, at least n of them positive.
+    n : int
+        At least 1.
+
+    Returns
+    -------
+    ndarray of float, shape (V,)
+        Proportional to the conditional Poisson inclusion probabilities
+        :math:`\\pi_i = w_i e_{n-1}(w_{-i}) / e_n(w)`; the largest lies in [1/2, 1).
+
+    Notes
+    -----
+    :math:`e_{n-1}(w_{-i}) = \\sum_j e_j(w_{<i})\\, e_{n-1-j}(w_{>i})` from prefix and suffix tables
+    of :func:`scaled_esp_table`, the terms aligned to the largest exponent: sums and products of
+    non-negative numbers, none under- or overflowing, so each weight is within a few ε (relative)
+    of its exact value at moderate V (the a-priori bound grows like V n ε, as the plain recurrence's).
+    O(V n).
+    """
+    w = np.ascontiguousarray(w, dtype=np.float64)
+    pre_m, pre_e = scaled_esp_table(w, n)
+    suf_m, suf_e = scaled_esp_table(np.ascontiguousarray(w[::-1]), n)
+    return _inclusion_kernel(w, n, pre_m, pre_e, suf_m, suf_e)
+
+
+@njit(cache=True)
+def _inclusion_kernel(w, n, pre_m, pre_e, suf_m, suf_e):
+    """The weights of :func:`scaled_inclusion_weights` from the prefix tables and the suffix
+    tables (the prefix tables of the reversed weights: e_j(w_{>i}) is row V - 1 - i)."""
+    V = w.size
+    mant = np.zeros(V)
+    expo = np.zeros(V, dtype=np.int64)
+    top_all = np.iinfo(np.int64).min
+    for i in range(V):
+        mw, ew = math.frexp(w[i])
+        r = V - 1 - i
+        top = np.iinfo(np.int64).min
+        for j in range(n):
+            if pre_m[i, j] != 0.0 and suf_m[r, n - 1 - j] != 0.0:
+                top = max(top, pre_e[i, j] + suf_e[r, n - 1 - j])
+        if mw == 0.0 or top == np.iinfo(np.int64).min:
+            continue
+        total = 0.0
+        for j in range(n):
+            if pre_m[i, j] != 0.0 and suf_m[r, n - 1 - j] != 0.0:
+                total += math.ldexp(pre_m[i, j] * suf_m[r, n - 1 - j],
+                                    pre_e[i, j] + suf_e[r, n - 1 - j] - top)
+        fm, fe = math.frexp(mw * total)
+        mant[i] = fm
+        expo[i] = ew + top + fe
+        top_all = max(top_all, expo[i])
+    out = np.zeros(V)
+    for i in range(V):
+        if mant[i] != 0.0:
+            out[i] = math.ldexp(mant[i], expo[i] - top_all)
+    return out

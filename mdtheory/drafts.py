@@ -38,7 +38,7 @@ from typing import ClassVar, NamedTuple
 import numpy as np
 from numpy.typing import ArrayLike
 
-from ._validate import as_distribution, as_drafts
+from ._validate import as_distribution, as_drafts, as_generator, as_order, as_size
 from .errors import InvalidDistributionError, InvalidInputError, ProblemTooLargeError
 
 __all__ = [
@@ -230,8 +230,20 @@ class DraftModel(ABC):
                    else "the prefix method where it applies")
             )
 
-    def sample(self, rng: np.random.Generator, size: int = 1) -> np.ndarray:
-        """Draw ``size`` draft tuples, shape (size, n), from the tuple law (small models)."""
+    def sample(self, rng=None, size: int = 1) -> np.ndarray:
+        """Draw ``size`` draft tuples, shape (size, n).
+
+        Parameters
+        ----------
+        rng : numpy.random.Generator, int, SeedSequence, BitGenerator or None
+            Random source (:func:`numpy.random.default_rng`'s arguments).
+        size : int
+            Number of tuples, at least 0.
+        """
+        return self._draw(as_generator(rng), as_size(size))
+
+    def _draw(self, rng: np.random.Generator, size: int) -> np.ndarray:
+        """:meth:`sample` on checked arguments; generic: from the tuple law (small models)."""
         law = self.tuple_law()
         return law.tuples[rng.choice(len(law.probs), size=size, p=law.probs / law.probs.sum())]
 
@@ -239,12 +251,24 @@ class DraftModel(ABC):
     def first_draft_law(self) -> np.ndarray:
         """Return the law of X_1, shape (V,): the proposal of single-draft speculative sampling."""
 
-    def prefix_containment(self, order: np.ndarray) -> np.ndarray:
-        """Q of every prefix of ``order``: entry k is Q({order[0], ..., order[k]}), shape (V,).
+    def prefix_containment(self, order) -> np.ndarray:
+        """Q of every prefix of ``order``: entry k is Q({order[0], ..., order[k]}), shape (M,).
 
-        Generic: one containment per prefix (quadratures for without-replacement drafts); the product
-        models override it with cumulative sums.
+        Parameters
+        ----------
+        order : array_like of int, shape (M,)
+            Distinct tokens, M <= V.
+
+        Raises
+        ------
+        InvalidInputError
+            An order that is not 1-D integers, holds a token outside 0..V-1 or repeats one.
         """
+        return self._prefix_containment(as_order(order, self.V))
+
+    def _prefix_containment(self, order: np.ndarray) -> np.ndarray:
+        """:meth:`prefix_containment` on a checked order. Generic: one containment per prefix
+        (quadratures for without-replacement drafts); the models with a faster pass override it."""
         mask = np.zeros(self.V, dtype=bool)
         out = np.empty(len(order))
         for k, y in enumerate(order):
@@ -253,7 +277,12 @@ class DraftModel(ABC):
         return out
 
     def coverage(self, S) -> np.ndarray:
-        """Return the coverage :math:`g(S) = P(\\mathrm{set}(X) \\cap S \\neq \\emptyset) = 1 - Q(S^c)`."""
+        """Return the coverage :math:`g(S) = P(\\mathrm{set}(X) \\cap S \\neq \\emptyset) = 1 - Q(S^c)`.
+
+        Computed as 1 - Q(S^c), so within a few ε absolute (what the base-polytope checks compare),
+        not relative: a coverage far below ε (S holding only tokens of mass ~1e-20) comes out as 0
+        or a few ε.
+        """
         S = np.asarray(S, dtype=bool)
         return 1.0 - self.containment(~S)
 
@@ -275,6 +304,8 @@ class DraftModel(ABC):
 
     def _masks(self, T) -> tuple[np.ndarray, bool]:
         T = np.asarray(T, dtype=bool)
+        if T.ndim not in (1, 2):
+            raise InvalidInputError(f"token sets have shape {T.shape}; expected (V,) or (M, V)")
         single = T.ndim == 1
         T = np.atleast_2d(T)
         if T.shape[-1] != self.V:
@@ -317,7 +348,7 @@ class _MarkovDraftModel(DraftModel):
             new[np.arange(len(tok)), tok] = True
             drafted, inverse = np.unique(new, axis=0, return_inverse=True)
             probs = np.bincount(inverse.ravel(), weights=joint[row, tok], minlength=len(drafted))
-        return SetLaw(drafted, probs)
+        return SetLaw(drafted, np.minimum(probs, 1.0))  # one sure set: 1 + ε from its paths
 
 
 class IID(_MarkovDraftModel):
@@ -368,10 +399,10 @@ class IID(_MarkovDraftModel):
     def count_tuples(self):
         return _power(int(np.count_nonzero(self.q)), self.n)
 
-    def sample(self, rng, size=1):
+    def _draw(self, rng, size):
         return rng.choice(self.V, size=(size, self.n), p=self.q)
 
-    def prefix_containment(self, order):
+    def _prefix_containment(self, order):
         return np.minimum(np.cumsum(self.q[order]), 1.0) ** self.n
 
     def count_sets(self):
@@ -436,7 +467,7 @@ class WithoutReplacement(_MarkovDraftModel):
         s = int(np.count_nonzero(self.q))
         return _capped(self.n * math.log10(max(s, 2)), lambda: math.perm(s, self.n))
 
-    def sample(self, rng, size=1):
+    def _draw(self, rng, size):
         """Gumbel-top-k: the n largest of log q_i + Gumbel noise, in decreasing order.
 
         O(V) per tuple: a partition finds the n largest keys, a sort of those n orders them.
@@ -458,13 +489,13 @@ class WithoutReplacement(_MarkovDraftModel):
         out = np.array([self._containment_one(row) for row in T])
         return out[0] if single else out
 
-    def prefix_containment(self, order):
+    def _prefix_containment(self, order):
         """Q of every prefix of ``order`` in one pass: the exponential-race integral by one
         trapezoidal rule in log-time shared by all prefixes, with a proven error bound
         (:func:`mdtheory.containment.successive_prefix_containment`), O(V n K)."""
-        from .containment import successive_prefix_containment
+        from .containment import _successive_prefix
 
-        return successive_prefix_containment(self.q, order, self.n)
+        return _successive_prefix(self.q, order, self.n)
 
     def _containment_one(self, mask: np.ndarray) -> float:
         qT = self.q[mask & (self.q > 0)]
@@ -474,17 +505,17 @@ class WithoutReplacement(_MarkovDraftModel):
         if c == 0.0:
             return 1.0
         if self.n == 1:
-            return float(qT.sum())
+            return min(float(qT.sum()), 1.0)
         if self.n == 2:
             # q(T) - q_i and 1 - q_i as sums of positive terms: subtracting cancels when q_i ~ 1
             # (exclusive running sums: cumsum(qT) - qT loses the smaller terms beside a q_i ~ 1)
             before = np.concatenate(([0.0], np.cumsum(qT)[:-1]))
             after = np.concatenate((np.cumsum(qT[::-1])[:-1][::-1], [0.0]))
             rest = before + after
-            return float(np.sum(qT * rest / (rest + c)))
-        from .containment import successive_prefix_containment
+            return min(float(np.sum(qT * rest / (rest + c))), 1.0)  # 1 + ε beside c ~ 1e-300
+        from .containment import _successive_prefix
 
-        return float(successive_prefix_containment(self.q, np.flatnonzero(mask), self.n)[-1])
+        return float(_successive_prefix(self.q, np.flatnonzero(mask), self.n)[-1])
 
 
 class ConditionalPoisson(DraftModel):
@@ -516,8 +547,8 @@ class ConditionalPoisson(DraftModel):
         """c q with c = 1 / (geometric mean of the n largest q), by logs: the set weights
         :math:`\\prod_{i \\in A} c q_i` are c^n times the true ones, so every ratio of the law is
         unchanged, and the heaviest set weighs 1, so e_n(c q) lies in [1, C(V, n)] and does not
-        underflow when e_n(q) would (one dominant token, the rest of q ~ 1e-200). For the paths that
-        enumerate sets (V small, so C(V, n) does not overflow)."""
+        underflow when e_n(q) would (one dominant token, the rest of q ~ 1e-200). For the many-sets
+        containment, and only where every c q_i is within 2^±1000 (c alone can overflow)."""
         top = np.sort(self.q)[-self.n:]
         return self.q * math.exp(-float(np.mean(np.log(top))))
 
@@ -534,23 +565,27 @@ class ConditionalPoisson(DraftModel):
         tokens first (:func:`mdtheory.containment.conditional_poisson_prefix_containment`, no
         underflow); many sets (the exhaustive route): the recurrence vectorised over the sets."""
         T, single = self._masks(T)
-        cq = self._scaled_q()
-        span = np.abs(np.log2(cq[cq > 0])).max()
-        if T.shape[0] > FEW_SETS and self.n * span + self.V < 1000:  # every e_j normal, no overflow
+        # every e_j of c q normal, no overflow, where n max |log2(c q_i)| + V < 1000; the span from
+        # logarithms, as c itself overflows when the n largest masses' geometric mean is below
+        # 1e-308 (q = (1, 5e-324, ..., 5e-324), n = V >= 22: an OverflowError, even for one set)
+        top = np.sort(self.q)[-self.n:]
+        span = np.abs(np.log(self.q[self.q > 0]) - np.mean(np.log(top))).max() / math.log(2.0)
+        if T.shape[0] > FEW_SETS and self.n * span + self.V < 1000:
+            cq = self._scaled_q()
             out = self._esp(np.where(T, cq, 0.0)) / self._esp(cq[None, :])[0]
         else:  # a few sets, or set weights whose partial products could leave the normal range
-            from .containment import conditional_poisson_prefix_containment
+            from .containment import _conditional_poisson_prefix
 
-            out = np.array([conditional_poisson_prefix_containment(self.q, np.flatnonzero(row), self.n)[-1]
+            out = np.array([_conditional_poisson_prefix(self.q, np.flatnonzero(row), self.n)[-1]
                             if row.any() else 0.0 for row in T])
         return out[0] if single else out
 
-    def prefix_containment(self, order):
+    def _prefix_containment(self, order):
         """Q of every prefix of ``order`` in one O(V n) pass of the e_j recurrence
         (:func:`mdtheory.containment.conditional_poisson_prefix_containment`)."""
-        from .containment import conditional_poisson_prefix_containment
+        from .containment import _conditional_poisson_prefix
 
-        return conditional_poisson_prefix_containment(self.q, order, self.n)
+        return _conditional_poisson_prefix(self.q, order, self.n)
 
     def count_tuples(self):
         s = int(np.count_nonzero(self.q))
@@ -586,50 +621,34 @@ class ConditionalPoisson(DraftModel):
         return TupleLaw(np.array(tuples, dtype=np.int64), np.array(probs))
 
     def first_draft_law(self):
-        """Inclusion probabilities over n: :math:`q_i\\, e_{n-1}(q_{-i}) / (n\\, e_n(q))`, in O(V n^2).
+        """Inclusion probabilities over n: :math:`q_i\\, e_{n-1}(q_{-i}) / (n\\, e_n(q))`, in O(V n).
 
         :math:`e_{n-1}(q_{-i}) = \\sum_j e_j(q_{<i})\\, e_{n-1-j}(q_{>i})` from prefix and suffix
         tables of elementary symmetric polynomials (sums of non-negative terms, no cancellation);
-        no draft set is enumerated. Where these underflow (a dominant token, the rest of q ~ 1e-200),
-        the same with q scaled as in :meth:`_scaled_q` (homogeneous, so the law is unchanged).
+        no draft set is enumerated. In plain doubles every table entry is at most 1 (q sums to one)
+        and every rounding that underflows errs by at most :math:`2^{-1075}`, so a weight errs by
+        at most about :math:`6 V n\\, 2^{-1075}` absolute besides its few ε relative: where every
+        weight of a token with q > 0 is at least :math:`V n\\, 2^{-1022}` that is under 3ε relative.
+        Otherwise (subnormal masses, or a dominant token and the rest of q ~ 1e-200: weights that
+        passed through subnormals, up to 2e-3 off, or underflowed to 0) the same sums with every
+        table entry a mantissa times its own power of two
+        (:func:`mdtheory.containment.scaled_inclusion_weights`), which cannot under- or overflow.
         """
-        law = self._inclusion_weights(self.q)
-        if not 0.0 < law.sum() < np.inf:
-            law = self._inclusion_weights(self._scaled_q())
-        if not 0.0 < law.sum() < np.inf:  # even the scaled tables overflow: in logarithms
-            law = self._log_inclusion_law()
+        law = self._inclusion_weights()
+        if not (law[self.q > 0] >= self.V * self.n * np.finfo(float).tiny).all():
+            from .containment import scaled_inclusion_weights
+
+            law = scaled_inclusion_weights(self.q, self.n)
         return law / law.sum()
 
-    def _log_inclusion_law(self) -> np.ndarray:
-        """The inclusion weights of :meth:`_inclusion_weights`, divided by their largest, from tables
-        of :math:`\\log e_j` (:func:`mdtheory.containment.log_esp_table`): for q whose set weights span
-        more than the float range (two tokens of mass ~0.5, the rest subnormal)."""
-        from .containment import log_esp_table
-
-        with np.errstate(divide="ignore"):
-            lw = np.log(self.q)
-        pre = log_esp_table(lw, self.n)
-        suf = log_esp_table(np.ascontiguousarray(lw[::-1]), self.n)[::-1]
-        terms = pre[:-1, : self.n] + suf[1:, : self.n][:, ::-1]
-        top = terms.max(axis=1)
-        finite = np.isfinite(top) & (self.q > 0)
-        log_law = np.full(self.q.size, -np.inf)
-        log_law[finite] = lw[finite] + top[finite] + np.log(
-            np.exp(terms[finite] - top[finite, None]).sum(axis=1))
-        return np.exp(log_law - log_law.max())
-
-    def _inclusion_weights(self, w: np.ndarray) -> np.ndarray:
-        """:math:`w_i\\, e_{n-1}(w_{-i})`, the inclusion probabilities times n e_n(w)."""
-        pre = self._esp_table(w)  # pre[i, j] = e_j(w_0..w_{i-1})
-        suf = self._esp_table(w[::-1])[::-1]  # suf[i, j] = e_j(w_i..w_{V-1})
-        return w * np.einsum("ij,ij->i", pre[:-1, : self.n], suf[1:, : self.n][:, ::-1])
-
-    def _esp_table(self, w: np.ndarray) -> np.ndarray:
-        """Row i holds e_0..e_n of the first i weights, shape (V + 1, n + 1)
-        (:func:`mdtheory.containment.esp_table`, compiled)."""
+    def _inclusion_weights(self) -> np.ndarray:
+        """:math:`q_i\\, e_{n-1}(q_{-i})`, the inclusion probabilities times n e_n(q), in plain
+        doubles (:func:`mdtheory.containment.esp_table`, compiled)."""
         from .containment import esp_table
 
-        return esp_table(np.ascontiguousarray(w, dtype=np.float64), self.n)
+        pre = esp_table(self.q, self.n)  # pre[i, j] = e_j(q_0..q_{i-1})
+        suf = esp_table(np.ascontiguousarray(self.q[::-1]), self.n)[::-1]  # e_j(q_i..q_{V-1})
+        return self.q * np.einsum("ij,ij->i", pre[:-1, : self.n], suf[1:, : self.n][:, ::-1])
 
 
 class Independent(_MarkovDraftModel):
@@ -652,7 +671,7 @@ class Independent(_MarkovDraftModel):
 
     def containment(self, T):
         T, single = self._masks(T)
-        out = np.prod(T.astype(float) @ self.qs.T, axis=1)
+        out = np.prod(np.minimum(T.astype(float) @ self.qs.T, 1.0), axis=1)  # q_i(T) <= 1, not 1 + ε
         return out[0] if single else out
 
     def next_law(self, step, drafted):
@@ -661,10 +680,10 @@ class Independent(_MarkovDraftModel):
     def count_tuples(self):
         return min(math.prod(int(np.count_nonzero(row)) for row in self.qs), COUNT_CAP)
 
-    def sample(self, rng, size=1):
+    def _draw(self, rng, size):
         return np.column_stack([rng.choice(self.V, size=size, p=row) for row in self.qs])
 
-    def prefix_containment(self, order):
+    def _prefix_containment(self, order):
         return np.prod(np.minimum(np.cumsum(self.qs[:, order], axis=1), 1.0), axis=0)
 
     def count_sets(self):
@@ -702,7 +721,7 @@ class Joint(DraftModel):
 
     def containment(self, T):
         T, single = self._masks(T)
-        out = np.array([self.table[np.ix_(*([row] * self.n))].sum() for row in T])
+        out = np.minimum([self.table[np.ix_(*([row] * self.n))].sum() for row in T], 1.0)
         return out[0] if single else out
 
     def count_tuples(self):
@@ -771,13 +790,21 @@ class Greedy(DraftModel):
 
     def containment(self, T):
         T, single = self._masks(T)
-        out = T[:, self.top].all(axis=1) * (T @ self.tail)
+        out = T[:, self.top].all(axis=1) * np.minimum(T @ self.tail, 1.0)
         return out[0] if single else out
 
     def count_tuples(self):
         return int(np.count_nonzero(self.tail))
 
     count_sets = count_tuples
+
+    def _prefix_containment(self, order):
+        """Q of every prefix in one O(V) pass: the tail's running mass once the prefix holds every
+        top token, 0 before (the generic route took one containment per prefix, O(V^2))."""
+        is_top = np.zeros(self.V, dtype=bool)
+        is_top[self.top] = True
+        holds_top = np.cumsum(is_top[order]) == self.top.size
+        return np.where(holds_top, np.minimum(np.cumsum(self.tail[order]), 1.0), 0.0)
 
     def tuple_law(self):
         self._guard("tuple")
@@ -792,7 +819,7 @@ class Greedy(DraftModel):
         members[np.arange(len(law.probs)), law.tuples[:, -1]] = True
         return SetLaw(members, law.probs)
 
-    def sample(self, rng, size=1):
+    def _draw(self, rng, size):
         drawn = rng.choice(self.V, size=size, p=self.tail)
         return np.column_stack([np.tile(self.top, (size, 1)), drawn])
 

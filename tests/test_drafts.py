@@ -166,3 +166,131 @@ def test_conditional_poisson_set_law_with_subnormal_partial_products():
     assert max(values) - min(values) <= 1e-12
     assert abs(make_rule("optimal", p, q, 4, sampling="conditional-poisson").exact_acceptance()
                - values[0]) <= 1e-9
+
+
+def exact_cp_inclusion(q, n):
+    """Conditional Poisson inclusion probabilities over the exact values of the floats q, by
+    enumerating the n-sets in rationals."""
+    from fractions import Fraction
+
+    w = [Fraction(float(x)) for x in q]
+    sets = [A for A in itertools.combinations(range(len(w)), n) if all(w[i] for i in A)]
+    weights = [np.prod([w[i] for i in A], dtype=object) for A in sets]
+    total = sum(weights)
+    return [float(sum(wt for A, wt in zip(sets, weights, strict=True) if i in A) / total)
+            for i in range(len(w))]
+
+
+@pytest.mark.parametrize("q,n", [
+    ([0.6, 0.4, 1e-320, 1e-320], 3),  # weights ~5e-321 through subnormals: pi = 0.9993, 1.0003
+    ([0.6, 0.4, 3e-310, 1e-320, 2e-318, 5e-324], 4),
+    ([0.5, 1e-200, 0.25, 1e-200, 0.25 - 4e-200, 2e-200], 4),  # e_3 ~ 1e-400 underflows
+    ([0.3, 0.2, 0.5], 2),  # common input: the plain-double tables
+])
+def test_conditional_poisson_first_draft_law_beside_subnormal_weights(q, n):
+    """Inclusion probabilities over n against exact rationals. The plain-double tables passed the
+    weights of (0.6, 0.4, 1e-320, 1e-320), n = 3, through subnormals: inclusion probabilities
+    0.9993 / 1.0003 (above one) instead of 1, 1, 1/2, 1/2, a sum check that saw nothing wrong
+    (the weights summed to a positive finite number); now the tables are scaled per entry there."""
+    model = md.ConditionalPoisson(np.array(q), n, normalize=True)
+    want = np.array(exact_cp_inclusion(model.q, n)) / n
+    got = model.first_draft_law()
+    assert np.all(np.abs(got - want) <= 8 * 2.0**-53 * want), (got * n, want * n)
+
+
+def test_invalid_orders_token_sets_and_sample_sizes_are_refused():
+    """Each was an IndexError, a numba TypingError, an AttributeError or a silently wrong answer
+    (IID's prefix containment of the order (0, 0, 1) gave Q({0}) = (2 q_0)^n = 1)."""
+    q = np.array([0.5, 0.3, 0.2])
+    for model in (md.IID(q, 2), md.WithoutReplacement(q, 2), md.ConditionalPoisson(q, 2),
+                  md.drafts.Greedy(q, 2), md.Independent(np.stack([q, q[::-1]])),
+                  md.Joint(np.outer(q, q))):
+        for order, message in (([0, 5], r"holds 5, outside 0\.\.2"), ([1, -1], "holds -1, outside"),
+                               ([0, 0, 1], "repeats a token"), ([0.0, 1.0], "1-D array of integers"),
+                               ([[0, 1]], "1-D array of integers")):
+            with pytest.raises(md.InvalidInputError, match=message):
+                model.prefix_containment(order)
+        with pytest.raises(md.InvalidInputError, match=r"shape \(2, 2, 3\); expected \(V,\) or \(M, V\)"):
+            model.containment(np.ones((2, 2, 3), dtype=bool))
+        with pytest.raises(md.InvalidInputError, match="non-negative integer, got -1"):
+            model.sample(0, size=-1)
+        assert model.sample(None, 2).shape == (2, 2)  # numpy's usual random sources
+        assert model.sample(np.random.default_rng(0), 0).shape[0] == 0
+
+
+@pytest.mark.parametrize("fn", ["successive_prefix_containment", "conditional_poisson_prefix_containment"])
+def test_prefix_functions_refuse_invalid_input(fn):
+    from mdtheory import containment
+
+    f = getattr(containment, fn)
+    q = np.array([0.5, 0.3, 0.2])
+    for args, message in (((q, [0, 1, 2], 0), "at least 1, got 0"),
+                          ((q, [0, 1, 2], 2.5), "must be an integer, got 2.5"),
+                          ((np.array([0.5, -0.1, 0.6]), [0, 1, 2], 2), r"q\[1\] = -0.1 is not a finite"),
+                          ((np.array([0.5, np.nan, 0.6]), [0, 1, 2], 2), r"q\[1\] = nan"),
+                          ((np.array([0.5, np.inf, 0.6]), [0, 1, 2], 2), r"q\[1\] = inf"),
+                          ((np.ones((2, 3)) / 6, [0, 1, 2], 2), r"shape \(2, 3\); expected \(V,\)"),
+                          ((q, [0, 0, 1], 2), "repeats a token"), ((q, [0, 3], 1), "outside 0..2")):
+        with pytest.raises(md.InvalidInputError, match=message):
+            f(*args)
+    assert f([0.5, 0.3, 0.2], [2, 0], 1).tolist() == pytest.approx([0.2, 0.7])  # a list is fine
+
+
+def test_greedy_prefix_containment_is_the_per_set_containment():
+    """The one-pass prefix containment of the greedy draft set (it was one containment per prefix,
+    O(V^2): 10 ms at V = 1000) against the per-set containment, full and partial orders."""
+    rng = np.random.default_rng(5)
+    q = rng.dirichlet(np.full(40, 0.3))
+    for n in (1, 2, 5):
+        model = md.drafts.Greedy(q, n)
+        for order in (np.argsort(-q), rng.permutation(40), rng.permutation(40)[:25]):
+            masks = np.zeros((order.size, 40), dtype=bool)
+            for k in range(order.size):
+                masks[k:, order[k]] = True
+            assert np.abs(model.prefix_containment(order) - model.containment(masks)).max() <= 1e-15
+
+
+def test_conditional_poisson_containment_when_the_scale_overflows():
+    """q = (1, 5e-324 x 21), n = V = 22: the scale c = 1 / (geometric mean of the n largest masses)
+    overflowed (math.exp: OverflowError), and containment computed it for every call, one set
+    included; every set must hold all 22 tokens."""
+    q = np.r_[1.0, np.full(21, 5e-324)]
+    model = md.ConditionalPoisson(q, 22)
+    assert model.containment(np.ones(22, dtype=bool)) == 1.0
+    masks = np.ones((20, 22), dtype=bool)
+    masks[1:, 1:] = np.eye(19, 21, dtype=bool) == 0  # rows 1..19 leave out one subnormal token
+    assert model.containment(masks).tolist() == [1.0] + [0.0] * 19
+
+
+def test_without_replacement_two_drafts_containment_at_most_one():
+    """q = (0.835, 1 - 0.835, 1e-300), n = 2: the closed form summed to 1 + 2^-52 for T = {0, 1}, so the
+    coverage of the third token was -2.2e-16 (a negative probability); exact: 1 - ~1e-300."""
+    model = md.WithoutReplacement(np.array([0.835, 1 - 0.835, 1e-300]), 2)
+    assert model.containment(np.array([True, True, False])) == 1.0
+    assert model.coverage(np.array([False, False, True])) == 0.0
+
+
+def test_containment_never_exceeds_one():
+    """Greedy, independent and joint containments summed a normalised q over the full set to
+    1 + 2^-52 on common input (a Dirichlet q: 76, 97 and 22 of 400 seeds), so coverage went
+    negative; each is capped at one, as IID's and the prefix passes already were."""
+    rng = np.random.default_rng(0)
+    for _ in range(40):
+        V = int(rng.integers(3, 40))
+        q = rng.dirichlet(np.full(V, 0.5))
+        full = np.ones((20, V), dtype=bool)
+        for model in (md.drafts.Greedy(q, 2), md.Independent(rng.dirichlet(np.ones(V), size=2)),
+                      md.Joint(np.outer(q, rng.dirichlet(np.ones(V))))):
+            assert model.containment(full).max() <= 1.0 and model.containment(full[0]) <= 1.0
+            assert model.coverage(~full).min() >= 0.0
+
+
+def test_without_replacement_one_draft_and_set_law_at_most_one():
+    """One draft: Q(T) = q(T) summed to 1 + 2^-52 beside two masses 1e-200 (T = the three heavy
+    tokens); three drafts of three tokens: the one sure set's probability, summed over its six
+    orders, came out as 1 + 2^-52. Both are capped at one now."""
+    raw = np.array([0.8735534453962619, 0.005265304565574724, 0.8212284183827663, 1e-200, 1e-200])
+    model = md.WithoutReplacement(raw, 1, normalize=True)
+    assert model.containment(raw > 1e-100) == 1.0
+    q = np.array([0.5085563390129583, 0.05767187025722211, 0.4337717907298197])
+    assert md.WithoutReplacement(q, 3).set_law().probs.tolist() == [1.0]
