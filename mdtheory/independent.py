@@ -129,11 +129,13 @@ def _suffix_products(qs_sorted: np.ndarray) -> np.ndarray:
 
 def suffix_containments(model: DraftModel, order: np.ndarray) -> np.ndarray:
     """:math:`H_k = Q(\\{\\sigma_k, \\dots, \\sigma_{V-1}\\})` for k = 0..V (H_V = 0): the product form
-    for independent drafts, else the model's one-pass prefix containments along the reversed order."""
+    for independent drafts, else the model's one-pass prefix containments along the reversed order.
+    ``order`` must be a permutation of the tokens (int64, not checked: the solver's fast path;
+    :func:`mdtheory.polymatroid.priority_marginal` checks it)."""
     if isinstance(model, Independent):
         return _suffix_products(model.qs[:, order])
     H = np.zeros(order.size + 1)
-    H[:-1] = model.prefix_containment(order[::-1])[::-1]
+    H[:-1] = model._prefix_containment(order[::-1])[::-1]
     return H
 
 
