@@ -585,7 +585,6 @@ def test_greedy_race_led_by_the_plain_norm():
                                          abs=1e-9)
 
 
-
 def _draft_is_the_target(V, n, seed):
     """Draft 1's law is p (α* = 1: "propose draft 1's token" has marginal p), the other drafts
     Dirichlet(0.3), as is p: valid inputs on which the minimum-norm-point method does not close."""
