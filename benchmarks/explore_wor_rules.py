@@ -59,29 +59,28 @@ LOG_C_BOUND = 40.0  # |log c_y| at most this in the searches (scale ratios up to
 
 
 # ------------------------------------------------------------------------------ the exact marginal
+def _signed_subsets(pool, k: int, V: int):
+    """Every k-subset A of ``pool`` with every sign pattern on it, as masks (plus, minus) of length V."""
+    for A in itertools.combinations(pool, k):
+        for signs in itertools.product((1, -1), repeat=k):
+            plus = np.zeros(V, bool)
+            minus = np.zeros(V, bool)
+            for y, sg in zip(A, signs, strict=True):
+                (plus if sg > 0 else minus)[y] = True
+            yield plus, minus
+
+
 def _terms(V: int, n: int):
     """Index tables of the closed form's terms for (V, n): one row per (x, [w,] A, signs)."""
     first, second = [], []
     for x in range(V):
         others = [y for y in range(V) if y != x]
-        for A in itertools.combinations(others, n - 1):
-            for signs in itertools.product((1, -1), repeat=n - 1):
-                plus = np.zeros(V, bool)
-                minus = np.zeros(V, bool)
-                for y, sg in zip(A, signs, strict=True):
-                    (plus if sg > 0 else minus)[y] = True
-                first.append((x, plus, minus))
+        first.extend((x, plus, minus) for plus, minus in _signed_subsets(others, n - 1, V))
         if n < 2:
             continue
         for w in others:
             rest_pool = [y for y in others if y != w]
-            for A in itertools.combinations(rest_pool, n - 2):
-                for signs in itertools.product((1, -1), repeat=n - 2):
-                    plus = np.zeros(V, bool)
-                    minus = np.zeros(V, bool)
-                    for y, sg in zip(A, signs, strict=True):
-                        (plus if sg > 0 else minus)[y] = True
-                    second.append((x, w, plus, minus))
+            second.extend((x, w, plus, minus) for plus, minus in _signed_subsets(rest_pool, n - 2, V))
 
     def pack(rows, has_w):
         if not rows:

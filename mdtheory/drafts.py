@@ -543,14 +543,12 @@ class ConditionalPoisson(DraftModel):
     def __init__(self, q, n: int, *, normalize: bool = False):
         self._init_from_q(q, n, normalize, distinct="conditional Poisson sampling")
 
-    def _scaled_q(self) -> np.ndarray:
-        """c q with c = 1 / (geometric mean of the n largest q), by logs: the set weights
-        :math:`\\prod_{i \\in A} c q_i` are c^n times the true ones, so every ratio of the law is
-        unchanged, and the heaviest set weighs 1, so e_n(c q) lies in [1, C(V, n)] and does not
-        underflow when e_n(q) would (one dominant token, the rest of q ~ 1e-200). For the many-sets
-        containment, and only where every c q_i is within 2^±1000 (c alone can overflow)."""
-        top = np.sort(self.q)[-self.n:]
-        return self.q * math.exp(-float(np.mean(np.log(top))))
+    def _log_scale(self) -> float:
+        """log c, c = 1 / (geometric mean of the n largest q), by logs (c itself can overflow): the
+        set weights :math:`\\prod_{i \\in A} c q_i` are c^n times the true ones, so every ratio of the
+        law is unchanged, and the heaviest set weighs 1, so e_n(c q) lies in [1, C(V, n)] and does
+        not underflow when e_n(q) would (one dominant token, the rest of q ~ 1e-200)."""
+        return -float(np.mean(np.log(np.sort(self.q)[-self.n:])))
 
     def _esp(self, weights: np.ndarray) -> np.ndarray:
         """e_n of each row of ``weights`` (M, V) by the recurrence over tokens."""
@@ -568,10 +566,10 @@ class ConditionalPoisson(DraftModel):
         # every e_j of c q normal, no overflow, where n max |log2(c q_i)| + V < 1000; the span from
         # logarithms, as c itself overflows when the n largest masses' geometric mean is below
         # 1e-308 (q = (1, 5e-324, ..., 5e-324), n = V >= 22: an OverflowError, even for one set)
-        top = np.sort(self.q)[-self.n:]
-        span = np.abs(np.log(self.q[self.q > 0]) - np.mean(np.log(top))).max() / math.log(2.0)
+        log_c = self._log_scale()
+        span = np.abs(np.log(self.q[self.q > 0]) + log_c).max() / math.log(2.0)
         if T.shape[0] > FEW_SETS and self.n * span + self.V < 1000:
-            cq = self._scaled_q()
+            cq = self.q * math.exp(log_c)
             out = self._esp(np.where(T, cq, 0.0)) / self._esp(cq[None, :])[0]
         else:  # a few sets, or set weights whose partial products could leave the normal range
             from .containment import _conditional_poisson_prefix

@@ -344,7 +344,7 @@ def prefix_scan(p: np.ndarray, model: DraftModel) -> RouteOutput:
     # the TINY rule of prefix_order moves alpha* by < (n + 1) V TINY for iid drafts only
     order = prefix_order(p, model.q) if model.sampling == "iid" else exact_ratio_order(p, model.q)
     # iid: the containment q(prefix)^n inside the scan, without temporaries
-    contained = np.zeros(0) if model.sampling == "iid" else model.prefix_containment(order)
+    contained = np.zeros(0) if model.sampling == "iid" else model._prefix_containment(order)
     best, length = _best_prefix(p, order, contained, model.q, model.n, TIE_TOL)
     in_cut = np.zeros(model.V, dtype=bool)
     in_cut[order[:length]] = True
