@@ -537,7 +537,7 @@ def test_mnp_closes_near_alpha_one_conditional_poisson(V, seed):
 
 def test_mnp_retries_in_the_scaled_norm():
     """Regression (adversarial repro d03c, there 4 x 465 at 10,000 iterations): a peaked independent
-    pair whose plain-norm run is still open at the iteration cap (gap ~2e-9 here at 400) is closed by
+    pair whose plain-norm run is still open at the iteration cap (gap 4e-11 to 2e-9 at 400, by BLAS) is closed by
     the run in the norm weighted by 1 / (p + q̄) raced beside it; the certificate is recomputed
     independently."""
     from mdtheory.independent import _phases, _race
@@ -548,7 +548,7 @@ def test_mnp_retries_in_the_scaled_norm():
     p, qs = p / p.sum(), qs / qs.sum(axis=1, keepdims=True)
     model = Independent(qs)
     plain, _ = _race([_phases(p, model, qs.mean(axis=0), 1e-12, 400, None)], 1e-12, 400)
-    assert plain.upper - plain.lower > 1e-10  # the plain run alone does not close
+    assert plain.upper - plain.lower > 1e-12  # the plain run alone does not close to tol
     base = min_norm_base(p, model, max_iter=400)
     lower, _ = check_mixture(p, model, base.orders, base.weights, "mnp")
     upper = 1.0 + p[base.cut].sum() - np.prod(qs[:, base.cut].sum(axis=1))
