@@ -8,6 +8,7 @@ than ``import numpy``.
 """
 
 from .audit import AuditResult, audit
+from .blocks.optimum import BlockOptimumResult, optimal_block_efficiency
 from .drafts import (
                      IID,
                      ConditionalPoisson,
@@ -35,6 +36,8 @@ __version__ = "0.1.0"
 __all__ = [
     "optimal_acceptance",
     "alpha_star",
+    "optimal_block_efficiency",
+    "BlockOptimumResult",
     "audit",
     "AuditResult",
     "AcceptanceResult",

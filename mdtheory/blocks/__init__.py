@@ -12,6 +12,7 @@ from .markov import (
     sequence_probs,
     sun_toy,
 )
+from .optimum import BlockOptimumResult, dual_bound, lp_size, optimal_block_efficiency
 
 __all__ = [
     "ConstantLaw",
@@ -24,4 +25,8 @@ __all__ = [
     "random_instance",
     "sequence_probs",
     "sun_toy",
+    "BlockOptimumResult",
+    "dual_bound",
+    "lp_size",
+    "optimal_block_efficiency",
 ]
