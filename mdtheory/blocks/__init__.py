@@ -1,5 +1,6 @@
 """Sequence-level (block and tree) speculative verification: small exact instances, the optimum, bounds."""
 
+from .bound import BlockBoundResult, block_efficiency_bound, coarse_alpha_bound
 from .markov import (
     ConstantLaw,
     RandomLaw,
@@ -26,6 +27,9 @@ __all__ = [
     "sequence_probs",
     "sun_toy",
     "BlockOptimumResult",
+    "BlockBoundResult",
+    "block_efficiency_bound",
+    "coarse_alpha_bound",
     "dual_bound",
     "lp_size",
     "optimal_block_efficiency",
