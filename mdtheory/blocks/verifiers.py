@@ -303,7 +303,7 @@ class _Recursive(BlockVerifier):
             for y in np.flatnonzero(t != 0):
                 key = (int(y),)
                 law[key] = law.get(key, 0) + carry * t[y]
-            return law, carry * (1 - _total(t))
+            return law, carry * max(0, 1 - _total(t))  # the mass of t is at most 1
 
         law, _ = rec((), 0, np.arange(x.shape[0]), laws.p(()))
         out.update(law)
