@@ -25,3 +25,19 @@ __all__ = [
     "sequence_probs",
     "sun_toy",
 ]
+
+from .trees import TREE_SAMPLINGS, DraftTree, iid_drafts  # noqa: E402
+from .verifiers import (  # noqa: E402
+    VERIFIERS,
+    BlockVerification,
+    BlockVerifier,
+    MultiPath,
+    TokenByToken,
+    Traversal,
+    block_efficiency,
+    exact_block_law,
+    make_verifier,
+)
+
+__all__ += ["TREE_SAMPLINGS", "DraftTree", "iid_drafts", "VERIFIERS", "BlockVerification", "BlockVerifier",
+            "MultiPath", "TokenByToken", "Traversal", "block_efficiency", "exact_block_law", "make_verifier"]
