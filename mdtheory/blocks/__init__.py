@@ -34,3 +34,19 @@ __all__ = [
     "lp_size",
     "optimal_block_efficiency",
 ]
+
+from .trees import TREE_SAMPLINGS, DraftTree, iid_drafts  # noqa: E402
+from .verifiers import (  # noqa: E402
+    VERIFIERS,
+    BlockVerification,
+    BlockVerifier,
+    MultiPath,
+    TokenByToken,
+    Traversal,
+    block_efficiency,
+    exact_block_law,
+    make_verifier,
+)
+
+__all__ += ["TREE_SAMPLINGS", "DraftTree", "iid_drafts", "VERIFIERS", "BlockVerification", "BlockVerifier",
+            "MultiPath", "TokenByToken", "Traversal", "block_efficiency", "exact_block_law", "make_verifier"]
