@@ -13,6 +13,7 @@ import pytest
 import mdtheory as md
 from mdtheory._certify import CERT_TOL
 from mdtheory.blocks import optimum
+from mdtheory.blocks.bound import block_efficiency_bound
 from mdtheory.blocks.markov import (
     ConstantLaw,
     all_sequences,
@@ -272,3 +273,88 @@ def test_bad_laws():
                                     n=1, length=2)
     with pytest.raises(InvalidInputError, match="callable"):
         md.optimal_block_efficiency([0.5, 0.5], target, n=1, length=1)
+
+
+# --- the upper bound (mdtheory.blocks.bound) ---------------------------------------------------------
+
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize(("K", "L"), [(1, 2), (2, 2), (3, 2), (2, 3)])
+def test_bound_is_above_the_optimum_for_every_tree(K, L, seed):
+    target, draft = random_instance(3, seed, concentration=0.8)
+    opt = md.optimal_block_efficiency(target, draft, n=K, length=L).value
+    full = block_efficiency_bound(target, draft, n=K, length=L)
+    assert full.complete and opt <= full.value + SOLVER
+    for expansions in (1, 2, 3, 5, 8):
+        part = block_efficiency_bound(target, draft, n=K, length=L, expansions=expansions, batch=2)
+        assert part.complete == (expansions >= sum(3 ** j for j in range(L)))  # internal nodes
+        assert part.value >= full.value - ROUNDING and part.value >= opt - SOLVER
+        assert part.value <= 1 + L
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_complete_prefix_set_bound_is_the_sequence_level_alpha_star(seed):
+    """With the whole tree, beta_m is alpha* of the m-prefix laws (md.alpha_star on V^m)."""
+    V, K, L = 3, 2, 3
+    target, draft = random_instance(V, seed, concentration=0.8)
+    res = block_efficiency_bound(target, draft, n=K, length=L)
+    for m in range(1, L + 1):
+        exact = md.alpha_star(sequence_probs(target, V, m), sequence_probs(draft, V, m), K, normalize=True)
+        assert res.prefix_set[m - 1] == pytest.approx(exact, abs=SOLVER)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_nested_bound_is_exact_for_one_draft(seed):
+    """At K = 1 the nested recursion reaches the optimum (Sun et al.'s block verification)."""
+    target, draft = random_instance(3, seed, concentration=0.8)
+    for L in (2, 3):
+        opt = md.optimal_block_efficiency(target, draft, n=1, length=L).value
+        assert block_efficiency_bound(target, draft, n=1, length=L).value == pytest.approx(opt, abs=SOLVER)
+
+
+def test_the_alpha_star_sum_alone_is_loose_on_the_toy():
+    res = block_efficiency_bound(*sun_toy(), n=1, length=2)
+    assert 1 + res.prefix_set.sum() == pytest.approx(21 / 9, abs=ROUNDING)
+    assert res.value == pytest.approx(20 / 9, abs=ROUNDING)
+
+
+def test_bound_reads_batched_laws_like_per_context_laws():
+    from mdtheory.drafters import NGramLaw
+
+    rng = np.random.default_rng(0)
+    texts = [rng.integers(1, 5, size=40) for _ in range(6)]
+    law = NGramLaw.fit(texts, 5, order=2)
+
+    class Batched:
+        def batch(self, contexts):
+            return law([np.asarray(c) for c in contexts])
+
+    target, _ = random_instance(5, 1, concentration=1.0)
+    per_context = lambda c: law([np.asarray(c)])[0]  # noqa: E731
+    a = block_efficiency_bound(target, law, n=2, length=3, context=(1, 2), expansions=9, batch=4)
+    b = block_efficiency_bound(target, per_context, n=2, length=3, context=(1, 2), expansions=9, batch=4)
+    c = block_efficiency_bound(target, Batched(), n=2, length=3, context=(1, 2), expansions=9, batch=4)
+    assert a.value == b.value == c.value and a.expansions == 9
+
+
+def test_bound_bad_input():
+    target, draft = sun_toy()
+    with pytest.raises(InvalidInputError):
+        block_efficiency_bound(target, draft, n=1, length=2, expansions=0)
+    with pytest.raises(InvalidDistributionError, match="draft law"):
+        block_efficiency_bound(target, lambda c: np.array([0.9, 0.9]), n=1, length=2)
+    with pytest.raises(InvalidInputError, match="shape"):
+        block_efficiency_bound(target, ConstantLaw([0.2, 0.3, 0.5]), n=1, length=2)
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_every_verifier_is_below_the_optimum_and_block_verification_reaches_it_alone(seed):
+    from mdtheory.blocks import make_verifier
+
+    target, draft = random_instance(3, seed, concentration=0.8)
+    for K in (1, 2):
+        opt = md.optimal_block_efficiency(target, draft, n=K, length=2).value
+        for name, kw in (("token", {"rule": "rrs"}), ("block", {}), ("multipath", {}), ("traversal", {})):
+            value = float(make_verifier(name, **kw).block_efficiency(target, draft, K, 2))
+            assert value <= opt + SOLVER
+            if K == 1 and name != "token":
+                assert value == pytest.approx(opt, abs=SOLVER)

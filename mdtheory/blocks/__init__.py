@@ -1,4 +1,5 @@
-"""Sequence-level (block and tree) speculative verification: small exact instances, the optimum, bounds."""
+"""Sequence-level (block and tree) speculative verification: small exact instances, the verifiers, the
+exact optimum and an upper bound at any size."""
 
 from .bound import BlockBoundResult, block_efficiency_bound, coarse_alpha_bound
 from .markov import (
@@ -14,6 +15,18 @@ from .markov import (
     sun_toy,
 )
 from .optimum import BlockOptimumResult, dual_bound, lp_size, optimal_block_efficiency
+from .trees import TREE_SAMPLINGS, DraftTree, iid_drafts
+from .verifiers import (
+    VERIFIERS,
+    BlockVerification,
+    BlockVerifier,
+    MultiPath,
+    TokenByToken,
+    Traversal,
+    block_efficiency,
+    exact_block_law,
+    make_verifier,
+)
 
 __all__ = [
     "ConstantLaw",
@@ -33,20 +46,16 @@ __all__ = [
     "dual_bound",
     "lp_size",
     "optimal_block_efficiency",
+    "TREE_SAMPLINGS",
+    "DraftTree",
+    "iid_drafts",
+    "VERIFIERS",
+    "BlockVerification",
+    "BlockVerifier",
+    "MultiPath",
+    "TokenByToken",
+    "Traversal",
+    "block_efficiency",
+    "exact_block_law",
+    "make_verifier",
 ]
-
-from .trees import TREE_SAMPLINGS, DraftTree, iid_drafts  # noqa: E402
-from .verifiers import (  # noqa: E402
-    VERIFIERS,
-    BlockVerification,
-    BlockVerifier,
-    MultiPath,
-    TokenByToken,
-    Traversal,
-    block_efficiency,
-    exact_block_law,
-    make_verifier,
-)
-
-__all__ += ["TREE_SAMPLINGS", "DraftTree", "iid_drafts", "VERIFIERS", "BlockVerification", "BlockVerifier",
-            "MultiPath", "TokenByToken", "Traversal", "block_efficiency", "exact_block_law", "make_verifier"]
