@@ -49,7 +49,7 @@ __all__ = ["BlockOptimumResult", "optimal_block_efficiency", "estimate", "lp_siz
 
 # Measured on a 2-core x86 machine (HiGHS 1.x, dual simplex), fitted by a power law; a factor of a
 # few either way (see mdtheory._budget).
-_LP_COLUMN = 2e-7       # seconds = _LP_COLUMN * columns ** 1.4
+_LP_COLUMN = 1.3e-6     # seconds = _LP_COLUMN * columns ** 1.32 (interior point + crossover)
 _BUILD_COLUMN = 4e-6    # Python-side construction and certificate, per column
 _COLUMN_BYTES = 400.0   # plan, matrix and HiGHS working set, per column
 
@@ -162,7 +162,7 @@ def estimate(V: int, n: int, length: int) -> _budget.Estimate:
     """Seconds and bytes of :func:`optimal_block_efficiency` from sizes alone."""
     size = lp_size(V, n, length)
     cols = size["variables"]
-    seconds = _LP_COLUMN * cols ** 1.4 + _BUILD_COLUMN * cols
+    seconds = _LP_COLUMN * cols ** 1.32 + _BUILD_COLUMN * cols
     return _budget.Estimate(
         f"the block-efficiency LP (V = {V}, K = {n}, L = {length}: {size['multisets']} draft multisets, "
         f"{cols} variables, {size['nonzeros']} nonzeros)", seconds, _COLUMN_BYTES * cols,
