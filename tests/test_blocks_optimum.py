@@ -334,6 +334,8 @@ def test_bound_reads_batched_laws_like_per_context_laws():
     b = block_efficiency_bound(target, per_context, n=2, length=3, context=(1, 2), expansions=9, batch=4)
     c = block_efficiency_bound(target, Batched(), n=2, length=3, context=(1, 2), expansions=9, batch=4)
     assert a.value == b.value == c.value and a.expansions == 9
+    assert md.optimal_block_efficiency(law, target, n=2, length=2).value == pytest.approx(
+        md.optimal_block_efficiency(per_context, target, n=2, length=2).value, abs=ROUNDING)
 
 
 def test_bound_bad_input():

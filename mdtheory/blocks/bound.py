@@ -31,7 +31,7 @@ import numpy as np
 
 from ..errors import InvalidDistributionError, InvalidInputError
 from ..result import to_jsonable
-from .markov import Law, _check_length
+from .markov import Law, _check_length, batched
 
 __all__ = ["BlockBoundResult", "block_efficiency_bound", "coarse_alpha_bound"]
 
@@ -121,18 +121,6 @@ def coarse_alpha_bound(p: np.ndarray, q: np.ndarray, n: int) -> tuple[float, int
     return float(1.0 - gain[j]), j + 1
 
 
-def _batched(law):
-    """A function contexts -> (B, V) for ``law``: its ``batch`` method, the package's batched LM laws
-    (mdtheory.drafters), or one call per context."""
-    if hasattr(law, "batch"):
-        return law.batch
-    from ..drafters import LSTMLaw, NGramLaw
-
-    if isinstance(law, LSTMLaw | NGramLaw):
-        return lambda contexts: law([np.asarray(c, dtype=np.int64) for c in contexts])
-    return lambda contexts: np.stack([np.asarray(law(tuple(c)), dtype=np.float64) for c in contexts])
-
-
 def _rows(fn, contexts: list[tuple], V: int | None, name: str) -> np.ndarray:
     rows = np.asarray(fn(contexts), dtype=np.float64)
     if rows.ndim != 2 or rows.shape[0] != len(contexts) or (V is not None and rows.shape[1] != V):
@@ -181,7 +169,7 @@ def block_efficiency_bound(target: Law, draft: Law, n: int, length: int, *, cont
     expansions = _check_length(expansions, "expansions")
     batch = _check_length(batch, "batch")
     context = tuple(int(c) for c in context)
-    pt, qd = _batched(target), _batched(draft)
+    pt, qd = batched(target), batched(draft)
     spent = 0.0
 
     # the tree: parent, token, depth, p_m, q_m and the nested bound G of every node; node 0 the root

@@ -39,6 +39,7 @@ from .markov import (
     all_sequences,
     block_law_tv,
     conditional_tables,
+    context_law,
     continuation_probs,
     draft_multisets,
     sequence_probs,
@@ -170,6 +171,7 @@ def estimate(V: int, n: int, length: int) -> _budget.Estimate:
 
 
 def _check_laws(target, draft) -> int:
+    target, draft = context_law(target), context_law(draft)
     for name, law in (("target", target), ("draft", draft)):
         if not callable(law):
             raise InvalidInputError(
@@ -373,6 +375,7 @@ def optimal_block_efficiency(target: Law, draft: Law, n: int, length: int, *,
     n = _check_length(n, "n")
     length = _check_length(length)
     V = _check_laws(target, draft)
+    target, draft = context_law(target), context_law(draft)
     _budget.require(estimate(V, n, length), max_seconds, max_bytes=max_bytes)
 
     L1 = length + 1
