@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import time
 from functools import cache
@@ -47,7 +48,8 @@ VERIFIERS = (("token:optimal", "token", {"rule": "optimal"}), ("block", "block",
 
 def _save(section: str, rows: list, **extra) -> None:
     RESULTS.mkdir(exist_ok=True)
-    out = {"machine": platform.platform(), "processor": platform.processor(), "rows": rows, **extra}
+    out = {"machine": platform.platform(), "cpus": os.cpu_count(), "load_average": os.getloadavg(),
+           "rows": rows, **extra}
     (RESULTS / f"blocks_{section}.json").write_text(json.dumps(out, indent=1) + "\n")
 
 
@@ -139,9 +141,10 @@ def lstm(args) -> None:
     drafter = make_drafter("ngram", target, np.random.default_rng([0, 1]), temperature=1.2)
     text = sample_texts(target, 1, 20 + 10 * args.contexts, np.random.default_rng(1), model.vocab[META])[0]
     rows = []
+    measured = [v for v in VERIFIERS[:3] if v[0] in args.verifiers]
     print("| context | K | bound L=1 | L=2 | L=3 | L=4 | bound s | " +
-          " | ".join(f"{v[0]} L=4" for v in VERIFIERS[:3]) + " |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          " | ".join(f"{v[0]} L=4" for v in measured) + " |")
+    print("|---|---|---|---|---|---|---|" + "---|" * len(measured))
     for c in range(args.contexts):
         root = tuple(text[:20 + 10 * c].tolist())
 
@@ -153,11 +156,12 @@ def lstm(args) -> None:
 
         T, D = relative(target), relative(drafter)
         for K in args.drafts:
-            b = block_efficiency_bound(target, drafter, n=K, length=4, context=root, expansions=1024)
+            b = block_efficiency_bound(target, drafter, n=K, length=4, context=root,
+                                       expansions=args.expansions)
             row = {"context": c, "K": K, "bound": [float(1 + b.acceptance[:L].sum()) for L in (1, 2, 3, 4)],
                    "bound_s": b.timings["total"], "expansions": b.expansions}
             rng = np.random.default_rng([c, K])
-            for label, verifier, kw in VERIFIERS[:3]:
+            for label, verifier, kw in measured:
                 v = make_verifier(verifier, **kw)
                 counts = [len(v.sample(T, D, iid_drafts(K, 4).sample(D, rng), rng))
                           for _ in range(args.steps)]
@@ -165,14 +169,15 @@ def lstm(args) -> None:
             rows.append(row)
             print(f"| {c} | {K} | " + " | ".join(f"{x:.3f}" for x in row["bound"])
                   + f" | {b.timings['total']:.2f} | "
-                  + " | ".join(f"{row[v[0]][0]:.3f} ± {row[v[0]][1]:.3f}" for v in VERIFIERS[:3]) + " |")
+                  + " | ".join(f"{row[v[0]][0]:.3f} ± {row[v[0]][1]:.3f}" for v in measured) + " |")
     print("\nmeans over contexts (L = 4):")
     for K in args.drafts:
         sel = [r for r in rows if r["K"] == K]
         print(f"K = {K}: bound {np.mean([r['bound'][3] for r in sel]):.3f}, " + ", ".join(
-            f"{v[0]} {np.mean([r[v[0]][0] for r in sel]):.3f}" for v in VERIFIERS[:3])
+            f"{v[0]} {np.mean([r[v[0]][0] for r in sel]):.3f}" for v in measured)
             + f"; bound seconds per context {np.mean([r['bound_s'] for r in sel]):.2f}")
-    _save("lstm", rows, steps=args.steps, drafter="ngram T=1.2", target="char-LSTM T=1.0")
+    _save("lstm" + args.tag, rows, steps=args.steps, expansions=args.expansions, drafter="ngram T=1.2",
+          target="char-LSTM T=1.0")
 
 
 def main() -> None:
@@ -184,6 +189,10 @@ def main() -> None:
     ap.add_argument("--drafts", type=lambda s: [int(x) for x in s.split(",")], default=[1, 2, 4, 8],
                     help="lstm: comma list of K")
     ap.add_argument("--steps", type=int, default=200, help="lstm: draws of the drafts per context")
+    ap.add_argument("--expansions", type=int, default=1024, help="lstm: tree nodes of the bound")
+    ap.add_argument("--verifiers", type=lambda s: s.split(","), default=[v[0] for v in VERIFIERS[:3]],
+                    help="lstm: comma list of the verifiers measured")
+    ap.add_argument("--tag", default="", help="lstm: suffix of the results file")
     args = ap.parse_args()
     {"optimum": optimum, "verifiers": verifiers, "sizes": sizes, "lstm": lstm}[args.section](args)
 
