@@ -59,6 +59,7 @@ __all__ = [
     "TupleLaw",
     "SAMPLINGS",
     "register_sampling",
+    "sampling_names",
     "PREFIX_SAMPLINGS",
     "PREFIX_PROVED",
     "MAX_SUBSET_V",
@@ -189,6 +190,10 @@ class DraftModel(ABC):
     qs : ndarray of shape (n, V) or None
         The drafts' own laws where the drafts are independent (Q(T) is the product of the
         :math:`q_i(T)`; the minimum-norm-point route then scans products), else None.
+    torch_replacement : bool or None
+        Class attribute: the drafts are ``torch.multinomial(q, n, replacement=torch_replacement)``
+        draws, True for iid and False for successive sampling; None: no such draw (the torch form
+        of the audit and the block-efficiency simulation draw only these).
     mnp_iterations : float
         Class attribute: the ``mnp`` route's iterations per :math:`\\sqrt V`, for its size
         estimate (:func:`mdtheory._budget.min_norm_point`).
@@ -200,6 +205,7 @@ class DraftModel(ABC):
     lex_base_closed_form: ClassVar[bool] = False
     fixed_top: ClassVar[bool] = False
     order_vertices: ClassVar[bool] = True
+    torch_replacement: ClassVar[bool | None] = None
     mnp_iterations: ClassVar[float] = _budget.MNP_ITER_DEFAULT
     n: int
     V: int
@@ -431,6 +437,7 @@ class IID(_MarkovDraftModel):
     sampling = "iid"
     prefix_property = "proved"
     lex_base_closed_form = True
+    torch_replacement = True
 
     @classmethod
     def exact_set_law(cls, q, n):
@@ -520,6 +527,7 @@ class WithoutReplacement(_MarkovDraftModel):
 
     sampling = "without-replacement"
     prefix_property = "checked"
+    torch_replacement = False
 
     @classmethod
     def exact_set_law(cls, q, n):
@@ -958,6 +966,13 @@ def register_sampling(cls: type[DraftModel], *aliases: str) -> type[DraftModel]:
             raise InvalidInputError(f"sampling {name!r} is already {SAMPLINGS[name].__name__}")
         SAMPLINGS[name] = cls
     return cls
+
+
+def sampling_names(predicate=None) -> tuple[str, ...]:
+    """The registered draft models' names (no aliases), in registry order, those whose class
+    satisfies ``predicate(cls)`` if given (e.g. ``lambda cls: cls.single_q``)."""
+    return tuple(dict.fromkeys(cls.sampling for cls in SAMPLINGS.values()
+                               if predicate is None or predicate(cls)))
 
 
 #: Draft models with a prefix route (:attr:`DraftModel.prefix_property`), by registry name.
