@@ -17,8 +17,7 @@ from mdtheory.drafts import SAMPLINGS
 
 from .certificates import check_all
 from .instances import CANONICAL, canonical, random_pair
-from .registry import (CERTIFICATES, MODEL_INSTANCES, admitted_routes, brute_force_alpha,
-                       registered_models)
+from .registry import CERTIFICATES, MODEL_INSTANCES, admitted_routes, brute_force_alpha, registered_models
 from .tolerances import ROUNDING, SOLVER
 
 AGREE = SOLVER  # routes through HiGHS and the max-flow agree to the solvers' tolerance
