@@ -53,7 +53,7 @@ CP_SET_SECONDS = 2e-6           # conditional Poisson set law: one Python step p
 _CDD_REDUNDANCY = 8e-7  # Hall comparison: seconds = _CDD_REDUNDANCY * rows ** 3 * dimension
 _SOFTMAX_FIT = 2e-9      # gr-softmax's L-BFGS-B fits: seconds = _SOFTMAX_FIT * _pow(sets * V, 1.5)
 _KHISTI_CELL = 2e-8      # khisti-lp: per cell of one stage's V x V keep matrix
-# mnp (Wolfe's minimum-norm point, mdtheory.independent): one iteration costs _MNP_STEP + _MNP_CELL per
+# mnp (Wolfe's minimum-norm point, mdtheory.mnp): one iteration costs _MNP_STEP + _MNP_CELL per
 # (corral vertex, token) + _MNP_CUBE per corral vertex cubed + the model's prefix containments of one
 # order; about model.mnp_iterations * sqrt(V) iterations (default MNP_ITER_DEFAULT) with a corral of
 # about _MNP_CORRAL * sqrt(V) vertices
@@ -296,7 +296,7 @@ def law_route(model, method: str) -> Estimate:
 
 
 def min_norm_point(model) -> Estimate:
-    """The ``mnp`` route on ``model``: Wolfe's minimum-norm point (:mod:`mdtheory.independent`).
+    """The ``mnp`` route on ``model``: Wolfe's minimum-norm point (:mod:`mdtheory.mnp`).
 
     An estimate, not a bound: the number of iterations is not known before the run. Each
     iteration sorts the gradient, computes the V prefix containments of the order
@@ -315,7 +315,7 @@ def min_norm_point(model) -> Estimate:
     reserves (V + 2) x V arrays, which fail to allocate beyond the machine's memory (V = 100,000
     asks for 75 GiB per array).
     """
-    from .independent import MNP_MAX_ITER  # no heavy import: numpy only
+    from .mnp import MNP_MAX_ITER  # no heavy import: numpy only
 
     V, n = model.V, model.n
     per_root = model.mnp_iterations

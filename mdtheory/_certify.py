@@ -32,7 +32,7 @@ replacement                 :data:`MAX_CERT_SETS` draft sets (or ``certify="full
                             :func:`check_ratio_order`).
 ``PriorityOrders`` (mnp)    a mixture of priority orders (``"order-mixture"``): its base μ is
                             recomputed from the model's laws, in B(g) for any orders and weights
-                            (:func:`~mdtheory.independent.check_mixture`).
+                            (:func:`~mdtheory.mixture.check_mixture`).
 ``TopAndDraw`` (greedy)     a flow of the token/draft-set network in factored form
                             (``"greedy-flow"``, :func:`check_greedy_flow`), read against the
                             model's own law of the drawn draft; O(V).
@@ -76,7 +76,7 @@ from ._route import (
 )
 from .drafts import DraftModel
 from .errors import InvalidInputError, SolverError
-from .independent import check_mixture
+from .mixture import check_mixture
 from .polymatroid import TINY, _lex_blocks, _not_flatter, _two_sum, lex_optimal_base_iid
 from .subsets import _add, _ipow
 

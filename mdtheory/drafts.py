@@ -185,7 +185,7 @@ class DraftModel(ABC):
     order_vertices : bool
         Class attribute: :meth:`prefix_pass` is exact and costs about one pass, so the vertex of a
         priority order is cheap and the minimum-norm-point route (``mnp``) and its order-mixture
-        rule apply (:mod:`mdtheory.independent`). False for a table with no faster pass than one
+        rule apply (:mod:`mdtheory.mnp`). False for a table with no faster pass than one
         containment per prefix.
     qs : ndarray of shape (n, V) or None
         The drafts' own laws where the drafts are independent (Q(T) is the product of the

@@ -37,7 +37,7 @@ def _dual(p, model):
 
 
 def _mnp(p, model):
-    from .independent import mnp_route
+    from .mnp import mnp_route
 
     return mnp_route(p, model)
 
@@ -163,7 +163,7 @@ def optimal_acceptance(p: ArrayLike, q: ArrayLike | DraftModel, n: int | None = 
         plan. ``"otlp-literal"``: the OTLP over ordered tuples, V^n x V variables. ``"dual"``: the
         min-cut LP (HiGHS simplex), 0/1 by total unimodularity. ``"maxflow"``: networkx
         preflow-push. ``"mnp"``: Wolfe's minimum-norm point over the coverage polytope, certified
-        by an order-mixture base (:mod:`mdtheory.independent`), no enumeration; any model but
+        by an order-mixture base (:mod:`mdtheory.mnp`), no enumeration; any model but
         ``joint``.
     normalize : bool
         Rescale p and q to sum one instead of refusing sums off one by more than 1e-6.
