@@ -163,6 +163,9 @@ class DraftModel(ABC):
     single_q : bool
         Class attribute: the model is built from one q of shape (V,) and n (``q`` is set);
         otherwise from a table whose shape gives n (:func:`make_draft_model`).
+    rows_per_draft : bool
+        Class attribute: the table is one law per draft, shape (n, V) (independent drafts), as the
+        command line reads it from one .npy file; False for one-law models and n-axis tables.
     prefix_property : {"proved", "checked", None}
         Class attribute: whether the best prefix of the tokens sorted by q/p decreasing is an optimal
         cut set (the ``prefix`` route, :func:`mdtheory.subsets.prefix_scan`): ``"proved"``
@@ -201,6 +204,7 @@ class DraftModel(ABC):
 
     sampling: str = ""
     single_q: ClassVar[bool] = True
+    rows_per_draft: ClassVar[bool] = False
     prefix_property: ClassVar[str | None] = None
     lex_base_closed_form: ClassVar[bool] = False
     fixed_top: ClassVar[bool] = False
@@ -762,6 +766,7 @@ class Independent(_MarkovDraftModel):
 
     sampling = "independent"
     single_q = False
+    rows_per_draft = True
     mnp_iterations = 10.0
 
     def __init__(self, qs, *, normalize: bool = False):
