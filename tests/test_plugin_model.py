@@ -257,3 +257,40 @@ def test_two_of_a_kind_check_acceptance_library_call(registered, tmp_path):
     res = md.optimal_acceptance(pf, model)
     assert res.method == method == "subsets" and res.status == "optimal"
     assert abs(res.value - float(two_of_a_kind_exact(p, q, 3))) <= SOLVER
+
+
+def test_a_route_defined_here(registered, monkeypatch):
+    """A new route is a function and one registry entry: an exhaustive scan written here (one
+    containment per token set) is certified by the proof type it returns, estimated by its own
+    estimator, and picked by method="auto" when its capability test and rank say so."""
+    from mdtheory import _budget
+    from mdtheory._route import Exhaustive, Route, RouteOutput
+
+    def scan(p, model):
+        best, cut = 0.0, ()
+        for k in range(1, model.V + 1):
+            for T in combinations(range(model.V), k):
+                mask = np.zeros(model.V, dtype=bool)
+                mask[list(T)] = True
+                gap = float(p[mask].sum()) - float(model.containment(mask))
+                if gap < best:
+                    best, cut = gap, T
+        return RouteOutput(value=1.0 + best, cut=np.array(cut, dtype=np.int64),
+                           proof=Exhaustive(2 ** model.V))
+
+    def estimate(model):
+        return _budget.Estimate(f"method 'scan': 2^{model.V} containments", 1e-5 * 2.0 ** model.V)
+
+    route = Route("scan", scan, estimate, auto=lambda model: model.V <= 6, rank=-1)
+    monkeypatch.setitem(md.METHODS, "scan", route)
+    rng = np.random.default_rng(21)
+    p, q, pf, qf = rational_pair(rng, 5)
+    model = TwoOfAKind(qf, 2)
+    res = md.optimal_acceptance(pf, model)  # auto: the lowest rank that admits the model
+    assert (res.method, res.certificate, res.status) == ("scan", "exhaustive", "optimal")
+    assert abs(res.value - float(two_of_a_kind_exact(p, q, 2))) <= SOLVER
+    assert _budget.acceptance_route(model, "scan").seconds == pytest.approx(32e-5)
+    with pytest.raises(md.ProblemTooLargeError, match="method 'scan'"):
+        _budget.require(_budget.acceptance_route(TwoOfAKind(np.full(30, 1 / 30), 2), "scan"))
+    assert md.optimal_acceptance(pf, md.IID(qf, 2), method="scan").value == pytest.approx(
+        md.alpha_star(pf, qf, 2), abs=SOLVER)
