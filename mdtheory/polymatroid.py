@@ -15,8 +15,9 @@ Extreme points of B(g) are priority orders ("output the highest-ranked drafted t
 :math:`\\mu_\\sigma(y) = g(S_{\\le y}) - g(S_{< y})`. The lexicographically optimal base with respect to
 p (Fujishige), the minimiser of :math:`\\sum_y \\mu(y)^2 / p(y)` over B(g), attains α*; for iid drafts
 it has a closed form (:func:`lex_optimal_base_iid`, realised as a rule by :mod:`mdtheory.schedule`);
-for any draft model at small V, Wolfe's minimum-norm point (:func:`lex_optimal_base_mnp`) gives it as
-an exact mixture of priority orders; :func:`lex_optimal_base_cvxpy` is the cross-check.
+for the other draft models the minimum-norm-point route gives a base that attains α* as an exact
+mixture of priority orders (:mod:`mdtheory.mnp`); :mod:`mdtheory.crosscheck` computes the
+lexicographically optimal base by two independent solvers, for small V.
 """
 
 from __future__ import annotations
