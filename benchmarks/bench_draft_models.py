@@ -49,8 +49,8 @@ from pathlib import Path
 import numpy as np
 
 import mdtheory as md
-from mdtheory.cli import tempered
 from mdtheory.independent import min_norm_base, model_vertex
+from mdtheory.logits import tempered
 from mdtheory.rules import make_rule
 
 sys.path.insert(0, str(Path(__file__).parent))

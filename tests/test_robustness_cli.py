@@ -346,7 +346,7 @@ def test_keyboard_interrupt_exits_130_with_one_line(capsys, monkeypatch, pair):
     def interrupted(args):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(cli, "_check_acceptance", interrupted)
+    monkeypatch.setattr(cli.check_acceptance, "run", interrupted)
     p, q = pair(4)
     code, out, err = run_main(capsys, "check-acceptance", p, q)
     assert code == 130 and out == "" and err == "mdtheory: interrupted\n"
@@ -374,7 +374,7 @@ def test_negative_seed_is_a_usage_error(capsys, pair, tmp_path, argv):
 
 def test_unwritable_output_path_is_one_line(capsys, monkeypatch, tmp_path):
     """D13: an output path that cannot be written is exit 2 with one line naming it."""
-    from mdtheory import drafters
+    from mdtheory.cli import lm_pairs as drafters
 
     def refuse(*_args, **_kw):
         raise FileNotFoundError(2, "No such file or directory", "/proc/nope")
@@ -419,7 +419,7 @@ def test_lm_pairs_refuses_positions_beyond_memory(capsys, monkeypatch, tmp_path)
     """D12: --positions 100000000 was SIGKILLed by the OOM killer; it is refused up front."""
     from types import SimpleNamespace
 
-    from mdtheory import drafters
+    from mdtheory.cli import lm_pairs as drafters
 
     monkeypatch.setattr(drafters, "load_char_lstm", lambda: None)
     monkeypatch.setattr(drafters, "LSTMLaw", lambda *a, **k: SimpleNamespace(V=465))
@@ -438,12 +438,13 @@ def test_block_efficiency_refuses_long_runs_up_front(capsys, monkeypatch, argv, 
     from types import SimpleNamespace
 
     from mdtheory import blockeff
+    from mdtheory.cli import block_efficiency as command
 
     def never(*_a, **_k):
         raise AssertionError("the run must be refused before any drafting")
-    monkeypatch.setattr(blockeff, "load_char_lstm", lambda: SimpleNamespace(vocab={blockeff.META: 0}))
-    monkeypatch.setattr(blockeff, "LSTMLaw", lambda *a, **k: SimpleNamespace(V=465))
-    monkeypatch.setattr(blockeff, "make_drafter", lambda *a, **k: None)
+    monkeypatch.setattr(command, "load_char_lstm", lambda: SimpleNamespace(vocab={command.META: 0}))
+    monkeypatch.setattr(command, "LSTMLaw", lambda *a, **k: SimpleNamespace(V=465))
+    monkeypatch.setattr(command, "make_drafter", lambda *a, **k: None)
     monkeypatch.setattr(blockeff, "speculative_step", never)
     code, out, err = run_main(capsys, "block-efficiency", *argv)
     one_line_error(code, err, ESTIMATE, pattern, "--max-seconds")
