@@ -21,10 +21,9 @@ from mdtheory.polymatroid import lex_optimal_base_iid
 from mdtheory.rules import make_rule
 from mdtheory.schedule import realise_iid
 
-#: |acceptance - alpha*| allowed (absolute).
-TOL = 1e-12
-#: Sum-to-one, non-negativity and output-law tolerance of the exact law API.
-LAW_TOL = 1e-12
+# |acceptance - alpha*|, and sum-to-one, non-negativity and output law of the exact law API
+from .tolerances import ROUNDING as LAW_TOL
+from .tolerances import ROUNDING as TOL
 
 
 def alpha_extended(p: np.ndarray, q: np.ndarray, n: int) -> float:

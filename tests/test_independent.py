@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -29,9 +30,9 @@ from mdtheory.independent import (
 from mdtheory.polymatroid import base_polytope_violation, priority_marginal
 from mdtheory.rules import make_rule
 
+from .tolerances import SOLVER as TOL  # agreement with the exhaustive route; acceptance vs α*
+
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
-#: Agreement with the exhaustive route, and the rule's acceptance against α*.
-TOL = 1e-9
 
 
 def _instance(rng, V, n, kind):
@@ -200,6 +201,7 @@ def test_base_vertices_are_the_orders_vertices(sampling):
     """The solver hands its vertices to the rule's mixture: they are model_vertex's, bit for bit,
     so the rule's marginal is the one recomputed from the orders alone."""
     from mdtheory.drafts import make_draft_model
+    from mdtheory.rules.optimal import MAX_PLAN_SETS
 
     rng = np.random.default_rng(21)
     for V in (5, 60):
@@ -211,7 +213,10 @@ def test_base_vertices_are_the_orders_vertices(sampling):
         assert np.array_equal(OrderMixture(model, base.orders, base.weights, base.vertices).marginal,
                               own)
         rule = make_rule("optimal", p, q if sampling == "independent" else q[0], 3, sampling=sampling)
-        assert rule.mixture is not None or V == 5  # beyond MAX_PLAN_SETS draft sets: the mixture
+        # the order mixture for independent drafts, and for the others beyond MAX_PLAN_SETS draft
+        # sets (C(60, 3) = 34,220 of them); the LP plan over the C(5, 3) = 10 sets at V = 5
+        assert math.comb(5, 3) <= MAX_PLAN_SETS < math.comb(60, 3)
+        assert (rule.mixture is not None) == (sampling == "independent" or V == 60), (sampling, V)
         if rule.mixture is not None:  # its own p and model (validated copies): the same solve
             again = min_norm_base(rule.p, rule.model)
             assert np.array_equal(rule.mixture.marginal,
