@@ -16,51 +16,14 @@ three forms, and checks it:
   position). :func:`mdtheory.torch_bridge.cross_validate` is this audit applied to the built-in
   torch rules.
 
-Statistics (sampled and torch forms), per position with N samples:
-
-.. math::
-
-    X^2 = \\sum_{c} \\frac{(O_c - N p_c)^2}{N p_c} \\;\\sim\\; \\chi^2_{k-1} \\text{ under } H_0,
-
-Pearson's test over k cells: tokens with expected count :math:`N p_y <` :data:`MIN_EXPECTED` are
-pooled into one cell (with the next rarest tokens until the pooled cell reaches it), and a token with
-p = 0 that comes out rejects outright (p-value 0). Several positions: Bonferroni, the reported p-value
-is :math:`\\min(1, B \\min_b \\mathrm{pval}_b)`.
-
-**Power.** By Cauchy–Schwarz, :math:`(\\sum_c |r_c - p_c|)^2 \\le \\sum_c (r_c - p_c)^2 / p_c`, so an
-output law r at :math:`TV(r, p) = \\delta` from p on the cells gives the statistic a non-centrality
-:math:`\\lambda = N \\sum_c (r_c - p_c)^2 / p_c \\ge 4 N \\delta^2` (equality for a deviation
-proportional to p on two halves of its mass); the cells of two tokens or more can hide at most their
-mass :math:`p_{pool}` of TV. Under r, Pearson's statistic has mean
-:math:`k - 1 + \\lambda + \\sum_c \\varepsilon_c (1 - r_c)` with :math:`\\varepsilon_c = r_c / p_c - 1`;
-the last sum is negative for a deviation spread thin over many cells. Minimising the mean over r
-at TV δ (Lagrange, with :math:`N p_c \\ge` :data:`MIN_EXPECTED` = 10 in every cell) gives
-:math:`\\text{mean} \\ge k - 1 + 4 N \\delta^2 - 4 k \\delta - k / 40`, so the audit counts on that
-effective non-centrality only. It detects *every* deviation of TV at least
-
-.. math:: \\delta_{0.9} = p_{pool} + \\frac{k + \\sqrt{k^2 + N (\\lambda_{0.9} + k/40)}}{2 N}
-
-with probability 0.9 (:func:`detectable_tv`), where :math:`\\lambda_{0.9} = \\lambda_{0.9}(k-1, A/B)`
-is the non-centrality at which a :math:`\\chi^2_{k-1}` exceeds its upper-A/B quantile with
-probability 0.9 (the mean is bounded exactly; the shape of the law is the non-central χ²
-approximation). Concentrated deviations are detected far sooner.
-
-**Sample-size rule** (:func:`samples_for`): :math:`N = (\\lambda_{0.9}(k-1, A/B) + k/40) /
-(4\\delta^2) + k / \\delta`, grown while pooling costs more. With A = 0.01, one position and V = 50
-tokens of a uniform p (49 df, :math:`\\lambda_{0.9} = 46.947`): detecting TV 0.02 takes
-N = (46.947 + 1.25) / 0.0016 + 2,500 = 32,623 samples; V = 3 takes 11,089. The default N is this rule at
-:data:`TARGET_TV` = 0.02 for the instance at hand (for B positions, at level A/B). Simulated at
-these sizes against the two-halves shape, the test rejects 93-95% of the time
-(``benchmarks/bench_audit.py``).
-
-**tv and tv_upper.** ``tv`` is the plug-in :math:`\\frac12 \\sum_y |\\hat r_y - p_y|`, biased upward
-by about :math:`\\frac12 \\sum_y \\sqrt{2 p_y (1 - p_y) / (\\pi N)}` (0.016 for a uniform p on 50 tokens
-at N = 30,000, so a lossless verifier shows a small positive ``tv``). ``tv_upper`` inverts the same
-statistic: the largest non-centrality :math:`\\lambda_U` with :math:`P_{\\lambda_U}(X^2 \\le x^2) \\ge`
-2.5%, then :math:`TV \\le p_{pool} + \\frac12 \\sqrt{\\lambda_U / N} + \\frac12 \\hat z_U` with
-:math:`\\hat z_U` the 97.5% Clopper–Pearson bound on the mass outside supp(p); never below ``tv``,
-simultaneous over positions (Bonferroni). The χ² laws are the usual large-sample approximations; the
-test suite checks the level, the power and the coverage by simulation.
+Statistics (sampled and torch forms), per position with N samples: Pearson's chi-square test of
+the output counts against p, tokens with expected count below :data:`MIN_EXPECTED` pooled into one
+cell, a token with p = 0 that comes out rejecting outright (p-value 0); several positions:
+Bonferroni. The default N (:func:`samples_for`) detects every deviation of TV at least
+:data:`TARGET_TV` with probability :data:`POWER`; :func:`detectable_tv` states what a given N
+detects; ``tv`` is the plug-in estimate and ``tv_upper`` a 95% upper bound. The derivations (power
+bound, sample-size rule, the bias of ``tv``, the inversion behind ``tv_upper``) are in
+papers/theory.md, section "The audit's statistics".
 
 References
 ----------

@@ -1,4 +1,4 @@
-"""Issue 14 in the CLI: independent drafts' shapes in ``check-acceptance``, the draft-model table of
+"""Draft models in the CLI: independent drafts' shapes in ``check-acceptance``, the draft-model table of
 ``compare-selectors --sampling``, and the size estimate of the ``mnp`` route. Cheap: V <= 60."""
 
 import json
@@ -23,7 +23,7 @@ def files(npy):
 # --------------------------------------------------------------- check-acceptance --sampling independent
 @pytest.mark.parametrize("drafts", [None, 3])
 def test_independent_refuses_one_law(capsys, files, drafts):
-    """A q of shape (V,) is one draft: refused (it used to run silently as n = 1), --drafts or not."""
+    """A q of shape (V,) is one draft: refused unless --drafts 1 says so."""
     extra = [] if drafts is None else ["--drafts", drafts]
     code, out, err = run_main(capsys, "check-acceptance", files["p"], files["q"], "--sampling",
                               "independent", *extra)

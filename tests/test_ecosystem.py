@@ -1,4 +1,4 @@
-"""How mdtheory meets its ecosystem (issue 16): model probabilities in any float precision, result
+"""How mdtheory meets its ecosystem: model probabilities in any float precision, result
 objects as scipy and POT users expect, one vocabulary, CLI conventions, progress, API footguns."""
 
 import json
@@ -34,7 +34,7 @@ def test_torch_float32_softmax_is_accepted():
     torch = pytest.importorskip("torch")
     torch.manual_seed(0)
     p = torch.softmax(torch.randn(32000) * 4, -1).numpy()
-    assert p.dtype == np.float32 and abs(p.astype(np.float64).sum() - 1) > SUM_TOL  # once refused
+    assert p.dtype == np.float32 and abs(p.astype(np.float64).sum() - 1) > SUM_TOL  # beyond the float64 rule
     assert md.alpha_star(p, p, 2) == 1.0
     g = torch.Generator().manual_seed(0)
     big = torch.softmax(torch.randn(152_064, generator=g) * 4, -1).numpy()

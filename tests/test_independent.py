@@ -318,8 +318,8 @@ def test_face_warm_start_is_the_resorted_mixture():
 
 
 def test_face_starts_at_the_free_runs_point():
-    """Regression: after drops the corral's storage rows are permuted (``slot``); the face run's
-    warm start pairs each weight with its own order (it once paired them by storage row)."""
+    """After drops the corral's storage rows are permuted (``slot``); the face run's warm start
+    pairs each weight with its own order, not with the order in the same storage row."""
     import mdtheory.independent as independent
 
     rng = np.random.default_rng(16)
@@ -524,9 +524,9 @@ def test_kernels_interpreted_and_compiled_agree(monkeypatch):
 
 @pytest.mark.parametrize("V, seed", [(30, 1), (80, 2)])
 def test_mnp_closes_near_alpha_one_conditional_poisson(V, seed):
-    """Regression (adversarial repro d03): conditional Poisson at a cold temperature, α* = 1 to 1e-9,
-    so the minimum-norm point is ~0 and the Gram route's affine minimum (accurate to ~sqrt(ε)) stalled
-    with a gap of 1e-9 ("left a gap ... (tolerance 1e-12)"); least squares on the vertices closes it."""
+    """Conditional Poisson at a cold temperature, α* = 1 to 1e-9: the minimum-norm point is ~0,
+    where the Gram route's affine minimum (accurate to ~sqrt(ε)) stalls with a gap of 1e-9; least
+    squares on the vertices closes it."""
     from mdtheory.drafts import make_draft_model
     rng = np.random.default_rng(seed)
     z = rng.normal(size=V) * 3
@@ -541,10 +541,10 @@ def test_mnp_closes_near_alpha_one_conditional_poisson(V, seed):
 
 
 def test_mnp_retries_in_the_scaled_norm():
-    """Regression (adversarial repro d03c, there 4 x 465 at 10,000 iterations): a peaked independent
-    pair whose plain-norm run is still open at the iteration cap (gap 4e-11 to 2e-9 at 400, by
-    BLAS) is closed by the run in the norm weighted by 1 / (p + q̄) raced beside it; the
-    certificate is recomputed independently."""
+    """A peaked independent pair (also seen at 4 x 465 and 10,000 iterations) whose plain-norm run
+    is still open at the iteration cap (gap 4e-11 to 2e-9 at 400, by BLAS) is closed by the run in
+    the norm weighted by 1 / (p + q̄) raced beside it; the certificate is recomputed
+    independently."""
     from mdtheory.independent import _phases, _race
     rng = np.random.default_rng(0)
     z = rng.normal(size=80) * 3

@@ -187,8 +187,8 @@ def test_kseq_within_one_minus_one_over_e_of_optimal():
 
 
 def test_draft_sets_of_underflowed_probability_get_a_valid_step():
-    """D17: a draft tuple whose probability underflows to 0 was a KeyError (gr-softmax, and the
-    optimal rule's plan path divided 0/0); it now outputs the residual, a law summing to one."""
+    """A draft tuple whose probability underflows to 0 (gr-softmax, and the optimal rule's plan
+    path) gets a valid step: it outputs the residual, a law summing to one."""
     p, q = np.array([0.3, 0.7]), np.array([1e-300, 1.0])
     rule = make_rule("gr-softmax", p, q, 2)
     a, r = rule.conditional(np.array([0, 0]))
@@ -203,7 +203,7 @@ def test_draft_sets_of_underflowed_probability_get_a_valid_step():
 
 
 def test_residual_part_is_never_negative():
-    """D18: an accept part summing to 1 + 2e-16 gave a residual part of -2.2e-16."""
+    """The residual part is non-negative even where the accept part sums to 1 + 2e-16."""
     rule = make_rule("khisti-lp", np.array([3, 2, 2]) / 7, np.ones(3) / 3, 3)
     a, r = rule.conditional(np.array([0, 2, 2]))
     assert (r >= 0).all() and (a >= 0).all()
