@@ -24,8 +24,8 @@ import numpy as np
 
 import mdtheory as md
 from mdtheory import _budget
-from mdtheory.cli import tempered
 from mdtheory.drafts import make_draft_model
+from mdtheory.logits import tempered
 from mdtheory.mnp import min_norm_base
 
 sys.path.insert(0, str(Path(__file__).parent))
