@@ -63,7 +63,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ._jit import njit
+from ._jit import _two_sum, njit
 from ._route import (
     Exhaustive,
     PrefixOrder,
@@ -77,7 +77,7 @@ from ._route import (
 from .drafts import DraftModel
 from .errors import InvalidInputError, SolverError
 from .mixture import check_mixture
-from .polymatroid import TINY, _lex_blocks, _not_flatter, _two_sum, lex_optimal_base_iid
+from .polymatroid import TINY, _lex_blocks, _not_flatter, lex_optimal_base_iid
 from .subsets import _add, _ipow
 
 __all__ = ["certify", "checks", "check_plan", "check_flow", "check_base_iid", "cut_value", "cut_masses",

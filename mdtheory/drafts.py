@@ -36,14 +36,15 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from itertools import combinations, permutations
+from fractions import Fraction
+from itertools import combinations, permutations, product
 from typing import ClassVar, NamedTuple
 
 import numpy as np
 from numpy.typing import ArrayLike
 
 from . import _budget
-from ._validate import as_distribution, as_drafts, as_generator, as_order, as_size
+from ._validate import as_distribution, as_drafts, as_fractions, as_generator, as_order, as_size
 from .errors import InvalidDistributionError, InvalidInputError, ProblemTooLargeError
 
 __all__ = [
@@ -60,6 +61,7 @@ __all__ = [
     "SAMPLINGS",
     "register_sampling",
     "sampling_names",
+    "file_samplings",
     "PREFIX_SAMPLINGS",
     "PREFIX_PROVED",
     "MAX_SUBSET_V",
@@ -445,9 +447,14 @@ class IID(_MarkovDraftModel):
 
     @classmethod
     def exact_set_law(cls, q, n):
-        from .exact import iid_set_law
-
-        return iid_set_law(q, n)
+        """By enumeration of the ordered tuples."""
+        q = as_fractions(q)
+        law: dict = {}
+        for x in product(range(len(q)), repeat=n):
+            w = math.prod((q[i] for i in x), start=Fraction(1))
+            if w:
+                law[frozenset(x)] = law.get(frozenset(x), 0) + w
+        return law
 
     def prefix_pass_seconds(self):
         return _budget.PRODUCT_TOKEN_SECONDS * self.V * self.n
@@ -535,9 +542,20 @@ class WithoutReplacement(_MarkovDraftModel):
 
     @classmethod
     def exact_set_law(cls, q, n):
-        from .exact import successive_set_law
-
-        return successive_set_law(q, n)
+        """By enumeration of the ordered tuples, each draft from q renormalised on the rest."""
+        q = as_fractions(q)
+        law: dict = {}
+        for x in permutations(range(len(q)), n):
+            w, used = Fraction(1), Fraction(0)
+            for i in x:
+                if used == 1:
+                    w = Fraction(0)
+                    break
+                w *= q[i] / (1 - used)
+                used += q[i]
+            if w:
+                law[frozenset(x)] = law.get(frozenset(x), 0) + w
+        return law
 
     def prefix_pass_seconds(self):
         # per (token, degree) of the one-pass containment, at least 9 degrees (the kernels compiled
@@ -634,9 +652,13 @@ class ConditionalPoisson(DraftModel):
 
     @classmethod
     def exact_set_law(cls, q, n):
-        from .exact import conditional_poisson_set_law
-
-        return conditional_poisson_set_law(q, n)
+        """By enumeration of the n-sets: each weighs its product of q, normalised by their sum
+        :math:`e_n(q)`."""
+        q = as_fractions(q)
+        weights = {frozenset(A): math.prod((q[i] for i in A), start=Fraction(1))
+                   for A in combinations(range(len(q)), n)}
+        total = sum(weights.values(), Fraction(0))
+        return {A: w / total for A, w in weights.items() if w}
 
     def prefix_pass_seconds(self):
         return _budget.CP_PREFIX_TOKEN_SECONDS * self.V * (self.n + 5)
@@ -971,6 +993,14 @@ def register_sampling(cls: type[DraftModel], *aliases: str) -> type[DraftModel]:
             raise InvalidInputError(f"sampling {name!r} is already {SAMPLINGS[name].__name__}")
         SAMPLINGS[name] = cls
     return cls
+
+
+def file_samplings() -> list[str]:
+    """The registered names (aliases included) of the models the command line builds from one
+    .npy file: the one-law models (:attr:`DraftModel.single_q`, rows (V,) or a batch (B, V)), then
+    those with one law per draft (:attr:`DraftModel.rows_per_draft`, a table (n, V))."""
+    return [name for name, cls in SAMPLINGS.items() if cls.single_q] + \
+        [name for name, cls in SAMPLINGS.items() if cls.rows_per_draft and not cls.single_q]
 
 
 def sampling_names(predicate=None) -> tuple[str, ...]:

@@ -64,6 +64,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ._budget import MNP_MAX_ITER
 from ._jit import njit
 from ._route import PriorityOrders, RouteOutput
 from .drafts import DraftModel, Independent  # noqa: F401 (Independent: the doctests)
@@ -77,8 +78,6 @@ MNP_TOL = 1e-12
 #: A run that stalls (Wolfe's optimality test passes in floating point) is accepted with a gap up to
 #: this; above it the method raises.
 MNP_ACCEPT = 1e-9
-#: Major iterations (one vertex each) at most.
-MNP_MAX_ITER = 10_000
 #: Corral weights at or below this leave the corral.
 _DROP = 1e-15
 #: Squared norm of the corral's point, relative to its vertices' largest, below which the affine

@@ -26,7 +26,7 @@ from itertools import product
 
 import numpy as np
 
-from ._jit import njit
+from ._jit import _two_sum, njit
 from .drafts import DraftModel
 from .errors import InvalidInputError, ProblemTooLargeError
 
@@ -243,14 +243,6 @@ def _not_flatter(ga, pa, gb, pb):
     if pa == 0.0:
         return True
     return ga / pa >= gb / pb
-
-
-@njit(cache=True)
-def _two_sum(a, b):
-    """a + b and its rounding error (Knuth): a + b = s + e exactly."""
-    s = a + b
-    v = s - a
-    return s, (a - (s - v)) + (b - v)
 
 
 @njit(cache=True)

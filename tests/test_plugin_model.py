@@ -243,20 +243,28 @@ def test_two_of_a_kind_rules_and_audit(registered):
         assert est.seconds >= 0 and est.bytes >= 0 and name in est.what
 
 
-def test_two_of_a_kind_check_acceptance_library_call(registered, tmp_path):
-    """What check-acceptance runs on a model given by name: the model, its route's estimate, the
-    proven optimum (the command line calls these; its --sampling reads the registry)."""
-    from mdtheory import _budget
-    from mdtheory.solve import _auto
+def test_two_of_a_kind_check_acceptance_command(registered, tmp_path, capsys):
+    """The command line's check-acceptance runs a model registered here by name: its --sampling
+    choices and its route's estimate come from the registries."""
+    import json
+
+    from mdtheory.cli import main
 
     rng = np.random.default_rng(8)
     p, q, pf, qf = rational_pair(rng, 5)
-    model = md.make_draft_model(qf, 3, "two-of-a-kind")
-    method = _auto(model)
-    _budget.require(_budget.acceptance_route(model, method))
-    res = md.optimal_acceptance(pf, model)
-    assert res.method == method == "subsets" and res.status == "optimal"
-    assert abs(res.value - float(two_of_a_kind_exact(p, q, 3))) <= SOLVER
+    np.save(tmp_path / "p.npy", pf)
+    np.save(tmp_path / "q.npy", qf)
+    code = main(["check-acceptance", str(tmp_path / "p.npy"), str(tmp_path / "q.npy"), "-n", "3",
+                 "--sampling", "two-of-a-kind", "--json"])
+    row = json.loads(capsys.readouterr().out.splitlines()[0])
+    assert code == 0 and row["sampling"] == "two-of-a-kind" and row["method"] == "subsets"
+    assert row["status"] == "optimal"
+    assert abs(row["alpha_star"] - float(two_of_a_kind_exact(p, q, 3))) <= SOLVER
+    code = main(["check-acceptance", str(tmp_path / "p.npy"), str(tmp_path / "q.npy"), "-n", "3",
+                 "--sampling", "two-of-a-kind", "--method", "mnp", "--json"])
+    row = json.loads(capsys.readouterr().out.splitlines()[0])
+    assert code == 0 and row["method"] == "mnp" and row["certificate"] == "order-mixture"
+    assert abs(row["alpha_star"] - float(two_of_a_kind_exact(p, q, 3))) <= SOLVER
 
 
 def test_a_route_defined_here(registered, monkeypatch):
@@ -265,6 +273,7 @@ def test_a_route_defined_here(registered, monkeypatch):
     estimator, and picked by method="auto" when its capability test and rank say so."""
     from mdtheory import _budget
     from mdtheory._route import Exhaustive, Route, RouteOutput
+    from mdtheory.solve import route_estimate
 
     def scan(p, model):
         best, cut = 0.0, ()
@@ -289,8 +298,8 @@ def test_a_route_defined_here(registered, monkeypatch):
     res = md.optimal_acceptance(pf, model)  # auto: the lowest rank that admits the model
     assert (res.method, res.certificate, res.status) == ("scan", "exhaustive", "optimal")
     assert abs(res.value - float(two_of_a_kind_exact(p, q, 2))) <= SOLVER
-    assert _budget.acceptance_route(model, "scan").seconds == pytest.approx(32e-5)
+    assert route_estimate(model, "scan").seconds == pytest.approx(32e-5)
     with pytest.raises(md.ProblemTooLargeError, match="method 'scan'"):
-        _budget.require(_budget.acceptance_route(TwoOfAKind(np.full(30, 1 / 30), 2), "scan"))
+        _budget.require(route_estimate(TwoOfAKind(np.full(30, 1 / 30), 2), "scan"))
     assert md.optimal_acceptance(pf, md.IID(qf, 2), method="scan").value == pytest.approx(
         md.alpha_star(pf, qf, 2), abs=SOLVER)
