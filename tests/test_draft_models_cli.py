@@ -1,4 +1,4 @@
-"""Issue 14 in the CLI: independent drafts' shapes in ``check-acceptance``, the draft-model table of
+"""Draft models in the CLI: independent drafts' shapes in ``check-acceptance``, the draft-model table of
 ``compare-selectors --sampling``, and the size estimate of the ``mnp`` route. Cheap: V <= 60."""
 
 import json
@@ -23,7 +23,7 @@ def files(npy):
 # --------------------------------------------------------------- check-acceptance --sampling independent
 @pytest.mark.parametrize("drafts", [None, 3])
 def test_independent_refuses_one_law(capsys, files, drafts):
-    """A q of shape (V,) is one draft: refused (it used to run silently as n = 1), --drafts or not."""
+    """A q of shape (V,) is one draft: refused unless --drafts 1 says so."""
     extra = [] if drafts is None else ["--drafts", drafts]
     code, out, err = run_main(capsys, "check-acceptance", files["p"], files["q"], "--sampling",
                               "independent", *extra)
@@ -97,7 +97,7 @@ def test_sampling_all_against_exhaustive(capsys, small):
 
 
 def test_draft_temperatures_add_independent_drafts(capsys, small):
-    from mdtheory.cli import tempered
+    from mdtheory.logits import tempered
 
     p, q, pf, qf = small
     code, out, _ = run_main(capsys, "compare-selectors", pf, qf, "--sampling", "all",
@@ -189,10 +189,10 @@ def test_bad_temperatures_are_usage_errors(capsys, small, temps):
 
 # --------------------------------------------------------------- the mnp route's estimate
 def test_mnp_estimate_grows_and_refuses_a_huge_vocabulary(capsys, npy):
-    from mdtheory import _budget
+    from mdtheory.solve import route_estimate
 
     rng = np.random.default_rng(7)
-    est = [_budget.acceptance_route(md.Independent(rng.dirichlet(np.ones(V), size=2)), "mnp")
+    est = [route_estimate(md.Independent(rng.dirichlet(np.ones(V), size=2)), "mnp")
            for V in (100, 1000, 10_000)]
     assert 0 < est[0].seconds < est[1].seconds < est[2].seconds and "Wolfe" in est[0].what
     V = 50_000  # refused before any allocation of the solver's (V + 2) x V arrays
@@ -215,11 +215,11 @@ def test_mnp_estimate_per_model():
 
 
 def test_memory_error_is_one_line(capsys, monkeypatch, files):
-    from mdtheory import cli
+    from mdtheory.cli import check_acceptance
 
     def boom(*args, **kwargs):
         raise MemoryError("Unable to allocate 74.5 GiB for an array")
-    monkeypatch.setattr(cli, "optimal_acceptance", boom)
+    monkeypatch.setattr(check_acceptance, "optimal_acceptance", boom)
     code, _, err = run_main(capsys, "check-acceptance", files["p"], files["q"])
     one_line_error(code, err, "out of memory: Unable to allocate 74.5 GiB", "too large for this machine")
 

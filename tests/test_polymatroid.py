@@ -4,13 +4,8 @@ import numpy as np
 import pytest
 
 import mdtheory as md
-from mdtheory.polymatroid import (
-    base_polytope_violation,
-    lex_optimal_base_cvxpy,
-    lex_optimal_base_iid,
-    lex_optimal_base_mnp,
-    priority_marginal,
-)
+from mdtheory.crosscheck import lex_optimal_base_cvxpy, lex_optimal_base_mnp
+from mdtheory.polymatroid import base_polytope_violation, lex_optimal_base_iid, priority_marginal
 from mdtheory.rules import make_rule
 
 
@@ -94,6 +89,7 @@ def test_optimal_rule_reaches_alpha_star(sampling):
         assert 0.5 * np.abs(law - p).sum() <= 1e-12
 
 
+@pytest.mark.slow
 def test_gr_softmax_within_ten_tau():
     for tau in (1e-3, 1e-6):
         for p, q, n in pairs(5, 10, vmax=6):
