@@ -36,7 +36,8 @@ from .drafts import make_draft_model
 from .errors import InvalidInputError
 from .lm import META, load_char_lstm
 
-__all__ = ["BlockResult", "speculative_step", "block_efficiency", "estimate",
+__all__ = ["BlockResult", "speculative_step", "block_efficiency", "estimate", "block_interval",
+           "draft_tree", "verifier_step", "estimate_verifier", "simulate", "BATCHES",
            "add_block_efficiency_parser", "SAMPLINGS"]
 
 #: Draft samplings of the first token.
@@ -45,20 +46,64 @@ SAMPLINGS = ("iid", "without-replacement")
 
 @dataclass
 class BlockResult:
-    """Tokens emitted per step by one rule."""
+    """Tokens emitted per target call by one rule or verifier.
+
+    ``counts`` holds ``replicates`` independent texts of equal length, one after the other. The calls
+    along one text are correlated (neighbouring contexts are alike), so the 95% interval comes from
+    the replicates' means (Student t, R - 1 degrees of freedom) when there are at least two, else from
+    :data:`BATCHES` batch means of consecutive calls; ``ci95_iid``, the interval that treats every call
+    as independent, is kept for comparison only.
+    """
 
     rule: str
     drafts: int
     length: int
     counts: np.ndarray
+    replicates: int = 1
+    #: The mean over the calls' contexts of a proven bound on (or the exact) optimal E|B|, if computed.
+    ceiling: float | None = None
+    ceiling_kind: str | None = None
+
+    def interval(self) -> tuple[float, float, str]:
+        """(low, high, method) of the 95% interval of the block efficiency."""
+        return block_interval(self.counts, self.replicates)
 
     def row(self) -> dict:
         m = self.counts.size
         mean = float(self.counts.mean())
-        half = 1.96 * float(self.counts.std(ddof=1)) / np.sqrt(m) if m > 1 else float("inf")
-        return {"rule": self.rule, "drafts": self.drafts, "length": self.length,
-                "block_efficiency": mean, "ci95": [float(mean - half), float(mean + half)],
-                "target_calls": int(m), "tokens": int(self.counts.sum())}
+        lo, hi, method = self.interval()
+        naive = 1.96 * float(self.counts.std(ddof=1)) / np.sqrt(m) if m > 1 else float("inf")
+        out = {"rule": self.rule, "drafts": self.drafts, "length": self.length,
+               "block_efficiency": mean, "ci95": [lo, hi], "interval": method,
+               "replicates": int(self.replicates), "ci95_iid": [mean - naive, mean + naive],
+               "target_calls": int(m), "tokens": int(self.counts.sum())}
+        if self.ceiling is not None:
+            out[self.ceiling_kind] = float(self.ceiling)
+        return out
+
+
+#: Batch means of one text: its calls in this many consecutive batches.
+BATCHES = 10
+
+
+def block_interval(counts, replicates: int = 1) -> tuple[float, float, str]:
+    """95% interval of the mean of ``counts`` (``replicates`` independent texts of equal length,
+    concatenated): Student t over the replicates' means, or over :data:`BATCHES` batch means of
+    consecutive calls for one text; infinite where there are too few calls (under 2 replicates of one
+    call each, or a single text of under 2 * BATCHES calls). Returns (low, high, method)."""
+    from scipy import stats
+
+    counts = np.asarray(counts, dtype=np.float64)
+    mean = float(counts.mean())
+    if replicates >= 2 and counts.size % replicates == 0:
+        groups, method = counts.reshape(replicates, -1).mean(axis=1), "replicates"
+    elif counts.size >= 2 * BATCHES:
+        usable = counts.size - counts.size % BATCHES
+        groups, method = counts[:usable].reshape(BATCHES, -1).mean(axis=1), "batch-means"
+    else:
+        return -float("inf"), float("inf"), "none"
+    half = float(stats.t.ppf(0.975, groups.size - 1) * groups.std(ddof=1) / np.sqrt(groups.size))
+    return mean - half, mean + half, method
 
 
 def _laws(law, contexts: list[tuple]) -> dict:
@@ -121,6 +166,80 @@ def speculative_step(target, drafter, context: tuple, rule: str, K: int, L: int,
     end = context + tuple(emitted)
     emitted.append(int(draw(p[end][None, :], rng)[0]))
     return emitted
+
+
+def draft_tree(drafter, context: tuple, tree, rng) -> tuple[np.ndarray, dict]:
+    """One draft tree (:class:`mdtheory.blocks.DraftTree`) from ``context``: the (K, L) drafts and
+    the drafter's law at every node it expanded (absolute contexts), one batch per depth."""
+    drafts = np.zeros((tree.n, tree.length), dtype=np.int64)
+    q: dict = {}
+    for d in range(tree.length):
+        width = tree.stride[d] * tree.branching[d]  # rows under one node at depth d
+        starts = range(0, tree.n, width)
+        prefixes = [context + tuple(drafts[s, :d].tolist()) for s in starts]
+        q.update(_laws(drafter, prefixes))
+        for s, ctx in zip(starts, prefixes, strict=True):
+            row = np.asarray(q[ctx], dtype=np.float64)
+            for (lo, hi), y in zip(tree.children_rows(d, s), tree._draw(row, tree.branching[d], rng, ctx),
+                                   strict=True):
+                drafts[lo:hi, d] = y
+    return drafts, q
+
+
+def verifier_step(target, drafter, context: tuple, verifier, tree, rng) -> list[int]:
+    """One target call with a sequence-level verifier (:mod:`mdtheory.blocks.verifiers`): draft the
+    tree, score every node with the target in one batch, emit the verifier's block."""
+    drafts, q = draft_tree(drafter, context, tree, rng)
+    nodes = [context + tuple(drafts[k, :d].tolist()) for k in range(tree.n) for d in range(tree.length + 1)]
+    p = _laws(target, nodes)
+
+    def at(table):
+        return lambda ctx: table[context + tuple(ctx)]
+
+    return verifier.sample(at(p), at(q), drafts, rng).tolist()
+
+
+def estimate_verifier(V: int, tree, steps: int) -> _budget.Estimate:
+    """``steps`` target calls of a sequence-level verifier on ``tree``: the drafter at each internal
+    node and the target at every node (about 2 ms an LSTM call, measured with ``lm-pairs`` on one
+    BLAS thread) and O(V) work per node."""
+    nodes = tree.n * (tree.length + 1)
+    return _budget.Estimate(
+        f"block-efficiency: {steps} target calls of a tree of K = {tree.n} paths of L = {tree.length} "
+        f"tokens over V = {V}", steps * ((tree.length + 1) * 2e-3 + nodes * V * 2e-7),
+        16.0 * nodes * V)
+
+
+def simulate(target, drafter, verifier, tree, steps: int, rng, *, replicates: int = 1,
+             start: tuple = (), quiet: bool = True, ceiling=None, ceiling_kind: str | None = None
+             ) -> BlockResult:
+    """``steps`` target calls with ``verifier`` on ``tree`` (K iid drafts: ``iid_drafts(K, L)``), in
+    ``replicates`` independent texts from ``start`` of ``steps // replicates`` calls each.
+
+    ``ceiling(context) -> float``, if given, is evaluated at every call's context (a proven bound on,
+    or the exact value of, the optimal E|B| there) and its mean kept beside the result.
+    """
+    _check_sizes(tree.n, tree.length, steps)
+    if isinstance(replicates, bool) or not isinstance(replicates, (int, np.integer)) or not \
+            1 <= replicates <= steps:
+        raise InvalidInputError(
+            f"--replicates must be an integer in 1 .. steps = {steps}, got {replicates!r}")
+    per = steps // replicates
+    counts = np.zeros(per * replicates, dtype=np.int64)
+    ceilings = []
+    streams = rng.spawn(replicates)
+    text = tuple(start)
+    for j in progress(range(per * replicates), per * replicates, verifier.label, quiet):
+        r, i = divmod(j, per)
+        if i == 0:  # a fresh, independent text
+            text = tuple(start)
+        if ceiling is not None:
+            ceilings.append(float(ceiling(text)))
+        out = verifier_step(target, drafter, text, verifier, tree, streams[r])
+        counts[j] = len(out)
+        text = text + tuple(out)
+    return BlockResult(verifier.label, tree.n, tree.length, counts, replicates,
+                       float(np.mean(ceilings)) if ceilings else None, ceiling_kind)
 
 
 def _check_sizes(K, L, steps) -> None:

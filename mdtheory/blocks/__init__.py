@@ -31,7 +31,8 @@ from .verifiers import (  # noqa: E402
     VERIFIERS,
     BlockVerification,
     BlockVerifier,
-    MultiPath,
+    PrefixTrie,
+    SelectedPath,
     TokenByToken,
     Traversal,
     block_efficiency,
@@ -40,4 +41,5 @@ from .verifiers import (  # noqa: E402
 )
 
 __all__ += ["TREE_SAMPLINGS", "DraftTree", "iid_drafts", "VERIFIERS", "BlockVerification", "BlockVerifier",
-            "MultiPath", "TokenByToken", "Traversal", "block_efficiency", "exact_block_law", "make_verifier"]
+            "PrefixTrie", "SelectedPath", "TokenByToken", "Traversal", "block_efficiency", "exact_block_law",
+            "make_verifier"]
