@@ -37,7 +37,8 @@ from .errors import InvalidInputError
 from .lm import META, load_char_lstm
 
 __all__ = ["BlockResult", "speculative_step", "block_efficiency", "estimate", "block_interval",
-           "draft_tree", "verifier_step", "estimate_verifier", "simulate", "BATCHES",
+           "draft_tree", "verifier_step", "estimate_verifier", "simulate", "BATCHES", "ceiling",
+           "drafter_equals_target", "parse_instance", "exact_rows", "INSTANCE_HELP",
            "add_block_efficiency_parser", "SAMPLINGS"]
 
 #: Draft samplings of the first token.
@@ -240,6 +241,82 @@ def simulate(target, drafter, verifier, tree, steps: int, rng, *, replicates: in
         text = text + tuple(out)
     return BlockResult(verifier.label, tree.n, tree.length, counts, replicates,
                        float(np.mean(ceilings)) if ceilings else None, ceiling_kind)
+
+
+def drafter_equals_target(target, drafter) -> bool:
+    """Whether the drafter is the target itself (the same LSTM at the same temperature and
+    truncation): then every single draft is accepted and block efficiencies say nothing."""
+    if drafter is target:
+        return True
+    same = isinstance(drafter, LSTMLaw) and isinstance(target, LSTMLaw) and drafter.model is target.model
+    return same and (drafter.temperature, drafter.top_k, drafter.top_p) == (
+        target.temperature, target.top_k, target.top_p)
+
+
+def ceiling(target, drafter, tree):
+    """``(function(context) -> float, kind)``: the best available ceiling of E|B| for K iid drafts at a
+    context of the text: a proven upper bound on the optimum (``mdtheory.blocks.block_efficiency_bound``)
+    where the build has it. Refused for draft trees other than K iid drafts (the bound is for those)."""
+    from . import blocks
+
+    if tree != blocks.iid_drafts(tree.n, tree.length):
+        raise InvalidInputError("--optimum: the ceiling is computed for K iid drafts, not for the tree "
+                                f"{list(tree.branching)} {tree.sampling}")
+    bound = getattr(blocks, "block_efficiency_bound", None)
+    if bound is None:
+        raise InvalidInputError("--optimum needs mdtheory.blocks.block_efficiency_bound, which this build "
+                                "lacks")
+    return (lambda context: bound(target, drafter, tree.n, tree.length, context=tuple(context)).value,
+            "optimum_bound")
+
+
+#: Small exact instances of ``exact_rows``: Sun et al.'s toy, or ``random:V:SEED``.
+INSTANCE_HELP = "toy (Sun et al.: V = 2, p = (1/3, 2/3), q = (2/3, 1/3)) or random:V:SEED"
+
+
+def parse_instance(text: str):
+    """``(target, draft)`` of a small exact instance named as :data:`INSTANCE_HELP` says."""
+    from . import blocks
+
+    if text == "toy":
+        return blocks.sun_toy()
+    parts = str(text).split(":")
+    try:
+        if len(parts) != 3 or parts[0] != "random":
+            raise ValueError
+        V, seed = int(parts[1]), int(parts[2])
+    except ValueError:
+        raise InvalidInputError(f"--instance must be {INSTANCE_HELP}; got {text!r}") from None
+    if not 2 <= V <= 8:
+        raise InvalidInputError(f"--instance random:V:SEED needs 2 <= V <= 8 for exact enumeration, got {V}")
+    return blocks.random_instance(V, seed)
+
+
+def exact_rows(target, draft, verifiers, tree, optimum: bool = False) -> list[dict]:
+    """Exact E|B| of each verifier on a small instance, by enumerating every draw of the drafts
+    (``tree``: the draft model), each checked lossless; with ``optimum``, the exact optimum of K iid
+    drafts (``mdtheory.blocks.optimal_block_efficiency``) beside them."""
+    from . import blocks
+
+    rows = []
+    best = None
+    if optimum:
+        solve = getattr(blocks, "optimal_block_efficiency", None)
+        if solve is None:
+            raise InvalidInputError("--optimum needs mdtheory.blocks.optimal_block_efficiency, which this "
+                                    "build lacks")
+        if tree != blocks.iid_drafts(tree.n, tree.length):
+            raise InvalidInputError("--optimum: the exact optimum is for K iid drafts, not for a tree")
+        best = float(solve(target, draft, tree.n, tree.length).value)
+    for verifier in verifiers:
+        law = blocks.exact_block_law(verifier, target, draft, tree.n, tree.length)
+        row = {"rule": verifier.label, "drafts": tree.n, "length": tree.length,
+               "block_efficiency": float(sum(len(b) * w for b, w in law.items())),
+               "exact": True, "validity_tv": float(blocks.block_law_tv(law, target, tree.length))}
+        if best is not None:
+            row["optimum"] = best
+        rows.append(row)
+    return rows
 
 
 def _check_sizes(K, L, steps) -> None:

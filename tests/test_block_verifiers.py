@@ -221,3 +221,105 @@ def test_bad_input_is_refused_with_a_named_error():
         Traversal(DraftTree((2, 2), "iid")).block_efficiency(target, draft, 2, 2)
     with pytest.raises(ProblemTooLargeError, match="draws"):
         exact_block_law(PrefixTrie(), target, draft, 4, 4)
+
+
+# ------------------------------------------------------------------ the simulation along a text
+class _BatchMarkov:
+    """A batched law (contexts -> (B, V)) whose next token depends on the last one."""
+
+    def __init__(self, matrix):
+        self.matrix = matrix
+
+    def __call__(self, contexts):
+        return np.stack([self.matrix[int(c[-1])] for c in contexts])
+
+
+def _markov_pair(V=3, seed=11):
+    rng = np.random.default_rng(seed)
+    return (_BatchMarkov(rng.dirichlet(np.ones(V), size=V)),
+            _BatchMarkov(rng.dirichlet(np.ones(V) * 0.7, size=V)))
+
+
+@pytest.mark.parametrize("tree", [iid_drafts(2, 2), DraftTree((2, 2), "wor"), DraftTree((2, 1), "iid")])
+def test_drafted_trees_have_the_tree_law(tree):
+    from mdtheory import blockeff
+
+    _, drafter = _markov_pair()
+    rng = np.random.default_rng(3)
+    law = {tuple(x.ravel().tolist()): w
+           for x, w in tree.enumerate(lambda ctx: drafter.matrix[(0, *ctx)[-1]])}
+    N = 3000
+    counts: dict = {}
+    for _ in range(N):
+        x, _ = blockeff.draft_tree(drafter, (0,), tree, rng)
+        key = tuple(x.ravel().tolist())
+        counts[key] = counts.get(key, 0) + 1
+    assert set(counts) <= set(law)
+    stat = sum((counts.get(k, 0) - N * w) ** 2 / (N * w) for k, w in law.items())
+    assert stat <= chi2.ppf(1 - 1e-6, len(law) - 1)
+
+
+@pytest.mark.parametrize("verifier,tree", [(SelectedPath(), iid_drafts(3, 2)),
+                                           (PrefixTrie(), iid_drafts(3, 2)),
+                                           (Traversal(DraftTree((2, 2), "wor")), DraftTree((2, 2), "wor"))])
+def test_decoding_with_a_verifier_keeps_the_targets_law(verifier, tree):
+    """The first two tokens emitted from a fixed context, block after block, follow the target."""
+    from mdtheory import blockeff
+
+    target, drafter = _markov_pair()
+    rng = np.random.default_rng(5)
+    counts = np.zeros((3, 3))
+    longest = 0
+    for _ in range(1500):
+        out: list[int] = []
+        while len(out) < 2:  # bounded: every step emits at least one token
+            out += blockeff.verifier_step(target, drafter, (0, *out), verifier, tree, rng)
+        longest = max(longest, len(out))
+        counts[out[0], out[1]] += 1
+    assert longest > 2
+    expected = 1500 * target.matrix[0][:, None] * target.matrix
+    stat = ((counts - expected) ** 2 / expected).sum()
+    assert stat <= chi2.ppf(1 - 1e-6, 8)
+
+
+def test_intervals_come_from_replicates_or_batch_means():
+    from mdtheory import blockeff
+
+    counts = np.arange(40) % 4 + 1
+    lo, hi, method = blockeff.block_interval(counts, replicates=4)
+    means = counts.reshape(4, 10).mean(axis=1)
+    half = 3.182446305284263 * means.std(ddof=1) / 2  # t_{0.975, 3}
+    assert method == "replicates" and abs((hi - lo) / 2 - half) <= ROUNDING
+    lo, hi, method = blockeff.block_interval(counts, replicates=1)
+    batches = counts.reshape(10, 4).mean(axis=1)
+    half = 2.2621571627409915 * batches.std(ddof=1) / np.sqrt(10)  # t_{0.975, 9}
+    assert method == "batch-means" and abs((hi - lo) / 2 - half) <= ROUNDING
+    assert blockeff.block_interval(counts[:5])[2] == "none"
+
+
+def test_simulate_runs_independent_texts():
+    from mdtheory import blockeff
+
+    target, drafter = _markov_pair()
+    res = blockeff.simulate(target, drafter, SelectedPath(), iid_drafts(2, 2), 60, np.random.default_rng(1),
+                            replicates=3, start=(0,))
+    row = res.row()
+    assert row["replicates"] == 3 and row["interval"] == "replicates" and row["target_calls"] == 60
+    texts = res.counts.reshape(3, 20)
+    assert not (np.array_equal(texts[0], texts[1]) and np.array_equal(texts[1], texts[2]))
+    assert row["block_efficiency"] == res.counts.sum() / 60
+    with pytest.raises(InvalidInputError, match="replicates"):
+        blockeff.simulate(target, drafter, SelectedPath(), iid_drafts(2, 2), 5, np.random.default_rng(1),
+                          replicates=6)
+
+
+def test_exact_rows_on_the_toy():
+    from mdtheory import blockeff
+
+    target, draft = blockeff.parse_instance("toy")
+    rows = blockeff.exact_rows(target, draft, [BlockVerification(), TokenByToken("single")], iid_drafts(1, 2))
+    assert abs(rows[0]["block_efficiency"] - 20 / 9) <= ROUNDING
+    assert abs(rows[1]["block_efficiency"] - 19 / 9) <= ROUNDING
+    assert max(r["validity_tv"] for r in rows) <= 1e-12
+    with pytest.raises(InvalidInputError, match="instance"):
+        blockeff.parse_instance("random:3")
