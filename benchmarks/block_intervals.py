@@ -12,7 +12,8 @@ independent texts of S calls each and compares, per verifier:
   batches) within a text.
 
 ``spread / iid`` is the factor by which the iid interval understates; ``spread / batch`` near 1 says
-batch means repair it.
+batch means repair it. ``acf`` is the same factor from the autocorrelation of the counts along the
+texts, sqrt(1 + 2 (rho_1 + ... + rho_20)) (rho_k pooled over the texts), which needs no replicates.
 
 Run:  OMP_NUM_THREADS=1 python benchmarks/block_intervals.py [--texts 24] [--calls 100] [-K 2] [-L 3]
 """
@@ -57,14 +58,21 @@ def main() -> None:
         b = blockeff.BATCHES
         batch_means = texts[:, : args.calls - args.calls % b].reshape(args.texts, b, -1).mean(axis=2)
         batch = float(np.mean(batch_means.std(axis=1, ddof=1) / np.sqrt(b)))
-        row = {"verifier": res.rule, "K": args.K, "L": args.L, "texts": args.texts, "calls": args.calls,
+        centred = texts - texts.mean()
+        var = float((centred ** 2).mean())
+        lags = min(20, args.calls - 1)
+        rho = [float((centred[:, :-k] * centred[:, k:]).mean()) / var for k in range(1, lags + 1)]
+        acf = float(np.sqrt(max(1 + 2 * sum(rho), 0.0)))
+        row = {"verifier": res.rule, "acf_factor": acf, "rho_1_to_5": rho[:5],
+               "K": args.K, "L": args.L, "texts": args.texts, "calls": args.calls,
                "block_efficiency": float(res.counts.mean()), "spread": spread, "iid": iid,
                "batch": batch, "understatement_iid": spread / iid, "understatement_batch": spread / batch,
                "seconds": time.perf_counter() - t0}
         rows.append(row)
         print(f"{row['verifier']:10s} K={args.K} L={args.L} E|B|={row['block_efficiency']:.3f}  se: "
               f"replicates {spread:.4f}  iid {iid:.4f}  batch means {batch:.4f}  -> iid understates "
-              f"x{spread / iid:.2f}, batch means x{spread / batch:.2f}  ({row['seconds']:.0f} s)",
+              f"x{spread / iid:.2f}, batch means x{spread / batch:.2f}; autocorrelation factor {acf:.2f}, "
+              f"rho_1..3 {', '.join(f'{r:+.3f}' for r in rho[:3])}  ({row['seconds']:.0f} s)",
               flush=True)
     if args.json:
         with open(args.json, "w") as fh:

@@ -246,6 +246,8 @@ def simulate(target, drafter, verifier, tree, steps: int, rng, *, replicates: in
 def drafter_equals_target(target, drafter) -> bool:
     """Whether the drafter is the target itself (the same LSTM at the same temperature and
     truncation): then every single draft is accepted and block efficiencies say nothing."""
+    from .drafters import LSTMLaw
+
     if drafter is target:
         return True
     same = isinstance(drafter, LSTMLaw) and isinstance(target, LSTMLaw) and drafter.model is target.model
