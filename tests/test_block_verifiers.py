@@ -1,5 +1,6 @@
 """Sequence-level verifiers: exact block efficiencies, losslessness by enumeration, coincidences."""
 
+import json
 from fractions import Fraction
 
 import numpy as np
@@ -22,7 +23,7 @@ from mdtheory.blocks import (
     sun_toy,
 )
 from mdtheory.errors import InvalidInputError, ProblemTooLargeError
-from tests.tolerances import ROUNDING
+from tests.tolerances import ROUNDING, SOLVER
 
 
 def _exact_law(probs):
@@ -323,3 +324,101 @@ def test_exact_rows_on_the_toy():
     assert max(r["validity_tv"] for r in rows) <= 1e-12
     with pytest.raises(InvalidInputError, match="instance"):
         blockeff.parse_instance("random:3")
+
+
+# ------------------------------------------------------------------ the block-efficiency command
+def _run_cli(argv, capsys):
+    from mdtheory.cli import main
+
+    code = main(argv)
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_cli_exact_rows_on_the_toy(capsys):
+    code, out, _ = _run_cli(["block-efficiency", "--instance", "toy", "-n", "1", "-L", "2",
+                             "--verifier", "block,token,multipath,trie,traversal", "--rules", "single",
+                             "--json"], capsys)
+    assert code == 0
+    rows = {r["rule"]: r for r in map(json.loads, out.splitlines())}
+    assert abs(rows["block"]["block_efficiency"] - 20 / 9) <= ROUNDING
+    assert abs(rows["token:single"]["block_efficiency"] - 19 / 9) <= ROUNDING
+    for label in ("multipath:rrs", "trie", "traversal"):
+        assert abs(rows[label]["block_efficiency"] - 20 / 9) <= ROUNDING
+    assert max(r["validity_tv"] for r in rows.values()) <= 1e-12
+
+
+def test_cli_exact_rows_on_a_tree(capsys):
+    code, out, _ = _run_cli(["block-efficiency", "--instance", "random:3:1", "--tree", "2,2",
+                             "--sampling", "without-replacement", "--verifier", "traversal,token,block",
+                             "--rules", "rrs-wor"], capsys)
+    assert code == 0
+    lines = out.splitlines()
+    assert [line.split()[0] for line in lines] == ["traversal[2,2", "token:rrs-wor[2,2", "block"]
+    assert all("exact" in line for line in lines)
+
+
+@pytest.mark.parametrize("argv, culprit", [
+    (["--instance", "toy", "-n", "2", "-L", "2", "--verifier", "nope"], "nope"),
+    (["--instance", "toy", "--tree", "2,2", "-n", "3"], "--drafts"),
+    (["--instance", "toy", "--tree", "2,2", "--verifier", "multipath"], "multipath"),
+    (["--instance", "toy", "--tree", "2,x"], "tree"),
+    (["--instance", "random:3", "-n", "2", "-L", "2"], "--instance"),
+    (["--instance", "toy", "-L", "2"], "--drafts"),
+    (["--instance", "toy", "-n", "2", "-L", "2", "--verifier", "token", "--rules", "rrs-wor"], "rrs-wor"),
+    (["-n", "2", "-L", "2", "--steps", "3", "--replicates", "4"], "--replicates"),
+    (["-n", "2", "-L", "2", "--steps", "0"], "--steps"),
+])
+def test_cli_bad_input_exits_2_with_one_line(argv, culprit, capsys):
+    code, _, err = _run_cli(["block-efficiency", *argv], capsys)
+    assert code == 2
+    assert len(err.strip().splitlines()) == 1 and culprit in err
+
+
+def _have_model() -> bool:
+    from mdtheory import lm
+    from mdtheory.errors import MdtheoryError
+
+    try:
+        lm.textgenrnn_files()
+        import h5py  # noqa: F401
+    except (MdtheoryError, ImportError):
+        return False
+    return True
+
+
+needs_model = pytest.mark.skipif(not _have_model(), reason="the char-LSTM's data is absent (lm.INSTALL)")
+
+
+@needs_model
+def test_cli_simulation_rows(capsys):
+    code, out, err = _run_cli(["block-efficiency", "-n", "2", "-L", "2", "--verifier", "block,multipath,trie",
+                               "--steps", "6", "--replicates", "2", "--json", "--quiet"], capsys)
+    assert code == 0 and "equals the target" not in err
+    rows = [json.loads(line) for line in out.splitlines()]
+    assert [r["rule"] for r in rows] == ["block", "multipath:rrs", "trie"]
+    for r in rows:
+        assert r["target_calls"] == 6 and r["replicates"] == 2 and r["interval"] == "replicates"
+        assert 6 <= r["tokens"] <= 18 and r["block_efficiency"] == r["tokens"] / 6
+        assert r["ci95"][0] <= r["block_efficiency"] <= r["ci95"][1]
+
+
+@needs_model
+def test_cli_says_when_the_drafter_is_the_target(capsys):
+    code, out, err = _run_cli(["block-efficiency", "-n", "1", "-L", "2", "--verifier", "block",
+                               "--steps", "3", "--draft-temperature", "1.0", "--json", "--quiet"], capsys)
+    assert code == 0 and "equals the target" in err
+    assert json.loads(out.splitlines()[0])["block_efficiency"] == 3.0
+
+
+def test_cli_optimum_on_a_small_instance(capsys):
+    """Sun et al. prove block verification optimal at K = 1: the exact optimum is 20/9 on the toy."""
+    from mdtheory import blocks
+
+    code, out, err = _run_cli(["block-efficiency", "--instance", "toy", "-n", "1", "-L", "2",
+                               "--verifier", "block", "--optimum", "--json"], capsys)
+    if hasattr(blocks, "optimal_block_efficiency"):
+        assert code == 0
+        assert abs(json.loads(out)["optimum"] - 20 / 9) <= SOLVER
+    else:
+        assert code == 2 and "optimal_block_efficiency" in err and len(err.strip().splitlines()) == 1
