@@ -4,18 +4,19 @@ One *step* (one call of the target):
 
 1. the drafter writes K drafts of L tokens from the current text: iid drafts, or (``sampling=
    "without-replacement"``) K distinct first tokens drawn by successive sampling and then each draft
-   continued on its own;
-2. the target scores, in one batch, every prefix of every draft (K (L + 1) contexts);
-3. verification goes token by token: at depth d the drafts consistent with the accepted prefix (those
-   that agree with it on their first d tokens) offer their d-th tokens to the selection rule, prepared
-   for (p, q) at that prefix and the number of those drafts (as SpecTr and Khisti et al. do); the
-   rule's output is emitted; a rejection ends the step;
-4. after L accepted tokens the target's law at the end of the block gives one bonus token.
+   continued on its own, or any draft tree (:class:`mdtheory.blocks.DraftTree`, :func:`draft_tree`);
+2. the target scores, in one batch, every node of the draft tree (K (L + 1) contexts at most);
+3. a verifier emits the block. :func:`speculative_step` verifies token by token: at depth d the drafts
+   consistent with the accepted prefix offer their d-th tokens to the selection rule, prepared for
+   (p, q) at that prefix and the number of those drafts (as SpecTr and Khisti et al. do); the rule's
+   output is emitted; a rejection ends the step; after L accepted tokens the target's law at the end
+   of the block gives one bonus token. :func:`verifier_step` runs any sequence-level verifier of
+   :mod:`mdtheory.blocks.verifiers` (block, multi-path, trie, traversal, or token by token).
 
-Given the accepted prefix, the consistent drafts' next tokens are iid from q at that prefix (each
-draft's continuation depends only on its own tokens), so a lossless rule keeps every emitted token's
-law the target's: the text follows the target whatever the rule. Block efficiency is the mean number of
-tokens emitted per target call.
+Every verifier there is lossless (papers/blocks_verifiers.md), so the text follows the target whatever
+the verifier. Block efficiency is the mean number of tokens emitted per target call; :func:`simulate`
+measures it over independent texts and :func:`block_interval` gives an interval that does not assume
+the calls of one text independent.
 
 References
 ----------
@@ -178,8 +179,8 @@ def draft_tree(drafter, context: tuple, tree, rng) -> tuple[np.ndarray, dict]:
         q.update(_laws(drafter, prefixes))
         for s, ctx in zip(starts, prefixes, strict=True):
             row = np.asarray(q[ctx], dtype=np.float64)
-            for (lo, hi), y in zip(tree.children_rows(d, s), tree._draw(row, tree.branching[d], rng, ctx),
-                                   strict=True):
+            children = tree.draw_children(row, tree.branching[d], rng, ctx)
+            for (lo, hi), y in zip(tree.children_rows(d, s), children, strict=True):
                 drafts[lo:hi, d] = y
     return drafts, q
 
