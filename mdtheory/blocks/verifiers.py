@@ -298,17 +298,23 @@ class SelectedPath(BlockVerifier):
     the selection induces.
 
     Going down from the root, the drafts consistent with the path so far (n of them) offer their next
-    tokens, iid from q there; recursive rejection sampling of p against them selects one (the first
-    draft if every round rejects; or another token-level rule's accepted token), and the drafts that
-    drafted it stay. The selected path is a draft
-    whose next token, given the path and n, has the selection's marginal law μ (closed form,
-    :func:`_rrs_selection`; for other rules by enumerating the n-tuples, small V only), closer to p
-    than q is; block verification (Sun et al.) of the selected
-    path with μ in place of q is lossless (the number of consistent drafts is part of the draft's
-    state; papers/blocks_verifiers.md). At K = 1 it is block verification; at L = 1 its acceptance
-    :math:`\sum \min(p, \mu)` is at least recursive rejection sampling's. The path selection
-    followed by single-path block verification is the structure of Thomas & Pal's greedy multi-path
-    block verification (2026); this selection rule is ours.
+    tokens, iid from q there; the token-level rule ``rule`` run on them selects one (its accepted
+    token, or the first draft's if it rejects them all), and the drafts that drafted it stay. The
+    selected path is a draft whose next token, given the path and n, has the selection's marginal law
+    μ (closed form for ``rrs``, :func:`_rrs_selection`; for other rules by enumerating the n-tuples,
+    small V only). Block verification (Sun et al.) of the selected path with μ in place of q is
+    lossless, n being part of the draft's state (papers/blocks_verifiers.md §3). At K = 1 it is block
+    verification; at L = 1 its acceptance :math:`\sum \min(p, \mu)` is at least the rule's (equal
+    for ``rrs``, α* for ``optimal``). Path selection followed by single-path block verification is
+    the structure of Thomas & Pal's greedy multi-path block verification (2026); these selection
+    rules are ours.
+
+    Parameters
+    ----------
+    rule : str
+        The selecting rule, a key of :data:`mdtheory.rules.RULES` for iid drafts (default ``rrs``).
+    **params
+        The rule's keywords.
 
     Examples
     --------
