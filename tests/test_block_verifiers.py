@@ -226,12 +226,15 @@ def test_bad_input_is_refused_with_a_named_error():
 
 # ------------------------------------------------------------------ the simulation along a text
 class _BatchMarkov:
-    """A batched law (contexts -> (B, V)) whose next token depends on the last one."""
+    """A law whose next token depends on the last one: called on one context (a sequence of token
+    ids) it returns (V,), on a list of contexts (B, V)."""
 
     def __init__(self, matrix):
         self.matrix = matrix
 
     def __call__(self, contexts):
+        if len(contexts) and np.ndim(contexts[0]) == 0:  # one context
+            return self.matrix[int(contexts[-1])]
         return np.stack([self.matrix[int(c[-1])] for c in contexts])
 
 
