@@ -8,6 +8,7 @@ than ``import numpy``.
 """
 
 from .audit import AuditResult, audit
+from .blocks.audit import BlockAuditResult, audit_block
 from .drafts import (
                      IID,
                      ConditionalPoisson,
@@ -37,6 +38,8 @@ __all__ = [
     "alpha_star",
     "audit",
     "AuditResult",
+    "audit_block",
+    "BlockAuditResult",
     "AcceptanceResult",
     "METHODS",
     "DraftModel",
