@@ -76,6 +76,7 @@ from ..audit import (
     EXACT_TOL,
     MAX_SAMPLES,
     PILOT_CALLS,
+    POWER,
     SHOW_WORST,
     TARGET_TV,
     AuditResult,
@@ -586,3 +587,130 @@ def _worst(observed: np.ndarray, expected: np.ndarray, V: int, L1: int) -> list[
             out.append({"sequence": seq, "expected": float(expected[i]),
                         "observed": float(observed[i])})
     return out
+
+
+# ---------------------------------------------------------------------------------------- CLI
+#: Exit code of ``mdtheory audit --block`` when the run is too small to pass (verdict "inconclusive").
+EXIT_INCONCLUSIVE = 5
+
+
+def add_block_arguments(parser) -> None:
+    """The ``--block`` options of ``mdtheory audit``."""
+    g = parser.add_argument_group(
+        "block and tree verifiers",
+        "mdtheory audit --block FILE.py:f (--target FILE.py:law --draft FILE.py:law | --instance "
+        "toy|random:SEED:V) -n K -L L: f(target, draft, drafts, rng) -> block, drafts (K, L) drawn "
+        "by the audit; with --exact, f is law(target, draft, drafts) -> {block tuple: probability} "
+        "and every draft array is enumerated. Exit code 0 passed/lossless, 1 lossy or structurally "
+        f"invalid, 2 bad input, {EXIT_INCONCLUSIVE} inconclusive (too few samples to detect "
+        "--detect-tv).")
+    g.add_argument("--block", metavar="FILE.py:NAME", help="audit a block or tree verifier")
+    g.add_argument("--target", dest="block_target", metavar="FILE.py:NAME",
+                   help="the target's next-token law: law(context tuple) -> (V,)")
+    g.add_argument("--draft", dest="block_draft", metavar="FILE.py:NAME",
+                   help="the draft's next-token law: law(context tuple) -> (V,)")
+    g.add_argument("--instance", metavar="NAME",
+                   help="a built-in pair instead: toy (Sun et al.'s V = 2 example) or "
+                        "random:SEED:V (seeded context-dependent Dirichlet laws)")
+    g.add_argument("--length", "-L", type=int, metavar="L", help="tokens per draft")
+    g.add_argument("--tree", metavar="B1,...,BL",
+                   help="draw a draft tree: children per node at each depth (product = -n)")
+    g.add_argument("--detect-tv", type=float, default=TARGET_TV, metavar="TV",
+                   help=f"size the run to detect this TV with probability {POWER:g} (default "
+                        f"{TARGET_TV}); a smaller --samples makes the run inconclusive")
+
+
+def instance_laws(spec: str) -> tuple[Callable, Callable]:
+    """``toy`` or ``random:SEED:V`` -> (target, draft)."""
+    from .markov import random_instance, sun_toy
+
+    if spec == "toy":
+        return sun_toy()
+    parts = spec.split(":")
+    if len(parts) == 3 and parts[0] == "random" and parts[1].isdigit() and parts[2].isdigit():
+        return random_instance(int(parts[2]), int(parts[1]))
+    raise InvalidInputError(f"--instance {spec!r}: expected toy or random:SEED:V (integers)")
+
+
+def run_block_cli(args) -> int:
+    """``mdtheory audit --block``: parse, audit, print; returns the exit code."""
+    import contextlib
+    import json
+    import sys
+
+    from ..audit import load_target
+
+    extra = [name for name, given in (("TARGET P Q", args.target or args.P or args.Q),
+                                      ("--torch", args.torch), ("--normalize", args.normalize),
+                                      ("--sampling", args.sampling)) if given]
+    if extra:
+        raise InvalidInputError(f"--block takes no {', '.join(extra)}: the laws come from --target "
+                                "and --draft or --instance")
+    if args.length is None:
+        raise InvalidInputError("--block needs --length/-L, the tokens per draft")
+    if (args.instance is None) == (args.block_target is None and args.block_draft is None) \
+            or (args.instance is None and None in (args.block_target, args.block_draft)):
+        raise InvalidInputError("--block needs either --target and --draft, or --instance")
+    branching = None
+    if args.tree is not None:
+        try:
+            branching = tuple(int(b) for b in args.tree.split(","))
+        except ValueError:
+            raise InvalidInputError(f"--tree {args.tree!r}: expected integers B1,...,BL") from None
+    n = args.drafts if args.drafts is not None else math.prod(branching) if branching else None
+    if n is None:
+        raise InvalidInputError("--block needs --drafts/-n (or --tree)")
+    with contextlib.redirect_stdout(sys.stderr):  # user code's prints must not break --json
+        f = load_target(args.block)
+        if args.instance is not None:
+            target, draft = instance_laws(args.instance)
+        else:
+            target, draft = load_target(args.block_target), load_target(args.block_draft)
+        res = audit_block(f, target, draft, n, args.length, samples=args.samples, seed=args.seed,
+                          level=args.level, detect_tv=args.detect_tv, exact=args.exact,
+                          branching=branching, max_seconds=args.max_seconds)
+    res.target = args.block
+    if args.json:
+        print(json.dumps(res.to_dict()))
+    else:
+        print_block(res, args.instance or f"{args.block_target} / {args.block_draft}")
+    return 0 if res.lossless else EXIT_INCONCLUSIVE if res.verdict == "inconclusive" else 1
+
+
+def print_block(r: BlockAuditResult, laws: str = "") -> None:
+    """The human-readable report of a block audit."""
+    shape = "x".join(map(str, r.branching))
+    drafts = f"a draft tree {shape}" if r.branching[1:] != [1] * (r.length - 1) else \
+        f"n = {r.drafts} iid drafts"
+    how = "exact enumeration of the draft arrays" if r.mode == "exact" else \
+        f"{r.samples:,} samples (seed {r.seed})"
+    print(f"block audit of {r.target} on {laws}: V = {r.vocab}, {drafts}, L = {r.length}, {how}")
+    L1 = r.length + 1
+    if r.mode == "exact":
+        print(f"  completed law on V^{L1} ({r.cells:,} sequences): exact TV from the target = "
+              f"{r.tv:.6g} -> {r.verdict.upper() if r.verdict != 'lossless' else 'lossless'}")
+    else:
+        say = {"passed": "passed: no evidence of loss", "lossy": "REJECTED: the verifier is lossy",
+               "inconclusive": "INCONCLUSIVE: too few samples to pass",
+               "invalid": "INVALID blocks emitted"}[r.verdict]
+        print(f"  completed law on V^{L1} ({r.cells:,} sequences) vs the target: p-value "
+              f"{r.pvalue:.3g} at level {r.level:g} -> {say}")
+        print(f"  TV = {r.tv:.4f} (95% upper bound {r.tv_upper:.4f}); this run detects any TV >= "
+              f"{r.detectable_tv:.4f} with probability {POWER:g} (asked: {r.detect_tv:g})")
+    ci = "" if r.mode == "exact" else \
+        f" (95% CI [{r.block_efficiency_ci95[0]:.4f}, {r.block_efficiency_ci95[1]:.4f}])"
+    bound = "" if r.alpha_star is None else f"; proven ceiling 1 + sum_m alpha*_m = {1 + r.alpha_star:.4f}"
+    print(f"  block efficiency E|B| = {r.block_efficiency:.4f} tokens per target call{ci}{bound}")
+    if r.optimum_pvalue is not None and r.optimum_pvalue < r.level:
+        print(f"  E|B| exceeds the ceiling (p-value {r.optimum_pvalue:.3g}): impossible for a valid "
+              "verifier")
+    if r.violations:
+        unit = "calls" if r.mode == "sampled" else "probability"
+        print(f"  structural violations ({unit}): "
+              + "; ".join(f"{k}: {v:.6g}" for k, v in r.violations.items()))
+        for ex in r.violation_examples[:3]:
+            print(f"    drafts {ex['drafts']} -> {ex['block']} ({ex['reason']})")
+    if r.worst_tokens and not r.lossless:
+        print("  largest deviations (probability expected -> observed):")
+        for w in r.worst_tokens:
+            print(f"    {w['sequence']}: {w['expected']:.4f} -> {w['observed']:.4f}")
