@@ -306,26 +306,72 @@ def test_tree_layout_and_enumeration():
         paths = _draw(law, (2, 3), rng)
         assert paths.shape == (6, 2) and (paths[:3, 0] == paths[0, 0]).all()
         assert (paths[3:, 0] == paths[3, 0]).all()
-    trees = _enumerate(law, (2, 1), 3)
+    trees = _enumerate(law, (2, 1))
     assert len(trees) == 3 ** 4 and abs(sum(w for _, w in trees) - 1) <= ROUNDING
 
 
-def test_drawn_trees_follow_the_enumerated_law():
+def rrs_without_replacement(target, draft, drafts):
+    """L = 1: recursive rejection sampling with q renormalised off the drafts already tried (Jeon
+    et al. 2024), the accepted draft followed by a bonus token."""
+    r, q, reach, out = target(()), draft(()).copy(), 1.0, {}
+    for x in drafts[:, 0].tolist():
+        a = min(1.0, r[x] / q[x])
+        for y, py in enumerate(target((x,))):
+            out[(x, y)] = out.get((x, y), 0.0) + reach * a * py
+        reach *= 1.0 - a
+        d = np.clip(r - q, 0.0, None)
+        r = d / d.sum() if d.sum() > 0 else r
+        q[x] = 0.0
+        q /= q.sum()
+    for y, py in enumerate(r):
+        out[(y,)] = out.get((y,), 0.0) + reach * py
+    return out
+
+
+def test_without_replacement_drafts():
+    """Distinct siblings: recursive rejection sampling without replacement is lossless on them,
+    block verification (first draft only) still is, and traversal written for iid children is not
+    in general: after the first branch is rejected it tries the second with q where the siblings'
+    law is q renormalised off the first token."""
+    target, draft = seeded()
+    wor = {"exact": True, "sampling": "without-replacement"}
+    res = audit_block(rrs_without_replacement, target, draft, n=2, length=1, **wor)
+    assert res.verdict == "lossless" and res.tv <= ROUNDING and res.sampling == "without-replacement"
+    assert res.alpha_star is None
+    res = audit_block(example("block_verification", "law"), target, draft, n=2, length=2, **wor)
+    assert res.verdict == "lossless" and res.tv <= ROUNDING
+    # the iid formulas on distinct siblings lose unless the root's residual (p - q)^+ is a point
+    # mass (seeded(seed=1) has one token with p > q at the root and passes; seed 2 has two)
+    res = audit_block(example("tree_traversal", "law"), target, draft, n=2, length=2, **wor)
+    assert res.verdict == "lossless" and (target(()) > draft(())).sum() == 1
+    target, draft = seeded(seed=2)
+    res = audit_block(example("tree_traversal", "law"), target, draft, n=2, length=2, **wor)
+    assert res.verdict == "lossy" and res.tv > 0.1, res.tv
+    res = audit_block(rrs_without_replacement, target, draft, n=2, length=1, **wor)
+    assert res.verdict == "lossless" and res.tv <= ROUNDING
+    with pytest.raises(md.InvalidInputError, match="cannot give 3 children without replacement"):
+        audit_block(rrs_without_replacement, Constant([0.5, 0.5, 0.0]), Constant([0.5, 0.5, 0.0]),
+                    n=3, length=1, **wor)
+
+
+@pytest.mark.parametrize("wor", [False, True])
+def test_drawn_trees_follow_the_enumerated_law(wor):
     """The sampler of draft trees against the enumeration (two independent routes): Pearson's test
-    of 4,000 draws of a (2, 1) tree over V = 2 (16 outcomes) does not reject at 0.001."""
+    of 4,000 draws of a (2, 1) tree over V = 3 does not reject at 0.001."""
     from mdtheory.audit import law_test
     from mdtheory.blocks.audit import _draw
 
-    target, draft = seeded(V=2, seed=3)
+    target, draft = seeded(V=3, seed=3)
     law = _Law(draft, "draft")
-    law.V = 2
-    trees = _enumerate(law, (2, 1), 2)
+    law.V = 3
+    trees = _enumerate(law, (2, 1), wor)
     index = {tuple(t.ravel().tolist()): i for i, (t, _) in enumerate(trees)}
     probs = np.array([w for _, w in trees])
     rng = np.random.default_rng(11)
-    counts = np.bincount([index[tuple(_draw(law, (2, 1), rng).ravel().tolist())] for _ in range(4000)],
-                         minlength=len(trees))
-    assert len(trees) == 16 and law_test(counts, probs) > 1e-3
+    counts = np.bincount([index[tuple(_draw(law, (2, 1), rng, wor).ravel().tolist())]
+                          for _ in range(4000)], minlength=len(trees))
+    assert len(trees) == (6 * 9 if wor else 81) and abs(probs.sum() - 1) <= ROUNDING
+    assert law_test(counts, probs) > 1e-3
 
 
 # ------------------------------------------------------------------------------------- bad input

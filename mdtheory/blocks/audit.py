@@ -30,7 +30,8 @@ Here ``target`` and ``draft`` are the audit's read-only, validated views of the 
 relative to the root: ``target(())`` is the target's law after the root context. ``drafts`` is an
 int64 array (K, L), row k the k-th draft. By default the K drafts are iid (a tree with branching
 (K, 1, ..., 1)); ``branching=(b_1, ..., b_L)`` draws a draft tree instead, each node's b_d children
-iid from q at that node, and lists its K = b_1 ⋯ b_L root-to-leaf paths in mixed-radix order: paths
+iid from q at that node (``sampling="without-replacement"``: distinct siblings by successive
+sampling), and lists its K = b_1 ⋯ b_L root-to-leaf paths in depth-first (mixed-radix) order: paths
 k and k' share their node at depth d exactly when ``k // (K // (b_1 ⋯ b_d))`` agree (a tree verifier
 must know the branching; the array does not tell siblings that drew the same token apart).
 
@@ -66,7 +67,7 @@ import operator
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from itertools import product
+from itertools import permutations, product
 
 import numpy as np
 
@@ -77,6 +78,7 @@ from ..audit import (
     MAX_SAMPLES,
     PILOT_CALLS,
     POWER,
+    SAMPLINGS,
     SHOW_WORST,
     TARGET_TV,
     AuditResult,
@@ -239,35 +241,82 @@ def _branching(branching, n: int, length: int) -> tuple[int, ...]:
     return b
 
 
-def _draw(draft: _Law, branching: tuple, rng: np.random.Generator) -> np.ndarray:
+def _children(row: np.ndarray, b: int, wor: bool, rng: np.random.Generator | None = None):
+    """Tokens of b children drawn from ``row``: one draw (with ``rng``), or every ordered outcome
+    with its probability (without): iid, or without replacement by successive sampling."""
+    if rng is not None:
+        if not wor:
+            cdf = np.cumsum(row)
+            u = rng.random(b) * cdf[-1]
+            return [min(int(t), row.size - 1) for t in np.searchsorted(cdf, u, side="right")]
+        left, out = row.copy(), []
+        for _ in range(b):
+            cdf = np.cumsum(left)
+            t = min(int(np.searchsorted(cdf, rng.random() * cdf[-1], side="right")), row.size - 1)
+            out.append(t)
+            left[t] = 0.0
+        return out
+    support = np.flatnonzero(row > 0).tolist()
+    if not wor:
+        return [(toks, math.prod(row[t] for t in toks)) for toks in product(support, repeat=b)]
+    outcomes = []
+    for toks in permutations(support, b):
+        w, used = 1.0, 0.0
+        for t in toks:
+            w *= row[t] / (1.0 - used)
+            used += row[t]
+        outcomes.append((toks, w))
+    return outcomes
+
+
+def _check_support(row: np.ndarray, b: int, wor: bool, ctx: tuple) -> None:
+    if wor and np.count_nonzero(row) < b:
+        raise InvalidInputError(
+            f"the draft's law at context {ctx} has {np.count_nonzero(row)} tokens of positive "
+            f"probability: it cannot give {b} children without replacement")
+
+
+def _draw(draft: _Law, branching: tuple, rng: np.random.Generator, wor: bool = False) -> np.ndarray:
     """One draft tree as its K root-to-leaf paths (K, L), mixed-radix order."""
     K = math.prod(branching)
     out = np.empty((K, len(branching)), dtype=np.int64)
     span = K
     for d, b in enumerate(branching):
-        span //= b
-        for start in range(0, K, span):
-            out[start:start + span, d] = draft.sample(tuple(out[start, :d].tolist()), rng)
+        width, span = span, span // b  # rows below a node at depth d, and below each of its children
+        for start in range(0, K, width):
+            ctx = tuple(out[start, :d].tolist())
+            row = draft(ctx)
+            if wor:
+                _check_support(row, b, wor, ctx)
+            for c, t in enumerate(_children(row, b, wor, rng)):
+                out[start + c * span:start + (c + 1) * span, d] = t
     return out
 
 
-def _enumerate(draft: _Law, branching: tuple, V: int):
-    """Every draft tree with its probability: yields (paths (K, L), probability > 0)."""
+def _enumerate(draft: _Law, branching: tuple, wor: bool = False) -> list[tuple[np.ndarray, float]]:
+    """Every draft tree of positive probability: [(paths (K, L), probability)]."""
     K, L = math.prod(branching), len(branching)
     trees = [(np.empty((K, L), dtype=np.int64), 1.0)]
     span = K
     for d, b in enumerate(branching):
-        span //= b
-        starts = range(0, K, span)
+        width, span = span, span // b
+        starts = range(0, K, width)
         grown = []
         for paths, w in trees:
-            rows = [draft(tuple(paths[s, :d].tolist())) for s in starts]
-            for tokens in product(range(V), repeat=len(starts)):
-                w2 = w * math.prod(row[t] for row, t in zip(rows, tokens, strict=True))
+            options = []
+            for s in starts:
+                ctx = tuple(paths[s, :d].tolist())
+                row = draft(ctx)
+                if wor:
+                    _check_support(row, b, wor, ctx)
+                options.append(_children(row, b, wor))
+            for choice in product(*options):
+                w2 = w * math.prod(cw for _, cw in choice)
                 if w2 > 0:
                     new = paths.copy()
-                    for s, t in zip(starts, tokens, strict=True):
-                        new[s:s + span, d] = t
+                    for s, (toks, _) in zip(starts, choice, strict=True):
+                        for c, t in enumerate(toks):
+                            new[s + c * span:s + (c + 1) * span, d] = t
                     grown.append((new, w2))
         trees = grown
     return trees
@@ -308,8 +357,9 @@ def _index(seq, V: int) -> int:
 # ---------------------------------------------------------------------------------------- front door
 def audit_block(f: Callable, target: Callable, draft: Callable, n: int, length: int, *,
                 samples: int | None = None, seed: int = 0, level: float = DEFAULT_LEVEL,
-                detect_tv: float = TARGET_TV, exact: bool = False,
-                branching=None, context=(), max_seconds: float | None = None) -> BlockAuditResult:
+                detect_tv: float = TARGET_TV, exact: bool = False, branching=None,
+                sampling: str = "iid", context=(), max_seconds: float | None = None
+                ) -> BlockAuditResult:
     """Audit a block or tree verifier: is "emitted block + fresh target tokens" the target's law?
 
     Parameters
@@ -338,6 +388,9 @@ def audit_block(f: Callable, target: Callable, draft: Callable, n: int, length: 
         ``f`` is the law form: enumerate every draft array.
     branching : sequence of int, optional
         A draft tree: children per node at depths 1..L (product n); default n iid drafts.
+    sampling : {"iid", "without-replacement"}
+        How a node's children are drawn from the draft's law there: independently, or without
+        replacement by successive sampling (each from q renormalised off the siblings drawn).
     context : sequence of int
         The root context (default empty).
     max_seconds : float, optional
@@ -381,6 +434,8 @@ def audit_block(f: Callable, target: Callable, draft: Callable, n: int, length: 
     if not callable(f):
         raise InvalidInputError(f"the verifier must be callable, got {type(f).__name__}")
     branching = _branching(branching, n, L)
+    if sampling not in SAMPLINGS:
+        raise InvalidInputError(f"unknown sampling {sampling!r}; valid choices: {', '.join(SAMPLINGS)}")
     P = _Law(target, "target", _context(context))
     V = P.V = P(()).size
     Q = _Law(draft, "draft", _context(context), V)
@@ -392,10 +447,11 @@ def audit_block(f: Callable, target: Callable, draft: Callable, n: int, length: 
             f"the audit tests the law of V^(L+1) = {V}^{L1} = {cells:,} sequences, over {MAX_CELLS:,}; "
             "shorten the block or audit on a smaller vocabulary")
     step, p_full = _tables(P, V, L1)
-    common = {"sampling": "iid", "drafts": n, "vocab": V, "positions": 1, "level": level,
+    common = {"sampling": sampling, "drafts": n, "vocab": V, "positions": 1, "level": level,
               "target": _describe(f), "length": L, "branching": list(branching),
               "detect_tv": detect_tv, "cells": cells}
-    bound = _bound(p_full, Q, V, n, L) if branching[1:] == (1,) * (L - 1) else None
+    chains = branching[1:] == (1,) * (L - 1) and sampling == "iid"
+    bound = _bound(p_full, Q, V, n, L) if chains else None
     if exact:
         return _exact(f, P, Q, V, L, branching, step, p_full, bound, max_seconds, t0, common)
     if samples is None:
@@ -443,7 +499,7 @@ def _sampled(f, P, Q, V, L, branching, p_full, samples, seed, bound, max_seconds
     for i in range(samples):
         if i == min(PILOT_CALLS, samples - 1):
             _pilot_check(f, i, time.perf_counter() - t_pilot, samples, max_seconds)
-        drafts = _draw(Q, branching, draft_rng)
+        drafts = _draw(Q, branching, draft_rng, common["sampling"] != "iid")
         drafts.setflags(write=False)
         try:
             out = f(P, Q, drafts, verifier_rng)
@@ -514,7 +570,7 @@ def _exact(law, P, Q, V, L, branching, step, p_full, bound, max_seconds, t0, com
     kinds: dict[str, float] = {}
     examples: list[dict] = []
     t_pilot = time.perf_counter()
-    trees = _enumerate(Q, branching, V)
+    trees = _enumerate(Q, branching, common["sampling"] != "iid")
     for i, (drafts, w) in enumerate(trees):
         if i == min(PILOT_CALLS, len(trees) - 1):
             _pilot_check(law, i, time.perf_counter() - t_pilot, len(trees), max_seconds)
@@ -641,8 +697,8 @@ def run_block_cli(args) -> int:
     from ..audit import load_target
 
     extra = [name for name, given in (("TARGET P Q", args.target or args.P or args.Q),
-                                      ("--torch", args.torch), ("--normalize", args.normalize),
-                                      ("--sampling", args.sampling)) if given]
+                                      ("--torch", args.torch), ("--normalize", args.normalize))
+             if given]
     if extra:
         raise InvalidInputError(f"--block takes no {', '.join(extra)}: the laws come from --target "
                                 "and --draft or --instance")
@@ -668,7 +724,8 @@ def run_block_cli(args) -> int:
             target, draft = load_target(args.block_target), load_target(args.block_draft)
         res = audit_block(f, target, draft, n, args.length, samples=args.samples, seed=args.seed,
                           level=args.level, detect_tv=args.detect_tv, exact=args.exact,
-                          branching=branching, max_seconds=args.max_seconds)
+                          branching=branching, sampling=args.sampling or "iid",
+                          max_seconds=args.max_seconds)
     res.target = args.block
     if args.json:
         print(json.dumps(res.to_dict()))
@@ -680,8 +737,8 @@ def run_block_cli(args) -> int:
 def print_block(r: BlockAuditResult, laws: str = "") -> None:
     """The human-readable report of a block audit."""
     shape = "x".join(map(str, r.branching))
-    drafts = f"a draft tree {shape}" if r.branching[1:] != [1] * (r.length - 1) else \
-        f"n = {r.drafts} iid drafts"
+    drafts = f"a draft tree {shape} ({r.sampling})" if r.branching[1:] != [1] * (r.length - 1) \
+        else f"n = {r.drafts} {r.sampling} drafts"
     how = "exact enumeration of the draft arrays" if r.mode == "exact" else \
         f"{r.samples:,} samples (seed {r.seed})"
     print(f"block audit of {r.target} on {laws}: V = {r.vocab}, {drafts}, L = {r.length}, {how}")
