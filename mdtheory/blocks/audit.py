@@ -242,13 +242,9 @@ def _branching(branching, n: int, length: int) -> tuple[int, ...]:
 
 
 def _children(row: np.ndarray, b: int, wor: bool, rng: np.random.Generator | None = None):
-    """Tokens of b children drawn from ``row``: one draw (with ``rng``), or every ordered outcome
-    with its probability (without): iid, or without replacement by successive sampling."""
-    if rng is not None:
-        if not wor:
-            cdf = np.cumsum(row)
-            u = rng.random(b) * cdf[-1]
-            return [min(int(t), row.size - 1) for t in np.searchsorted(cdf, u, side="right")]
+    """Tokens of b children from ``row``: one draw without replacement by successive sampling (with
+    ``rng``), or every ordered outcome with its probability (without), iid or without replacement."""
+    if rng is not None:  # without replacement (iid draws use the law's cached CDF)
         left, out = row.copy(), []
         for _ in range(b):
             cdf = np.cumsum(left)
@@ -285,10 +281,12 @@ def _draw(draft: _Law, branching: tuple, rng: np.random.Generator, wor: bool = F
         width, span = span, span // b  # rows below a node at depth d, and below each of its children
         for start in range(0, K, width):
             ctx = tuple(out[start, :d].tolist())
-            row = draft(ctx)
             if wor:
-                _check_support(row, b, wor, ctx)
-            for c, t in enumerate(_children(row, b, wor, rng)):
+                _check_support(draft(ctx), b, wor, ctx)
+                tokens = _children(draft(ctx), b, wor, rng)
+            else:
+                tokens = [draft.sample(ctx, rng) for _ in range(b)]
+            for c, t in enumerate(tokens):
                 out[start + c * span:start + (c + 1) * span, d] = t
     return out
 
