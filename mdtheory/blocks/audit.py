@@ -27,7 +27,8 @@ anyone, in one of two forms, and checks it:
   with :math:`p` exactly: exact TV and exact block efficiency.
 
 Here ``target`` and ``draft`` are the audit's read-only, validated views of the laws, with contexts
-relative to the root: ``target(())`` is the target's law after the root context. ``drafts`` is an
+relative to the root: ``target(())`` is the target's law after the root context. A law is a function
+of the context: each context's row is read from the user's law once, checked and cached. ``drafts`` is an
 int64 array (K, L), row k the k-th draft. By default the K drafts are iid (a tree with branching
 (K, 1, ..., 1)); ``branching=(b_1, ..., b_L)`` draws a draft tree instead, each node's b_d children
 iid from q at that node (``sampling="without-replacement"``: distinct siblings by successive
