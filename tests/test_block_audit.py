@@ -11,7 +11,15 @@ import pytest
 
 import mdtheory as md
 from mdtheory.audit import DEFAULT_LEVEL, load_target, samples_for
-from mdtheory.blocks import BlockAuditResult, audit_block
+from mdtheory.blocks import (
+    BlockAuditResult,
+    ConstantLaw,
+    audit_block,
+    block_law_tv,
+    draft_tuples,
+    random_instance,
+    sun_toy,
+)
 from mdtheory.blocks.audit import MAX_CELLS, _enumerate, _Law
 
 from .tolerances import ROUNDING
@@ -21,33 +29,11 @@ CORRECT = ["block_verification", "tree_traversal"]
 LOSSY = ["block_missing_q", "block_unnormalised_residual", "block_tempered_draft"]
 
 
-class Constant:
-    def __init__(self, probs):
-        self.probs = np.array(probs, dtype=float)
-
-    def __call__(self, context=()):
-        return self.probs
-
-
-class Seeded:
-    """A Dirichlet(1) law drawn afresh at each context, deterministic in (seed, stream, context)."""
-
-    def __init__(self, V, seed, stream):
-        self.V, self.seed, self.stream, self.rows = V, seed, stream, {}
-
-    def __call__(self, context=()):
-        ctx = tuple(int(c) for c in context)
-        if ctx not in self.rows:
-            ss = np.random.SeedSequence([self.seed, self.stream, len(ctx), *ctx])
-            self.rows[ctx] = np.random.default_rng(ss).dirichlet(np.ones(self.V))
-        return self.rows[ctx]
-
-
-TOY = (Constant([1 / 3, 2 / 3]), Constant([2 / 3, 1 / 3]))  # Sun et al.'s toy
+TOY = sun_toy()  # Sun et al.'s toy: V = 2, target (1/3, 2/3), draft (2/3, 1/3) at every context
 
 
 def seeded(V=3, seed=1):
-    return Seeded(V, seed, 0), Seeded(V, seed, 1)
+    return random_instance(V, seed)
 
 
 def example(name, attr):
@@ -157,12 +143,20 @@ def test_lossy_examples_are_caught_exactly(name):
     assert res.worst_tokens and len(res.worst_tokens[0]["sequence"]) == 3
 
 
-def test_exact_tv_agrees_with_an_independent_sum():
+def test_exact_tv_agrees_with_independent_routes():
+    """Exact mode against the sum over sequences above and against block_law_tv of the block's
+    overall law (markov.draft_tuples enumerating the drafts)."""
     target, draft = seeded(seed=2)
-    for name, n in (("block_verification", 2), ("tree_traversal", 2), ("block_tempered_draft", 1)):
+    for name, n in (("block_verification", 2), ("tree_traversal", 2), ("block_tempered_draft", 1),
+                    ("block_unnormalised_residual", 1)):
         law = example(name, "law")
         res = audit_block(law, target, draft, n=n, length=2, exact=True)
         assert abs(res.tv - completed_law_tv(law, target, draft, n, 2, 3)) <= ROUNDING, name
+        overall = {}
+        for drafts, w in zip(*draft_tuples(draft, n, 2), strict=True):
+            for block, mass in law(target, draft, drafts).items():
+                overall[block] = overall.get(block, 0.0) + w * mass
+        assert abs(res.tv - block_law_tv(overall, target, 2)) <= ROUNDING, name
 
 
 def test_a_certain_draft_throughout_is_lossless():
@@ -350,7 +344,7 @@ def test_without_replacement_drafts():
     res = audit_block(rrs_without_replacement, target, draft, n=2, length=1, **wor)
     assert res.verdict == "lossless" and res.tv <= ROUNDING
     with pytest.raises(md.InvalidInputError, match="cannot give 3 children without replacement"):
-        audit_block(rrs_without_replacement, Constant([0.5, 0.5, 0.0]), Constant([0.5, 0.5, 0.0]),
+        audit_block(rrs_without_replacement, ConstantLaw([0.5, 0.5, 0.0]), ConstantLaw([0.5, 0.5, 0.0]),
                     n=3, length=1, **wor)
 
 
@@ -404,7 +398,7 @@ def test_a_slow_verifier_is_refused_with_its_estimate():
     ({"draft": lambda c: np.array([0.2, 0.3, 0.5])}, md.InvalidDistributionError,
      r"draft at context \(\) is not a probability vector of length 2"),
     ({"target": lambda c: 1 / 0}, md.InvalidInputError, "target raised ZeroDivisionError"),
-    ({"target": Constant(np.full(40, 1 / 40)), "draft": Constant(np.full(40, 1 / 40)),
+    ({"target": ConstantLaw(np.full(40, 1 / 40)), "draft": ConstantLaw(np.full(40, 1 / 40)),
       "length": 3}, md.ProblemTooLargeError, "over"),
 ])
 def test_bad_input(kwargs, error, message):
