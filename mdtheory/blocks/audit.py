@@ -11,7 +11,7 @@ length L + 1, has the target's law on :math:`V^{L+1}`:
     \\sum_{k=0}^{L} P(B = y_{1:k+1})\\, p(y_{k+2:L+1} \\mid y_{1:k+1}) = p(y_{1:L+1})
     \\quad \\text{for every } y \\in V^{L+1}
 
-(papers/theory.md, sequence-level verification). :func:`audit_block` takes a verifier written by
+(papers/theory.md §A). :func:`audit_block` takes a verifier written by
 anyone, in one of two forms, and checks it:
 
 * **sampled** (default): ``f(target, draft, drafts, rng) -> block``, a 1-D integer array, called once
@@ -27,8 +27,8 @@ anyone, in one of two forms, and checks it:
   with :math:`p` exactly: exact TV and exact block efficiency.
 
 Here ``target`` and ``draft`` are the audit's read-only, validated views of the laws, with contexts
-relative to the root: ``target(())`` is the target's law after the root context. A law is a function
-of the context: each context's row is read from the user's law once, checked and cached. ``drafts`` is an
+relative to the root: ``target(())`` is the target's law after the root context (a law is a function
+of the context: each row is read from the user's law once, checked and cached). ``drafts`` is an
 int64 array (K, L), row k the k-th draft. By default the K drafts are iid (a tree with branching
 (K, 1, ..., 1)); ``branching=(b_1, ..., b_L)`` draws a draft tree instead, each node's b_d children
 iid from q at that node (``sampling="without-replacement"``: distinct siblings by successive
@@ -52,7 +52,7 @@ smallest that does), and ``"inconclusive"`` when it does not (too few samples we
 **Block efficiency and its ceiling.** The result reports :math:`E|B|` (tokens per target call) and
 the accepted draft tokens :math:`E k = E|B| - 1` against the proven bound
 :math:`E k \\le \\sum_{m=1}^{L} \\alpha^*_m` for iid drafts, :math:`\\alpha^*_m` the token-level optimum
-over the alphabet :math:`V^m` of m-token prefixes with K iid draft prefixes (papers/theory.md); an
+over the alphabet :math:`V^m` of m-token prefixes with K iid draft prefixes (papers/theory.md §A); an
 acceptance significantly above the bound is impossible for a valid verifier.
 
 References
@@ -114,9 +114,10 @@ class BlockAuditResult(AuditResult):
     The inherited fields read on blocks: ``tv``, ``tv_upper``, ``pvalue`` and ``detectable_tv`` are
     of the completed law on :math:`V^{L+1}` against the target's; ``acceptance`` is :math:`E k`, the
     accepted draft tokens per call (a mean, not a fraction), with a normal 95% interval;
-    ``alpha_star`` is the bound :math:`\\sum_m \\alpha^*_m` on it (None where not computed: trees, or
-    :math:`V^L >` :data:`BOUND_MAX_PREFIXES`); ``optimum_pvalue`` tests acceptance above that bound;
-    ``worst_tokens`` lists the completed sequences that deviate most (key ``sequence``).
+    ``alpha_star`` is the bound :math:`\\sum_m \\alpha^*_m` on it (None where not computed: trees,
+    drafts without replacement, or :math:`V^L >` :data:`BOUND_MAX_PREFIXES`); ``optimum_pvalue``
+    tests acceptance above that bound; ``worst_tokens`` lists the completed sequences that deviate
+    most (key ``sequence``).
 
     Attributes
     ----------
@@ -127,7 +128,8 @@ class BlockAuditResult(AuditResult):
     branching : list of int
         Children per node at each depth (K iid drafts: [K, 1, ..., 1]).
     block_efficiency : float
-        :math:`E|B|`, tokens per target call (= acceptance + 1).
+        :math:`E|B|`, tokens per target call (= acceptance + 1), over the blocks that could be
+        completed.
     block_efficiency_ci95 : (float, float)
         Normal interval over the independent calls (a point in exact mode).
     detect_tv : float
