@@ -26,6 +26,22 @@ __all__ = [
     "sun_toy",
 ]
 
+from .trees import TREE_SAMPLINGS, DraftTree, iid_drafts  # noqa: E402
+from .verifiers import (  # noqa: E402
+    VERIFIERS,
+    BlockVerification,
+    BlockVerifier,
+    MultiPath,
+    TokenByToken,
+    Traversal,
+    block_efficiency,
+    exact_block_law,
+    make_verifier,
+)
+
+__all__ += ["TREE_SAMPLINGS", "DraftTree", "iid_drafts", "VERIFIERS", "BlockVerification", "BlockVerifier",
+            "MultiPath", "TokenByToken", "Traversal", "block_efficiency", "exact_block_law", "make_verifier"]
+
 from .audit import BlockAuditResult, audit_block  # noqa: E402
 
 __all__ += ["BlockAuditResult", "audit_block"]
