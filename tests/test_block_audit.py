@@ -190,6 +190,26 @@ def test_a_certain_draft_throughout_is_lossless():
         assert res.verdict == "lossless" and res.tv <= ROUNDING
 
 
+def test_library_verifiers_pass_and_agree_with_the_examples():
+    """mdtheory.blocks' verifiers, audited exactly: lossless, and the examples (written separately
+    from the papers) give the same block efficiencies; the library's traversal on trees drawn
+    without replacement passes too, sampled and exact."""
+    from mdtheory.blocks import DraftTree, make_verifier
+
+    target, draft = seeded()
+    for n, L in ((1, 2), (2, 2)):
+        got = {name: audit_block(make_verifier(name).law, target, draft, n=n, length=L, exact=True)
+               for name in ("token", "block", "multipath", "traversal")}
+        assert all(r.verdict == "lossless" and r.tv <= ROUNDING for r in got.values()), got
+        for mine, theirs in (("block_verification", "block"), ("tree_traversal", "traversal")):
+            res = audit_block(example(mine, "law"), target, draft, n=n, length=L, exact=True)
+            assert abs(res.block_efficiency - got[theirs].block_efficiency) <= ROUNDING, (mine, n)
+    tree = make_verifier("traversal", tree=DraftTree((2, 2), "wor"))
+    wor = {"n": 4, "length": 2, "branching": (2, 2), "sampling": "without-replacement"}
+    assert audit_block(tree.law, target, draft, exact=True, **wor).verdict == "lossless"
+    assert audit_block(tree.sample, target, draft, detect_tv=0.1, seed=1, **wor).verdict == "passed"
+
+
 # ------------------------------------------------------------------------------------- sampled mode
 @pytest.mark.parametrize("name,n", [("block_verification", 1), ("tree_traversal", 2)])
 def test_correct_examples_pass_the_sampled_audit(name, n):
