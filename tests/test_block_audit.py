@@ -21,6 +21,8 @@ from mdtheory.blocks import (
     sun_toy,
 )
 from mdtheory.blocks.audit import MAX_CELLS, _enumerate, _Law
+from mdtheory.cli import main
+from mdtheory.cli.audit_block import EXIT_INCONCLUSIVE
 
 from .tolerances import ROUNDING
 
@@ -434,3 +436,99 @@ def test_bad_input(kwargs, error, message):
 def test_exact_law_that_is_not_a_law_is_bad_input(out):
     with pytest.raises(md.InvalidInputError, match="did not return a law"):
         audit_block(lambda t, q, d: out, *TOY, n=1, length=1, exact=True)
+
+
+# ------------------------------------------------------------------------------------- CLI
+def run(capsys, *argv):
+    code = main(["audit", *argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture
+def laws(tmp_path):
+    path = tmp_path / "laws.py"
+    path.write_text("import numpy as np\n\n\ndef target(context):\n    return np.array([1 / 3, 2 / 3])\n"
+                    "\n\ndef draft(context):\n    return np.array([2 / 3, 1 / 3])\n"
+                    "\n\ndef broken(context):\n    raise KeyError(context)\n")
+    return ["--target", f"{path}:target", "--draft", f"{path}:draft"]
+
+
+def test_cli_block_exact(capsys, laws):
+    code, out, _ = run(capsys, "--block", f"{EXAMPLES}/block_verification.py:law", "--exact", *laws,
+                       "-n", "1", "-L", "2")
+    assert code == 0 and "exact TV from the target = 0 -> lossless" in out
+    assert "E|B| = 2.2222 tokens per target call" in out
+    code, out, _ = run(capsys, "--block", f"{EXAMPLES}/block_missing_q.py:law", "--exact", *laws,
+                       "-n", "1", "-L", "2", "--json")
+    res = json.loads(out)
+    assert code == 1 and res["verdict"] == "lossy" and res["tv"] > 0.2 and res["mode"] == "exact"
+
+
+def test_cli_block_sampled_verdicts_and_exit_codes(capsys, laws):
+    code, out, _ = run(capsys, "--block", f"{EXAMPLES}/block_verification.py:verify", *laws, "-n", "2",
+                       "-L", "2", "--detect-tv", "0.1", "--json")
+    res = json.loads(out)
+    assert code == 0 and res["verdict"] == "passed" and res["detectable_tv"] <= 0.1
+    code, out, _ = run(capsys, "--block", f"{EXAMPLES}/block_verification.py:verify", *laws, "-n", "2",
+                       "-L", "2", "--samples", "100")
+    assert code == EXIT_INCONCLUSIVE and "INCONCLUSIVE" in out
+    code, out, _ = run(capsys, "--block", f"{EXAMPLES}/block_missing_q.py:verify", *laws, "-n", "1",
+                       "-L", "2", "--detect-tv", "0.2")
+    assert code == 1 and "REJECTED" in out and "largest deviations" in out
+
+
+def test_cli_block_tree(capsys, laws):
+    code, out, _ = run(capsys, "--block", f"{EXAMPLES}/tree_traversal.py:law_tree", "--exact", *laws,
+                       "--tree", "2,2")
+    assert code == 0 and "a draft tree 2x2 (iid)" in out and "lossless" in out
+    code, out, _ = run(capsys, "--block", f"{EXAMPLES}/tree_traversal.py:verify_tree", "--instance",
+                       "random:1:3", "--tree", "2,2", "--sampling", "without-replacement",
+                       "--detect-tv", "0.1", "--json")
+    res = json.loads(out)  # the example assumes iid children: lossy on distinct siblings here
+    assert code == 1 and res["verdict"] == "lossy" and res["sampling"] == "without-replacement"
+
+
+def test_cli_block_invalid_blocks_exit_1(capsys, laws, tmp_path):
+    path = tmp_path / "bad.py"
+    path.write_text("import numpy as np\n\n\ndef f(target, draft, drafts, rng):\n"
+                    "    return np.array([1 - drafts[0, 0], 0])\n")
+    code, out, _ = run(capsys, "--block", f"{path}:f", *laws, "-n", "1", "-L", "2", "--samples", "50")
+    assert code == 1 and "not a draft prefix plus one token: 50" in out
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["-n", "1"], "needs --drafts/-n and --length/-L"),
+    (["-L", "2"], "needs --drafts/-n and --length/-L"),
+    (["-n", "1", "-L", "2", "p.npy", "q.npy"], "takes no TARGET P Q"),
+    (["-n", "1", "-L", "2", "--instance", "toy"], "either --target and --draft, or --instance"),
+    (["-n", "1", "-L", "2", "--instance", "bogus", "NOLAWS"], "expected toy or random:SEED:V"),
+    (["-L", "2", "--tree", "2,x"], "expected integers"),
+    (["-n", "3", "-L", "2", "--tree", "2,2"], "branching"),
+    (["-n", "1", "-L", "2", "--detect-tv", "2"], "detect_tv must be"),
+    (["-n", "1", "-L", "2", "--samples", "5000", "--max-seconds", "1e-9"], "verifier calls"),
+])
+def test_cli_block_bad_input_exits_2_with_one_line(capsys, laws, argv, message):
+    if "NOLAWS" in argv:
+        argv, laws = [a for a in argv if a != "NOLAWS"], []
+    code, out, err = run(capsys, "--block", f"{EXAMPLES}/block_verification.py:verify", *laws, *argv)
+    assert code == 2 and out == "" and err.count("\n") == 1 and "Traceback" not in err, err
+    assert message in err, err
+
+
+def test_cli_block_bad_files_exit_2(capsys, laws, tmp_path):
+    spec = laws[1].rsplit(":", 1)[0]
+    for argv, message in [
+        (["--block", "/nonexistent/v.py:f", *laws], "no such file"),
+        (["--block", f"{EXAMPLES}/block_verification.py:verify", "--target", f"{spec}:nothing",
+          "--draft", laws[3]], "has no 'nothing'"),
+        (["--block", f"{EXAMPLES}/block_verification.py:verify", "--target", f"{spec}:broken",
+          "--draft", laws[3]], "the target raised KeyError"),
+    ]:
+        code, out, err = run(capsys, *argv, "-n", "1", "-L", "2")
+        assert code == 2 and err.count("\n") == 1 and message in err, err
+
+
+def test_cli_token_audit_still_needs_its_arguments(capsys):
+    code, out, err = run(capsys, f"{EXAMPLES}/rrs.py:verify")
+    assert code == 2 and err.count("\n") == 1 and "TARGET P Q" in err
