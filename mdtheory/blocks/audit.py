@@ -433,6 +433,8 @@ def audit_block(f: Callable, target: Callable, draft: Callable, n: int, length: 
         raise InvalidInputError(f"detect_tv must be in (0, 1], got {detect_tv}")
     if not callable(f):
         raise InvalidInputError(f"the verifier must be callable, got {type(f).__name__}")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise InvalidInputError(f"seed must be an integer >= 0, got {seed!r}")
     branching = _branching(branching, n, L)
     if sampling not in SAMPLINGS:
         raise InvalidInputError(f"unknown sampling {sampling!r}; valid choices: {', '.join(SAMPLINGS)}")
