@@ -535,3 +535,6 @@ def test_cli_block_bad_files_exit_2(capsys, laws, tmp_path):
 def test_cli_token_audit_still_needs_its_arguments(capsys):
     code, out, err = run(capsys, f"{EXAMPLES}/rrs.py:verify")
     assert code == 2 and err.count("\n") == 1 and "TARGET P Q" in err
+    code, out, err = run(capsys, f"{EXAMPLES}/rrs.py:verify", "p.npy", "q.npy", "-n", "2",
+                         "--instance", "toy", "-L", "2")
+    assert code == 2 and err.count("\n") == 1 and "--instance, --length only apply with --block" in err

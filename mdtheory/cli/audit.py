@@ -70,6 +70,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     if args.block is not None:
         return audit_block.run(args)
+    audit_block.refuse_block_options(args)
     if None in (args.target, args.P, args.Q, args.drafts):
         raise InvalidInputError("audit needs TARGET P Q and --drafts/-n (or --block FILE.py:NAME "
                                 "for a block or tree verifier)")

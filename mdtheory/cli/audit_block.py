@@ -47,6 +47,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         f"{TARGET_TV}); a smaller --samples makes the run inconclusive")
 
 
+def refuse_block_options(args: argparse.Namespace) -> None:
+    """A token-level audit given options that only ``--block`` reads: one named error."""
+    given = [flag for flag, dest in (("--target", "block_target"), ("--draft", "block_draft"),
+                                     ("--instance", "instance"), ("--length", "length"),
+                                     ("--tree", "tree")) if getattr(args, dest) is not None]
+    if args.detect_tv != TARGET_TV:
+        given.append("--detect-tv")
+    if given:
+        raise InvalidInputError(f"{', '.join(given)} only apply with --block FILE.py:NAME")
+
+
 def instance_laws(spec: str) -> tuple[Callable, Callable]:
     """``toy`` or ``random:SEED:V`` -> (target, draft)."""
     from ..blocks.markov import random_instance, sun_toy
