@@ -20,7 +20,9 @@ verification; at depth one with n iid drafts it is recursive rejection sampling 
 ``verify`` and ``law`` take the n drafts as n separate branches below the root (iid drafts, as
 ``mdtheory audit --block`` draws them by default); ``verify_tree`` and ``law_tree`` read a tree of
 branching BRANCHING from the audit's layout (``--tree 2,2``: paths k and k' share their node at
-depth d when k // (n / (b_1 ... b_d)) agree).
+depth d when k // (n / (b_1 ... b_d)) agree). The siblings must be iid: on a tree drawn without
+replacement the next sibling's law is q renormalised off the tokens tried, and these formulas lose
+(``mdtheory audit --block ... --sampling without-replacement`` finds it).
 """
 
 import numpy as np
