@@ -20,9 +20,9 @@ from .errors import InvalidInputError, ProblemTooLargeError
 
 __all__ = ["Estimate", "require", "combine", "fmt_seconds", "fmt_bytes", "stored_floats",
            "mc_chunk", "monte_carlo", "batched_steps", "lm_pairs", "enumeration", "rule_preparation",
-           "acceptance_route", "prefix_route", "closed_form_route", "subsets_route", "law_route",
+           "prefix_route", "closed_form_route", "subsets_route", "law_route",
            "min_norm_point", "acceptance_cone", "verify_claim", "MAX_SECONDS",
-           "MAX_BYTES", "CHUNK_BYTES", "MAX_CHUNK", "TORCH_CHUNK", "ESTIMATED_RULES"]
+           "MAX_BYTES", "MNP_MAX_ITER", "CHUNK_BYTES", "MAX_CHUNK", "TORCH_CHUNK", "ESTIMATED_RULES"]
 
 #: Default time limit of one CLI step (``--max-seconds``).
 MAX_SECONDS = 60.0
@@ -53,7 +53,7 @@ CP_SET_SECONDS = 2e-6           # conditional Poisson set law: one Python step p
 _CDD_REDUNDANCY = 8e-7  # Hall comparison: seconds = _CDD_REDUNDANCY * rows ** 3 * dimension
 _SOFTMAX_FIT = 2e-9      # gr-softmax's L-BFGS-B fits: seconds = _SOFTMAX_FIT * _pow(sets * V, 1.5)
 _KHISTI_CELL = 2e-8      # khisti-lp: per cell of one stage's V x V keep matrix
-# mnp (Wolfe's minimum-norm point, mdtheory.independent): one iteration costs _MNP_STEP + _MNP_CELL per
+# mnp (Wolfe's minimum-norm point, mdtheory.mnp): one iteration costs _MNP_STEP + _MNP_CELL per
 # (corral vertex, token) + _MNP_CUBE per corral vertex cubed + the model's prefix containments of one
 # order; about model.mnp_iterations * sqrt(V) iterations (default MNP_ITER_DEFAULT) with a corral of
 # about _MNP_CORRAL * sqrt(V) vertices
@@ -61,6 +61,8 @@ _MNP_STEP = 1e-4
 _MNP_CELL = 3e-9
 _MNP_CUBE = 4e-11
 MNP_ITER_DEFAULT = 15.0  # (a model's own: DraftModel.mnp_iterations)
+#: Major iterations (one vertex each) of the minimum-norm-point route at most (:mod:`mdtheory.mnp`).
+MNP_MAX_ITER = 10_000
 _MNP_CORRAL = 1.5
 PRODUCT_TOKEN_SECONDS = 1e-8    # prefix containments of a product model (cumulative sums), per (token, law)
 CP_PREFIX_TOKEN_SECONDS = 1e-8  # conditional Poisson: per (token, degree + 4) of the e_j recurrence
@@ -209,22 +211,6 @@ def rule_preparation(name: str, model) -> Estimate:
     return Estimate(name, 0.0)
 
 
-def acceptance_route(model, method: str) -> Estimate:
-    """The route ``method`` of :func:`mdtheory.solve.optimal_acceptance` on ``model`` (not ``auto``):
-    the route's own estimate, :meth:`mdtheory._route.Route.estimate`.
-
-    Raises
-    ------
-    InvalidInputError
-        ``method`` is no registered route.
-    """
-    from .solve import METHODS  # the registry; solve imports this module
-
-    if method not in METHODS:
-        raise InvalidInputError(f"unknown method {method!r}; valid choices: {', '.join(METHODS)}")
-    return METHODS[method].estimate(model)
-
-
 def _head(model, method: str) -> str:
     return f"method {method!r} on {model.sampling} drafts, V = {model.V}, n = {model.n}"
 
@@ -296,7 +282,7 @@ def law_route(model, method: str) -> Estimate:
 
 
 def min_norm_point(model) -> Estimate:
-    """The ``mnp`` route on ``model``: Wolfe's minimum-norm point (:mod:`mdtheory.independent`).
+    """The ``mnp`` route on ``model``: Wolfe's minimum-norm point (:mod:`mdtheory.mnp`).
 
     An estimate, not a bound: the number of iterations is not known before the run. Each
     iteration sorts the gradient, computes the V prefix containments of the order
@@ -315,8 +301,6 @@ def min_norm_point(model) -> Estimate:
     reserves (V + 2) x V arrays, which fail to allocate beyond the machine's memory (V = 100,000
     asks for 75 GiB per array).
     """
-    from .independent import MNP_MAX_ITER  # no heavy import: numpy only
-
     V, n = model.V, model.n
     per_root = model.mnp_iterations
     iterations = min(MNP_MAX_ITER, per_root * math.sqrt(V))

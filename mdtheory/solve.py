@@ -17,7 +17,7 @@ from .errors import InvalidDistributionError, InvalidInputError, MdtheoryError
 from .result import AcceptanceResult
 from .subsets import prefix_scan, subsets_exhaustive
 
-__all__ = ["optimal_acceptance", "alpha_star", "METHODS", "CERT_TOL"]
+__all__ = ["optimal_acceptance", "alpha_star", "route_estimate", "METHODS", "CERT_TOL"]
 
 #: ``method="auto"`` enumerates all token sets up to this alphabet size (models without a prefix route).
 AUTO_SUBSET_V = 16
@@ -37,7 +37,7 @@ def _dual(p, model):
 
 
 def _mnp(p, model):
-    from .independent import mnp_route
+    from .mnp import mnp_route
 
     return mnp_route(p, model)
 
@@ -82,6 +82,21 @@ def _auto(model: DraftModel) -> str:
         raise InvalidInputError(f"no route is picked automatically for {model.sampling} drafts; "
                                 f"name one: {', '.join(METHODS)}")
     return min(picks, key=lambda route: route.rank).name
+
+
+def route_estimate(model: DraftModel, method: str = "auto") -> _budget.Estimate:
+    """The size estimate of the route ``method`` (``"auto"``: the one ``method="auto"`` picks) on
+    ``model``: :meth:`mdtheory._route.Route.estimate`, from sizes alone; nothing is run.
+
+    Raises
+    ------
+    InvalidInputError
+        ``method`` is no registered route.
+    """
+    name = _auto(model) if method == "auto" else method
+    if not isinstance(name, str) or name not in METHODS:
+        raise InvalidInputError(f"unknown method {method!r}; valid choices: auto, {', '.join(METHODS)}")
+    return METHODS[name].estimate(model)
 
 
 def _ndim(x) -> int:
@@ -163,7 +178,7 @@ def optimal_acceptance(p: ArrayLike, q: ArrayLike | DraftModel, n: int | None = 
         plan. ``"otlp-literal"``: the OTLP over ordered tuples, V^n x V variables. ``"dual"``: the
         min-cut LP (HiGHS simplex), 0/1 by total unimodularity. ``"maxflow"``: networkx
         preflow-push. ``"mnp"``: Wolfe's minimum-norm point over the coverage polytope, certified
-        by an order-mixture base (:mod:`mdtheory.independent`), no enumeration; any model but
+        by an order-mixture base (:mod:`mdtheory.mnp`), no enumeration; any model but
         ``joint``.
     normalize : bool
         Rescale p and q to sum one instead of refusing sums off one by more than 1e-6.
