@@ -78,7 +78,6 @@ from ..audit import (
     EXACT_TOL,
     MAX_SAMPLES,
     PILOT_CALLS,
-    SAMPLINGS,
     SHOW_WORST,
     TARGET_TV,
     AuditResult,
@@ -92,7 +91,8 @@ from ..audit import (
 )
 from ..errors import InvalidDistributionError, InvalidInputError, MdtheoryError, ProblemTooLargeError
 
-__all__ = ["audit_block", "BlockAuditResult", "MAX_CELLS", "MAX_TREES", "BOUND_MAX_PREFIXES"]
+__all__ = ["audit_block", "BlockAuditResult", "SAMPLINGS", "MAX_CELLS", "MAX_TREES",
+           "BOUND_MAX_PREFIXES"]
 
 #: Largest V^(L+1): the completed sequences are the test's cells.
 MAX_CELLS = 1 << 16
@@ -102,6 +102,8 @@ MAX_TREES = 200_000
 BOUND_MAX_PREFIXES = 4096
 #: Violations listed with their drafts in ``violation_examples``.
 SHOW_VIOLATIONS = 5
+#: How a node's children are drawn from the draft's law there.
+SAMPLINGS = ("iid", "without-replacement")
 #: A law's row must sum to one within this.
 _SUM_TOL = 1e-9
 
