@@ -8,6 +8,7 @@ than ``import numpy``.
 """
 
 from .audit import AuditResult, audit
+from .blocks.audit import BlockAuditResult, audit_block
 from .blocks.optimum import BlockOptimumResult, optimal_block_efficiency
 from .drafts import (
                      IID,
@@ -40,6 +41,8 @@ __all__ = [
     "BlockOptimumResult",
     "audit",
     "AuditResult",
+    "audit_block",
+    "BlockAuditResult",
     "AcceptanceResult",
     "METHODS",
     "DraftModel",

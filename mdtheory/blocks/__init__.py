@@ -1,6 +1,7 @@
 """Sequence-level (block and tree) speculative verification: small exact instances, the verifiers, the
 exact optimum and an upper bound at any size."""
 
+from .audit import BlockAuditResult, audit_block
 from .bound import BlockBoundResult, block_efficiency_bound, coarse_alpha_bound
 from .markov import (
     ConstantLaw,
@@ -30,6 +31,8 @@ from .verifiers import (
 )
 
 __all__ = [
+    "BlockAuditResult",
+    "audit_block",
     "ConstantLaw",
     "RandomLaw",
     "all_sequences",
