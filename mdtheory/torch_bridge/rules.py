@@ -92,7 +92,10 @@ class TorchRRS(TorchRule):
 
 
 class TorchKSeq(TorchRule):
-    """SpecTr's K-SEQ, batched; ρ* by batched bisection keeping the residual a distribution."""
+    """SpecTr's K-SEQ, batched. ρ* solves :math:`1 - (1 - \\beta(\\rho))^n = \\rho \\beta(\\rho)`,
+    :math:`\\beta(\\rho) = \\sum \\min(p/\\rho, q)`: one sort of p/q finds the two knots of β around
+    ρ* (β is :math:`A/\\rho + C` between knots), then a bisection of that closed form on (B,)
+    scalars, keeping the residual a distribution (ρ from above)."""
 
     name = "k-seq"
 
@@ -101,24 +104,38 @@ class TorchKSeq(TorchRule):
 
     def prepare(self):
         torch = _torch()
-        B = self.p.shape[0]
-        lo = torch.ones(B, dtype=self.p.dtype, device=self.p.device)
-        hi = torch.full_like(lo, float(self.n))
+        n = float(self.n)
+        c, order = torch.sort(self.p / self.q, dim=-1)  # q = 0: inf or NaN, last; never a knot below n
+        ps, qs = self.p.gather(-1, order), self.q.gather(-1, order)
+        A = ps.cumsum(-1)  # p of the tokens with ratio <= the knot
+        C = (qs.sum(-1, keepdim=True) - qs.cumsum(-1)).clamp(min=0.0)  # q of those above it
 
-        def excess(rho):
-            b = self._beta(rho)
-            return 1 - (1 - b) ** self.n - rho * b
+        def excess(rho, a, cq):
+            b = a / rho + cq
+            return 1 - (1 - b).clamp(min=0.0) ** self.n - rho * b
 
-        hi = torch.where(excess(lo) <= 0, lo, hi)
-        for _ in range(200):
+        knot = (c > 1) & (c < n)
+        positive = knot & (excess(c.clamp(min=1e-300), A, C) > 0)
+        # lo: the last knot where the excess is positive (else 1); hi: the next knot (else n)
+        j = torch.where(positive, torch.arange(c.shape[-1], device=c.device), -1).amax(-1)
+        one = torch.ones_like(c[:, 0])
+        lo = torch.where(j >= 0, c.gather(-1, j.clamp(min=0)[:, None]).squeeze(-1), one)
+        nxt = torch.where(knot & (c > lo[:, None]), c, torch.full_like(c, n)).amin(-1)
+        hi = nxt
+        k = (c <= lo[:, None]).sum(-1) - 1  # tokens at or below lo: the closed form's constants
+        a = torch.where(k >= 0, A.gather(-1, k.clamp(min=0)[:, None]).squeeze(-1), torch.zeros_like(one))
+        total_q = qs.sum(-1)
+        cq = torch.where(k >= 0, C.gather(-1, k.clamp(min=0)[:, None]).squeeze(-1), total_q)
+        at_one = excess(one, a, cq) <= 0
+        for _ in range(64 if self.p.dtype == torch.float64 else 32):
             mid = 0.5 * (lo + hi)
-            pos = excess(mid) > 0
+            pos = excess(mid, a, cq) > 0
             lo, hi = torch.where(pos, mid, lo), torch.where(pos, hi, mid)
-        self.rho = hi
-        beta = self._beta(hi)
+        self.rho = torch.where(at_one & (j < 0), one, hi)
+        beta = self._beta(self.rho)
         scale = torch.where(beta > 0, (1 - (1 - beta) ** self.n) / beta.clamp(min=1e-300),
                             torch.zeros_like(beta))
-        accepted = scale[:, None] * torch.minimum(self.q, self.p / hi[:, None])
+        accepted = scale[:, None] * torch.minimum(self.q, self.p / self.rho[:, None])
         self.res = _residual(self.p, accepted)
 
     def step(self, drafts, generator=None):
