@@ -31,7 +31,8 @@ from bench_torch import measure  # noqa: E402
 
 
 def run_tests(device: str) -> dict:
-    env = dict(os.environ, MDTHEORY_TEST_DEVICE=device, PYTHONPATH=str(ROOT))
+    path = os.pathsep.join([str(ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
+    env = dict(os.environ, MDTHEORY_TEST_DEVICE=device, PYTHONPATH=path)
     t0 = time.perf_counter()
     try:
         out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",

@@ -304,3 +304,14 @@ def test_torch_kseq_acceptance_is_the_numpy_rules(device):
             ref = [make_rule("k-seq", p, q, n).exact_acceptance() for p, q in zip(P, Q, strict=True)]
             assert np.abs(got - ref).max() <= ROUNDING
             assert ((rule.rho >= 1) & (rule.rho <= n)).all()
+
+
+def test_stage_bins_spread_over_lanes(monkeypatch):
+    """The GPU's lane-spread bin sums give the same stage as plain bins (checked here on the CPU)."""
+    from mdtheory.torch_bridge import khisti as TK
+
+    P, L, Q = (torch.tensor(x) for x in _pairs(np.random.default_rng(9), 16, 40))
+    s = torch.full((16,), 4)
+    plain = TK.truncated_stage(P, L, Q, s, 4)[1]
+    monkeypatch.setattr(TK, "_CPU_LANES", 16)
+    assert (TK.truncated_stage(P, L, Q, s, 4)[1] - plain).abs().max() <= ROUNDING

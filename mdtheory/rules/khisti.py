@@ -14,7 +14,6 @@ from typing import NamedTuple
 import numpy as np
 from scipy import sparse
 
-from .._highs import solve_lp
 from .._jit import njit
 from ..errors import InvalidInputError
 from .base import SelectionRule, speculative_step
@@ -136,6 +135,8 @@ def stage_lp(pt: np.ndarray, mu0: np.ndarray, m: np.ndarray, a: np.ndarray, b: n
     -------
     y : ndarray, shape (E,)
     """
+    from .._highs import solve_lp  # HiGHS is a reference here, not a need of the rule
+
     s, E = pt.size, m.size
     if E == 0:
         return np.zeros(0)
@@ -301,6 +302,8 @@ def tournament_stage(p: np.ndarray, left: np.ndarray, right: np.ndarray, s: int
     mu : ndarray, shape (V,)
         The exact law of the kept token under v.
     """
+    from .._highs import solve_lp
+
     V = p.size
     rank = np.empty(V, dtype=np.int64)
     rank[np.argsort(-(p - left * right), kind="stable")] = np.arange(V)

@@ -105,16 +105,21 @@ def batched_max_flow(d, m, a, b, max_iter: int | None = None):
     return w, T[:, rows, -1], done
 
 
-def _bin_sums(c, w, nb: int):
-    """Sums of w over the tokens of each bin c, row by row: (B, nb). On a GPU the tokens of a bin
-    are spread over 16 lanes first (summed after), so fewer atomic additions hit one address."""
+#: Lanes per bin of the scores' sums on a GPU.
+_LANES = 16
+#: The same on the CPU (1: plain bins; tests set it to check the lanes there).
+_CPU_LANES = 1
+
+
+def _lane_cumsum(sums, lanes: int, shift: bool):
+    """Running sums over bins of lane-spread bin sums (B, nb * lanes), given back per lane (every
+    lane of a bin holds its bin's value): the sum over bins <= b, or < b with ``shift``."""
     torch = _torch()
-    B, V = c.shape
-    lanes = 16 if c.is_cuda else 1
-    if lanes > 1:
-        c = c * lanes + torch.arange(V, device=c.device) % lanes
-    out = torch.zeros(B, nb * lanes, dtype=w.dtype, device=w.device).scatter_add_(1, c, w)
-    return out.view(B, nb, lanes).sum(-1) if lanes > 1 else out
+    B = sums.shape[0]
+    run = sums.view(B, -1, lanes).sum(-1).cumsum(1)
+    if shift:
+        run = torch.cat([torch.zeros_like(run[:, :1]), run[:, :-1]], 1)
+    return run.repeat_interleave(lanes, dim=1) if lanes > 1 else run
 
 
 def default_truncation(p, q, cap: int = DEFAULT_S, top_p: float = NUCLEUS_TOP_P):
@@ -173,13 +178,18 @@ def truncated_stage(p, left, right, s, S: int, rest: str = "bucket"):
     lt, rt = left.gather(1, top) * active, right.gather(1, top) * active
     lo = (left.sum(-1) - lt.sum(-1)).clamp(min=0.0)
     ro = (right.sum(-1) - rt.sum(-1)).clamp(min=0.0)
-    # outside law: l_k R(<= score_k) + r_k L(< score_k) over outside tokens
+    # outside law: l_k R(<= score_k) + r_k L(< score_k) over outside tokens; the active top
+    # tokens go to a bin of their own (nb - 1), above every score
+    lanes = _LANES if p.is_cuda else _CPU_LANES
     c = score.long()
-    own = torch.where(active, nb - 1, c.gather(1, top))
-    c = c.scatter(1, top, own)
-    R, L = _bin_sums(c, right, nb), torch.zeros(B, nb + 1, dtype=p.dtype, device=dev)
-    R = R.cumsum(1)
-    L[:, 1:] = _bin_sums(c, left, nb).cumsum(1)
+    if lanes > 1:  # a bin's tokens spread over lanes: fewer atomic additions on one address
+        c.mul_(lanes).add_(torch.arange(V, device=dev) % lanes)
+    own = (nb - 1) * lanes + top % lanes
+    c.scatter_(1, top, torch.where(active, own, c.gather(1, top)))
+    R = _lane_cumsum(torch.zeros(B, nb * lanes, dtype=p.dtype, device=dev).scatter_add_(1, c, right),
+                     lanes, shift=False)
+    L = _lane_cumsum(torch.zeros(B, nb * lanes, dtype=p.dtype, device=dev).scatter_add_(1, c, left),
+                     lanes, shift=True)
     mu = left * R.gather(1, c) + right * L.gather(1, c)
     block = torch.ones(B, S, S, dtype=p.dtype, device=dev)
     done = torch.ones(B, dtype=torch.bool, device=dev)
