@@ -7,6 +7,8 @@
    solvers) runs there as well as on the CPU.
 2. benchmarks/bench_torch.py's table at the GPU sizes (``--full``), one line per row.
 3. The goals, each with its measured value and whether it is met.
+4. Where the time goes: the profiler's top kernels for one alpha* (1024 x 128000) and one khisti-lp
+   preparation and step (4096 x 32000).
 
 Writes ``torch_cuda.json`` (device name, torch version, the pytest summary, rows, goals) into
 ``--out`` (default benchmarks/results/). Meant to finish within 5 minutes on one H100/H200.
@@ -82,6 +84,33 @@ def goals(rows) -> list[dict]:
     return out
 
 
+def profile(device: str) -> dict:
+    """The profiler's kernel table (top 12 by device time) for alpha* and khisti-lp."""
+    from bench_torch import logit_pairs
+
+    from mdtheory import torch_bridge as tb
+
+    tables = {}
+    activities = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
+    key = "cuda_time_total" if device.startswith("cuda") else "cpu_time_total"
+    for label, B, V, fn in [
+            ("alpha_star 1024 x 128000", 1024, 128_000, lambda p, q: tb.alpha_star(p, q, 4)),
+            ("khisti-lp 4096 x 32000", 4096, 32_000,
+             lambda p, q: tb.TorchKhisti(p, q, 4).step(tb.sample_drafts(q, 4)))]:
+        p, q = logit_pairs(B, V, device, torch.float32)
+        fn(p, q)
+        torch.cuda.synchronize()
+        with torch.profiler.profile(activities=activities) as prof:
+            fn(p, q)
+            torch.cuda.synchronize()
+        table = prof.key_averages().table(sort_by=key, row_limit=12, max_name_column_width=60)
+        print(f"profile: {label}\n{table}", flush=True)
+        tables[label] = table
+        del p, q
+        torch.cuda.empty_cache()
+    return tables
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--device", default="cuda")
@@ -96,6 +125,10 @@ def main():
     report["tests"] = None if args.skip_tests else run_tests(dev)
     report["rows"] = measure(dev, full=True)
     report["goals"] = goals(report["rows"])
+    try:
+        report["profile"] = profile(dev)
+    except (RuntimeError, AssertionError) as exc:  # a profiler that cannot run leaves the rest intact
+        report["profile"] = {"error": str(exc).splitlines()[0][:200]}
     report["seconds"] = time.perf_counter() - t0
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

@@ -9,6 +9,7 @@ depends on s only.
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 import numpy as np
@@ -33,8 +34,12 @@ NUCLEUS_TOP_P = 0.95
 #: (:func:`bucket_score`: no sort, the sort-free variant); ``"rank"``: the rank of :math:`p - \ell r`
 #: (a full sort, the third-party reading).
 RESTS = ("bucket", "rank")
+#: Bucket edges of the sort-free score: 0 and ±m 2^e for m in {1, 1.25, 1.5, 1.75}, e = -126..0, all
+#: exact in float32 and float64 (so a key scores the same in either).
+BUCKET_EDGES = np.sort(np.concatenate([[0.0], *[
+    s * m * np.ldexp(1.0, np.arange(-126, 1)) for s in (-1.0, 1.0) for m in (1.0, 1.25, 1.5, 1.75)]]))
 #: Levels of the bucket score.
-BUCKETS = 2048
+BUCKETS = BUCKET_EDGES.size + 1
 
 
 def nucleus_truncation(p: np.ndarray, q: np.ndarray, top_p: float = NUCLEUS_TOP_P) -> int:
@@ -57,7 +62,13 @@ def _top(key: np.ndarray, k: int) -> np.ndarray:
     """The k largest entries of key, by value descending, ties by index (no full sort for k < V)."""
     if k >= key.size:
         return np.argsort(-key, kind="stable")
-    cand = np.argpartition(-key, k - 1)[:k] if k > 0 else np.zeros(0, dtype=np.int64)
+    if k <= 8:  # a few argmax passes beat a partition; argmax keeps the first of ties
+        work, out = key.astype(float), np.empty(k, dtype=np.int64)
+        for i in range(k):
+            out[i] = np.argmax(work)
+            work[out[i]] = -np.inf
+        return out
+    cand = np.argpartition(-key, k - 1)[:k]
     return cand[np.lexsort((cand, -key[cand]))]
 
 
@@ -82,16 +93,36 @@ def default_truncation(p: np.ndarray, q: np.ndarray, cap: int = DEFAULT_S,
 
 
 def bucket_score(key: np.ndarray) -> np.ndarray:
-    """A monotone integer score of key in [0, :data:`BUCKETS`): the sign, the binary exponent and the
-    two leading mantissa bits of key rounded to float32, so equal scores mean keys within a factor
-    1.25 (or both below 2^-126 in magnitude). The bits are the same in numpy and in torch.
+    """A monotone integer score of key in [0, :data:`BUCKETS`): the number of
+    :data:`BUCKET_EDGES` below key, so equal scores mean keys within a factor 1.25 of each other (or
+    both below 2^-126 in magnitude): ``np.searchsorted(BUCKET_EDGES, key)``, from the binary exponent
+    and mantissa in a few passes; ``torch.bucketize`` gives the same scores on the device.
 
     >>> bucket_score(np.array([-0.5, 0.0, 1e-30, 0.3, 0.5, 0.6])).tolist()
-    [535, 1024, 1426, 1531, 1532, 1532]
+    [7, 508, 615, 1006, 1009, 1010]
     """
-    bits = np.asarray(key, dtype=np.float32).view(np.int32)
-    bits = bits ^ ((bits >> 31) & 0x7FFFFFFF)  # order-preserving: negative floats reversed
-    return (bits >> 21).astype(np.int64) + BUCKETS // 2
+    key = np.ascontiguousarray(key, dtype=float)
+    return _bucket_kernel(key, (BUCKET_EDGES.size - 1) // 2)
+
+
+@njit(cache=True, error_model="numpy")
+def _bucket_kernel(key, half):
+    """Edges below each key from its binary exponent and mantissa (``half`` edges of each sign)."""
+    out = np.empty(key.size, dtype=np.int64)
+    for k in range(key.size):
+        x = key[k]
+        if x == 0.0:
+            out[k] = half
+            continue
+        m, e = math.frexp(abs(x))  # |x| = m 2^e, m in [0.5, 1): f = 2m in [1, 2), exponent e - 1
+        f4 = m * 8.0 - 4.0  # exact: the position of f among 1, 1.25, 1.5, 1.75
+        whole = int(f4)
+        t = whole + 4 * (e + 125)  # magnitudes below |x| if f is an edge
+        if x > 0:
+            out[k] = half + 1 + min(max(t + (1 if f4 != whole else 0), 0), half)
+        else:
+            out[k] = half - min(max(t + 1, 0), half)
+    return out
 
 
 class Stage(NamedTuple):
@@ -272,14 +303,25 @@ def _outside_law(left, right, score, top) -> np.ndarray:
     """Law of the kept token outside the top (0 on the top): an outside token k keeps against every
     outside right token of score at most its own (itself included) as left, and against every
     outside left token of a lower score as right: l_k R(<= score_k) + r_k L(< score_k)."""
-    nb = int(score.max()) + 2
-    c = score.copy()
-    c[top] = nb - 1  # a bin of its own, above every other
-    R = np.cumsum(np.bincount(c, weights=right, minlength=nb))
-    L = np.cumsum(np.bincount(c, weights=left, minlength=nb))
-    L = np.concatenate([[0.0], L])
-    mu = left * R[c] + right * L[c]
-    mu[top] = 0.0
+    inside = np.zeros(left.size, dtype=np.bool_)
+    inside[top] = True
+    return _outside_kernel(left, right, score, inside, int(score.max()) + 1)
+
+
+@njit(cache=True, error_model="numpy")
+def _outside_kernel(left, right, score, inside, nb):
+    R, L = np.zeros(nb), np.zeros(nb + 1)
+    for k in range(left.size):  # per-score sums over the outside tokens
+        if not inside[k]:
+            R[score[k]] += right[k]
+            L[score[k] + 1] += left[k]
+    for c in range(1, nb):
+        R[c] += R[c - 1]
+        L[c + 1] += L[c]
+    mu = np.zeros(left.size)
+    for k in range(left.size):
+        if not inside[k]:
+            mu[k] = left[k] * R[score[k]] + right[k] * L[score[k]]
     return mu
 
 

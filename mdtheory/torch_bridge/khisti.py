@@ -10,18 +10,18 @@ sides (masses) carry rounding.
 
 from __future__ import annotations
 
-from ..rules.khisti import BUCKETS, DEFAULT_S, NUCLEUS_TOP_P, RESTS
+from ..rules.khisti import BUCKET_EDGES, BUCKETS, DEFAULT_S, NUCLEUS_TOP_P, RESTS
 from .tensors import _torch
 
 __all__ = ["bucket_score", "batched_max_flow", "default_truncation", "truncated_stage"]
 
 
 def bucket_score(key):
-    """:func:`mdtheory.rules.khisti.bucket_score` on a tensor: the same bits (int16)."""
+    """:func:`mdtheory.rules.khisti.bucket_score` on a tensor (one ``torch.bucketize``): the same
+    scores, int64."""
     torch = _torch()
-    bits = key.to(torch.float32).view(torch.int32)
-    bits = bits ^ ((bits >> 31) & 0x7FFFFFFF)
-    return ((bits >> 21) + BUCKETS // 2).to(torch.int16)
+    edges = torch.as_tensor(BUCKET_EDGES, dtype=key.dtype, device=key.device)
+    return torch.bucketize(key, edges, right=False)
 
 
 def _pairs(s: int, device):
@@ -164,8 +164,8 @@ def truncated_stage(p, left, right, s, S: int, rest: str = "bucket"):
     if rest == "rank":
         order = torch.sort(key, dim=-1, descending=True, stable=True).indices
         top = order[:, :S]
-        score = torch.empty(B, V, dtype=torch.int32, device=dev)
-        score.scatter_(1, order, torch.arange(V - 1, -1, -1, dtype=torch.int32, device=dev).expand(B, V))
+        score = torch.empty(B, V, dtype=torch.long, device=dev)
+        score.scatter_(1, order, torch.arange(V - 1, -1, -1, device=dev).expand(B, V))
         nb = V + 1
     elif rest == "bucket":
         top = torch.topk(key, S, dim=-1, sorted=True).indices if S else key[:, :0].long()
@@ -181,7 +181,8 @@ def truncated_stage(p, left, right, s, S: int, rest: str = "bucket"):
     # outside law: l_k R(<= score_k) + r_k L(< score_k) over outside tokens; the active top
     # tokens go to a bin of their own (nb - 1), above every score
     lanes = _LANES if p.is_cuda else _CPU_LANES
-    c = score.long()
+    stored = score.to(torch.int16 if nb <= 32767 else torch.int32)  # what the step reads
+    c = score  # overwritten below
     if lanes > 1:  # a bin's tokens spread over lanes: fewer atomic additions on one address
         c.mul_(lanes).add_(torch.arange(V, device=dev) % lanes)
     own = (nb - 1) * lanes + top % lanes
@@ -207,6 +208,5 @@ def truncated_stage(p, left, right, s, S: int, rest: str = "bucket"):
         joint = lt[:, :, None] * rt[:, None, :]
         mu_top = ((joint * block).sum(2) + (joint * (1.0 - block)).sum(1)
                   + lt * ro[:, None] + rt * lo[:, None])
-        mu = mu.scatter(1, top, torch.where(active, mu_top, mu.gather(1, top)))
-    small = torch.int16 if nb <= 32767 else torch.int32
-    return {"top": top, "active": active, "block": block, "score": score.to(small), "done": done}, mu
+        mu.scatter_(1, top, torch.where(active, mu_top, mu.gather(1, top)))
+    return {"top": top, "active": active, "block": block, "score": stored, "done": done}, mu
