@@ -45,9 +45,10 @@ def _check_rows(torch, t, name: str) -> None:
         raise InvalidDistributionError(f"{name} has a non-finite entry")
     if lo < 0:
         raise InvalidDistributionError(f"{name} has a negative entry ({float(lo):g})")
-    # summed in float64: what is left is each entry's rounding, at most about eps of the dtype
-    tol = sum_tolerance(torch.finfo(d.dtype).eps)  # follows the dtype, as everywhere (mdtheory._validate)
-    off = float((d.sum(-1, dtype=torch.float64) - 1.0).abs().max())
+    # the tolerance follows the dtype, as everywhere (mdtheory._validate): at least sqrt(eps), far
+    # above a tree-summed row's rounding, so the row is summed in its own dtype (no float64 copy)
+    tol = sum_tolerance(torch.finfo(d.dtype).eps)
+    off = float((d.sum(-1) - 1.0).abs().max())
     if off > tol:
         raise InvalidDistributionError(
             f"a row of {name} sums {off:.3g} away from 1 (tolerance {tol:g})")
