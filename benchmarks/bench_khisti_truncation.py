@@ -1,6 +1,10 @@
 """khisti-lp's truncation on real pairs: fixed s (the paper's program, sort-free) against the default.
 
     OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/bench_khisti_truncation.py [--positions N]
+    OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/bench_khisti_truncation.py --speed
+
+``--speed``: the default's numpy preparation at V = 32,000, n = 4 (LLM-like pairs) against one
+``np.argsort`` of p, minima of 40 interleaved repeats, and nothing else.
 
 Pairs: the pretrained char-LSTM (``mdtheory.lm``, V = 465) as target and each drafter of
 ``mdtheory.drafters``, at N positions of texts sampled from the target (``lm_pairs``, seed 0), and
@@ -19,6 +23,7 @@ preparation time. Writes no files.
 from __future__ import annotations
 
 import argparse
+import time
 
 import numpy as np
 
@@ -39,12 +44,32 @@ TRUNCATIONS = [(5, "rank"), (5, "bucket"), (10, "bucket"), (20, "bucket"), ("nuc
                (None, "bucket")]
 
 
+def speed() -> None:
+    P, Q = llm_pairs(np.random.default_rng(0), 4, 32_000)
+    make_rule("khisti-lp", P[0], Q[0], 4)  # warm-up (numba)
+    sort, prep = [], []
+    for i in range(40):
+        p, q = P[i % 4], Q[i % 4]
+        t = time.perf_counter()
+        np.argsort(p)
+        sort.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        make_rule("khisti-lp", p, q, 4)
+        prep.append(time.perf_counter() - t)
+    print(f"V = 32000, n = 4: np.argsort {min(sort) * 1e3:.3f} ms, khisti-lp preparation "
+          f"{min(prep) * 1e3:.3f} ms ({min(prep) / min(sort):.2f}x)")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--positions", type=int, default=80)
     ap.add_argument("--drafts", default="2,4,8")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--speed", action="store_true", help="only the preparation time at V = 32000")
     args = ap.parse_args()
+    if args.speed:
+        speed()
+        return
     model = load_char_lstm()
     make_rule("khisti-lp", [0.5, 0.5], [0.5, 0.5], 2)  # warm-up
     print(f"{'target':>6s} {'drafter':11s} {'n':>2s} {'s':>8s} {'accept':>7s} {'below':>6s} "
