@@ -315,3 +315,22 @@ def test_stage_bins_spread_over_lanes(monkeypatch):
     plain = TK.truncated_stage(P, L, Q, s, 4)[1]
     monkeypatch.setattr(TK, "_CPU_LANES", 16)
     assert (TK.truncated_stage(P, L, Q, s, 4)[1] - plain).abs().max() <= ROUNDING
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_bucket_scores_agree_everywhere(device):
+    """The sort-free score: numpy's exponent arithmetic, torch's (CPU) and torch.bucketize (GPU, and
+    here on the CPU too) all count the edges below the key, edges themselves included."""
+    from mdtheory.rules.khisti import BUCKET_EDGES, bucket_score
+    from mdtheory.torch_bridge.khisti import bucket_score as torch_score
+
+    rng = np.random.default_rng(10)
+    keys = np.concatenate([rng.normal(size=5000) * np.exp(rng.normal(size=5000) * 20), BUCKET_EDGES,
+                           np.nextafter(BUCKET_EDGES, 5), np.nextafter(BUCKET_EDGES, -5),
+                           [0.0, 5e-324, -5e-324, 3.0, -3.0]])
+    ref = np.searchsorted(BUCKET_EDGES, keys, side="left")
+    assert (bucket_score(keys) == ref).all()
+    t = torch.tensor(keys, device=device)
+    assert (torch_score(t).cpu().numpy() == ref).all()
+    edges = torch.tensor(BUCKET_EDGES, device=device)
+    assert (torch.bucketize(t, edges).cpu().numpy() == ref).all()

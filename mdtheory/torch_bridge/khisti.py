@@ -17,11 +17,22 @@ __all__ = ["bucket_score", "batched_max_flow", "default_truncation", "truncated_
 
 
 def bucket_score(key):
-    """:func:`mdtheory.rules.khisti.bucket_score` on a tensor (one ``torch.bucketize``): the same
-    scores, int64."""
+    """:func:`mdtheory.rules.khisti.bucket_score` on a tensor: the same scores, int64. On a GPU one
+    ``torch.bucketize``; on the CPU, where its binary search is slow, the numpy rule's exponent and
+    mantissa arithmetic (exact, so the same integers)."""
     torch = _torch()
-    edges = torch.as_tensor(BUCKET_EDGES, dtype=key.dtype, device=key.device)
-    return torch.bucketize(key, edges, right=False)
+    if key.is_cuda:
+        edges = torch.as_tensor(BUCKET_EDGES, dtype=key.dtype, device=key.device)
+        return torch.bucketize(key, edges, right=False)
+    half = (BUCKET_EDGES.size - 1) // 2
+    m, e = torch.frexp(key)  # key = m 2^e, |m| in [0.5, 1)
+    f4 = m.abs() * 8.0 - 4.0
+    whole = f4.long()  # floor (f4 >= 0 for key != 0)
+    t = whole + 4 * (e.long() + 125)
+    pos = half + 1 + (t + (f4 != whole).long()).clamp(0, half)
+    neg = half - (t + 1).clamp(0, half)
+    zero = torch.full_like(pos, half)
+    return torch.where(key > 0, pos, torch.where(key < 0, neg, zero))
 
 
 def _pairs(s: int, device):
@@ -94,7 +105,7 @@ def batched_max_flow(d, m, a, b, max_iter: int | None = None):
         pivot_row = T[rowsB, leave]  # (B, cols + rows + 1), pivot element exactly 1
         factor = T[rowsB, :, enter] * active[:, None]  # (B, rows + 1)
         factor[rowsB, leave] = 0.0
-        T = T - factor[:, :, None] * pivot_row[:, None, :]
+        T.baddbmm_(factor[:, :, None], pivot_row[:, None, :], alpha=-1.0)  # T -= outer product
         T[:, :rows, -1].clamp_(min=0.0)
         basis[rowsB, leave] = torch.where(active, enter, basis[rowsB, leave])
     red = T[:, rows, :-1]
