@@ -334,3 +334,18 @@ def test_bucket_scores_agree_everywhere(device):
     assert (torch_score(t).cpu().numpy() == ref).all()
     edges = torch.tensor(BUCKET_EDGES, device=device)
     assert (torch.bucketize(t, edges).cpu().numpy() == ref).all()
+
+
+def test_large_truncation_goes_to_highs(monkeypatch):
+    """Beyond FLOW_S the stage is solved by HiGHS: the same optimum as the augmenting paths."""
+    pytest.importorskip("highspy", reason="large truncations are solved by HiGHS")
+    from mdtheory.rules import khisti as K
+
+    rng = np.random.default_rng(11)
+    p, left, q = (rng.dirichlet(np.ones(30)) for _ in range(3))
+    for rest in ("bucket", "rank"):
+        monkeypatch.setattr(K, "FLOW_S", 100)
+        by_paths = np.minimum(p, K.truncated_stage(p, left, q, 20, rest)[1]).sum()
+        monkeypatch.setattr(K, "FLOW_S", 8)
+        by_highs = np.minimum(p, K.truncated_stage(p, left, q, 20, rest)[1]).sum()
+        assert abs(by_paths - by_highs) <= SOLVER

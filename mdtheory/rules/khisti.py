@@ -20,12 +20,14 @@ from ..errors import InvalidInputError
 from .base import SelectionRule, speculative_step
 
 __all__ = ["KhistiLP", "Stage", "truncated_stage", "tournament_stage", "nucleus_truncation",
-           "default_truncation", "stage_lp", "bucket_score", "DEFAULT_S", "NUCLEUS_TOP_P", "RESTS",
-           "BUCKETS"]
+           "default_truncation", "stage_lp", "bucket_score", "keep_first", "DEFAULT_S", "FLOW_S",
+           "NUCLEUS_TOP_P", "RESTS", "BUCKET_EDGES", "BUCKETS"]
 
 #: Largest truncation of the default (Khisti et al. report s = 5 best): its LP has s(s - 1)/2 pair
 #: variables whatever the vocabulary.
 DEFAULT_S = 5
+#: Largest truncation whose stage flow runs by augmenting paths (numba); larger ones go to HiGHS.
+FLOW_S = 16
 #: Nucleus of the default truncation: Khisti et al.'s experiments sample with top-p, p = 0.95, and
 #: run the truncated LP on the tokens that survive it.
 NUCLEUS_TOP_P = 0.95
@@ -260,10 +262,11 @@ def truncated_stage(p: np.ndarray, left: np.ndarray, right: np.ndarray, s: int, 
     """One importance-sampling stage: keep the left token i or the right token j of an independent pair.
 
     Tokens are ranked by :math:`p_k - \\ell_k r_k` (descending, ties by index); pairs inside the top s
-    get LP variables (:func:`stage_lp`, which maximises :math:`\\sum_k \\min(p_k, \\mu_k)` of the kept
-    token's law μ); a pair with one token in the top keeps it; a pair of two tokens outside keeps the
-    one of higher score, the left one on a tie (:data:`RESTS`: ``"bucket"``, no sort, the top s by a
-    partition; ``"rank"``, a full sort). O(V) memory; the LP has s(s - 1)/2 pair variables.
+    get LP variables, which maximise :math:`\\sum_k \\min(p_k, \\mu_k)` of the kept token's law μ (a
+    maximum flow: augmenting paths up to :data:`FLOW_S`, HiGHS on :func:`stage_lp` beyond); a pair with
+    one token in the top keeps it; a pair of two tokens outside keeps the one of higher score, the
+    left one on a tie (:data:`RESTS`: ``"bucket"``, no sort; ``"rank"``, a full sort). O(V) memory; the
+    LP has s(s - 1)/2 pair variables.
 
     Returns
     -------
@@ -291,7 +294,12 @@ def truncated_stage(p: np.ndarray, left: np.ndarray, right: np.ndarray, s: int, 
     a, b = _pairs(s)
     mass = lt[a] * rt[b] + lt[b] * rt[a]
     mu0 = lt * rt + lt * ro + rt * lo
-    to_b, _ = _stage_flow(np.maximum(p[top] - mu0, 0.0), mass, a, b, 1e-300, 64 * (s * s + 1))
+    if s <= FLOW_S:
+        to_b, _ = _stage_flow(np.maximum(p[top] - mu0, 0.0), mass, a, b, 1e-300, 64 * (s * s + 1))
+    else:  # a large explicit truncation: HiGHS's simplex beats the augmenting paths
+        live = mass > 0
+        to_b = mass.copy()
+        to_b[live] = mass[live] - stage_lp(p[top], mu0, mass[live], a[live], b[live])
     frac = np.clip(np.divide(mass - to_b, mass, out=np.ones(a.size), where=mass > 0), 0.0, 1.0)
     block = np.ones((s, s))
     block[a, b], block[b, a] = frac, 1.0 - frac
