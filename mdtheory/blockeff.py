@@ -34,6 +34,7 @@ from . import _budget
 from .drafters import DRAFTERS, LSTMLaw, draw, make_drafter, progress
 from .drafts import make_draft_model
 from .errors import InvalidInputError
+from .langmodel import as_model
 from .lm import META, load_char_lstm
 
 __all__ = ["BlockResult", "speculative_step", "block_efficiency", "estimate",
@@ -64,7 +65,7 @@ class BlockResult:
 def _laws(law, contexts: list[tuple]) -> dict:
     """law at each distinct context, in one batch."""
     unique = list(dict.fromkeys(contexts))
-    rows = law([np.array(c, dtype=np.int64) for c in unique])
+    rows = as_model(law).laws(unique)
     return dict(zip(unique, rows, strict=True))
 
 

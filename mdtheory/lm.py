@@ -12,10 +12,18 @@ order i, f, c, o, sigmoid gates, tanh cell); an attention-weighted average over 
 concatenation (embedding, LSTM 1, LSTM 2) of width 356; a dense softmax 356 -> 465.
 
 Install the data with ``pip install --no-deps textgenrnn==2.0.0 h5py`` (``scripts/setup.sh`` does).
+
+The forward pass runs its matrix products on one BLAS thread (through ``threadpoolctl`` where it is
+installed, as the ``lm`` extra does): its products are small (a batch x 128 by 128 x 512 per time
+step), and a threaded BLAS spends more time synchronising than computing on them (measured on a
+2-core machine: 7 ms a batch of 16 windows on one thread, 0.9 s with OpenBLAS' default threads under
+load). The input is a sliding window, so there is no exact incremental state: each step recomputes
+the window, batched over texts.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 from dataclasses import dataclass, replace
@@ -26,7 +34,8 @@ import numpy as np
 from .errors import MdtheoryError
 from .logits import to_probs
 
-__all__ = ["CharLSTM", "load_char_lstm", "textgenrnn_files", "INSTALL", "WINDOW", "PAD", "META"]
+__all__ = ["CharLSTM", "load_char_lstm", "textgenrnn_files", "one_blas_thread", "INSTALL", "WINDOW",
+           "PAD", "META"]
 
 #: The command that installs the model's data files.
 INSTALL = "pip install --no-deps textgenrnn==2.0.0 h5py"
@@ -67,6 +76,24 @@ def _cudnn_kernel(k: np.ndarray) -> np.ndarray:
 def _cudnn_recurrent(k: np.ndarray) -> np.ndarray:
     """Keras' CuDNNLSTM -> LSTM recurrent kernel conversion: per gate block, the transpose."""
     return np.hstack([b.T for b in np.hsplit(k, 4)])
+
+
+_THREADS: dict = {}
+
+
+def one_blas_thread():
+    """A context in which BLAS runs on one thread (a no-op without ``threadpoolctl``)."""
+    if "controller" not in _THREADS:
+        try:
+            from threadpoolctl import ThreadpoolController
+        except ImportError:
+            _THREADS["controller"] = None
+        else:
+            _THREADS["controller"] = ThreadpoolController()
+    controller = _THREADS["controller"]
+    if controller is None:
+        return contextlib.nullcontext()
+    return controller.limit(limits=1, user_api="blas")
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:
@@ -138,8 +165,9 @@ class CharLSTM:
         w = {k: v.astype(self.dtype, copy=False) for k, v in self.weights.items()}
         windows = np.asarray(windows, dtype=np.int64)
         emb = w["embedding"][windows]  # (B, T, 100)
-        h1 = self._lstm(emb, w["kernel1"], w["recurrent1"], w["bias1"])
-        h2 = self._lstm(h1, w["kernel2"], w["recurrent2"], w["bias2"])
+        with one_blas_thread():
+            h1 = self._lstm(emb, w["kernel1"], w["recurrent1"], w["bias1"])
+            h2 = self._lstm(h1, w["kernel2"], w["recurrent2"], w["bias2"])
         seq = np.concatenate([emb, h1, h2], axis=-1)  # (B, T, 356)
         score = seq @ w["attention"]
         att = np.exp(score - score.max(axis=1, keepdims=True))
