@@ -176,6 +176,8 @@ def distill_ngram(target: LanguageModel, rng: np.random.Generator, order: int = 
     meta = target.bos if meta is None else meta
     if meta is None:
         raise InvalidInputError("the target has no start token: give meta")
+    if target.max_length is not None:  # a transformer's positions bound the sampled texts
+        length = min(length, target.max_length - 1)
     texts = sample_texts(target, streams, length, rng, meta, quiet)
     held = max(1, streams // 10)
     pad = PAD if isinstance(target, LSTMLaw) else None
@@ -222,11 +224,48 @@ def make_drafter(kind, target: LanguageModel, rng: np.random.Generator, *,
     raise InvalidInputError(f"unknown drafter {kind!r}; valid choices: {', '.join(DRAFTERS)}")
 
 
+#: The bundled target: the pretrained char-LSTM (no download, the ``lm`` extra).
+CHAR_LSTM = "char-lstm"
+
+
+def load_model(spec: str = CHAR_LSTM, temperature: float = 1.0, top_k: int | None = None,
+               device: str = "cpu", dtype: str = "float32") -> LanguageModel:
+    """The target model ``spec``: ``char-lstm`` (the bundled pretrained char-LSTM) or ``hf:PATH``
+    (a local Hugging Face checkpoint, :func:`mdtheory.hf.load_hf`), at ``temperature``."""
+    check_sampling(temperature, top_k)
+    if dtype not in ("float32", "float64"):
+        raise InvalidInputError(f"dtype must be float32 or float64, got {dtype!r}")
+    if spec == CHAR_LSTM:
+        if device != "cpu":
+            raise InvalidInputError(f"the char-LSTM runs in numpy on the CPU, not on {device!r}")
+        return LSTMLaw(load_char_lstm(np.dtype(dtype).type), temperature, top_k)
+    from .hf import is_hf, load_hf
+
+    if is_hf(spec):
+        return load_hf(spec, device=device, dtype=dtype, temperature=temperature, top_k=top_k)
+    raise InvalidInputError(f"unknown model {spec!r}; give {CHAR_LSTM} or hf:PATH (a local Hugging "
+                            "Face checkpoint directory)")
+
+
+def load_drafter(spec: str, target: LanguageModel, rng: np.random.Generator, *,
+                 temperature: float | None = None, top_k: int | None = None, order: int = 3,
+                 device: str = "cpu", dtype: str = "float32", quiet: bool = True) -> LanguageModel:
+    """The drafter ``spec`` for ``target``: one of :data:`DRAFTERS` (:func:`make_drafter`) or
+    ``hf:PATH``, a second checkpoint whose vocabulary must be the target's."""
+    from .hf import is_hf, load_hf
+
+    if is_hf(spec):
+        check_sampling(target.temperature if temperature is None else temperature, top_k)
+        spec = load_hf(spec, device=device, dtype=dtype)
+    return make_drafter(spec, target, rng, temperature=temperature, top_k=top_k, order=order,
+                        quiet=quiet)
+
+
 def lm_pairs(positions: int, target: LanguageModel, drafter: LanguageModel, rng: np.random.Generator,
              length: int = 64, quiet: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """Target and draft laws (P, Q), each (positions, V), at the positions of texts sampled from the
-    target: ceil(positions / length) texts of ``length`` tokens side by side, each after the
-    target's ``bos``; rows in time-major order (every text's first position, then every text's
+    target: ceil(positions / length) texts of ``length`` tokens (at most the models' ``max_length``
+    - 1) side by side, each after the target's ``bos``; rows in time-major order (every text's first position, then every text's
     second ...), the last step cut to make ``positions`` rows. Both models advance by their own
     incremental state (:meth:`~mdtheory.langmodel.LanguageModel.step`)."""
     if positions < 1:
@@ -235,6 +274,9 @@ def lm_pairs(positions: int, target: LanguageModel, drafter: LanguageModel, rng:
     if target.bos is None:
         raise InvalidInputError("the target has no start token (bos) to sample texts after")
     length = min(length, positions)
+    for model in (target, drafter):  # a transformer's positions bound the sampled texts
+        if model.max_length is not None:
+            length = min(length, model.max_length - 1)
     streams = -(-positions // length)
     P, Q = [], []
     contexts = [(target.bos,)] * streams
@@ -253,44 +295,79 @@ def lm_pairs(positions: int, target: LanguageModel, drafter: LanguageModel, rng:
     return np.concatenate(P)[:positions], np.concatenate(Q)[:positions]
 
 
+def _drafter_spec(text: str) -> str:
+    """``--draft``: one of :data:`DRAFTERS` or ``hf:PATH``."""
+    if text in DRAFTERS or text.startswith("hf:"):
+        return text
+    import argparse
+
+    raise argparse.ArgumentTypeError(f"invalid choice: {text!r} (choose from {', '.join(DRAFTERS)}, "
+                                     "or hf:PATH)")
+
+
+def add_model_options(cmd, draft_required: bool) -> None:
+    """The options that name the target and the drafter (``lm-pairs``, ``block-efficiency``)."""
+    cmd.add_argument("--target", default=CHAR_LSTM, metavar="MODEL",
+                     help=f"the target: {CHAR_LSTM} (default; the bundled pretrained char-LSTM, no "
+                          "download) or hf:PATH (a local Hugging Face checkpoint directory or a "
+                          "name in the local Hugging Face cache; needs pip install 'mdtheory[hf]')")
+    cmd.add_argument("--target-temperature", type=float, default=1.0,
+                     help="temperature of the target (default 1.0)")
+    cmd.add_argument("--draft", required=draft_required, type=_drafter_spec, metavar="DRAFTER",
+                     **({} if draft_required else {"default": "tempered"}),
+                     help="the drafter: tempered (the target at --draft-temperature), ngram (an "
+                          "n-gram distilled from text sampled from the target), quantized (the "
+                          "char-LSTM with int8 weights), or hf:PATH (a second checkpoint with the "
+                          "target's vocabulary)")
+    cmd.add_argument("--draft-temperature", type=float, help="default: the target temperature")
+    cmd.add_argument("--top-k", type=int, help="top-k of the drafter")
+    cmd.add_argument("--order", type=int, default=3, help="n-gram order (ngram drafter; default 3)")
+    cmd.add_argument("--device", default="cpu", help="hf: models: cpu or cuda (default cpu)")
+    cmd.add_argument("--dtype", choices=("float32", "float64"), default="float32",
+                     help="arithmetic of the models (default float32; laws are float64)")
+
+
+def models_from_args(args, rng: np.random.Generator) -> tuple[LanguageModel, LanguageModel]:
+    """The (target, drafter) that :func:`add_model_options`' options name."""
+    if args.order < 1:
+        raise InvalidInputError(f"--order must be >= 1, got {args.order}")
+    check_sampling(args.target_temperature)
+    target = load_model(args.target, args.target_temperature, device=args.device, dtype=args.dtype)
+    drafter = load_drafter(args.draft, target, rng, temperature=args.draft_temperature,
+                           top_k=args.top_k, order=args.order, device=args.device, dtype=args.dtype,
+                           quiet=args.quiet)
+    return target, drafter
+
+
 def add_lm_pairs_parser(subparsers) -> None:
     """The ``lm-pairs`` subcommand."""
     cmd = subparsers.add_parser(
-        "lm-pairs", help="(target, draft) next-token laws of the pretrained char-LSTM",
-        description="Write DIR/P.npy and DIR/Q.npy (positions x 465): the pretrained char-LSTM "
-                    "(textgenrnn 2.0.0) as target and a drafter, at the positions of texts "
+        "lm-pairs", help="(target, draft) next-token laws of a language model and a drafter",
+        description="Write DIR/P.npy and DIR/Q.npy (positions x V): the next-token laws of a target "
+                    "(the bundled pretrained char-LSTM, textgenrnn 2.0.0, V = 465; or a local "
+                    "Hugging Face checkpoint, hf:PATH) and of a drafter, at the positions of texts "
                     "sampled from the target. Ready for check-acceptance and compare-selectors.",
     )
     cmd.add_argument("--positions", type=int, required=True, help="number of positions N")
-    cmd.add_argument("--target-temperature", type=float, default=1.0,
-                     help="temperature of the target LSTM (default 1.0)")
-    cmd.add_argument("--draft", required=True, choices=DRAFTERS, help="the drafter")
-    cmd.add_argument("--draft-temperature", type=float, help="default: the target temperature")
-    cmd.add_argument("--top-k", type=int, help="top-k of the (LSTM) drafter")
-    cmd.add_argument("--order", type=int, default=3, help="n-gram order (ngram drafter)")
+    add_model_options(cmd, draft_required=True)
     from .cli import add_seed_option  # loaded: cli.build_parser calls this
 
     add_seed_option(cmd)
     cmd.add_argument("--out", required=True, help="output directory")
-    cmd.add_argument("--quiet", action="store_true", help="no progress bar")
+    cmd.add_argument("--quiet", "-q", action="store_true", help="no progress bar or progress lines")
     cmd.set_defaults(func=_lm_pairs_command)
 
 
 def _lm_pairs_command(args) -> int:
-    if args.order < 1:
-        raise InvalidInputError(f"--order must be >= 1, got {args.order}")
     if args.positions < 1:
         raise InvalidInputError(f"--positions must be >= 1, got {args.positions}")
-    check_sampling(args.target_temperature)
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise InvalidInputError(f"--out: {out} exists and is not a directory")
     rng = np.random.default_rng(args.seed)
-    target = LSTMLaw(load_char_lstm(), args.target_temperature)
-    # the sampling shows a progress bar, so only memory is refused (P, Q of positions x V floats)
+    target, drafter = models_from_args(args, rng)
+    # the sampling shows progress, so only memory is refused (P, Q of positions x V floats)
     _budget.require(_budget.lm_pairs(args.positions, target.V), math.inf)
-    drafter = make_drafter(args.draft, target, rng, temperature=args.draft_temperature,
-                           top_k=args.top_k, order=args.order, quiet=args.quiet)
     P, Q = lm_pairs(args.positions, target, drafter, rng, quiet=args.quiet)
     out.mkdir(parents=True, exist_ok=True)
     np.save(out / "P.npy", P)

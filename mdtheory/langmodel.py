@@ -92,6 +92,8 @@ class LanguageModel:
     top_p: float | None = None
     #: The token a text starts after (a title or document delimiter), where the model has one.
     bos: int | None = None
+    #: The longest context the model takes (a transformer's positions), or None.
+    max_length: int | None = None
 
     def _logits(self, contexts: list[tuple[int, ...]]) -> np.ndarray:
         raise NotImplementedError
