@@ -161,13 +161,16 @@ class CharLSTM:
 
         Padding gets logit -inf (textgenrnn never emits it).
         """
+        with one_blas_thread():
+            return self._forward(windows)
+
+    def _forward(self, windows: np.ndarray) -> np.ndarray:
         # no copy where the weights already have the model's dtype (as with_dtype leaves them)
         w = {k: v.astype(self.dtype, copy=False) for k, v in self.weights.items()}
         windows = np.asarray(windows, dtype=np.int64)
         emb = w["embedding"][windows]  # (B, T, 100)
-        with one_blas_thread():
-            h1 = self._lstm(emb, w["kernel1"], w["recurrent1"], w["bias1"])
-            h2 = self._lstm(h1, w["kernel2"], w["recurrent2"], w["bias2"])
+        h1 = self._lstm(emb, w["kernel1"], w["recurrent1"], w["bias1"])
+        h2 = self._lstm(h1, w["kernel2"], w["recurrent2"], w["bias2"])
         seq = np.concatenate([emb, h1, h2], axis=-1)  # (B, T, 356)
         score = seq @ w["attention"]
         att = np.exp(score - score.max(axis=1, keepdims=True))
