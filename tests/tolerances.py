@@ -11,3 +11,9 @@ ROUNDING = 1e-12
 SOLVER = 1e-9
 #: float32 torch arithmetic against float64 numpy, on V <= 40.
 FLOAT32 = 2e-5
+#: One float32 network on batches of different sizes or paddings (BLAS blocks the products
+#: differently), or a law computed by two float32 routes (the package's, transformers' own softmax).
+BATCH_FLOAT32 = 1e-6
+#: A transformer's KV-cache steps against a full recompute, float32 (the attention sums in
+#: another order).
+KV_CACHE = 1e-5
