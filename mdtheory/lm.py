@@ -96,10 +96,6 @@ def one_blas_thread():
     return controller.limit(limits=1, user_api="blas")
 
 
-def _sigmoid(x: np.ndarray) -> np.ndarray:
-    return 0.5 * (1.0 + np.tanh(0.5 * x))
-
-
 @dataclass(frozen=True)
 class CharLSTM:
     """The character LSTM's weights, ready for a batched forward pass.
@@ -182,16 +178,22 @@ class CharLSTM:
 
     @staticmethod
     def _lstm(x, kernel, recurrent, bias):
+        """One LSTM layer over (B, T, d). The sigmoid gates are 0.5 (1 + tanh(z / 2)): their columns
+        of the weights are halved first (exact in binary floating point), so one tanh per step
+        serves the four gates, with the same bits as 0.5 (1 + tanh(0.5 z)) of each gate."""
         B, T, _ = x.shape
-        xw = x @ kernel + bias  # (B, T, 512)
-        h = np.zeros((B, _UNITS), dtype=x.dtype)
+        U = _UNITS
+        half = np.full(4 * U, 0.5, dtype=x.dtype)
+        half[2 * U:3 * U] = 1.0  # the cell candidate g keeps its scale (tanh)
+        xw = x @ (kernel * half) + bias * half  # (B, T, 512)
+        recurrent = recurrent * half
+        h = np.zeros((B, U), dtype=x.dtype)
         c = np.zeros_like(h)
-        out = np.empty((B, T, _UNITS), dtype=x.dtype)
+        out = np.empty((B, T, U), dtype=x.dtype)
         for t in range(T):
-            z = xw[:, t] + h @ recurrent
-            i, f, g, o = np.split(z, 4, axis=1)
-            c = _sigmoid(f) * c + _sigmoid(i) * np.tanh(g)
-            h = _sigmoid(o) * np.tanh(c)
+            a = np.tanh(xw[:, t] + h @ recurrent)
+            c = 0.5 * (1.0 + a[:, U:2 * U]) * c + 0.5 * (1.0 + a[:, :U]) * a[:, 2 * U:3 * U]
+            h = 0.5 * (1.0 + a[:, 3 * U:]) * np.tanh(c)
             out[:, t] = h
         return out
 
