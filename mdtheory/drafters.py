@@ -122,7 +122,7 @@ class NGramLaw(LanguageModel):
         p = np.full(self.V, 1.0 / (self.V - (self.pad is not None)))
         if self.pad is not None:
             p[self.pad] = 0.0
-        ctx = [int(c) for c in context]
+        ctx = [int(c) for c in context[max(len(context) - (self.order - 1), 0):]]  # the last order - 1
         for m in range(min(self.order - 1, len(ctx)) + 1):
             row = self.counts[m].get(tuple(ctx[len(ctx) - m:]))
             if row is None:
@@ -264,9 +264,10 @@ def load_drafter(spec: str, target: LanguageModel, rng: np.random.Generator, *,
 def lm_pairs(positions: int, target: LanguageModel, drafter: LanguageModel, rng: np.random.Generator,
              length: int = 64, quiet: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """Target and draft laws (P, Q), each (positions, V), at the positions of texts sampled from the
-    target: ceil(positions / length) texts of ``length`` tokens (at most the models' ``max_length``
-    - 1) side by side, each after the target's ``bos``; rows in time-major order (every text's first position, then every text's
-    second ...), the last step cut to make ``positions`` rows. Both models advance by their own
+    target: ceil(positions / length) texts of ``length`` tokens (at most the models'
+    ``max_length`` - 1) side by side, each after the target's ``bos``; rows in time-major order
+    (every text's first position, then every text's second ...), the last step cut to make
+    ``positions`` rows. Both models advance by their own
     incremental state (:meth:`~mdtheory.langmodel.LanguageModel.step`)."""
     if positions < 1:
         raise InvalidInputError(f"--positions must be >= 1, got {positions}")

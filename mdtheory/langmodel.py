@@ -55,12 +55,23 @@ class State:
     cache: Any = None
 
 
+def _as_context(c) -> tuple[int, ...]:
+    """A context as a tuple of token ids (a tuple is taken as it is: the callers' texts grow by
+    concatenation, and converting each again would cost O(length) per call)."""
+    if type(c) is tuple:
+        return c
+    a = np.asarray(c)
+    if a.ndim > 1 or (a.size and not np.issubdtype(a.dtype, np.integer)):
+        raise InvalidInputError("a context must be a sequence of integer token ids")
+    return tuple(a.astype(np.int64).ravel().tolist())
+
+
 def _as_contexts(contexts) -> list[tuple[int, ...]]:
     if isinstance(contexts, np.ndarray) and contexts.ndim == 2:
-        return [tuple(int(t) for t in row) for row in contexts]
+        return [tuple(row) for row in contexts.astype(np.int64).tolist()]
     try:
-        return [tuple(int(t) for t in np.asarray(c).ravel()) for c in contexts]
-    except (TypeError, ValueError):
+        return [_as_context(c) for c in contexts]
+    except TypeError:
         raise InvalidInputError("contexts must be a sequence of sequences of token ids") from None
 
 

@@ -142,7 +142,7 @@ class CharLSTM:
         """The last :data:`WINDOW` ids of each context, left-padded with :data:`PAD`: (B, 40)."""
         out = np.full((len(contexts), WINDOW), PAD, dtype=np.int64)
         for b, ctx in enumerate(contexts):
-            tail = np.asarray(ctx, dtype=np.int64)[-WINDOW:]
+            tail = np.asarray(ctx[-WINDOW:], dtype=np.int64)  # slice first: contexts grow long
             if tail.size:
                 out[b, WINDOW - tail.size:] = tail
         return out
