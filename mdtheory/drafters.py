@@ -238,7 +238,9 @@ def load_model(spec: str = CHAR_LSTM, temperature: float = 1.0, top_k: int | Non
     if spec == CHAR_LSTM:
         if device != "cpu":
             raise InvalidInputError(f"the char-LSTM runs in numpy on the CPU, not on {device!r}")
-        return LSTMLaw(load_char_lstm(np.dtype(dtype).type), temperature, top_k)
+        model = load_char_lstm()
+        return LSTMLaw(model if dtype == "float32" else model.with_dtype(np.float64), temperature,
+                       top_k)
     from .hf import is_hf, load_hf
 
     if is_hf(spec):
