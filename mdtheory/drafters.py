@@ -16,13 +16,10 @@ Everything random takes a ``numpy.random.Generator``: the same seed gives the sa
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 
-from . import _budget
 from ._progress import progress
 from .errors import InvalidInputError
 from .langmodel import LanguageModel, check_same_vocab, draw, sample
@@ -30,7 +27,7 @@ from .lm import META, PAD, CharLSTM, load_char_lstm
 from .logits import check_sampling, to_probs
 
 __all__ = ["LSTMLaw", "NGramLaw", "distill_ngram", "sample_texts", "make_drafter", "lm_pairs",
-           "DRAFTERS", "draw", "progress", "add_lm_pairs_parser"]
+           "DRAFTERS", "CHAR_LSTM", "load_model", "load_drafter", "draw", "progress"]
 
 #: Drafter kinds of :func:`make_drafter` (besides a second model, e.g. ``hf:PATH``).
 DRAFTERS = ("tempered", "ngram", "quantized")
@@ -296,85 +293,3 @@ def lm_pairs(positions: int, target: LanguageModel, drafter: LanguageModel, rng:
     if bar is not None:
         bar.close()
     return np.concatenate(P)[:positions], np.concatenate(Q)[:positions]
-
-
-def _drafter_spec(text: str) -> str:
-    """``--draft``: one of :data:`DRAFTERS` or ``hf:PATH``."""
-    if text in DRAFTERS or text.startswith("hf:"):
-        return text
-    import argparse
-
-    raise argparse.ArgumentTypeError(f"invalid choice: {text!r} (choose from {', '.join(DRAFTERS)}, "
-                                     "or hf:PATH)")
-
-
-def add_model_options(cmd, draft_required: bool) -> None:
-    """The options that name the target and the drafter (``lm-pairs``, ``block-efficiency``)."""
-    cmd.add_argument("--target", default=CHAR_LSTM, metavar="MODEL",
-                     help=f"the target: {CHAR_LSTM} (default; the bundled pretrained char-LSTM, no "
-                          "download) or hf:PATH (a local Hugging Face checkpoint directory or a "
-                          "name in the local Hugging Face cache; needs pip install 'mdtheory[hf]')")
-    cmd.add_argument("--target-temperature", type=float, default=1.0,
-                     help="temperature of the target (default 1.0)")
-    cmd.add_argument("--draft", required=draft_required, type=_drafter_spec, metavar="DRAFTER",
-                     **({} if draft_required else {"default": "tempered"}),
-                     help="the drafter: tempered (the target at --draft-temperature), ngram (an "
-                          "n-gram distilled from text sampled from the target), quantized (the "
-                          "char-LSTM with int8 weights), or hf:PATH (a second checkpoint with the "
-                          "target's vocabulary)")
-    cmd.add_argument("--draft-temperature", type=float, help="default: the target temperature")
-    cmd.add_argument("--top-k", type=int, help="top-k of the drafter")
-    cmd.add_argument("--order", type=int, default=3, help="n-gram order (ngram drafter; default 3)")
-    cmd.add_argument("--device", default="cpu", help="hf: models: cpu or cuda (default cpu)")
-    cmd.add_argument("--dtype", choices=("float32", "float64"), default="float32",
-                     help="arithmetic of the models (default float32; laws are float64)")
-
-
-def models_from_args(args, rng: np.random.Generator) -> tuple[LanguageModel, LanguageModel]:
-    """The (target, drafter) that :func:`add_model_options`' options name."""
-    if args.order < 1:
-        raise InvalidInputError(f"--order must be >= 1, got {args.order}")
-    check_sampling(args.target_temperature)
-    target = load_model(args.target, args.target_temperature, device=args.device, dtype=args.dtype)
-    drafter = load_drafter(args.draft, target, rng, temperature=args.draft_temperature,
-                           top_k=args.top_k, order=args.order, device=args.device, dtype=args.dtype,
-                           quiet=args.quiet)
-    return target, drafter
-
-
-def add_lm_pairs_parser(subparsers) -> None:
-    """The ``lm-pairs`` subcommand."""
-    cmd = subparsers.add_parser(
-        "lm-pairs", help="(target, draft) next-token laws of a language model and a drafter",
-        description="Write DIR/P.npy and DIR/Q.npy (positions x V): the next-token laws of a target "
-                    "(the bundled pretrained char-LSTM, textgenrnn 2.0.0, V = 465; or a local "
-                    "Hugging Face checkpoint, hf:PATH) and of a drafter, at the positions of texts "
-                    "sampled from the target. Ready for check-acceptance and compare-selectors.",
-    )
-    cmd.add_argument("--positions", type=int, required=True, help="number of positions N")
-    add_model_options(cmd, draft_required=True)
-    from .cli import add_seed_option  # loaded: cli.build_parser calls this
-
-    add_seed_option(cmd)
-    cmd.add_argument("--out", required=True, help="output directory")
-    cmd.add_argument("--quiet", "-q", action="store_true", help="no progress bar or progress lines")
-    cmd.set_defaults(func=_lm_pairs_command)
-
-
-def _lm_pairs_command(args) -> int:
-    if args.positions < 1:
-        raise InvalidInputError(f"--positions must be >= 1, got {args.positions}")
-    out = Path(args.out)
-    if out.exists() and not out.is_dir():
-        raise InvalidInputError(f"--out: {out} exists and is not a directory")
-    rng = np.random.default_rng(args.seed)
-    target, drafter = models_from_args(args, rng)
-    # the sampling shows progress, so only memory is refused (P, Q of positions x V floats)
-    _budget.require(_budget.lm_pairs(args.positions, target.V), math.inf)
-    P, Q = lm_pairs(args.positions, target, drafter, rng, quiet=args.quiet)
-    out.mkdir(parents=True, exist_ok=True)
-    np.save(out / "P.npy", P)
-    np.save(out / "Q.npy", Q)
-    if not args.quiet:
-        print(f"wrote {out / 'P.npy'} and {out / 'Q.npy'}: {P.shape[0]} positions x {P.shape[1]} tokens")
-    return 0

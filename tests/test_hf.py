@@ -185,7 +185,7 @@ def test_lm_pairs_then_check_acceptance_and_block_efficiency(ckpt, tmp_path, cap
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert len(rows) == 40 and all(0 < r["alpha_star"] <= 1 for r in rows)
     argv = ["block-efficiency", "--target", f"hf:{ckpt['gpt2']}", "--draft", f"hf:{ckpt['llama']}",
-            "-n", "2", "--length", "2", "--rules", "rrs", "--steps", "5", "--json", "--quiet"]
+            "--drafts", "2", "--length", "2", "--rules", "rrs", "--steps", "5", "--json", "--quiet"]
     assert main(argv) == 0
     row = json.loads(capsys.readouterr().out.splitlines()[-1])
     assert row["target_calls"] == 5 and 5 <= row["tokens"] <= 15
