@@ -19,11 +19,13 @@ INTERVAL = 10.0
 
 class PlainProgress:
     """The subset of tqdm's interface the package uses (``update``, ``set_postfix_str``, ``n``,
-    ``close``, iteration, a context manager), printing a plain line at most every ``interval`` s."""
+    ``close``, iteration, a context manager), printing a plain line at most every ``interval``
+    seconds (default :data:`INTERVAL`)."""
 
     def __init__(self, iterable=None, total: int | None = None, desc: str = "",
-                 interval: float = INTERVAL, file=None, clock=time.monotonic):
-        self.iterable, self.total, self.desc, self.interval = iterable, total, desc, interval
+                 interval: float | None = None, file=None, clock=time.monotonic):
+        self.iterable, self.total, self.desc = iterable, total, desc
+        self.interval = INTERVAL if interval is None else interval
         self.file, self.clock = file, clock
         self.n, self.postfix = 0, ""
         self.t0 = self.last = clock()
