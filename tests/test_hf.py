@@ -20,6 +20,16 @@ transformers = pytest.importorskip("transformers", reason="the hf extra (transfo
 CHARS = "abcdefgh"  # ids 1 .. 8; id 0 is <s> (begin, end and padding)
 
 
+@pytest.fixture(autouse=True, scope="module")
+def one_torch_thread():
+    """The tiny networks' products (16 x 16) run on one thread: with two, torch's thread
+    synchronisation took 8 ms a product on this 2-core machine under load, 1000 times the work."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 def _tokenizer(chars: str):
     from tokenizers import Tokenizer, models, pre_tokenizers
 
