@@ -242,3 +242,11 @@ def test_missing_extra_exits_2_naming_the_install(monkeypatch, tmp_path, capsys)
     assert main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "pip install 'mdtheory[hf]'" in err
+
+
+def test_the_quantized_drafter_is_the_char_lstms(ckpt, tmp_path, capsys):
+    argv = ["lm-pairs", "--target", f"hf:{ckpt['gpt2']}", "--draft", "quantized", "--positions", "5",
+            "--out", str(tmp_path / "o"), "--quiet"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "quantized drafter is the char-LSTM's" in err
