@@ -41,7 +41,8 @@ def cpu_seconds(argv: list[str], tree: Path) -> tuple[float, float]:
     env = dict(os.environ, PYTHONPATH=str(tree))
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "mdtheory", *argv], env=env, check=True,
+    # cwd=tree too: ``python -m`` puts the working directory first on sys.path
+    subprocess.run([sys.executable, "-m", "mdtheory", *argv], env=env, cwd=tree, check=True,
                    stdout=subprocess.DEVNULL)
     wall = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
