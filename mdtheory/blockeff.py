@@ -35,6 +35,7 @@ from .drafters import draw, progress
 from .drafts import SAMPLINGS as _MODELS
 from .drafts import make_draft_model, sampling_names
 from .errors import InvalidInputError
+from .langmodel import as_model
 
 __all__ = ["BlockResult", "speculative_step", "block_efficiency", "estimate", "block_interval",
            "draft_tree", "verifier_step", "estimate_verifier", "simulate", "BATCHES", "ceiling",
@@ -110,7 +111,7 @@ def block_interval(counts, replicates: int = 1) -> tuple[float, float, str]:
 def _laws(law, contexts: list[tuple]) -> dict:
     """law at each distinct context, in one batch."""
     unique = list(dict.fromkeys(contexts))
-    rows = law([np.array(c, dtype=np.int64) for c in unique])
+    rows = as_model(law).laws(unique)
     return dict(zip(unique, rows, strict=True))
 
 

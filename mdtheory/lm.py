@@ -12,10 +12,18 @@ order i, f, c, o, sigmoid gates, tanh cell); an attention-weighted average over 
 concatenation (embedding, LSTM 1, LSTM 2) of width 356; a dense softmax 356 -> 465.
 
 Install the data with ``pip install --no-deps textgenrnn==2.0.0 h5py`` (``scripts/setup.sh`` does).
+
+The forward pass runs its matrix products on one BLAS thread (through ``threadpoolctl`` where it is
+installed, as the ``lm`` extra does): its products are small (a batch x 128 by 128 x 512 per time
+step), and a threaded BLAS spends more time synchronising than computing on them (measured on a
+2-core machine: 7 ms a batch of 16 windows on one thread, 0.9 s with OpenBLAS' default threads under
+load). The input is a sliding window, so there is no exact incremental state: each step recomputes
+the window, batched over texts.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 from dataclasses import dataclass, replace
@@ -26,7 +34,8 @@ import numpy as np
 from .errors import MdtheoryError
 from .logits import to_probs
 
-__all__ = ["CharLSTM", "load_char_lstm", "textgenrnn_files", "INSTALL", "WINDOW", "PAD", "META"]
+__all__ = ["CharLSTM", "load_char_lstm", "textgenrnn_files", "one_blas_thread", "INSTALL", "WINDOW",
+           "PAD", "META"]
 
 #: The command that installs the model's data files.
 INSTALL = "pip install --no-deps textgenrnn==2.0.0 h5py"
@@ -69,8 +78,22 @@ def _cudnn_recurrent(k: np.ndarray) -> np.ndarray:
     return np.hstack([b.T for b in np.hsplit(k, 4)])
 
 
-def _sigmoid(x: np.ndarray) -> np.ndarray:
-    return 0.5 * (1.0 + np.tanh(0.5 * x))
+_THREADS: dict = {}
+
+
+def one_blas_thread():
+    """A context in which BLAS runs on one thread (a no-op without ``threadpoolctl``)."""
+    if "controller" not in _THREADS:
+        try:
+            from threadpoolctl import ThreadpoolController
+        except ImportError:
+            _THREADS["controller"] = None
+        else:
+            _THREADS["controller"] = ThreadpoolController()
+    controller = _THREADS["controller"]
+    if controller is None:
+        return contextlib.nullcontext()
+    return controller.limit(limits=1, user_api="blas")
 
 
 @dataclass(frozen=True)
@@ -119,7 +142,7 @@ class CharLSTM:
         """The last :data:`WINDOW` ids of each context, left-padded with :data:`PAD`: (B, 40)."""
         out = np.full((len(contexts), WINDOW), PAD, dtype=np.int64)
         for b, ctx in enumerate(contexts):
-            tail = np.asarray(ctx, dtype=np.int64)[-WINDOW:]
+            tail = np.asarray(ctx[-WINDOW:], dtype=np.int64)  # slice first: contexts grow long
             if tail.size:
                 out[b, WINDOW - tail.size:] = tail
         return out
@@ -134,6 +157,10 @@ class CharLSTM:
 
         Padding gets logit -inf (textgenrnn never emits it).
         """
+        with one_blas_thread():
+            return self._forward(windows)
+
+    def _forward(self, windows: np.ndarray) -> np.ndarray:
         # no copy where the weights already have the model's dtype (as with_dtype leaves them)
         w = {k: v.astype(self.dtype, copy=False) for k, v in self.weights.items()}
         windows = np.asarray(windows, dtype=np.int64)
@@ -151,16 +178,22 @@ class CharLSTM:
 
     @staticmethod
     def _lstm(x, kernel, recurrent, bias):
+        """One LSTM layer over (B, T, d). The sigmoid gates are 0.5 (1 + tanh(z / 2)): their columns
+        of the weights are halved first (exact in binary floating point), so one tanh per step
+        serves the four gates, with the same bits as 0.5 (1 + tanh(0.5 z)) of each gate."""
         B, T, _ = x.shape
-        xw = x @ kernel + bias  # (B, T, 512)
-        h = np.zeros((B, _UNITS), dtype=x.dtype)
+        U = _UNITS
+        half = np.full(4 * U, 0.5, dtype=x.dtype)
+        half[2 * U:3 * U] = 1.0  # the cell candidate g keeps its scale (tanh)
+        xw = x @ (kernel * half) + bias * half  # (B, T, 512)
+        recurrent = recurrent * half
+        h = np.zeros((B, U), dtype=x.dtype)
         c = np.zeros_like(h)
-        out = np.empty((B, T, _UNITS), dtype=x.dtype)
+        out = np.empty((B, T, U), dtype=x.dtype)
         for t in range(T):
-            z = xw[:, t] + h @ recurrent
-            i, f, g, o = np.split(z, 4, axis=1)
-            c = _sigmoid(f) * c + _sigmoid(i) * np.tanh(g)
-            h = _sigmoid(o) * np.tanh(c)
+            a = np.tanh(xw[:, t] + h @ recurrent)
+            c = 0.5 * (1.0 + a[:, U:2 * U]) * c + 0.5 * (1.0 + a[:, :U]) * a[:, 2 * U:3 * U]
+            h = 0.5 * (1.0 + a[:, 3 * U:]) * np.tanh(c)
             out[:, t] = h
         return out
 

@@ -377,9 +377,7 @@ def test_unwritable_output_path_is_one_line(capsys, monkeypatch, tmp_path):
 
     def refuse(*_args, **_kw):
         raise FileNotFoundError(2, "No such file or directory", "/proc/nope")
-    monkeypatch.setattr(drafters, "load_char_lstm", lambda: None)
-    monkeypatch.setattr(drafters, "LSTMLaw", lambda *a, **k: type("Law", (), {"V": 2}))
-    monkeypatch.setattr(drafters, "make_drafter", lambda *a, **k: None)
+    monkeypatch.setattr(drafters, "models_from_args", lambda args, rng: (type("Law", (), {"V": 2}), None))
     monkeypatch.setattr(drafters, "lm_pairs", lambda *a, **k: (np.ones((1, 2)), np.ones((1, 2))))
     monkeypatch.setattr(Path, "mkdir", refuse)
     code, out, err = run_main(capsys, "lm-pairs", "--positions", "1", "--draft", "tempered",
@@ -420,8 +418,7 @@ def test_lm_pairs_refuses_positions_beyond_memory(capsys, monkeypatch, tmp_path)
 
     from mdtheory.cli import lm_pairs as drafters
 
-    monkeypatch.setattr(drafters, "load_char_lstm", lambda: None)
-    monkeypatch.setattr(drafters, "LSTMLaw", lambda *a, **k: SimpleNamespace(V=465))
+    monkeypatch.setattr(drafters, "models_from_args", lambda args, rng: (SimpleNamespace(V=465), None))
     code, out, err = run_main(capsys, "lm-pairs", "--positions", "100000000", "--draft", "tempered",
                               "--out", tmp_path / "x")
     one_line_error(code, err, ESTIMATE, "100000000 positions")
@@ -442,9 +439,8 @@ def test_block_efficiency_refuses_long_runs_up_front(capsys, monkeypatch, argv, 
 
     def never(*_a, **_k):
         raise AssertionError("the run must be refused before any drafting")
-    monkeypatch.setattr(command, "load_char_lstm", lambda: SimpleNamespace(vocab={command.META: 0}))
-    monkeypatch.setattr(command, "LSTMLaw", lambda *a, **k: SimpleNamespace(V=465))
-    monkeypatch.setattr(command, "make_drafter", lambda *a, **k: None)
+    monkeypatch.setattr(command, "models_from_args",
+                        lambda args, rng: (SimpleNamespace(V=465, bos=0), None))
     monkeypatch.setattr(blockeff, "speculative_step", never)
     code, out, err = run_main(capsys, "block-efficiency", *argv)
     one_line_error(code, err, ESTIMATE, pattern, "--max-seconds")

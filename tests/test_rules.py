@@ -171,7 +171,7 @@ def test_cli_compare_selectors_bad_input(capsys, tmp_path):
     assert "q[1] = nan is not finite" in capsys.readouterr().err
     assert main(["compare-selectors", "examples/p.npy", "examples/q.npy", "--rules", "x"]) == 2
     assert main(["compare-selectors", "examples/p_batch.npy", "examples/q.npy"]) == 2
-    assert "takes one (V,) pair" in capsys.readouterr().err
+    assert "one row per position; got 3 row(s) of p and 1 of q" in capsys.readouterr().err
 
 
 def test_kseq_within_one_minus_one_over_e_of_optimal():

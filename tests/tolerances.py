@@ -21,3 +21,9 @@ FEASIBILITY = 1e-8
 QUADRATURE_EXACT = 1e-13
 #: The batched containment kernels against WithoutReplacement.containment's per-set quadrature.
 QUADRATURE_PER_SET = 1e-12
+#: One float32 network on batches of different sizes or paddings (BLAS blocks the products
+#: differently), or a law computed by two float32 routes (the package's, transformers' own softmax).
+BATCH_FLOAT32 = 1e-6
+#: A transformer's KV-cache steps against a full recompute, float32 (the attention sums in
+#: another order).
+KV_CACHE = 1e-5

@@ -19,8 +19,9 @@ One vocabulary: n (``--drafts``, ``-n``) is the number of drafts, V (``--vocab``
 tokens; the old spellings ``-K``, ``--alphabet`` and ``-m`` are still accepted. ``--json`` prints
 JSON Lines everywhere: one JSON object per line (per row, rule, check or run).
 
-Long work that was allowed to start (Monte Carlo, exact verification) shows a progress bar on stderr
-when stderr is a terminal, unless ``--quiet``.
+Long work that was allowed to start (Monte Carlo, exact verification, sampling from a language
+model) shows a progress bar on stderr when stderr is a terminal, and elsewhere (a CI log, a
+notebook) a plain line at most every 10 s, the first after 10 s; ``--quiet`` silences both.
 """
 
 from __future__ import annotations

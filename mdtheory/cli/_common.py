@@ -118,11 +118,16 @@ def row_error(exc: MdtheoryError, i: int, rows: int) -> MdtheoryError:
 
 
 def progress(args: argparse.Namespace, total: int, desc: str):
-    """A tqdm bar on stderr; silent under ``--quiet`` or when stderr is not a terminal."""
+    """Progress on stderr: a tqdm bar on a terminal, a plain line at most every 10 s elsewhere
+    (:mod:`mdtheory._progress`), nothing under ``--quiet``."""
     from tqdm import tqdm
 
+    from .._progress import PlainProgress
+
+    if not args.quiet and not sys.stderr.isatty():
+        return PlainProgress(None, total, desc)
     return tqdm(total=total, desc=desc, file=sys.stderr, leave=False, dynamic_ncols=True,
-                disable=args.quiet or not sys.stderr.isatty())
+                disable=args.quiet)
 
 
 def checked_names(text: str | None, valid, what: str) -> list[str]:
@@ -154,7 +159,7 @@ def add_limits(parser: argparse.ArgumentParser) -> None:
                         help="refuse, before starting, work estimated to take longer than S seconds "
                              f"(default {_budget.MAX_SECONDS:g}); the refusal states the estimate")
     parser.add_argument("--quiet", "-q", action="store_true",
-                        help="no progress bar (it is shown only when stderr is a terminal)")
+                        help="no progress (a bar on a terminal, else a line every 10 s)")
 
 
 class Parser(argparse.ArgumentParser):

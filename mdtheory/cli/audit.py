@@ -61,7 +61,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                      help="refuse an audit estimated longer than S seconds (the verifier is timed "
                           f"on its first {PILOT_CALLS} calls; default {_budget.MAX_SECONDS:g})")
     sub.add_argument("--quiet", "-q", action="store_true",
-                     help="no progress bar (it is shown only when stderr is a terminal)")
+                     help="no progress (a bar on a terminal, else a line every 10 s)")
     audit_block.add_arguments(sub)
     sub.set_defaults(func=run)
     return sub

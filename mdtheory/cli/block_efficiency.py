@@ -19,10 +19,9 @@ from ..blockeff import (
     parse_instance,
     simulate,
 )
-from ..drafters import DRAFTERS, LSTMLaw, make_drafter
 from ..errors import InvalidInputError
-from ..lm import META, load_char_lstm
 from ._common import _seconds, add_seed_option
+from .lm_pairs import add_model_options, models_from_args
 
 #: Verifiers of ``--verifier`` (mdtheory.blocks.VERIFIERS).
 VERIFIER_NAMES = ("token", "block", "multipath", "trie", "traversal")
@@ -34,8 +33,9 @@ def add_parser(subparsers) -> None:
     """Add ``block-efficiency`` to the CLI's subparsers."""
     cmd = subparsers.add_parser(
         "block-efficiency", help="tokens per target call of multi-draft speculative decoding",
-        description="Simulate K-draft, L-token speculative decoding with the pretrained char-LSTM "
-                    "(textgenrnn 2.0.0) as target and a drafter, and print the block efficiency "
+        description="Simulate K-draft, L-token speculative decoding with a target (the bundled "
+                    "pretrained char-LSTM, textgenrnn 2.0.0, or a local Hugging Face checkpoint, "
+                    "hf:PATH) and a drafter, and print the block efficiency "
                     "(mean tokens per target call) of each verifier: token by token with each "
                     "selection rule (--rules), block verification of the first draft (Sun et al.), "
                     "multi-path block verification (a selected path, block-verified), block "
@@ -70,20 +70,16 @@ def add_parser(subparsers) -> None:
                           "else the mean over the calls' contexts of a proven upper bound on it")
     cmd.add_argument("--instance", metavar="NAME",
                      help=f"exact block efficiencies on a small instance: {INSTANCE_HELP}")
-    cmd.add_argument("--target-temperature", type=float, default=1.0,
-                     help="temperature of the target LSTM (default 1.0)")
-    cmd.add_argument("--draft", choices=DRAFTERS, default="tempered",
-                     help="the drafter (default tempered: the LSTM at the draft temperature)")
-    cmd.add_argument("--draft-temperature", type=float,
-                     help=f"default: {DRAFT_TEMPERATURE_FACTOR:g} x the target temperature (a drafter "
-                          "equal to the target accepts every single draft; it is said so)")
-    cmd.add_argument("--top-k", type=int, help="top-k of the (LSTM) drafter")
+    add_model_options(cmd, draft_required=False, draft_temperature_help=(
+        f"default: {DRAFT_TEMPERATURE_FACTOR:g} x the target temperature with the tempered drafter "
+        "(a drafter equal to the target accepts every single draft; it is said so)"))
     add_seed_option(cmd)
     cmd.add_argument("--max-seconds", type=_seconds, default=_budget.MAX_SECONDS, metavar="S",
                      help="refuse, before starting, a verifier whose run is estimated longer than S "
                           f"seconds (default {_budget.MAX_SECONDS:g}); the refusal states the estimate")
     cmd.add_argument("--json", action="store_true", help="one JSON object per verifier")
-    cmd.add_argument("--quiet", action="store_true", help="no progress bar")
+    cmd.add_argument("--quiet", "-q", action="store_true",
+                     help="no progress (a bar on a terminal, else a line every 10 s)")
     cmd.set_defaults(func=run)
 
 
@@ -170,17 +166,15 @@ def run(args) -> int:
     replicates = min(8, args.steps) if args.replicates is None else args.replicates
     if not 1 <= replicates <= args.steps:
         raise InvalidInputError(f"--replicates must be in 1 .. --steps = {args.steps}, got {replicates}")
-    model = load_char_lstm()
-    target = LSTMLaw(model, args.target_temperature)
-    temperature = args.draft_temperature
-    if temperature is None and args.draft == "tempered":
-        temperature = DRAFT_TEMPERATURE_FACTOR * args.target_temperature
-    drafter = make_drafter(args.draft, target, np.random.default_rng([args.seed, 1]),
-                           temperature=temperature, top_k=args.top_k, quiet=args.quiet)
+    if args.draft_temperature is None and args.draft == "tempered":
+        args.draft_temperature = DRAFT_TEMPERATURE_FACTOR * args.target_temperature
+    target, drafter = models_from_args(args, np.random.default_rng([args.seed, 1]))
     if drafter_equals_target(target, drafter):
-        print("note: the drafter equals the target (the same LSTM at the same temperature): every single "
+        print("note: the drafter equals the target (the same model at the same temperature): every single "
               "draft is accepted", file=sys.stderr if args.json else sys.stdout)
-    start = (model.vocab[META],)
+    if target.bos is None:
+        raise InvalidInputError(f"{args.target} has no start token (bos) to begin the text after")
+    start = (target.bos,)
     for v in verifiers:  # every estimate before any run
         est = estimate(v.rule, target.V, tree.n, tree.length, args.steps) if v.name == "token" \
             else estimate_verifier(target.V, tree, args.steps)

@@ -57,9 +57,10 @@ def add_parser(sub) -> None:
                     "side, each with its route and certificate.",
         epilog=_rules_epilog, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    cmp.add_argument("P", help="target distribution, .npy of shape (V,)")
-    cmp.add_argument("Q", help="draft distribution, .npy of shape (V,); with --sampling independent, "
-                               "shape (n, V), one law per draft")
+    cmp.add_argument("P", help="target distribution, .npy of shape (V,), or (B, V): one law per "
+                               "position (as lm-pairs writes them)")
+    cmp.add_argument("Q", help="draft distribution, .npy of shape (V,), or (B, V) with P's rows; with "
+                               "--sampling independent, shape (n, V), one law per draft")
     drafts_option(cmp, default=None, help="number of drafts n (default 2; with "
                    "--draft-temperatures their count; with a q of shape (n, V) its rows)")
     cmp.add_argument("--sampling", metavar="MODELS",
@@ -78,15 +79,27 @@ def add_parser(sub) -> None:
                      help="Monte Carlo samples where exact enumeration is too costly (default 20000)")
     cmp.add_argument("--truncation", type=int, default=None,
                      help="khisti-lp truncation s (default: the union of p's and q's top-0.95 nuclei)")
+    cmp.add_argument("--per-position", action="store_true",
+                     help="with P, Q of shape (B, V): every position's row too, before the rows of "
+                          "means over positions")
     cmp.add_argument("--normalize", action="store_true",
                      help="rescale p and q if they do not sum to 1 instead of refusing them")
-    add_common(cmp, "one JSON object per rule", with_seed=True)
+    add_common(cmp, "one JSON object per rule (and, with --per-position, per rule and position)",
+               with_seed=True)
     add_limits(cmp)
     cmp.set_defaults(func=run)
 
 
-def _rule_acceptance(args, rule, rng) -> tuple[float, bool, list | None]:
-    """(acceptance, exact, 95% interval or None): closed form, exact enumeration or Monte Carlo."""
+def _scaled(est: _budget.Estimate, times: int) -> _budget.Estimate:
+    """``est`` repeated at each of ``times`` positions (of a batch)."""
+    if times == 1:
+        return est
+    return est._replace(what=f"{est.what}, at each of {times} positions", seconds=est.seconds * times)
+
+
+def _rule_acceptance(args, rule, rng, times: int = 1) -> tuple[float, bool, list | None]:
+    """(acceptance, exact, 95% interval or None): closed form, exact enumeration or Monte Carlo;
+    the work estimated as if repeated at ``times`` positions."""
     from ..rules.base import MAX_ENUMERATION
 
     closed = rule.closed_form_acceptance()
@@ -94,11 +107,19 @@ def _rule_acceptance(args, rule, rng) -> tuple[float, bool, list | None]:
         return closed, True, None
     count = rule.model.count_tuples()
     if count <= MAX_ENUMERATION:
-        _budget.require(_budget.enumeration(count, rule.n, rule.V), args.max_seconds)
+        _budget.require(_scaled(_budget.enumeration(count, rule.n, rule.V), times), args.max_seconds)
         return rule.enumerate()[0], True, None
-    _budget.require(_budget.monte_carlo(args.samples, rule.n, rule.V), args.max_seconds)
+    _budget.require(_scaled(_budget.monte_carlo(args.samples, rule.n, rule.V), times),
+                    args.max_seconds)
+    if times > 1:  # the batch's own progress counts positions
+        return _monte_carlo(rule, args.samples, rng)
     with progress(args, args.samples, f"{rule.name} Monte Carlo") as bar:
         mc = rule.monte_carlo(args.samples, rng, progress=bar.update)
+    return mc["acceptance"], False, list(mc["ci95"])
+
+
+def _monte_carlo(rule, samples: int, rng) -> tuple[float, bool, list]:
+    mc = rule.monte_carlo(samples, rng)
     return mc["acceptance"], False, list(mc["ci95"])
 
 
@@ -269,6 +290,9 @@ def run(args: argparse.Namespace) -> int:
 
     P, Q, q_ndim = load_pair(args)
     if args.sampling is not None:
+        if args.per_position:
+            raise InvalidInputError("--per-position applies to the table of selection rules (run "
+                                    "without --sampling)")
         if len(P) != 1:
             raise InvalidDistributionError(
                 f"compare-selectors takes one target p of shape (V,); got {len(P)} rows")
@@ -276,10 +300,10 @@ def run(args: argparse.Namespace) -> int:
     if args.draft_temperatures:
         raise InvalidInputError("--draft-temperatures builds independent drafts for --sampling "
                                 "independent or all; the rules table does not read it")
-    if len(P) != 1 or len(Q) != 1:
+    if len(P) != len(Q):
         raise InvalidDistributionError(
-            f"compare-selectors takes one (V,) pair; got {len(P)} row(s) of p and {len(Q)} of q"
-        )
+            f"compare-selectors takes p and q with one row per position; got {len(P)} row(s) of p "
+            f"and {len(Q)} of q")
     names = checked_names(args.rules, RULES, "selection rule")
     args.drafts = 2 if args.drafts is None else args.drafts
     as_drafts(args.drafts)
@@ -291,36 +315,25 @@ def run(args: argparse.Namespace) -> int:
             make_rule(name, np.full(3, 1 / 3), np.full(3, 1 / 3), 2)
         except MdtheoryError:
             pass
-    rows, optimum = [], {}
-    with progress(args, len(names), "compare-selectors") as bar:
-        for k, name in enumerate(names):  # each rule is prepared and its work estimated first
-            bar.update(k - bar.n)
+    B = len(P)
+    batch = B > 1 or args.per_position
+    rows, per_position, optimum = [], [], [{} for _ in range(B)]
+    with progress(args, len(names) * B, "compare-selectors") as bar:
+        for name in names:  # each rule is prepared and its work estimated first
             bar.set_postfix_str(name, refresh=True)
-            params = {"s": args.truncation} if name == "khisti-lp" else {}
-            try:
-                model = make_draft_model(Q[0], args.drafts, RULES[name].sampling)
-                _budget.require(_budget.rule_preparation(name, model), args.max_seconds)
-                rule = make_rule(name, P[0], Q[0], args.drafts, max_seconds=args.max_seconds,
-                                 **params)  # times q's validation too
-                acc, exact, ci = _rule_acceptance(args, rule, rng)
-            except (InvalidInputError, ProblemTooLargeError) as exc:
-                if isinstance(exc, InvalidDistributionError):
-                    raise
-                rows.append({"rule": name, "sampling": RULES[name].sampling, "acceptance": None,
-                             "exact": False, "ci95": None, "alpha_star": None, "gap": None,
-                             "prepare_ms": None, "error": str(exc)})
+            here = []
+            for i in range(B):
+                here.append(_position_row(args, name, P[i], Q[i], rng, B, optimum[i]))
+                bar.update(1)
+                if here[-1].get("error"):  # the rule cannot run at this position: the rule stops
+                    break
+            if not batch:
+                rows.append(here[0])
                 continue
-            if rule.sampling not in optimum:  # (alpha*, None, status) or (None, why not, None)
-                try:
-                    res, _, note = _proven_acceptance(args, rule.p, rule.model)
-                    optimum[rule.sampling] = (res.value, None, res.status, note)
-                except ProblemTooLargeError as exc:
-                    optimum[rule.sampling] = (None, f"alpha* not computed: {exc}", None, None)
-            alpha, why, status, _ = optimum[rule.sampling]
-            rows.append({"rule": name, "sampling": rule.sampling, "acceptance": acc, "exact": exact,
-                         "ci95": ci, "alpha_star": alpha, "gap": None if why else alpha - acc,
-                         "prepare_ms": rule.prepare_seconds * 1e3,
-                         **({"alpha_star_error": why} if why else {"alpha_star_status": status})})
+            per_position += [{**r, "position": i} for i, r in enumerate(here)]
+            rows.append(_mean_row(name, here, B))
+    if batch:
+        return _print_batch(args, rows, per_position, P.shape[1], B)
     if _json_rows(rows, args.json, "rule", "no selection rule could be prepared"):
         return EXIT_OK
     print(f"V = {P.shape[1]}, n = {args.drafts} drafts; alpha* is the optimum for each rule's "
@@ -328,15 +341,112 @@ def run(args: argparse.Namespace) -> int:
     print(f"{'rule':<10s} {'drafts':<20s} {'acceptance':>12s} {'':<24s} {'alpha*':>10s} "
           f"{'gap':>10s} {'prepare ms':>11s}")
     for r in rows:
-        if r.get("error"):
-            print(f"{r['rule']:<10s} {r['sampling']:<20s} not run: {r['error']}")
-            continue
-        how = "exact" if r["exact"] else f"MC, 95% [{r['ci95'][0]:.4f}, {r['ci95'][1]:.4f}]"
-        alpha, gap = (f"{r['alpha_star']:10.6f}", f"{r['gap']:10.6f}") if r["alpha_star"] is not None \
-            else (f"{'n/a':>10s}", f"{'n/a':>10s}")
-        print(f"{r['rule']:<10s} {r['sampling']:<20s} {r['acceptance']:12.6f} {how:<24s} "
-              f"{alpha} {gap} {r['prepare_ms']:11.3f}")
-    for sampling, (_, why, status, note) in optimum.items():
+        _print_row(r)
+    for sampling, (_, why, status, note) in optimum[0].items():
         if why or status != "optimal":
             print(f"  {sampling} drafts: {why or f'alpha* is an upper bound, {note}'}")
+    return EXIT_OK
+
+
+def _print_row(r: dict, first: str = "", width: int = 24) -> None:
+    """One line of the rules table (``first``: a leading column, the position; ``width``: of the
+    column that says how the acceptance was found)."""
+    if r.get("error"):
+        print(f"{first}{r['rule']:<10s} {r['sampling']:<20s} not run: {r['error']}")
+        return
+    if "positions" in r:
+        how = f"mean of {r['positions']}" + ("" if r["ci95"] is None else
+                                             f", 95% [{r['ci95'][0]:.4f}, {r['ci95'][1]:.4f}]")
+    else:
+        how = "exact" if r["exact"] else f"MC, 95% [{r['ci95'][0]:.4f}, {r['ci95'][1]:.4f}]"
+    alpha, gap = (f"{r['alpha_star']:10.6f}", f"{r['gap']:10.6f}") if r["alpha_star"] is not None \
+        else (f"{'n/a':>10s}", f"{'n/a':>10s}")
+    print(f"{first}{r['rule']:<10s} {r['sampling']:<20s} {r['acceptance']:12.6f} {how:<{width}s} "
+          f"{alpha} {gap} {r['prepare_ms']:11.3f}")
+
+
+def _position_row(args, name: str, p: np.ndarray, q: np.ndarray, rng, times: int,
+                  optimum: dict) -> dict:
+    """One rule at one position: its acceptance, alpha* of its draft model and the gap, or why it
+    did not run. ``times`` scales the work estimates (a batch's positions); ``optimum`` caches
+    alpha* by draft model at this position."""
+    from ..rules import RULES, make_rule
+
+    params = {"s": args.truncation} if name == "khisti-lp" else {}
+    try:
+        model = make_draft_model(q, args.drafts, RULES[name].sampling)
+        _budget.require(_scaled(_budget.rule_preparation(name, model), times), args.max_seconds)
+        rule = make_rule(name, p, q, args.drafts, max_seconds=args.max_seconds,
+                         **params)  # times q's validation too
+        acc, exact, ci = _rule_acceptance(args, rule, rng, times)
+    except (InvalidInputError, ProblemTooLargeError) as exc:
+        if isinstance(exc, InvalidDistributionError):
+            raise
+        return {"rule": name, "sampling": RULES[name].sampling, "acceptance": None,
+                "exact": False, "ci95": None, "alpha_star": None, "gap": None,
+                "prepare_ms": None, "error": str(exc)}
+    if rule.sampling not in optimum:  # (alpha*, None, status, note) or (None, why not, None, None)
+        try:
+            res, _, note = _proven_acceptance(args, rule.p, rule.model)
+            optimum[rule.sampling] = (res.value, None, res.status, note)
+        except ProblemTooLargeError as exc:
+            optimum[rule.sampling] = (None, f"alpha* not computed: {exc}", None, None)
+    alpha, why, status, _ = optimum[rule.sampling]
+    return {"rule": name, "sampling": rule.sampling, "acceptance": acc, "exact": exact,
+            "ci95": ci, "alpha_star": alpha, "gap": None if why else alpha - acc,
+            "prepare_ms": rule.prepare_seconds * 1e3,
+            **({"alpha_star_error": why} if why else {"alpha_star_status": status})}
+
+
+def _mean_row(name: str, rows: list[dict], B: int) -> dict:
+    """One rule over B positions: the means over positions and the acceptance's 95% interval over
+    positions (mean +- 1.96 standard errors; none for one position), or the first position's
+    error. ``exact``: every position's acceptance was exact (not Monte Carlo)."""
+    from ..rules import RULES
+
+    head = {"rule": name, "sampling": RULES[name].sampling, "positions": B}
+    if rows[-1].get("error"):
+        return {**head, "acceptance": None, "exact": False, "ci95": None, "alpha_star": None,
+                "gap": None, "prepare_ms": None,
+                "error": f"position {len(rows) - 1}: {rows[-1]['error']}"}
+    acc = np.array([r["acceptance"] for r in rows])
+    mean = float(acc.mean())
+    half = 1.96 * float(acc.std(ddof=1)) / np.sqrt(B) if B > 1 else None
+    row = {**head, "acceptance": mean, "exact": all(r["exact"] for r in rows),
+           "ci95": None if half is None else [mean - half, mean + half],
+           "alpha_star": None, "gap": None,
+           "prepare_ms": float(np.mean([r["prepare_ms"] for r in rows]))}
+    missing = [r["alpha_star_error"] for r in rows if r["alpha_star"] is None]
+    if missing:
+        return {**row, "alpha_star_error": f"{len(missing)} of {B} positions: {missing[0]}"}
+    alpha = float(np.mean([r["alpha_star"] for r in rows]))
+    proven = all(r["alpha_star_status"] == "optimal" for r in rows)
+    return {**row, "alpha_star": alpha, "gap": alpha - mean,
+            "alpha_star_status": "optimal" if proven else "upper bound"}
+
+
+def _print_batch(args, rows: list[dict], per_position: list[dict], V: int, B: int) -> int:
+    """The rows of a batch: every position's (with ``--per-position``), then one per rule."""
+    shown = per_position if args.per_position else []
+    if _json_rows(rows, False, "rule", "no selection rule could be prepared") or args.json:
+        for r in shown + rows:
+            print(json.dumps(r))
+        return EXIT_OK
+    head = (f"{'rule':<10s} {'drafts':<20s} {'acceptance':>12s} {'':<32s} {'alpha*':>10s} "
+            f"{'gap':>10s} {'prepare ms':>11s}")
+    if shown:
+        print(f"V = {V}, n = {args.drafts} drafts; each of {B} positions")
+        print(f"{'position':>8s}  {head}")
+        for r in shown:
+            _print_row(r, f"{r['position']:>8d}  ", 32)
+        print()
+    print(f"V = {V}, n = {args.drafts} drafts; means over {B} positions (95% interval over "
+          "positions); alpha* is the optimum for each rule's draft model")
+    print(head)
+    for r in rows:
+        _print_row(r, width=32)
+    for r in rows:
+        if r.get("alpha_star_error") or r.get("alpha_star_status") == "upper bound":
+            print(f"  {r['rule']}: " + (r.get("alpha_star_error")
+                                        or "alpha* is an upper bound at some positions"))
     return EXIT_OK

@@ -1,56 +1,93 @@
-"""``mdtheory lm-pairs``: (target, draft) next-token laws of the pretrained char-LSTM."""
+"""``mdtheory lm-pairs``: (target, draft) next-token laws of a language model and a drafter, and the
+options that name the two models (shared with ``block-efficiency``)."""
 
 from __future__ import annotations
 
+import argparse
 import math
 from pathlib import Path
 
 import numpy as np
 
 from .. import _budget
-from ..drafters import DRAFTERS, LSTMLaw, lm_pairs, make_drafter
+from ..drafters import CHAR_LSTM, DRAFTERS, lm_pairs, load_drafter, load_model
 from ..errors import InvalidInputError
-from ..lm import load_char_lstm
 from ..logits import check_sampling
 from ._common import add_seed_option
+
+
+def _drafter_spec(text: str) -> str:
+    """``--draft``: one of the drafters or ``hf:PATH``."""
+    if text in DRAFTERS or text.startswith("hf:"):
+        return text
+    raise argparse.ArgumentTypeError(f"invalid choice: {text!r} (choose from {', '.join(DRAFTERS)}, "
+                                     "or hf:PATH)")
+
+
+def add_model_options(cmd, draft_required: bool, draft_default: str = "tempered",
+                      draft_temperature_help: str = "default: the target temperature") -> None:
+    """The options that name the target and the drafter."""
+    cmd.add_argument("--target", default=CHAR_LSTM, metavar="MODEL",
+                     help=f"the target: {CHAR_LSTM} (default; the bundled pretrained char-LSTM, no "
+                          "download) or hf:PATH (a local Hugging Face checkpoint directory, or a "
+                          "name in the local Hugging Face cache; needs pip install 'mdtheory[hf]')")
+    cmd.add_argument("--target-temperature", type=float, default=1.0,
+                     help="temperature of the target (default 1.0)")
+    cmd.add_argument("--draft", required=draft_required, type=_drafter_spec, metavar="DRAFTER",
+                     **({} if draft_required else {"default": draft_default}),
+                     help="the drafter: tempered (the target at --draft-temperature), ngram (an "
+                          "n-gram distilled from text sampled from the target), quantized (the "
+                          "char-LSTM with int8 weights), or hf:PATH (a second checkpoint with the "
+                          "target's vocabulary)"
+                          + ("" if draft_required else f" (default {draft_default})"))
+    cmd.add_argument("--draft-temperature", type=float, help=draft_temperature_help)
+    cmd.add_argument("--top-k", type=int, help="top-k of the drafter")
+    cmd.add_argument("--order", type=int, default=3, help="n-gram order (ngram drafter; default 3)")
+    cmd.add_argument("--device", default="cpu", help="device of hf: models, cpu or cuda (default cpu)")
+    cmd.add_argument("--dtype", choices=("float32", "float64"), default="float32",
+                     help="arithmetic of the models (default float32; the laws are float64)")
+
+
+def models_from_args(args, rng: np.random.Generator):
+    """The (target, drafter) that :func:`add_model_options`' options name."""
+    if args.order < 1:
+        raise InvalidInputError(f"--order must be >= 1, got {args.order}")
+    check_sampling(args.target_temperature)
+    target = load_model(args.target, args.target_temperature, device=args.device, dtype=args.dtype)
+    drafter = load_drafter(args.draft, target, rng, temperature=args.draft_temperature,
+                           top_k=args.top_k, order=args.order, device=args.device, dtype=args.dtype,
+                           quiet=args.quiet)
+    return target, drafter
 
 
 def add_parser(subparsers) -> None:
     """Add ``lm-pairs`` to the CLI's subparsers."""
     cmd = subparsers.add_parser(
-        "lm-pairs", help="(target, draft) next-token laws of the pretrained char-LSTM",
-        description="Write DIR/P.npy and DIR/Q.npy (positions x 465): the pretrained char-LSTM "
-                    "(textgenrnn 2.0.0) as target and a drafter, at the positions of texts "
+        "lm-pairs", help="(target, draft) next-token laws of a language model and a drafter",
+        description="Write DIR/P.npy and DIR/Q.npy (positions x V): the next-token laws of a target "
+                    "(the bundled pretrained char-LSTM, textgenrnn 2.0.0, V = 465; or a local "
+                    "Hugging Face checkpoint, hf:PATH) and of a drafter, at the positions of texts "
                     "sampled from the target. Ready for check-acceptance and compare-selectors.",
     )
     cmd.add_argument("--positions", type=int, required=True, help="number of positions N")
-    cmd.add_argument("--target-temperature", type=float, default=1.0,
-                     help="temperature of the target LSTM (default 1.0)")
-    cmd.add_argument("--draft", required=True, choices=DRAFTERS, help="the drafter")
-    cmd.add_argument("--draft-temperature", type=float, help="default: the target temperature")
-    cmd.add_argument("--top-k", type=int, help="top-k of the (LSTM) drafter")
-    cmd.add_argument("--order", type=int, default=3, help="n-gram order (ngram drafter)")
+    add_model_options(cmd, draft_required=True)
     add_seed_option(cmd)
     cmd.add_argument("--out", required=True, help="output directory")
-    cmd.add_argument("--quiet", action="store_true", help="no progress bar")
+    cmd.add_argument("--quiet", "-q", action="store_true",
+                     help="no progress (a bar on a terminal, else a line every 10 s)")
     cmd.set_defaults(func=run)
 
 
 def run(args) -> int:
-    if args.order < 1:
-        raise InvalidInputError(f"--order must be >= 1, got {args.order}")
     if args.positions < 1:
         raise InvalidInputError(f"--positions must be >= 1, got {args.positions}")
-    check_sampling(args.target_temperature)
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise InvalidInputError(f"--out: {out} exists and is not a directory")
     rng = np.random.default_rng(args.seed)
-    target = LSTMLaw(load_char_lstm(), args.target_temperature)
-    # the sampling shows a progress bar, so only memory is refused (P, Q of positions x V floats)
+    target, drafter = models_from_args(args, rng)
+    # the sampling shows progress, so only memory is refused (P, Q of positions x V floats)
     _budget.require(_budget.lm_pairs(args.positions, target.V), math.inf)
-    drafter = make_drafter(args.draft, target, rng, temperature=args.draft_temperature,
-                           top_k=args.top_k, order=args.order, quiet=args.quiet)
     P, Q = lm_pairs(args.positions, target, drafter, rng, quiet=args.quiet)
     out.mkdir(parents=True, exist_ok=True)
     np.save(out / "P.npy", P)
