@@ -425,3 +425,34 @@ def test_cli_optimum_on_a_small_instance(capsys):
         assert abs(json.loads(out)["optimum"] - 20 / 9) <= SOLVER
     else:
         assert code == 2 and "optimal_block_efficiency" in err and len(err.strip().splitlines()) == 1
+
+
+@needs_model
+@pytest.mark.slow
+def test_cli_optimum_bound_beside_the_char_lstm_rows(capsys):
+    from mdtheory import blocks
+
+    code, out, err = _run_cli(["block-efficiency", "-n", "2", "-L", "2", "--verifier", "multipath",
+                               "--steps", "4", "--optimum", "--json", "--quiet"], capsys)
+    if not hasattr(blocks, "block_efficiency_bound"):
+        assert code == 2 and "block_efficiency_bound" in err
+        return
+    assert code == 0
+    row = json.loads(out.splitlines()[0])
+    assert 1.0 <= row["optimum_bound"] <= 3.0
+
+
+@pytest.mark.parametrize("name", ["toy", "random V=2 seed 0", "random V=3 seed 1"])
+def test_no_verifier_exceeds_the_exact_optimum(name):
+    """The LP optimum of K iid drafts (an independent formulation) bounds every valid verifier; at
+    K = 1 block verification attains it (Sun et al.)."""
+    from mdtheory.blocks import optimal_block_efficiency
+
+    target, draft = INSTANCES[name]()
+    for K, L in [(1, 2), (2, 2)]:
+        best = optimal_block_efficiency(target, draft, K, L).value
+        for verifier in (TokenByToken("optimal"), BlockVerification(), SelectedPath(),
+                         SelectedPath("optimal"), PrefixTrie(), Traversal()):
+            assert verifier.block_efficiency(target, draft, K, L) <= best + SOLVER, verifier.label
+        if K == 1:
+            assert abs(BlockVerification().block_efficiency(target, draft, 1, L) - best) <= SOLVER
