@@ -14,6 +14,7 @@ tell "seconds" from "hours" before starting, not to time anything.
 from __future__ import annotations
 
 import math
+import os
 from typing import NamedTuple
 
 from .errors import ProblemTooLargeError
@@ -34,7 +35,7 @@ MAX_CHUNK = 4096
 #: Draft tuples per call of a batched torch verifier (``audit --torch``, ``cross-validate``).
 TORCH_CHUNK = 1 << 16
 #: The selection rules whose preparation :func:`rule_preparation` estimates (the others are free).
-ESTIMATED_RULES = ("gr-softmax", "khisti-lp")
+ESTIMATED_RULES = ("gr-softmax", "khisti-lp", "optimal")
 
 # Measured per-unit costs (seconds), see the module docstring.
 _MC_STEP = 2e-5          # one verification step's fixed Python overhead
@@ -48,6 +49,8 @@ _FLOW_EDGE = 1e-4        # networkx preflow-push, per edge
 _CDD_COLUMN = 1.3e-7     # cdd's exact simplex: seconds = _CDD_COLUMN * columns ** 3
 _FRACTION_OP = 4e-7      # one Fraction operation
 _LAW_CELL = 1e-8         # forward pass of a set law, per (set, token) cell
+_LAW_STEP = 2.5e-4       # forward pass of a set law, per draft (np.unique and friends): 1.9e-4 at V = 3
+_LP_BYTES = 800.0        # HiGHS transport LP: peak bytes per column (570 measured at V = 20, n = 4)
 _CP_SET = 2e-6           # conditional Poisson set law: one Python step per set
 _CDD_REDUNDANCY = 8e-7  # Hall comparison: seconds = _CDD_REDUNDANCY * rows ** 3 * dimension
 _SOFTMAX_FIT = 2e-9      # gr-softmax's L-BFGS-B fits: seconds = _SOFTMAX_FIT * _pow(sets * V, 1.5)
@@ -196,9 +199,22 @@ def enumeration(count: float, n: int, V: int) -> Estimate:
 
 
 def rule_preparation(name: str, model) -> Estimate:
-    """Preparing the selection rule ``name`` on ``model`` (the rules that enumerate or fit; the
-    others prepare in O(V log V) or O(n V) and are estimated as free; :data:`ESTIMATED_RULES`)."""
+    """Preparing the selection rule ``name`` on ``model``: the rules that enumerate, fit or solve
+    (:data:`ESTIMATED_RULES`) by their work; the others prepare in O(V log V) and are estimated so
+    (a sort and a few passes)."""
     V, n = model.V, model.n
+    if name == "optimal":  # mdtheory.rules.optimal.Optimal._prepare's routes
+        from .rules.optimal import MAX_PLAN_SETS
+
+        if model.sampling == "greedy":
+            return Estimate(f"optimal rule on greedy drafts, V = {V}", 1e-7 * V, 40.0 * V)
+        if model.sampling == "independent" or (
+                not model.lex_base_closed_form and model.count_sets() > MAX_PLAN_SETS):
+            return min_norm_point(model)
+        if not model.lex_base_closed_form:
+            return acceptance_route(model, "dual")
+        return Estimate(f"optimal rule on iid drafts, V = {V}, n = {n}: a base and its schedule",
+                        1e-7 * V * max(math.log2(V), 1.0), 200.0 * V)
     if name == "gr-softmax":  # the set law, then two softmax fits over it
         sets = float(model.count_sets())
         return Estimate(f"gr-softmax: fits over {sets:.3g} draft sets x {V} tokens",
@@ -206,7 +222,8 @@ def rule_preparation(name: str, model) -> Estimate:
     if name == "khisti-lp":  # n - 1 stages, each a V x V keep matrix and a small LP
         return Estimate(f"khisti-lp: {n - 1} stages of a {V} x {V} keep matrix",
                         (n - 1) * (_KHISTI_CELL * V * V + 0.01), 8.0 * (n - 1) * V * V)
-    return Estimate(name, 0.0)
+    return Estimate(f"{name}: a sort and a few passes over {V} tokens",
+                    1e-7 * V * max(math.log2(V), 1.0), 80.0 * V)
 
 
 def acceptance_route(model, method: str) -> Estimate:
@@ -245,12 +262,18 @@ def acceptance_route(model, method: str) -> Estimate:
     count = float(model.count_tuples() if literal else model.count_sets())
     kind = "draft tuples" if literal else "draft sets"
     law_bytes = count * V * 9.0  # indicators and the forward pass's float masses
-    law_seconds = count * (V * _LAW_CELL + (_CP_SET if name == "conditional-poisson" else 0.0))
-    incidences = count * n  # rows of the dual, edges of the flow network
+    if name == "conditional-poisson":
+        law_seconds = count * (V * _LAW_CELL + _CP_SET)
+    else:  # a forward pass of n steps (iid, successive, independent): each over the sets so far
+        law_seconds = min(n, 1e300) * (_LAW_STEP + count * V * _LAW_CELL)
+    law_seconds *= 2  # the route builds the law and the certificate reads the model's own again
+    if name != "conditional-poisson" and n > 1000:
+        head += f" (its set law by {n:.3g} forward steps)"
+    incidences = count * min(n, V)  # rows of the dual, edges of the flow network (set members)
     if method in ("otlp", "otlp-literal"):
         cols = count * V
         return Estimate(f"{head}: an LP over {count:.3g} {kind} x {V} tokens = {cols:.3g} variables",
-                        law_seconds + _LP_COLUMN * _pow(cols, 1.5), law_bytes + 80.0 * cols, hint)
+                        law_seconds + _LP_COLUMN * _pow(cols, 1.5), law_bytes + _LP_BYTES * cols, hint)
     if method == "dual":
         return Estimate(f"{head}: a dual LP over {count:.3g} {kind} ({incidences:.3g} rows)",
                         law_seconds + _DUAL_ROW * _pow(incidences, 1.3), law_bytes + 120.0 * incidences,
@@ -300,10 +323,23 @@ def min_norm_point(model) -> Estimate:
     iterations = min(MNP_MAX_ITER, per_root * math.sqrt(V))
     K = min(V + 1.0, _MNP_CORRAL * math.sqrt(V))
     step = _MNP_STEP + _MNP_CELL * K * V + _MNP_CUBE * K**3 + _prefix_pass(model)
+    touched = 4 * (24.0 * K * V + 16.0 * K * K)
+    # each run reserves five (V + 2)-square arrays, of which it touches the corral's rows; a
+    # reservation beyond the machine's memory fails to allocate, so it counts then
+    reserved = 8.0 * (V + 2.0) ** 2
     return Estimate(f"method 'mnp' on {model.sampling} drafts, V = {V}, n = {n}: about "
                     f"{iterations:.3g} iterations of Wolfe's minimum-norm point (an estimate; "
-                    "runs vary ten-fold)", iterations * step, 4 * (24.0 * K * V + 16.0 * K * K),
+                    "runs vary ten-fold)", iterations * step,
+                    max(touched, 20 * reserved if reserved > _physical_memory() else 0.0),
                     f"the solver stops after {MNP_MAX_ITER} iterations at most")
+
+
+def _physical_memory() -> float:
+    """Bytes of physical memory (infinite where the system does not say)."""
+    try:
+        return float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    except (AttributeError, ValueError, OSError):
+        return math.inf
 
 
 def acceptance_cone(m: int, K: int, model: str, supports: int) -> Estimate:

@@ -4,16 +4,19 @@ from __future__ import annotations
 
 from decimal import Decimal, localcontext
 from fractions import Fraction
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 import mdtheory as md
-from mdtheory import _jit
+from mdtheory import _budget, _jit
+from mdtheory._certify import CERT_TOL, MAX_CERT_SETS
 from mdtheory._validate import as_distribution
 from mdtheory.drafts import IID
-from mdtheory.errors import InvalidInputError
-from tests.tolerances import ROUNDING
+from mdtheory.errors import InvalidInputError, ProblemTooLargeError
+from mdtheory.rules import make_rule
+from tests.tolerances import ROUNDING, SOLVER
 
 
 def _alpha_reference(p, q, n) -> float:
@@ -84,3 +87,68 @@ def test_drafts_beyond_two_to_the_53_are_refused_whatever_ran_before(n):
         with pytest.raises(InvalidInputError, match="at most 2\\^53"):
             md.alpha_star(u, u, n)
     assert md.alpha_star(u, u, 2**53) == pytest.approx(1.0, abs=ROUNDING)
+
+
+def _dirichlet_pair(V, seed=0):
+    rng = np.random.default_rng(seed)
+    return rng.dirichlet(np.ones(V)), rng.dirichlet(np.ones(V))
+
+
+def test_the_library_refuses_the_otlp_the_cli_refuses():
+    root = Path(__file__).resolve().parent.parent / "examples"
+    p, q = np.load(root / "p.npy"), np.load(root / "q.npy")
+    with pytest.raises(ProblemTooLargeError, match="estimated .* GiB of memory"):
+        md.optimal_acceptance(p, q, 4, method="otlp")
+    with pytest.raises(ProblemTooLargeError, match="estimated"):
+        md.alpha_star(p, q, 4, method="otlp", max_bytes=float("inf"))
+    with pytest.raises(ProblemTooLargeError, match="over the limit of 1 KiB"):
+        md.alpha_star(p, q, 2, method="dual", max_bytes=1024)
+
+
+@pytest.mark.parametrize("method", ["dual", "maxflow", "otlp"])
+def test_set_routes_see_the_forward_pass_over_n_drafts(method):
+    p, q = _dirichlet_pair(3)
+    with pytest.raises(ProblemTooLargeError, match="10\\^?6|1e\\+06 forward steps"):
+        md.alpha_star(p, q, 10**6, method=method)
+    est = _budget.acceptance_route(md.IID(q, 10**6), method)
+    assert est.seconds > 60  # measured 1.9e-4 s a step at V = 3: over three minutes
+    assert md.alpha_star(p, q, 50, method=method) == pytest.approx(md.alpha_star(p, q, 50), abs=SOLVER)
+
+
+def test_independent_drafts_at_huge_v_are_refused_before_allocating():
+    V = 100_000
+    p = np.full(V, 1 / V)
+    Q = np.stack([p, np.roll(np.linspace(1, 2, V) / np.linspace(1, 2, V).sum(), 1)])
+    with pytest.raises(ProblemTooLargeError, match="memory"):
+        md.alpha_star(p, Q, sampling="independent")
+
+
+def test_an_unclosed_minimum_norm_point_stops_at_the_limit_with_its_bounds():
+    """p one of the drafts' laws: Wolfe's method creeps (a known failure). The route stops at
+    max_seconds and raises its proven bounds; the optimal rule is built from them."""
+    rng = np.random.default_rng(0)
+    Q = rng.dirichlet(np.full(300, 0.3), size=4)
+    with pytest.raises(md.OptimalityGapError) as err:
+        md.alpha_star(Q[0], Q, sampling="independent", method="mnp", max_seconds=0.5)
+    assert 0 <= err.value.lower <= err.value.upper <= 1
+    with pytest.warns(md.OptimalityGapWarning):
+        rule = make_rule("optimal", Q[0], Q, 4, sampling="independent", max_seconds=0.5)
+    lower, upper = rule.alpha_bounds
+    assert lower == pytest.approx(rule.exact_acceptance(), abs=ROUNDING) and lower <= upper
+
+
+def test_auto_proves_without_replacement_beyond_the_flow_certificate():
+    p, q = _dirichlet_pair(30, seed=3)
+    model = md.WithoutReplacement(q, 3)
+    assert model.count_sets() > MAX_CERT_SETS
+    bound = md.optimal_acceptance(p, model, method="prefix")
+    assert bound.status == "upper-bound"
+    res = md.optimal_acceptance(p, model)
+    assert res.status == "optimal" and res.method == "mnp"
+    assert res.value == pytest.approx(bound.value, abs=CERT_TOL)
+    # a limit the prefix route's estimate fits and the minimum-norm point's does not: the checked
+    # bound, as stated
+    limit = _budget.acceptance_route(model, "prefix").seconds * 1.01
+    assert _budget.acceptance_route(model, "mnp").seconds > limit
+    kept = md.optimal_acceptance(p, model, max_seconds=limit)
+    assert kept.status == "upper-bound" and kept.value == bound.value

@@ -5,10 +5,12 @@ See papers/theory.md §5.
 
 from __future__ import annotations
 
+import time
 import warnings
 
 import numpy as np
 
+from .._budget import MAX_SECONDS
 from ..dual import dual_lp
 from ..errors import OptimalityGapWarning
 from ..independent import MNP_ACCEPT, OrderMixture, min_norm_base
@@ -102,6 +104,9 @@ class Optimal(SetPlanRule):
     sampling : str
         Draft model (default ``"iid"``); any model of :data:`mdtheory.drafts.SAMPLINGS` built from
         (q, n) works.
+    max_seconds : float
+        Order mixtures only: Wolfe's iterations stop this long after the rule is created, the rule
+        then built from the run's order mixture with its proven bounds (default 60 s).
 
     Attributes
     ----------
@@ -130,8 +135,10 @@ class Optimal(SetPlanRule):
 
     name = "optimal"
 
-    def __init__(self, p, q, n, *, sampling: str = "iid", normalize: bool = False, **params):
+    def __init__(self, p, q, n, *, sampling: str = "iid", normalize: bool = False,
+                 max_seconds: float = MAX_SECONDS, **params):
         self.sampling = sampling
+        self.deadline = time.perf_counter() + max_seconds
         super().__init__(p, q, n, normalize=normalize, **params)
 
     def _prepare(self):
@@ -142,7 +149,7 @@ class Optimal(SetPlanRule):
             return
         if self.model.sampling == "independent" or (
                 not self.model.lex_base_closed_form and self.model.count_sets() > MAX_PLAN_SETS):
-            base = min_norm_base(self.p, self.model, strict=False)
+            base = min_norm_base(self.p, self.model, strict=False, deadline=self.deadline)
             self.mixture = OrderMixture(self.model, base.orders, base.weights, base.vertices)
             self._use_marginal(self.mixture.marginal)
             self.alpha_bounds = (self.closed_form_acceptance(), base.upper)
