@@ -17,11 +17,12 @@ import math
 import os
 from typing import NamedTuple
 
-from .errors import ProblemTooLargeError
+from .errors import InvalidInputError, ProblemTooLargeError
 
 __all__ = ["Estimate", "require", "combine", "fmt_seconds", "fmt_bytes", "stored_floats",
            "mc_chunk", "monte_carlo", "batched_steps", "lm_pairs", "enumeration", "rule_preparation",
-           "acceptance_route", "min_norm_point", "acceptance_cone", "verify_claim", "MAX_SECONDS",
+           "acceptance_route", "prefix_route", "closed_form_route", "subsets_route", "law_route",
+           "min_norm_point", "acceptance_cone", "verify_claim", "MAX_SECONDS",
            "MAX_BYTES", "CHUNK_BYTES", "MAX_CHUNK", "TORCH_CHUNK", "ESTIMATED_RULES"]
 
 #: Default time limit of one CLI step (``--max-seconds``).
@@ -40,34 +41,33 @@ ESTIMATED_RULES = ("gr-softmax", "khisti-lp", "optimal")
 # Measured per-unit costs (seconds), see the module docstring.
 _MC_STEP = 2e-5          # one verification step's fixed Python overhead
 _MC_TOKEN = 3e-8         # per token and per draft in one step (residual updates, sampling)
-_WOR_PREFIX_TOKEN = 7e-8  # without replacement: per (token, degree) of the one-pass containment,
+WOR_PREFIX_TOKEN_SECONDS = 7e-8  # without replacement: per (token, degree) of the one-pass containment,
 #                           at least 9 degrees (the kernels compiled for n <= 8 cost the same)
-_SUBSET_ROW = 1.2e-5     # one containment row of the exhaustive route (generic models)
+SUBSET_ROW_SECONDS = 1.2e-5     # one containment row of the exhaustive route (generic models)
 _LP_COLUMN = 1e-7        # HiGHS transport LP: seconds = _LP_COLUMN * columns ** 1.5
 _DUAL_ROW = 3e-6         # HiGHS dual simplex: seconds = _DUAL_ROW * rows ** 1.3
 _FLOW_EDGE = 1e-4        # networkx preflow-push, per edge
 _CDD_COLUMN = 1.3e-7     # cdd's exact simplex: seconds = _CDD_COLUMN * columns ** 3
 _FRACTION_OP = 4e-7      # one Fraction operation
-_LAW_CELL = 1e-8         # forward pass of a set law, per (set, token) cell
-_LAW_STEP = 2.5e-4       # forward pass of a set law, per draft (np.unique and friends): 1.9e-4 at V = 3
+LAW_CELL_SECONDS = 1e-8         # forward pass of a set law, per (set, token) cell
+CP_SET_SECONDS = 2e-6           # conditional Poisson set law: one Python step per set
+LAW_STEP_SECONDS = 2.5e-4       # forward pass of a set law, per draft (1.9e-4 s measured at V = 3)
 _LP_BYTES = 800.0        # HiGHS transport LP: peak bytes per column (570 measured at V = 20, n = 4)
-_CP_SET = 2e-6           # conditional Poisson set law: one Python step per set
 _CDD_REDUNDANCY = 8e-7  # Hall comparison: seconds = _CDD_REDUNDANCY * rows ** 3 * dimension
 _SOFTMAX_FIT = 2e-9      # gr-softmax's L-BFGS-B fits: seconds = _SOFTMAX_FIT * _pow(sets * V, 1.5)
 _KHISTI_CELL = 2e-8      # khisti-lp: per cell of one stage's V x V keep matrix
 # mnp (Wolfe's minimum-norm point, mdtheory.independent): one iteration costs _MNP_STEP + _MNP_CELL per
 # (corral vertex, token) + _MNP_CUBE per corral vertex cubed + the model's prefix containments of one
-# order; about _MNP_ITER[model] * sqrt(V) iterations (default _MNP_ITER_DEFAULT) with a corral of
+# order; about model.mnp_iterations * sqrt(V) iterations (default MNP_ITER_DEFAULT) with a corral of
 # about _MNP_CORRAL * sqrt(V) vertices
 _MNP_STEP = 1e-4
 _MNP_CELL = 3e-9
 _MNP_CUBE = 4e-11
-_MNP_ITER = {"independent": 10.0, "greedy": 2.0}
-_MNP_ITER_DEFAULT = 15.0
+MNP_ITER_DEFAULT = 15.0  # (a model's own: DraftModel.mnp_iterations)
 _MNP_CORRAL = 1.5
-_PRODUCT_TOKEN = 1e-8    # prefix containments of a product model (cumulative sums), per (token, law)
-_CP_PREFIX_TOKEN = 1e-8  # conditional Poisson: per (token, degree + 4) of the e_j recurrence
-_CONTAINMENT = 1.5e-5    # one generic containment Q(T) (greedy), plus _LAW_CELL per token
+PRODUCT_TOKEN_SECONDS = 1e-8    # prefix containments of a product model (cumulative sums), per (token, law)
+CP_PREFIX_TOKEN_SECONDS = 1e-8  # conditional Poisson: per (token, degree + 4) of the e_j recurrence
+CONTAINMENT_SECONDS = 1.5e-5    # one generic containment Q(T) (greedy), plus LAW_CELL_SECONDS per token
 _TORCH_ROW = 5e-6        # batched torch rules on the CPU: per (position, step) row of a batch,
 _TORCH_DRAFT = 1e-6      # plus per draft (khisti-lp's sequential stages: 0.8 us at n = 512),
 _TORCH_CELL = 5e-9       # plus per (draft, token) cell (rrs: 4.7 ns at V = 1000, n = 64)
@@ -218,7 +218,7 @@ def rule_preparation(name: str, model) -> Estimate:
     if name == "gr-softmax":  # the set law, then two softmax fits over it
         sets = float(model.count_sets())
         return Estimate(f"gr-softmax: fits over {sets:.3g} draft sets x {V} tokens",
-                        sets * V * _LAW_CELL + _SOFTMAX_FIT * _pow(sets * V, 1.5), 40.0 * sets * V)
+                        sets * V * LAW_CELL_SECONDS + _SOFTMAX_FIT * _pow(sets * V, 1.5), 40.0 * sets * V)
     if name == "khisti-lp":  # n - 1 stages, each a V x V keep matrix and a small LP
         return Estimate(f"khisti-lp: {n - 1} stages of a {V} x {V} keep matrix",
                         (n - 1) * (_KHISTI_CELL * V * V + 0.01), 8.0 * (n - 1) * V * V)
@@ -227,48 +227,78 @@ def rule_preparation(name: str, model) -> Estimate:
 
 
 def acceptance_route(model, method: str) -> Estimate:
-    """The route ``method`` of :func:`mdtheory.solve.optimal_acceptance` on ``model`` (not ``auto``).
+    """The route ``method`` of :func:`mdtheory.solve.optimal_acceptance` on ``model`` (not ``auto``):
+    the route's own estimate, :meth:`mdtheory._route.Route.estimate`.
 
-    Set-based routes (``otlp``, ``dual``, ``maxflow``) enumerate the draft sets; ``otlp-literal`` the
-    ordered tuples; ``subsets`` all 2^V token sets; ``prefix`` V prefixes (for without-replacement
-    drafts one containment per prefix, each over up to V tokens).
+    Raises
+    ------
+    InvalidInputError
+        ``method`` is no registered route.
     """
-    V, n, name = model.V, model.n, model.sampling
-    head = f"method {method!r} on {name} drafts, V = {V}, n = {n}"
-    if method == "prefix":
-        if model.lex_base_closed_form:
-            # iid: a sort and two scans; n enters only through the integer powers (log2 n squarings)
-            return Estimate(head, 2e-8 * V * max(math.log2(V), 1.0) * (1.0 + math.log2(n) / 8), 40.0 * V)
-        if model.closed_form_containment:
-            return Estimate(head, 1e-7 * V * max(math.log2(V), 1.0) * (n if n > 1 else 1), 40.0 * V)
-        # one trapezoidal pass carrying a degree-n polynomial per node along the prefixes (and once
-        # more for the certificate's cut)
-        return Estimate(f"{head}: a one-pass containment over {V} prefixes",
-                        2 * _prefix_pass(model), 8.0 * V * (n + 2) * 64)
-    if method == "mnp":
-        return min_norm_point(model)
-    if method == "closed-form":
-        return Estimate(f"{head}: a closed form over {V} tokens", 1e-7 * V, 40.0 * V)
-    if method == "subsets":
-        sets = _pow(2.0, V)
-        unit = _SUBSET_ROW if model.closed_form_containment else 4e-4
-        if name == "iid":
-            unit = 1e-8 * V
-        return Estimate(f"{head}: 2^{V} token sets", sets * unit, sets * (V + 16),
-                        "method 'auto' picks a route that fits")
+    from .solve import METHODS  # the registry; solve imports this module
+
+    if method not in METHODS:
+        raise InvalidInputError(f"unknown method {method!r}; valid choices: {', '.join(METHODS)}")
+    return METHODS[method].estimate(model)
+
+
+def _head(model, method: str) -> str:
+    return f"method {method!r} on {model.sampling} drafts, V = {model.V}, n = {model.n}"
+
+
+def prefix_route(model) -> Estimate:
+    """The ``prefix`` route: a sort and one scan of V prefixes (for a model without a closed-form
+    containment, one :meth:`~mdtheory.drafts.DraftModel.prefix_pass`, and once more for the
+    certificate's cut)."""
+    V, n, head = model.V, model.n, _head(model, "prefix")
+    if model.lex_base_closed_form:
+        # iid: a sort and two scans; n enters only through the integer powers (log2 n squarings)
+        return Estimate(head, 2e-8 * V * max(math.log2(V), 1.0) * (1.0 + math.log2(n) / 8), 40.0 * V)
+    if model.closed_form_containment:
+        return Estimate(head, 1e-7 * V * max(math.log2(V), 1.0) * (n if n > 1 else 1), 40.0 * V)
+    # one trapezoidal pass carrying a degree-n polynomial per node along the prefixes (and once
+    # more for the certificate's cut)
+    return Estimate(f"{head}: a one-pass containment over {V} prefixes",
+                    2 * model.prefix_pass_seconds(), 8.0 * V * (n + 2) * 64)
+
+
+def closed_form_route(model) -> Estimate:
+    """The ``closed-form`` route: O(V)."""
+    V = model.V
+    return Estimate(f"{_head(model, 'closed-form')}: a closed form over {V} tokens", 1e-7 * V,
+                    40.0 * V)
+
+
+def subsets_route(model) -> Estimate:
+    """The ``subsets`` route: all 2^V token sets, one vectorised containment row each
+    (:meth:`~mdtheory.drafts.DraftModel.subset_row_seconds`)."""
+    V = model.V
+    sets = _pow(2.0, V)
+    return Estimate(f"{_head(model, 'subsets')}: 2^{V} token sets", sets * model.subset_row_seconds(),
+                    sets * (V + 16), "method 'auto' picks a route that fits")
+
+
+def law_route(model, method: str) -> Estimate:
+    """The routes over the enumerated draft law: ``otlp`` (an LP over draft sets x tokens),
+    ``otlp-literal`` (over ordered tuples x tokens), ``dual`` (a min-cut LP, one row per set and
+    member) and ``maxflow`` (a flow network, one edge per set and member); the law's enumeration
+    by :meth:`~mdtheory.drafts.DraftModel.law_seconds`.
+
+    Raises
+    ------
+    InvalidInputError
+        ``method`` is none of the four.
+    """
+    V, n, head = model.V, model.n, _head(model, method)
     literal = method == "otlp-literal"
     hint = ("method 'otlp' works over draft sets instead of tuples" if literal
             else "method 'prefix' enumerates nothing" if model.prefix_property else "")
     count = float(model.count_tuples() if literal else model.count_sets())
     kind = "draft tuples" if literal else "draft sets"
     law_bytes = count * V * 9.0  # indicators and the forward pass's float masses
-    if name == "conditional-poisson":
-        law_seconds = count * (V * _LAW_CELL + _CP_SET)
-    else:  # a forward pass of n steps (iid, successive, independent): each over the sets so far
-        law_seconds = min(n, 1e300) * (_LAW_STEP + count * V * _LAW_CELL)
-    law_seconds *= 2  # the route builds the law and the certificate reads the model's own again
-    if name != "conditional-poisson" and n > 1000:
-        head += f" (its set law by {n:.3g} forward steps)"
+    law_seconds = 2 * model.law_seconds(count)  # the route's law, and the certificate's own
+    if model.law_steps(count) > 1000:
+        head += f" (its set law by {model.law_steps(count):.3g} forward steps)"
     incidences = count * min(n, V)  # rows of the dual, edges of the flow network (set members)
     if method in ("otlp", "otlp-literal"):
         cols = count * V
@@ -281,19 +311,7 @@ def acceptance_route(model, method: str) -> Estimate:
     if method == "maxflow":
         return Estimate(f"{head}: a flow network over {count:.3g} {kind} ({incidences:.3g} edges)",
                         law_seconds + _FLOW_EDGE * incidences, law_bytes + 1000.0 * incidences, hint)
-    return Estimate(head, 0.0)  # unknown methods are refused by the front door itself
-
-
-def _prefix_pass(model) -> float:
-    """Seconds of one order's V prefix containments (:meth:`DraftModel.prefix_containment`)."""
-    V, n, name = model.V, model.n, model.sampling
-    if name == "without-replacement":
-        return _WOR_PREFIX_TOKEN * V * max(n + 1, 9)
-    if name == "conditional-poisson":
-        return _CP_PREFIX_TOKEN * V * (n + 5)
-    if name in ("iid", "independent"):
-        return _PRODUCT_TOKEN * V * n
-    return V * (_CONTAINMENT + _LAW_CELL * V)  # one containment per prefix (greedy)
+    raise InvalidInputError(f"no law-route estimate for method {method!r}")
 
 
 def min_norm_point(model) -> Estimate:
@@ -301,8 +319,8 @@ def min_norm_point(model) -> Estimate:
 
     An estimate, not a bound: the number of iterations is not known before the run. Each
     iteration sorts the gradient, computes the V prefix containments of the order
-    (:func:`_prefix_pass`) and runs Wolfe's minor cycle on the corral of K vertices (products with
-    K rows of V tokens, a (K+1)-square solve). Measured in CPU time by
+    (:meth:`~mdtheory.drafts.DraftModel.prefix_pass_seconds`) and runs Wolfe's minor cycle on the
+    corral of K vertices (products with K rows of V tokens, a (K+1)-square solve). Measured in CPU time by
     ``benchmarks/bench_mnp_estimate.py`` (``benchmarks/results/mnp_estimate.json``: llm-like and
     Dirichlet(0.5) pairs, V = 100 to 30,000, n = 2 to 8): independent drafts took 0.5 to 64 sqrt(V)
     iterations; successive-sampling and conditional-Poisson drafts 0.8 to 12 sqrt(V); iid drafts
@@ -319,10 +337,10 @@ def min_norm_point(model) -> Estimate:
     from .independent import MNP_MAX_ITER  # no heavy import: numpy only
 
     V, n = model.V, model.n
-    per_root = _MNP_ITER.get(model.sampling, _MNP_ITER_DEFAULT)
+    per_root = model.mnp_iterations
     iterations = min(MNP_MAX_ITER, per_root * math.sqrt(V))
     K = min(V + 1.0, _MNP_CORRAL * math.sqrt(V))
-    step = _MNP_STEP + _MNP_CELL * K * V + _MNP_CUBE * K**3 + _prefix_pass(model)
+    step = _MNP_STEP + _MNP_CELL * K * V + _MNP_CUBE * K**3 + model.prefix_pass_seconds()
     touched = 4 * (24.0 * K * V + 16.0 * K * K)
     # each run reserves five (V + 2)-square arrays, of which it touches the corral's rows; a
     # reservation beyond the machine's memory fails to allocate, so it counts then

@@ -7,19 +7,20 @@ feasible primal object of objective A and every token set T satisfy
 
 A route's value is **proven** when its cut T (the dual side, Q(T) recomputed by the draft model) and
 a primal object (checked for feasibility here, not trusted) meet within :data:`CERT_TOL`, and the value
-lies between them. The primal object per route:
+lies between them. Each route returns its primal object as a typed proof
+(:mod:`mdtheory._route`), and the check registered for that type (:func:`checks`) proves it:
 
 ==========================  ===================================================================
-route                       primal object (``certificate``)
+proof (routes)              primal object (``certificate``)
 ==========================  ===================================================================
-``otlp``, ``otlp-literal``  the plan π(y | x) (``"plan"``): rows are distributions, the output law
-                            is p, acceptance :math:`\\sum_x Q(x) \\sum_{y \\in x} \\pi(y \\mid x)`.
-``dual``, ``maxflow``       the flow S(U, y) (``"flow"``): non-negative, only along y ∈ U, within
-                            the capacities p(y) and w_U; its value :math:`\\sum S`.
-``prefix``, iid             a base μ of B(g) (``"base"``, or ``"lex-base"`` with
+``TransportPlan`` (otlp,    the plan π(y | x) (``"plan"``): rows are distributions, the output law
+otlp-literal)               is p, acceptance :math:`\\sum_x Q(x) \\sum_{y \\in x} \\pi(y \\mid x)`.
+``SetFlow`` (dual,          the flow S(U, y) (``"flow"``): non-negative, only along y ∈ U, within
+maxflow)                    the capacities p(y) and w_U; its value :math:`\\sum S`.
+``PrefixOrder``, iid        a base μ of B(g) (``"base"``, or ``"lex-base"`` with
                             ``certify="full"``): :math:`\\sum_y \\min(p, \\mu)`, membership by one
                             scan along the route's order (:func:`check_base_iid`).
-``prefix``, without         the flow of :func:`~mdtheory.dual.dual_lp` when the model has at most
+``PrefixOrder``, without    the flow of :func:`~mdtheory.dual.dual_lp` when the model has at most
 replacement                 :data:`MAX_CERT_SETS` draft sets (or ``certify="full"``); otherwise only
                             the cut (``"cut"``, status ``"upper-bound"``: the value is a proven upper
                             bound, equal to α* if Hu et al.'s prefix property holds for successive
@@ -29,13 +30,13 @@ replacement                 :data:`MAX_CERT_SETS` draft sets (or ``certify="full
                             :func:`~mdtheory.subsets.prefix_scan`; the cut reproduces the value and
                             the route's order is checked to be the exact p/q order,
                             :func:`check_ratio_order`).
-``mnp``                     a mixture of priority orders (``"order-mixture"``): its base μ is
+``PriorityOrders`` (mnp)    a mixture of priority orders (``"order-mixture"``): its base μ is
                             recomputed from the model's laws, in B(g) for any orders and weights
                             (:func:`~mdtheory.independent.check_mixture`).
-``closed-form`` (greedy)    a flow of the token/draft-set network in factored form
+``TopAndDraw`` (greedy)     a flow of the token/draft-set network in factored form
                             (``"greedy-flow"``, :func:`check_greedy_flow`), read against the
                             model's own law of the drawn draft; O(V).
-``subsets``                 none (``"exhaustive"``): the route evaluates p(T) - Q(T) on all
+``Exhaustive`` (subsets)    none (``"exhaustive"``): the route evaluates p(T) - Q(T) on all
                             :math:`2^V` sets, which is the definition of the minimum; the check is
                             that it reports :math:`2^V` sets and that its cut reproduces its value.
 ==========================  ===================================================================
@@ -57,19 +58,29 @@ Thomas & Pal, "Global Resolution", ICLR 2026 (max-flow form). Khisti et al., ICL
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import NamedTuple
 
 import numpy as np
 
 from ._jit import njit
-from ._route import RouteOutput
+from ._route import (
+    Exhaustive,
+    PrefixOrder,
+    PriorityOrders,
+    Proof,
+    RouteOutput,
+    SetFlow,
+    TopAndDraw,
+    TransportPlan,
+)
 from .drafts import DraftModel
 from .errors import InvalidInputError, SolverError
 from .independent import check_mixture
 from .polymatroid import TINY, _lex_blocks, _not_flatter, _two_sum, lex_optimal_base_iid
 from .subsets import _add, _iid_power
 
-__all__ = ["certify", "check_plan", "check_flow", "check_base_iid", "cut_value", "cut_masses",
+__all__ = ["certify", "checks", "check_plan", "check_flow", "check_base_iid", "cut_value", "cut_masses",
            "support_members", "check_ratio_order", "Certificate", "VALUE_TOL", "FEAS_TOL", "CERT_TOL",
            "RATIO_TOL",
            "MAX_CERT_SETS", "CERTIFY_MODES"]
@@ -528,17 +539,17 @@ def check_base_iid(p: np.ndarray, model: DraftModel, order: np.ndarray, mu: np.n
     return accepted - excess, mu
 
 
-def _model_law(model: DraftModel, out: RouteOutput, literal: bool, who: str):
+def _model_law(model: DraftModel, support, support_probs, tuples: bool, who: str):
     """(members, masses) of the model's own tuple or set law, which the route's support and its
     probabilities must reproduce: a plan or flow is checked against the drafts' true law."""
-    law = model.tuple_law() if literal else model.set_law()
-    support = law.tuples if literal else law.members
-    got, probs = np.asarray(out.support), np.asarray(out.support_probs, dtype=float)
-    if got.shape != support.shape or not np.array_equal(got, support) or \
+    law = model.tuple_law() if tuples else model.set_law()
+    own = law.tuples if tuples else law.members
+    got, probs = np.asarray(support), np.asarray(support_probs, dtype=float)
+    if got.shape != own.shape or not np.array_equal(got, own) or \
             probs.shape != law.probs.shape or not np.abs(probs - law.probs).max() <= FEAS_TOL:
         raise SolverError(f"{who}: its support or their probabilities differ from the draft model's "
-                          f"{'tuple' if literal else 'set'} law")
-    return support_members(support, model.V), law.probs
+                          f"{'tuple' if tuples else 'set'} law")
+    return support_members(own, model.V), law.probs
 
 
 def dual_lp(p: np.ndarray, model: DraftModel) -> RouteOutput:
@@ -576,47 +587,92 @@ def check_ratio_order(p: np.ndarray, q: np.ndarray, order, who: str) -> None:
                           f"needs (tokens {int(order[k])} and {int(order[k + 1])} are out of order)")
 
 
-def _primal(p: np.ndarray, model: DraftModel, out: RouteOutput, method: str, mode: str):
-    """(certificate name, lower bound or None, base or None) for one route's output."""
-    who = f"method {method!r}"
-    if method in ("otlp", "otlp-literal", "dual", "maxflow"):
-        if out.plan is None or out.support is None or out.support_probs is None:
-            raise SolverError(f"{who} returned no {'plan' if 'otlp' in method else 'flow'} to certify")
-        members, mass = _model_law(model, out, method == "otlp-literal", who)
-        if method.startswith("otlp"):
-            return "plan", check_plan(p, members, mass, out.plan, who), None
-        return "flow", check_flow(p, members, mass, out.plan, who), None
-    if method == "prefix" and model.lex_base_closed_form:
-        order = out.order
-        if order is None:
+#: The check of each proof type (:mod:`mdtheory._route`), registered by :func:`checks`.
+CHECKS: dict[type, Callable] = {}
+
+
+def checks(proof_type: type) -> Callable:
+    """Register the function that checks proofs of ``proof_type`` (a decorator).
+
+    The function is ``check(p, model, proof, who, mode) -> (name, lower, base)``: the certificate's
+    name, the lower bound on α* the proof establishes (None: the value is proven another way, or
+    only bounded above when the name is ``"cut"``) and the base μ it exhibits (or None). It raises
+    :class:`~mdtheory.errors.SolverError` when the proof is missing or infeasible.
+    """
+    def register(fn: Callable) -> Callable:
+        CHECKS[proof_type] = fn
+        return fn
+    return register
+
+
+@checks(TransportPlan)
+def _check_transport_plan(p, model, proof: TransportPlan, who, mode):
+    if proof.plan is None or proof.support is None or proof.support_probs is None:
+        raise SolverError(f"{who} returned no plan to certify")
+    members, mass = _model_law(model, proof.support, proof.support_probs, proof.tuples, who)
+    return "plan", check_plan(p, members, mass, proof.plan, who), None
+
+
+@checks(SetFlow)
+def _check_set_flow(p, model, proof: SetFlow, who, mode):
+    if proof.flow is None or proof.support is None or proof.support_probs is None:
+        raise SolverError(f"{who} returned no flow to certify")
+    members, mass = _model_law(model, proof.support, proof.support_probs, False, who)
+    return "flow", check_flow(p, members, mass, proof.flow, who), None
+
+
+@checks(PrefixOrder)
+def _check_prefix_order(p, model, proof: PrefixOrder, who, mode):
+    if model.lex_base_closed_form:
+        if proof.order is None:
             raise SolverError(f"{who} returned no order to certify")
         if mode == "full":
-            lower, mu = check_base_iid(p, model, order, lex_optimal_base_iid(p, model.q, model.n).mu,
-                                       who)
+            lower, mu = check_base_iid(p, model, proof.order,
+                                       lex_optimal_base_iid(p, model.q, model.n).mu, who)
             return "lex-base", lower, mu
-        lower, mu = check_base_iid(p, model, order, who=who)
+        lower, mu = check_base_iid(p, model, proof.order, who=who)
         return "base", lower, mu
-    if method == "prefix":
-        if mode == "fast" and model.count_sets() > MAX_CERT_SETS:
-            # conditional Poisson: the prefix property is a theorem (subsets.prefix_scan), so the best
-            # prefix is optimal; successive sampling: only checked, so the cut is an upper bound.
-            # The theorem is about the exact ratio order: check that the route scanned along it
-            check_ratio_order(p, model.q, out.order, who)
-            return ("prefix-theorem" if model.prefix_property == "proved" else "cut"), None, None
-        flows = dual_lp(p, model)
-        members, mass = _model_law(model, flows, False, who)
-        return "flow", check_flow(p, members, mass, flows.plan, who), None
-    if method == "closed-form":
-        return "greedy-flow", check_greedy_flow(p, model, who), None
-    if method == "mnp":
-        lower, mu = check_mixture(p, model, out.orders, out.weights, who)
-        return "order-mixture", lower, mu
-    if method == "subsets":
-        if out.sets != 2 ** p.size:
-            raise SolverError(f"{who} reports {out.sets} token sets evaluated, not all "
-                              f"2^{p.size}")
-        return "exhaustive", None, None
-    raise SolverError(f"no certificate is known for method {method!r}")
+    if mode == "fast" and model.count_sets() > MAX_CERT_SETS:
+        # a proved prefix property (subsets.prefix_scan) makes the best prefix optimal; a checked
+        # one leaves the cut an upper bound. The theorem is about the exact ratio order: check that
+        # the route scanned along it
+        check_ratio_order(p, model.q, proof.order, who)
+        return ("prefix-theorem" if model.prefix_property == "proved" else "cut"), None, None
+    return _check_set_flow(p, model, dual_lp(p, model).proof, who, mode)
+
+
+@checks(PriorityOrders)
+def _check_priority_orders(p, model, proof: PriorityOrders, who, mode):
+    lower, mu = check_mixture(p, model, proof.orders, proof.weights, who)
+    return "order-mixture", lower, mu
+
+
+@checks(TopAndDraw)
+def _check_top_and_draw(p, model, proof: TopAndDraw, who, mode):
+    if not model.fixed_top:
+        raise SolverError(f"{who}: a top-and-draw flow needs a model that drafts fixed tokens and "
+                          f"one draw, not {model.sampling!r} drafts")
+    return "greedy-flow", check_greedy_flow(p, model, who), None
+
+
+@checks(Exhaustive)
+def _check_exhaustive(p, model, proof: Exhaustive, who, mode):
+    if proof.sets != 2 ** p.size:
+        raise SolverError(f"{who} reports {proof.sets} token sets evaluated, not all 2^{p.size}")
+    return "exhaustive", None, None
+
+
+def _primal(p: np.ndarray, model: DraftModel, out: RouteOutput, method: str, mode: str):
+    """(certificate name, lower bound or None, base or None) for one route's output, by the check
+    registered for its proof's type."""
+    who = f"method {method!r}"
+    proof = out.proof
+    check = next((CHECKS[t] for t in type(proof).__mro__ if t in CHECKS), None) \
+        if isinstance(proof, Proof) else None
+    if check is None:
+        raise SolverError(f"no certificate is known for method {method!r}: its proof is "
+                          f"{type(proof).__name__}")
+    return check(p, model, proof, who, mode)
 
 
 def certify(p: np.ndarray, model: DraftModel, out: RouteOutput, method: str, mode: str = "fast"
@@ -628,10 +684,10 @@ def certify(p: np.ndarray, model: DraftModel, out: RouteOutput, method: str, mod
     p : ndarray, shape (V,)
     model : DraftModel
     out : RouteOutput
-        The route's output: ``value``, ``cut`` and its primal object (``plan``, ``support``,
-        ``support_probs``; ``order`` for the prefix route; ``sets`` for the exhaustive one).
+        The route's output: ``value``, ``cut`` and its proof object (:mod:`mdtheory._route`),
+        checked by the function registered for its type (:func:`checks`).
     method : str
-        The route's name (a key of :data:`mdtheory.solve.METHODS`).
+        The route's name (a key of :data:`mdtheory.solve.METHODS`), for messages.
     mode : str
         A member of :data:`CERTIFY_MODES`.
 
@@ -645,7 +701,8 @@ def certify(p: np.ndarray, model: DraftModel, out: RouteOutput, method: str, mod
         The value is not finite or leaves [0, 1] by more than :data:`VALUE_TOL`; the cut does not
         reproduce the value within :data:`CERT_TOL`; the primal object is infeasible (see
         :func:`check_plan`, :func:`check_flow`, :func:`check_base_iid`) or its lower bound misses
-        the cut value by more than :data:`CERT_TOL`; the exhaustive route did not evaluate all sets.
+        the cut value by more than :data:`CERT_TOL`; the exhaustive route did not evaluate all sets;
+        no check is registered for the proof's type.
     """
     value = float(out.value)
     if not -VALUE_TOL <= value <= 1.0 + VALUE_TOL:

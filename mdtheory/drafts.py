@@ -23,9 +23,13 @@ Models
                            draw from q renormalised outside them.
 =========================  ==================================================================
 
-Adding a draft model touches this file only: a subclass of :class:`DraftModel`, its entry in
-:data:`SAMPLINGS`, and its declarations (``single_q``, ``prefix_property``, ``lex_base_closed_form``,
-``closed_form_containment``), which the solvers and rules read instead of testing model names.
+Adding a draft model touches its own code only: a subclass of :class:`DraftModel` with its
+declarations (``single_q``, ``prefix_property``, ``lex_base_closed_form``,
+``closed_form_containment``, ``fixed_top``, ``order_vertices``, ``qs``) and, to be found by name,
+:func:`register_sampling`. The routes, the certificate, the rules, the audit and the command line read
+these declarations and the documented hooks (:meth:`DraftModel.prefix_pass`, the size estimates
+:meth:`DraftModel.prefix_pass_seconds`, :meth:`DraftModel.law_seconds`,
+:meth:`DraftModel.subset_row_seconds`) instead of testing model names or classes.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from typing import ClassVar, NamedTuple
 import numpy as np
 from numpy.typing import ArrayLike
 
+from . import _budget
 from ._validate import as_distribution, as_drafts, as_generator, as_order, as_size
 from .errors import InvalidDistributionError, InvalidInputError, ProblemTooLargeError
 
@@ -53,6 +58,7 @@ __all__ = [
     "SetLaw",
     "TupleLaw",
     "SAMPLINGS",
+    "register_sampling",
     "PREFIX_SAMPLINGS",
     "PREFIX_PROVED",
     "MAX_SUBSET_V",
@@ -137,8 +143,9 @@ class DraftModel(ABC):
     """Joint law of n drafts over V tokens.
 
     What a model supports is declared on it, once (``single_q``, ``prefix_property``,
-    ``lex_base_closed_form``, ``closed_form_containment``, ``enumeration_limit``), and read by the
-    solvers, the certificate and the rules, which test no model class or name.
+    ``lex_base_closed_form``, ``closed_form_containment``, ``enumeration_limit``, ``fixed_top``,
+    ``order_vertices``, ``qs``, ``mnp_iterations``), and read by the solvers, the certificate, the
+    size estimates and the rules, which test no model class or name.
 
     Attributes
     ----------
@@ -170,15 +177,34 @@ class DraftModel(ABC):
     enumeration_limit : int
         Largest V for which the exhaustive subset route enumerates all :math:`2^V` token sets
         (:data:`MAX_SUBSET_V`, or :data:`MAX_SUBSET_V_SLOW` without a closed-form containment).
+    fixed_top : bool
+        Class attribute: the drafts are fixed tokens ``top`` (int array) and one draw from the law
+        ``tail`` (zero on the top), both set on the instance; the ``closed-form`` route and its
+        factored-flow certificate apply (:mod:`mdtheory.greedy`).
+    order_vertices : bool
+        Class attribute: :meth:`prefix_pass` is exact and costs about one pass, so the vertex of a
+        priority order is cheap and the minimum-norm-point route (``mnp``) and its order-mixture
+        rule apply (:mod:`mdtheory.independent`). False for a table with no faster pass than one
+        containment per prefix.
+    qs : ndarray of shape (n, V) or None
+        The drafts' own laws where the drafts are independent (Q(T) is the product of the
+        :math:`q_i(T)`; the minimum-norm-point route then scans products), else None.
+    mnp_iterations : float
+        Class attribute: the ``mnp`` route's iterations per :math:`\\sqrt V`, for its size
+        estimate (:func:`mdtheory._budget.min_norm_point`).
     """
 
     sampling: str = ""
     single_q: ClassVar[bool] = True
     prefix_property: ClassVar[str | None] = None
     lex_base_closed_form: ClassVar[bool] = False
+    fixed_top: ClassVar[bool] = False
+    order_vertices: ClassVar[bool] = True
+    mnp_iterations: ClassVar[float] = _budget.MNP_ITER_DEFAULT
     n: int
     V: int
     q: np.ndarray | None = None
+    qs: np.ndarray | None = None
 
     @property
     def closed_form_containment(self) -> bool:
@@ -264,17 +290,54 @@ class DraftModel(ABC):
         InvalidInputError
             An order that is not 1-D integers, holds a token outside 0..V-1 or repeats one.
         """
-        return self._prefix_containment(as_order(order, self.V))
+        return self.prefix_pass(as_order(order, self.V))
 
-    def _prefix_containment(self, order: np.ndarray) -> np.ndarray:
-        """:meth:`prefix_containment` on a checked order. Generic: one containment per prefix
-        (quadratures for without-replacement drafts); the models with a faster pass override it."""
+    def prefix_pass(self, order: np.ndarray) -> np.ndarray:
+        """:meth:`prefix_containment` without checking ``order`` (the hook models override).
+
+        The solvers call it with their own permutations (int64, distinct, in 0..V-1: not checked
+        here). Generic: one :meth:`containment` per prefix, O(V) containments; a model with a
+        one-pass formula overrides it (and :meth:`prefix_pass_seconds`).
+        """
         mask = np.zeros(self.V, dtype=bool)
         out = np.empty(len(order))
         for k, y in enumerate(order):
             mask[y] = True
             out[k] = self.containment(mask)
         return out
+
+    # ------------------------------------------------------------------ size estimates (seconds)
+    def prefix_pass_seconds(self) -> float:
+        """Estimated seconds of one :meth:`prefix_pass` over all V tokens (:mod:`mdtheory._budget`).
+        Generic: one containment per prefix."""
+        return self.V * (_budget.CONTAINMENT_SECONDS + _budget.LAW_CELL_SECONDS * self.V)
+
+    def law_seconds(self, count: float) -> float:
+        """Estimated seconds to enumerate ``count`` draft sets or tuples (:meth:`set_law`,
+        :meth:`tuple_law`): one forward-pass cell per (entry, token) in each of
+        :meth:`law_steps` steps, and a fixed cost per step."""
+        steps = self.law_steps(count)
+        return steps * (_budget.LAW_STEP_SECONDS + count * self.V * _budget.LAW_CELL_SECONDS)
+
+    def law_steps(self, count: float) -> float:
+        """Steps of the pass that enumerates the law (one pass over the ``count`` entries)."""
+        return 1.0
+
+    def subset_row_seconds(self) -> float:
+        """Estimated seconds per token set of the exhaustive route's vectorised containment."""
+        return _budget.SUBSET_ROW_SECONDS if self.closed_form_containment else 4e-4
+
+    @classmethod
+    def exact_set_law(cls, q, n: int) -> dict:
+        """The set law in exact rationals, ``{frozenset U: Fraction w_U}``, from a rational q
+        (:mod:`mdtheory.exact`; small sizes only). Models without an exact law raise.
+
+        Raises
+        ------
+        InvalidInputError
+            The model has no exact set law.
+        """
+        raise InvalidInputError(f"no exact set law for sampling {cls.sampling!r}")
 
     def coverage(self, S) -> np.ndarray:
         """Return the coverage :math:`g(S) = P(\\mathrm{set}(X) \\cap S \\neq \\emptyset) = 1 - Q(S^c)`.
@@ -322,6 +385,11 @@ class _MarkovDraftModel(DraftModel):
     @abstractmethod
     def next_law(self, step: int, drafted: np.ndarray) -> np.ndarray:
         """Law of draft ``step`` (0-based) given the indicators ``drafted`` (M, V) of earlier drafts."""
+
+    def law_steps(self, count: float) -> float:
+        """One forward step per draft (each over the sets drafted so far): n, however few the
+        sets (iid drafts on V = 3 tokens reach their 7 sets after 3 steps and take n anyway)."""
+        return float(self.n)
 
     def tuple_law(self) -> TupleLaw:
         self._guard("tuple")
@@ -375,6 +443,18 @@ class IID(_MarkovDraftModel):
     prefix_property = "proved"
     lex_base_closed_form = True
 
+    @classmethod
+    def exact_set_law(cls, q, n):
+        from .exact import iid_set_law
+
+        return iid_set_law(q, n)
+
+    def prefix_pass_seconds(self):
+        return _budget.PRODUCT_TOKEN_SECONDS * self.V * self.n
+
+    def subset_row_seconds(self):
+        return 1e-8 * self.V
+
     def __init__(self, q, n: int, *, normalize: bool = False):
         self._init_from_q(q, n, normalize)
 
@@ -425,7 +505,7 @@ class IID(_MarkovDraftModel):
     def _draw(self, rng, size):
         return rng.choice(self.V, size=(size, self.n), p=self.q)
 
-    def _prefix_containment(self, order):
+    def prefix_pass(self, order):
         qo = self.q[order]
         sums = np.cumsum(qo)
         if not self._amplifies():
@@ -480,6 +560,17 @@ class WithoutReplacement(_MarkovDraftModel):
     sampling = "without-replacement"
     prefix_property = "checked"
 
+    @classmethod
+    def exact_set_law(cls, q, n):
+        from .exact import successive_set_law
+
+        return successive_set_law(q, n)
+
+    def prefix_pass_seconds(self):
+        # per (token, degree) of the one-pass containment, at least 9 degrees (the kernels compiled
+        # for n <= 8 cost the same)
+        return _budget.WOR_PREFIX_TOKEN_SECONDS * self.V * max(self.n + 1, 9)
+
     def __init__(self, q, n: int, *, normalize: bool = False):
         self._init_from_q(q, n, normalize, distinct="without replacement")
 
@@ -517,7 +608,7 @@ class WithoutReplacement(_MarkovDraftModel):
         out = np.array([self._containment_one(row) for row in T])
         return out[0] if single else out
 
-    def _prefix_containment(self, order):
+    def prefix_pass(self, order):
         """Q of every prefix of ``order`` in one pass: the exponential-race integral by one
         trapezoidal rule in log-time shared by all prefixes, with a proven error bound
         (:func:`mdtheory.containment.successive_prefix_containment`), O(V n K)."""
@@ -568,6 +659,18 @@ class ConditionalPoisson(DraftModel):
     sampling = "conditional-poisson"
     prefix_property = "proved"
 
+    @classmethod
+    def exact_set_law(cls, q, n):
+        from .exact import conditional_poisson_set_law
+
+        return conditional_poisson_set_law(q, n)
+
+    def prefix_pass_seconds(self):
+        return _budget.CP_PREFIX_TOKEN_SECONDS * self.V * (self.n + 5)
+
+    def law_seconds(self, count):
+        return count * (self.V * _budget.LAW_CELL_SECONDS + _budget.CP_SET_SECONDS)
+
     def __init__(self, q, n: int, *, normalize: bool = False):
         self._init_from_q(q, n, normalize, distinct="conditional Poisson sampling")
 
@@ -606,7 +709,7 @@ class ConditionalPoisson(DraftModel):
                             if row.any() else 0.0 for row in T])
         return out[0] if single else out
 
-    def _prefix_containment(self, order):
+    def prefix_pass(self, order):
         """Q of every prefix of ``order`` in one O(V n) pass of the e_j recurrence
         (:func:`mdtheory.containment.conditional_poisson_prefix_containment`)."""
         from .containment import _conditional_poisson_prefix
@@ -690,6 +793,7 @@ class Independent(_MarkovDraftModel):
 
     sampling = "independent"
     single_q = False
+    mnp_iterations = 10.0
 
     def __init__(self, qs, *, normalize: bool = False):
         self.qs = as_distribution(qs, "q", normalize=normalize, ndim=2)
@@ -709,8 +813,11 @@ class Independent(_MarkovDraftModel):
     def _draw(self, rng, size):
         return np.column_stack([rng.choice(self.V, size=size, p=row) for row in self.qs])
 
-    def _prefix_containment(self, order):
+    def prefix_pass(self, order):
         return np.prod(np.minimum(np.cumsum(self.qs[:, order], axis=1), 1.0), axis=0)
+
+    def prefix_pass_seconds(self):
+        return _budget.PRODUCT_TOKEN_SECONDS * self.V * self.n
 
     def count_sets(self):
         return _count_up_to(int(np.count_nonzero(self.qs.sum(axis=0))), self.n)
@@ -731,6 +838,7 @@ class Joint(DraftModel):
 
     sampling = "joint"
     single_q = False
+    order_vertices = False
 
     def __init__(self, table, *, normalize: bool = False):
         arr = np.asarray(table)
@@ -806,6 +914,8 @@ class Greedy(DraftModel):
     """
 
     sampling = "greedy"
+    fixed_top = True
+    mnp_iterations = 2.0
 
     def __init__(self, q, n: int, *, normalize: bool = False):
         self._init_from_q(q, n, normalize, distinct="greedy drafts")
@@ -824,7 +934,7 @@ class Greedy(DraftModel):
 
     count_sets = count_tuples
 
-    def _prefix_containment(self, order):
+    def prefix_pass(self, order):
         """Q of every prefix in one O(V) pass: the tail's running mass once the prefix holds every
         top token, 0 before (the generic route took one containment per prefix, O(V^2))."""
         is_top = np.zeros(self.V, dtype=bool)
@@ -857,8 +967,8 @@ class Greedy(DraftModel):
         return law
 
 
-#: Registry of draft models by name, with their aliases.
-SAMPLINGS = {
+#: Registry of draft models by name, with their aliases (:func:`register_sampling` adds one).
+SAMPLINGS: dict[str, type[DraftModel]] = {
     "iid": IID,
     "without-replacement": WithoutReplacement,
     "wor": WithoutReplacement,
@@ -867,6 +977,26 @@ SAMPLINGS = {
     "joint": Joint,
     "greedy": Greedy,
 }
+
+
+def register_sampling(cls: type[DraftModel], *aliases: str) -> type[DraftModel]:
+    """Add a draft model class to :data:`SAMPLINGS` under ``cls.sampling`` (and ``aliases``), so
+    that :func:`make_draft_model`, the front door's ``sampling=`` and the command line's
+    ``--sampling`` find it by name. Returns ``cls`` (usable as a decorator).
+
+    Raises
+    ------
+    InvalidInputError
+        ``cls`` is not a :class:`DraftModel` subclass, has no ``sampling`` name, or a name is taken
+        by another class.
+    """
+    if not (isinstance(cls, type) and issubclass(cls, DraftModel)) or not cls.sampling:
+        raise InvalidInputError("register_sampling takes a DraftModel subclass with a sampling name")
+    for name in (cls.sampling, *aliases):
+        if SAMPLINGS.get(name, cls) is not cls:
+            raise InvalidInputError(f"sampling {name!r} is already {SAMPLINGS[name].__name__}")
+        SAMPLINGS[name] = cls
+    return cls
 
 
 #: Draft models with a prefix route (:attr:`DraftModel.prefix_property`), by registry name.

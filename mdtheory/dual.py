@@ -19,7 +19,7 @@ import time
 import numpy as np
 
 from ._highs import solve_lp
-from ._route import RouteOutput, cut_from_flow
+from ._route import RouteOutput, SetFlow, cut_from_flow
 from .drafts import DraftModel
 from .errors import SolverError
 
@@ -43,8 +43,8 @@ def dual_lp(p: np.ndarray, model: DraftModel) -> RouteOutput:
         ``value`` (dual optimum), ``cut`` (the inclusion-minimal optimal cut, read off the primal
         flows; the simplex vertex's own cut, :math:`\\{y : a_y = 1\\}`, is optimal too but may be
         larger where minimisers tie), ``duals`` (``a``, ``b``),
-        ``plan`` (the primal flows S(U, y) from HiGHS's row duals;
-        :attr:`AcceptanceResult.flow` on the result), ``support``, ``support_probs``,
+        ``proof`` (a :class:`~mdtheory._route.SetFlow`: the primal flows S(U, y) from HiGHS's row
+        duals over the draft sets; :attr:`AcceptanceResult.flow` on the result),
         ``duality_gap`` (dual objective minus the primal objective of those flows), ``timings``.
 
     Raises
@@ -79,6 +79,6 @@ def dual_lp(p: np.ndarray, model: DraftModel) -> RouteOutput:
     flows = np.zeros((M, V))
     flows[set_idx, tok_idx] = np.clip(sol.row_dual, 0.0, None)
     return RouteOutput(value=sol.objective, cut=cut_from_flow(p, members, w, flows),
-                       duals={"a": np.round(a), "b": np.round(b)}, plan=flows, support=members,
-                       support_probs=w, duality_gap=sol.objective - float(flows.sum()),
+                       proof=SetFlow(flows, members, w), duals={"a": np.round(a), "b": np.round(b)},
+                       duality_gap=sol.objective - float(flows.sum()),
                        timings={"build": t1 - t0, "solve": t2 - t1})

@@ -13,7 +13,8 @@ from math import prod
 
 from .errors import InvalidInputError, SolverError
 
-__all__ = ["exact_set_law", "exact_containment", "exact_otlp", "exact_subset_formula",
+__all__ = ["exact_set_law", "iid_set_law", "successive_set_law", "conditional_poisson_set_law",
+           "exact_containment", "exact_otlp", "exact_subset_formula",
            "elementary_symmetric"]
 
 
@@ -25,36 +26,63 @@ def _fractions(q) -> list[Fraction]:
 
 
 def exact_set_law(q, n: int, sampling: str = "iid") -> dict[frozenset, Fraction]:
-    """P(set(X) = U) exactly, for ``"iid"``, ``"without-replacement"`` (successive sampling) or
-    ``"conditional-poisson"`` drafts, by enumeration of ordered tuples (sets for conditional Poisson).
+    """P(set(X) = U) exactly, by the draft model's own exact law
+    (:meth:`~mdtheory.drafts.DraftModel.exact_set_law`): ``"iid"``, ``"without-replacement"``
+    (successive sampling) and ``"conditional-poisson"`` have one (:func:`iid_set_law`,
+    :func:`successive_set_law`, :func:`conditional_poisson_set_law`).
+
+    Raises
+    ------
+    InvalidInputError
+        An unknown sampling, or a model without an exact law, or q not rational and summing to 1.
     """
-    q = _fractions(q)
-    V = len(q)
-    law: dict[frozenset, Fraction] = {}
-    if sampling == "iid":
-        for x in product(range(V), repeat=n):
-            w = prod((q[i] for i in x), start=Fraction(1))
-            if w:
-                law[frozenset(x)] = law.get(frozenset(x), 0) + w
-    elif sampling == "without-replacement":
-        for x in permutations(range(V), n):
-            w, used = Fraction(1), Fraction(0)
-            for i in x:
-                if used == 1:
-                    w = Fraction(0)
-                    break
-                w *= q[i] / (1 - used)
-                used += q[i]
-            if w:
-                law[frozenset(x)] = law.get(frozenset(x), 0) + w
-    elif sampling == "conditional-poisson":
-        total = elementary_symmetric(q, n)
-        for A in combinations(range(V), n):
-            w = prod((q[i] for i in A), start=Fraction(1))
-            if w:
-                law[frozenset(A)] = w / total
-    else:
+    from .drafts import SAMPLINGS
+
+    cls = SAMPLINGS.get(sampling) if isinstance(sampling, str) else None
+    if cls is None:
         raise InvalidInputError(f"no exact set law for sampling {sampling!r}")
+    return cls.exact_set_law(q, n)
+
+
+def iid_set_law(q, n: int) -> dict[frozenset, Fraction]:
+    """The set law of n iid drafts from q, exactly, by enumeration of the ordered tuples."""
+    q = _fractions(q)
+    law: dict[frozenset, Fraction] = {}
+    for x in product(range(len(q)), repeat=n):
+        w = prod((q[i] for i in x), start=Fraction(1))
+        if w:
+            law[frozenset(x)] = law.get(frozenset(x), 0) + w
+    return law
+
+
+def successive_set_law(q, n: int) -> dict[frozenset, Fraction]:
+    """The set law of successive sampling (n draws without replacement), exactly, by enumeration
+    of the ordered tuples."""
+    q = _fractions(q)
+    law: dict[frozenset, Fraction] = {}
+    for x in permutations(range(len(q)), n):
+        w, used = Fraction(1), Fraction(0)
+        for i in x:
+            if used == 1:
+                w = Fraction(0)
+                break
+            w *= q[i] / (1 - used)
+            used += q[i]
+        if w:
+            law[frozenset(x)] = law.get(frozenset(x), 0) + w
+    return law
+
+
+def conditional_poisson_set_law(q, n: int) -> dict[frozenset, Fraction]:
+    """The set law of conditional Poisson sampling, :math:`\\prod_{i \\in A} q_i / e_n(q)`,
+    exactly, by enumeration of the n-sets."""
+    q = _fractions(q)
+    total = elementary_symmetric(q, n)
+    law: dict[frozenset, Fraction] = {}
+    for A in combinations(range(len(q)), n):
+        w = prod((q[i] for i in A), start=Fraction(1))
+        if w:
+            law[frozenset(A)] = w / total
     return law
 
 

@@ -20,8 +20,8 @@ import math
 
 import numpy as np
 
-from ._route import RouteOutput
-from .drafts import DraftModel, Greedy
+from ._route import RouteOutput, TopAndDraw
+from .drafts import DraftModel
 from .errors import InvalidInputError
 
 __all__ = ["greedy_closed_form"]
@@ -33,23 +33,27 @@ def greedy_closed_form(p: np.ndarray, model: DraftModel) -> RouteOutput:
     Parameters
     ----------
     p : ndarray, shape (V,)
-    model : Greedy
+    model : DraftModel
+        One that drafts fixed tokens and one draw (:attr:`~mdtheory.drafts.DraftModel.fixed_top`,
+        e.g. :class:`~mdtheory.drafts.Greedy`): its ``top`` and ``tail``.
 
     Returns
     -------
     RouteOutput
-        ``value`` (summed exactly rounded, :func:`math.fsum`) and ``cut`` (:math:`T^*`, sorted).
+        ``value`` (summed exactly rounded, :func:`math.fsum`), ``cut`` (:math:`T^*`, sorted) and
+        ``proof`` (:class:`~mdtheory._route.TopAndDraw`: the certifier builds the flow from the
+        model).
 
     Raises
     ------
     InvalidInputError
-        The model is not the greedy draft set.
+        The model does not declare ``fixed_top``.
     """
-    if not isinstance(model, Greedy):
+    if not model.fixed_top:
         raise InvalidInputError(f"method 'closed-form' serves the greedy draft set only, not "
                                 f"{model.sampling!r} drafts")
     rest = np.ones(model.V, dtype=bool)
     rest[model.top] = False
     value = math.fsum(p[model.top]) + math.fsum(np.minimum(p, model.tail)[rest])
     cut = np.flatnonzero(~rest | (model.tail > p))
-    return RouteOutput(value=value, cut=cut)
+    return RouteOutput(value=value, cut=cut, proof=TopAndDraw())

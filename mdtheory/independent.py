@@ -61,8 +61,8 @@ from typing import NamedTuple
 import numpy as np
 
 from ._jit import njit
-from ._route import RouteOutput
-from .drafts import DraftModel, Greedy, Independent
+from ._route import PriorityOrders, RouteOutput
+from .drafts import DraftModel, Independent  # noqa: F401 (Independent: the doctests)
 from .errors import InvalidInputError, OptimalityGapError, ProblemTooLargeError, SolverError
 
 __all__ = ["model_vertex", "suffix_containments", "min_norm_base", "MinNormBase",
@@ -129,13 +129,14 @@ def _suffix_products(qs_sorted: np.ndarray) -> np.ndarray:
 
 def suffix_containments(model: DraftModel, order: np.ndarray) -> np.ndarray:
     """:math:`H_k = Q(\\{\\sigma_k, \\dots, \\sigma_{V-1}\\})` for k = 0..V (H_V = 0): the product form
-    for independent drafts, else the model's one-pass prefix containments along the reversed order.
+    for independent drafts (a model that declares its laws ``qs``), else the model's one-pass prefix
+    containments (:meth:`~mdtheory.drafts.DraftModel.prefix_pass`) along the reversed order.
     ``order`` must be a permutation of the tokens (int64, not checked: the solver's fast path;
     :func:`mdtheory.polymatroid.priority_marginal` checks it)."""
-    if isinstance(model, Independent):
+    if model.qs is not None:
         return _suffix_products(model.qs[:, order])
     H = np.zeros(order.size + 1)
-    H[:-1] = model._prefix_containment(order[::-1])[::-1]
+    H[:-1] = model.prefix_pass(order[::-1])[::-1]
     return H
 
 
@@ -160,7 +161,7 @@ def _product_scan(qs, p, order):
 def _scan(model: DraftModel, p: np.ndarray, order: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(H, values): :func:`suffix_containments` along ``order`` and the values
     :math:`1 + p(T_k) - H_k` of its V + 1 suffixes :math:`T_k` as cuts."""
-    if isinstance(model, Independent):
+    if model.qs is not None:
         return _product_scan(model.qs, p, order)
     H = suffix_containments(model, order)
     return H, 1.0 + np.concatenate([np.cumsum(p[order][::-1])[::-1], [0.0]]) - H
@@ -562,8 +563,8 @@ def min_norm_base(p: np.ndarray, model: DraftModel, *, tol: float = MNP_TOL,
     (1.0, 1.0)
     """
     p = np.asarray(p, dtype=float)
-    qbar = model.qs.mean(axis=0) if isinstance(model, Independent) else model.first_draft_law()
-    race = RACE[::-1] if isinstance(model, Greedy) else RACE  # q̄ a point mass: the plain norm leads
+    qbar = model.qs.mean(axis=0) if model.qs is not None else model.first_draft_law()
+    race = RACE[::-1] if model.fixed_top else RACE  # q̄ a point mass: the plain norm leads
     norms = [weights] if weights is not None else \
         [None if a == 0 else (p + qbar + 1e-300) ** -a for a in race]
     best, done = _race([_phases(p, model, qbar, tol, max_iter, w) for w in norms], tol, max_iter,
@@ -1048,23 +1049,25 @@ def mnp_route(p: np.ndarray, model: DraftModel, deadline: float | None = None) -
 
     Returns
     -------
-    dict
+    RouteOutput
         ``value`` (the cut's value, an upper bound met by the base within :data:`MNP_TOL`), ``cut``,
-        ``orders`` and ``weights`` (the base as an order mixture), ``iterations``, ``timings``.
+        ``proof`` (a :class:`~mdtheory._route.PriorityOrders`: the base as a mixture of orders),
+        ``iterations``, ``timings``.
 
     Raises
     ------
     InvalidInputError
-        A joint draft table (no prefix containments).
+        A model without cheap exact vertices (:attr:`~mdtheory.drafts.DraftModel.order_vertices`
+        False: the joint table).
     SolverError
         The method did not close its gap.
     """
-    if model.sampling == "joint":
-        raise InvalidInputError("method 'mnp' needs a draft model with prefix containments; the joint "
-                                "table has none (use method 'dual' or 'subsets')")
+    if not model.order_vertices:
+        raise InvalidInputError(f"method 'mnp' needs a draft model with prefix containments; "
+                                f"{model.sampling} drafts have none (use method 'dual' or 'subsets')")
     t0 = time.perf_counter()
     base = min_norm_base(p, model, deadline=deadline)
-    return RouteOutput(value=base.upper, cut=base.cut, orders=base.orders, weights=base.weights,
+    return RouteOutput(value=base.upper, cut=base.cut, proof=PriorityOrders(base.orders, base.weights),
                        iterations=base.iterations, timings={"mnp": time.perf_counter() - t0})
 
 

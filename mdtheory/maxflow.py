@@ -19,7 +19,7 @@ import time
 
 import numpy as np
 
-from ._route import RouteOutput, cut_from_flow
+from ._route import RouteOutput, SetFlow, cut_from_flow
 from .drafts import DraftModel
 
 __all__ = ["maxflow", "SCALE"]
@@ -38,9 +38,9 @@ def maxflow(p: np.ndarray, model: DraftModel) -> RouteOutput:
     -------
     RouteOutput
         ``value`` (flow value), ``cut`` (sink-side tokens of the minimum cut, read off the residual
-        network; its capacity 1 + p(T) - Q(T) is certified by the front door), ``plan``
-        (the flow S(U, y); :attr:`AcceptanceResult.flow` on the result), ``support`` (set
-        indicators), ``support_probs``, ``timings``.
+        network; its capacity 1 + p(T) - Q(T) is certified by the front door), ``proof`` (a
+        :class:`~mdtheory._route.SetFlow`: the flow S(U, y) over the draft sets;
+        :attr:`AcceptanceResult.flow` on the result), ``timings``.
 
     Notes
     -----
@@ -74,5 +74,6 @@ def maxflow(p: np.ndarray, model: DraftModel) -> RouteOutput:
     cut = cut_from_flow(np.array(p_int, float), members, np.array(w_int, float), flow,
                         tol=float(model.V + len(w)))
     t2 = time.perf_counter()
-    return RouteOutput(value=R.graph["flow_value"] / SCALE, cut=cut, plan=flow / SCALE,
-                       support=members, support_probs=w, timings={"build": t1 - t0, "solve": t2 - t1})
+    return RouteOutput(value=R.graph["flow_value"] / SCALE, cut=cut,
+                       proof=SetFlow(flow / SCALE, members, w),
+                       timings={"build": t1 - t0, "solve": t2 - t1})

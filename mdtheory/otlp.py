@@ -23,7 +23,7 @@ import time
 import numpy as np
 
 from ._highs import solve_lp
-from ._route import RouteOutput, cut_from_flow
+from ._route import RouteOutput, TransportPlan, cut_from_flow
 from .drafts import DraftModel
 from .errors import ProblemTooLargeError
 
@@ -91,8 +91,9 @@ def otlp(p: np.ndarray, model: DraftModel, *, literal: bool = False) -> RouteOut
     -------
     RouteOutput
         ``value``, ``cut`` (read off the accepted part of the plan, a maximum flow, by
-        :func:`~mdtheory._route.cut_from_flow`), ``plan`` (π(y | x), shape (M, V)), ``support``
-        (tuples (M, n) or set indicators (M, V)), ``support_probs``, ``duality_gap``, ``timings``.
+        :func:`~mdtheory._route.cut_from_flow`), ``proof`` (a
+        :class:`~mdtheory._route.TransportPlan`: π(y | x), shape (M, V), over tuples (M, n) or set
+        indicators (M, V), and their probabilities), ``duality_gap``, ``timings``.
 
     Raises
     ------
@@ -125,5 +126,6 @@ def otlp(p: np.ndarray, model: DraftModel, *, literal: bool = False) -> RouteOut
     value, plan, gap = transport_lp(p, members, law.probs)
     t2 = time.perf_counter()
     cut = cut_from_flow(p, members, law.probs, plan * law.probs[:, None])
-    return RouteOutput(value=value, cut=cut, plan=plan, support=support, support_probs=law.probs,
+    return RouteOutput(value=value, cut=cut,
+                       proof=TransportPlan(plan, support, law.probs, tuples=literal),
                        duality_gap=gap, timings={"enumerate": t1 - t0, "solve": t2 - t1})

@@ -10,8 +10,9 @@ from numpy.typing import ArrayLike
 from . import _budget
 from ._certify import CERT_TOL, CERTIFY_MODES, MAX_CERT_SETS
 from ._certify import certify as _certify
+from ._route import Route
 from ._validate import as_distribution
-from .drafts import DraftModel, make_draft_model
+from .drafts import SAMPLINGS, DraftModel, make_draft_model
 from .errors import (
     InvalidDistributionError,
     InvalidInputError,
@@ -26,8 +27,6 @@ __all__ = ["optimal_acceptance", "alpha_star", "METHODS", "CERT_TOL"]
 
 #: ``method="auto"`` enumerates all token sets up to this alphabet size (models without a prefix route).
 AUTO_SUBSET_V = 16
-#: Draft models built from one law q of shape (V,): for them a q of shape (B, V) is a batch.
-ONE_LAW_SAMPLINGS = ("iid", "without-replacement", "wor", "conditional-poisson", "greedy")
 
 
 # The LP and flow routes import scipy, HiGHS or networkx: loaded when first run, not with the package.
@@ -61,27 +60,34 @@ def _maxflow(p, model):
     return maxflow(p, model)
 
 
-#: The exact routes by name: ``route(p, model)`` returns a :class:`~mdtheory._route.RouteOutput`.
-METHODS = {
-    "prefix": prefix_scan,
-    "subsets": subsets_exhaustive,
-    "otlp": _otlp,
-    "otlp-literal": lambda p, model: _otlp(p, model, literal=True),
-    "dual": _dual,
-    "maxflow": _maxflow,
-    "mnp": _mnp,
-    "closed-form": _closed_form,
-}
+#: The exact routes by name, each a :class:`~mdtheory._route.Route`: called as ``route(p, model)``
+#: it returns a :class:`~mdtheory._route.RouteOutput` whose proof the certifier checks by its type;
+#: ``route.estimate(model)`` is its size estimate; ``method="auto"`` picks, among the routes whose
+#: ``auto`` admits the model (from its declared capabilities), the one of lowest ``rank``.
+METHODS: dict[str, Route] = {r.name: r for r in (
+    Route("prefix", prefix_scan, _budget.prefix_route,
+          auto=lambda model: model.prefix_property is not None, rank=0),
+    Route("subsets", subsets_exhaustive, _budget.subsets_route,
+          auto=lambda model: model.V <= AUTO_SUBSET_V, rank=2),
+    Route("otlp", _otlp, lambda model: _budget.law_route(model, "otlp")),
+    Route("otlp-literal", lambda p, model: _otlp(p, model, literal=True),
+          lambda model: _budget.law_route(model, "otlp-literal")),
+    Route("dual", _dual, lambda model: _budget.law_route(model, "dual"),
+          auto=lambda model: True, rank=4),
+    Route("maxflow", _maxflow, lambda model: _budget.law_route(model, "maxflow")),
+    Route("mnp", _mnp, _budget.min_norm_point, auto=lambda model: model.order_vertices, rank=3),
+    Route("closed-form", _closed_form, _budget.closed_form_route,
+          auto=lambda model: model.fixed_top, rank=1),
+)}
 
 
 def _auto(model: DraftModel) -> str:
-    if model.prefix_property is not None:
-        return "prefix"
-    if model.sampling == "greedy":
-        return "closed-form"
-    if model.sampling == "independent" and model.V > AUTO_SUBSET_V:
-        return "mnp"
-    return "subsets" if model.V <= AUTO_SUBSET_V else "dual"
+    """The route ``method="auto"`` runs on ``model``: the lowest-ranked route that admits it."""
+    picks = [route for route in METHODS.values() if route.picks(model)]
+    if not picks:
+        raise InvalidInputError(f"no route is picked automatically for {model.sampling} drafts; "
+                                f"name one: {', '.join(METHODS)}")
+    return min(picks, key=lambda route: route.rank).name
 
 
 def _ndim(x) -> int:
@@ -94,7 +100,8 @@ def _ndim(x) -> int:
 def _batch(p, q, sampling: str):
     """(P rows, q rows or [q], B) when p has shape (B, V) or q is a batch of one-law drafts (B, V);
     None for a single problem. One row of either side is broadcast against the other's B rows."""
-    q_batch = not isinstance(q, DraftModel) and sampling in ONE_LAW_SAMPLINGS and _ndim(q) == 2
+    one_law = getattr(SAMPLINGS.get(sampling) if isinstance(sampling, str) else None, "single_q", False)
+    q_batch = not isinstance(q, DraftModel) and one_law and _ndim(q) == 2
     if _ndim(p) != 2 and not q_batch:
         return None
     # rows as given (a torch row stays a tensor of its dtype), so each is validated as a single p
@@ -278,7 +285,7 @@ def optimal_acceptance(p: ArrayLike, q: ArrayLike | DraftModel, n: int | None = 
     out = _mnp(p, model, t0 + max_seconds) if name == "mnp" else METHODS[name](p, model)
     t1 = time.perf_counter()
     cert = _certify(p, model, out, name, certify)
-    if cert.status != "optimal" and method == "auto" and model.sampling != "joint":
+    if cert.status != "optimal" and method == "auto" and model.order_vertices:
         # the default route only bounds alpha* (successive sampling beyond the flow certificate's
         # size): Wolfe's minimum-norm point proves it, where its estimate fits what is left
         left = max_seconds - (time.perf_counter() - t0)
@@ -298,9 +305,7 @@ def optimal_acceptance(p: ArrayLike, q: ArrayLike | DraftModel, n: int | None = 
         status=cert.status, certificate=cert.name, certificate_gap=cert.gap, base=cert.base,
         cut_p=cert.cut_p, cut_q=cert.cut_q,
         single_draft=float(np.minimum(p, model.first_draft_law()).sum()),
-        **{"flow" if name in ("dual", "maxflow") else "plan": out.plan},  # routes say "plan"
-        support=out.support, support_probs=out.support_probs, duals=out.duals,
-        duality_gap=out.duality_gap, timings=timings,
+        **out.proof.result_fields(), duals=out.duals, duality_gap=out.duality_gap, timings=timings,
     )
 
 

@@ -18,7 +18,7 @@ import time
 import numpy as np
 
 from ._jit import njit
-from ._route import RouteOutput
+from ._route import Exhaustive, PrefixOrder, RouteOutput
 from .drafts import MAX_SUBSET_V, MAX_SUBSET_V_SLOW, PREFIX_PROVED, PREFIX_SAMPLINGS, DraftModel
 from .errors import InvalidInputError, ProblemTooLargeError
 from .polymatroid import TINY, _two_sum
@@ -53,8 +53,9 @@ def subsets_exhaustive(p: np.ndarray, model: DraftModel) -> RouteOutput:
     Returns
     -------
     RouteOutput
-        ``value`` = 1 + the minimum, ``cut`` (the inclusion-minimal minimiser), ``sets`` (the
-        number of token sets evaluated, :math:`2^V`, which the front door checks), ``timings``.
+        ``value`` = 1 + the minimum, ``cut`` (the inclusion-minimal minimiser), ``proof`` (an
+        :class:`~mdtheory._route.Exhaustive`: the number of token sets evaluated, :math:`2^V`,
+        which the certifier checks), ``timings``.
 
     Raises
     ------
@@ -77,7 +78,7 @@ def subsets_exhaustive(p: np.ndarray, model: DraftModel) -> RouteOutput:
     # p(T) - Q(T) is submodular (Q(T) is supermodular), so its minimisers are closed under
     # intersection: report the inclusion-minimal one
     minimal = masks[excess <= best + TIE_TOL].all(axis=0)
-    return RouteOutput(value=1.0 + best, cut=np.flatnonzero(minimal), sets=len(codes),
+    return RouteOutput(value=1.0 + best, cut=np.flatnonzero(minimal), proof=Exhaustive(len(codes)),
                        timings={"scan": time.perf_counter() - t0})
 
 
@@ -335,8 +336,8 @@ def prefix_scan(p: np.ndarray, model: DraftModel) -> RouteOutput:
     -------
     RouteOutput
         ``value``, ``cut`` (the shortest prefix within :data:`TIE_TOL` of the best; empty when no
-        prefix gains more than that), ``order`` (the sorted tokens, which the front door's base
-        certificate reuses), ``timings``.
+        prefix gains more than that), ``proof`` (a :class:`~mdtheory._route.PrefixOrder`: the
+        sorted tokens, which the base certificate pools along), ``timings``.
 
     Raises
     ------
@@ -362,12 +363,14 @@ def prefix_scan(p: np.ndarray, model: DraftModel) -> RouteOutput:
             f"{model.sampling!r}; use 'subsets', 'dual', 'maxflow' or 'otlp'"
         )
     t0 = time.perf_counter()
-    # the TINY rule of prefix_order moves alpha* by < (n + 1) V TINY for iid drafts only
-    order = prefix_order(p, model.q) if model.sampling == "iid" else exact_ratio_order(p, model.q)
+    # the TINY rule of prefix_order moves alpha* by < (n + 1) V TINY for a coverage of the iid form
+    # only (lex_base_closed_form: Q(T) = q(T)^n); it is the order the base certificate pools along
+    iid = model.lex_base_closed_form
+    order = prefix_order(p, model.q) if iid else exact_ratio_order(p, model.q)
     # iid: the containment q(prefix)^n inside the scan, without temporaries
-    contained = np.zeros(0) if model.sampling == "iid" else model._prefix_containment(order)
+    contained = np.zeros(0) if iid else model.prefix_pass(order)
     best, length = _best_prefix(p, order, contained, model.q, model.n, TIE_TOL)
     in_cut = np.zeros(model.V, dtype=bool)
     in_cut[order[:length]] = True
-    return RouteOutput(value=1.0 - best, cut=np.flatnonzero(in_cut), order=order,
+    return RouteOutput(value=1.0 - best, cut=np.flatnonzero(in_cut), proof=PrefixOrder(order),
                        timings={"scan": time.perf_counter() - t0})

@@ -1,10 +1,11 @@
 """The front door proves what it returns (issue 10): every certificate, and every SolverError path.
 
 Routes are replaced (monkeypatch on :data:`mdtheory.solve.METHODS`) by wrappers that corrupt one part
-of the real route's output: a wrong value, cut, plan, flow, order or base must raise SolverError, and
-the CLI must exit 3 on it.
+of the real route's output or its proof: a wrong value, cut, plan, flow, order or base must raise
+SolverError, and the CLI must exit 3 on it.
 """
 
+import dataclasses
 from fractions import Fraction
 from itertools import combinations
 
@@ -15,7 +16,7 @@ from hypothesis import strategies as st
 
 import mdtheory as md
 from mdtheory import _certify, cli, solve
-from mdtheory._route import RouteOutput, cut_from_flow
+from mdtheory._route import Proof, RouteOutput, cut_from_flow
 from mdtheory.exact import exact_otlp
 from mdtheory.polymatroid import base_polytope_violation, lex_optimal_base_iid, priority_marginal
 
@@ -29,10 +30,14 @@ ALL = ["prefix", "subsets", "otlp", "otlp-literal", "dual", "maxflow"]
 
 def edited(out, change, *args):
     """A copy of the frozen RouteOutput ``out`` with ``change(fields, *args)`` applied to its fields
-    (a dict: fields may be updated or popped, a popped one reverting to its default)."""
-    fields = dict(vars(out))
+    and its proof's, in one dict (``value``, ``cut``, ``plan``, ``flow``, ``order``, ...): fields may be
+    updated or popped, a popped one reverting to its default (None for a proof's)."""
+    outer = {k: v for k, v in vars(out).items() if k != "proof"}
+    inner = dict(vars(out.proof))
+    fields = {**outer, **inner}
     change(fields, *args)
-    return RouteOutput(**fields)
+    proof = type(out.proof)(**{k: fields.get(k) for k in inner})
+    return RouteOutput(**{k: fields[k] for k in outer if k in fields}, proof=proof)
 
 
 def corrupt(monkeypatch, method, change):
@@ -42,7 +47,7 @@ def corrupt(monkeypatch, method, change):
     def route(p, model):
         return edited(real(p, model), change, p, model)
 
-    monkeypatch.setitem(solve.METHODS, method, route)
+    monkeypatch.setitem(solve.METHODS, method, dataclasses.replace(real, run=route))
 
 
 def raises(match, method="prefix", p=P, q=Q, n=N, sampling="iid", **kw):
@@ -222,7 +227,7 @@ def test_missing_plan(monkeypatch):
 # ----------------------------------------------------------------------------- flows
 def _flow_change(kind):
     def change(out, p, model):
-        flow, members = out["plan"].copy(), out["support"]
+        flow, members = out["flow"].copy(), out["support"]
         k, y = np.argwhere(members)[0]
         if kind == "negative":
             flow[k, y] = -1e-3
@@ -237,7 +242,7 @@ def _flow_change(kind):
             flow[k, y] = np.inf
         elif kind == "shape":
             flow = flow[:-1]
-        out["plan"] = flow
+        out["flow"] = flow
     return change
 
 
@@ -266,7 +271,7 @@ def test_without_replacement_prefix_flow_is_checked(monkeypatch):
     real = _certify.dual_lp
 
     def halved(p, model):
-        return edited(real(p, model), lambda out: out.update(plan=out["plan"] * 0.5))
+        return edited(real(p, model), lambda out: out.update(flow=out["flow"] * 0.5))
 
     monkeypatch.setattr(_certify, "dual_lp", halved)
     raises("its flow proves alpha\\* >=", "prefix", sampling="without-replacement")
@@ -315,8 +320,21 @@ def test_exhaustive_route_must_evaluate_every_set(monkeypatch):
 
 
 def test_route_without_a_certificate(monkeypatch):
-    monkeypatch.setitem(solve.METHODS, "custom", solve.METHODS["prefix"])
-    raises("no certificate is known for method 'custom'", "custom")
+    """A route whose proof is of a type no check is registered for, or no proof at all, proves
+    nothing; a registered route of an existing proof type is certified like the others."""
+    @dataclasses.dataclass(frozen=True)
+    class Hunch(Proof):
+        pass
+
+    prefix = solve.METHODS["prefix"]
+    for proof in (Hunch(), None):
+        route = dataclasses.replace(prefix, name="custom", run=lambda p, model, proof=proof:
+                                    dataclasses.replace(prefix(p, model), proof=proof))
+        monkeypatch.setitem(solve.METHODS, "custom", route)
+        raises(f"no certificate is known for method 'custom': its proof is {type(proof).__name__}",
+               "custom")
+    monkeypatch.setitem(solve.METHODS, "custom", dataclasses.replace(prefix, name="custom"))
+    assert md.optimal_acceptance(P, Q, N, method="custom").certificate == "base"
 
 
 def test_solver_paths_inside_the_routes(monkeypatch):

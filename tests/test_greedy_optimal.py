@@ -204,14 +204,15 @@ def test_closed_form_route_enumerates_nothing_at_large_vocab(monkeypatch):
 def test_greedy_flow_certificate_refuses_a_suboptimal_cut(monkeypatch):
     """A route that returns every token as its cut, with that cut's value 1, is caught by the flow."""
     import mdtheory.greedy as greedy
-    from mdtheory._route import RouteOutput
+    from mdtheory._route import RouteOutput, TopAndDraw
 
     p, q, n = np.array([0.1, 0.2, 0.3, 0.4, 0.0]), Q5, 3
     model = Greedy(q, n)
     cut = np.arange(5)
     value = 1.0 + p[cut].sum() - model.containment(np.ones(5, dtype=bool))
     assert value > md.alpha_star(p, q, n, "greedy") + 1e-3  # a real gap
-    monkeypatch.setattr(greedy, "greedy_closed_form", lambda p, model: RouteOutput(value=value, cut=cut))
+    monkeypatch.setattr(greedy, "greedy_closed_form", lambda p, model: RouteOutput(value=value, cut=cut,
+                                                                              proof=TopAndDraw()))
     with pytest.raises(md.errors.SolverError, match="greedy-flow proves"):
         md.optimal_acceptance(p, q, n, sampling="greedy")
 

@@ -536,8 +536,8 @@ def test_mnp_closes_near_alpha_one_conditional_poisson(V, seed):
 
 
 def test_mnp_retries_in_the_scaled_norm():
-    """Regression (adversarial repro d03c, there 4 x 465 at 10,000 iterations): a peaked independent
-    pair whose plain-norm run is still open at the iteration cap (gap 4e-11 to 2e-9 at 400, by BLAS) is closed by
+    """A peaked independent pair (4 x 465 in the original case, at 10,000 iterations) whose
+    plain-norm run is still open at the iteration cap (gap 4e-11 to 2e-9 at 400, by BLAS) is closed by
     the run in the norm weighted by 1 / (p + q̄) raced beside it; the certificate is recomputed
     independently."""
     from mdtheory.independent import _phases, _race

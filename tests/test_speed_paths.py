@@ -59,7 +59,7 @@ def test_kernels_interpreted_and_compiled_agree(seed, monkeypatch):
     for mode in ("python", "numba"):  # everything interpreted, then everything compiled
         monkeypatch.setattr(_jit, "FORCE", mode)
         out = subsets.prefix_scan(p, model)
-        runs.append((out, _certify.check_base_iid(p, model, out.order)))
+        runs.append((out, _certify.check_base_iid(p, model, out.proof.order)))
     (a, (lo_a, mu_a)), (b, (lo_b, mu_b)) = runs
     assert a.value == b.value and np.array_equal(a.cut, b.cut)
     assert lo_a == lo_b  # the same operations on IEEE doubles: the same bits

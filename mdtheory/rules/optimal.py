@@ -143,11 +143,11 @@ class Optimal(SetPlanRule):
 
     def _prepare(self):
         self.schedule = self.base = self.mixture = self.greedy = self.alpha_bounds = None
-        if self.model.sampling == "greedy":
+        if self.model.fixed_top:
             self.greedy = GreedyDrafts(self.p, self.model, self.n)
             self.marginal = self.greedy.marginal
             return
-        if self.model.sampling == "independent" or (
+        if self.model.qs is not None or (
                 not self.model.lex_base_closed_form and self.model.count_sets() > MAX_PLAN_SETS):
             base = min_norm_base(self.p, self.model, strict=False, deadline=self.deadline)
             self.mixture = OrderMixture(self.model, base.orders, base.weights, base.vertices)
@@ -161,11 +161,11 @@ class Optimal(SetPlanRule):
                     "(alpha_bounds)"), stacklevel=5)
             return
         if not self.model.lex_base_closed_form:
-            flow = dual_lp(self.p, self.model)
+            flow = dual_lp(self.p, self.model).proof  # a SetFlow
             w = flow.support_probs
             # a set whose probability underflowed to 0 gets an empty plan row, not 0/0; the solver's
             # S(U, y) <= w_U up to its tolerance, 1e-10 over a w_U = 2e-322: capped, not inf (NaN rows)
-            plan = np.divide(np.minimum(flow.plan, w[:, None]), w[:, None], out=np.zeros(flow.plan.shape),
+            plan = np.divide(np.minimum(flow.flow, w[:, None]), w[:, None], out=np.zeros(flow.flow.shape),
                              where=w[:, None] > 0)
             self._use_plan(flow.support, w, plan)
             return

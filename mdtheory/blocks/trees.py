@@ -1,0 +1,222 @@
+"""Draft trees: children drawn at every node from the draft's law there, laid out as a (K, L) array.
+
+A tree with branching factors ``(b_1, ..., b_L)`` has ``b_1`` children at the root, each of which has
+``b_2`` children, and so on; its K = b_1 ... b_L root-to-leaf paths are the rows of a (K, L) draft
+array. At a node with context c the children's tokens are drawn from the draft's law q(. | c):
+
+- ``"iid"``: b independent draws (siblings may repeat a token; SpecInfer's sampled trees);
+- ``"wor"``: b draws without replacement (successive sampling: each from q renormalised off the
+  tokens already drawn; what ``torch.multinomial(..., replacement=False)`` and EAGLE's top-k trees
+  with sampling do).
+
+The rows are in depth-first order: the subtree of the j-th child of a node at depth d is the j-th
+block of ``K / (b_1 ... b_d)`` consecutive rows of the parent's block, so the tree is read back from
+the array and its branching factors. K iid drafts of length L are the tree with branching
+``(K, 1, ..., 1)`` and ``"iid"`` sampling. The tree's sampling rule is part of the draft model: a
+verifier must be told it (:class:`DraftTree` carries it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import numpy as np
+
+from ..errors import InvalidDistributionError, InvalidInputError, ProblemTooLargeError
+
+__all__ = ["DraftTree", "TREE_SAMPLINGS", "MAX_TREE_DRAWS", "iid_drafts"]
+
+#: Sampling rules of a node's children.
+TREE_SAMPLINGS = ("iid", "wor")
+
+#: Largest number of tree draws :meth:`DraftTree.enumerate` lists.
+MAX_TREE_DRAWS = 200_000
+
+
+def _law_row(law: Callable, context: tuple) -> np.ndarray:
+    """``law(context)`` as a vector: float64, or object (exact fractions) when the law returns those."""
+    row = np.asarray(law(tuple(context)))
+    if row.dtype != object:
+        row = row.astype(np.float64, copy=False)
+    if row.ndim != 1:
+        raise InvalidDistributionError(f"the law at context {tuple(context)} is not a vector")
+    return row
+
+
+class DraftTree:
+    """Branching factors per depth and the children's sampling rule.
+
+    Parameters
+    ----------
+    branching : sequence of int
+        ``(b_1, ..., b_L)``, each at least 1; L is the draft length, K = b_1 ... b_L the number of
+        root-to-leaf paths.
+    sampling : {"iid", "wor"}
+        How a node's children are drawn from the draft's law there.
+
+    Examples
+    --------
+    >>> tree = DraftTree((2, 1), "wor")
+    >>> tree.n, tree.length
+    (2, 2)
+    >>> tree.children_rows(0, 0)
+    [(0, 1), (1, 2)]
+    """
+
+    def __init__(self, branching, sampling: str = "iid"):
+        try:
+            b = tuple(branching)
+        except TypeError:
+            raise InvalidInputError(f"branching must be a sequence of integers, got {branching!r}") from None
+        if not b or any(isinstance(x, bool) or not isinstance(x, (int, np.integer)) or x < 1 for x in b):
+            raise InvalidInputError(f"branching must be integers >= 1 (one per depth), got {branching!r}")
+        if sampling not in TREE_SAMPLINGS:
+            raise InvalidInputError(f"unknown tree sampling {sampling!r}; valid choices: "
+                                    f"{', '.join(TREE_SAMPLINGS)}")
+        self.branching = tuple(int(x) for x in b)
+        self.sampling = sampling
+        self.length = len(self.branching)
+        # stride[d] = rows under one node at depth d + 1 (after d + 1 tokens)
+        self.stride = tuple(int(np.prod(self.branching[d + 1:])) for d in range(self.length))
+        self.n = int(np.prod(self.branching))
+
+    @classmethod
+    def parse(cls, text: str, sampling: str = "iid") -> DraftTree:
+        """A tree from ``"b1,b2,...,bL"`` (the CLI's form).
+
+        >>> DraftTree.parse("2,2,1").branching
+        (2, 2, 1)
+        """
+        try:
+            parts = [int(x) for x in str(text).split(",") if x.strip()]
+        except ValueError:
+            raise InvalidInputError(f"a tree is comma-separated branching factors like 2,2,1; got "
+                                    f"{text!r}") from None
+        return cls(parts, sampling)
+
+    def __repr__(self) -> str:
+        return f"DraftTree({self.branching}, {self.sampling!r})"
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, DraftTree) and (self.branching, self.sampling) == (
+            other.branching, other.sampling)
+
+    def __hash__(self) -> int:
+        return hash((self.branching, self.sampling))
+
+    # ------------------------------------------------------------------ the layout
+    def children_rows(self, depth: int, start: int) -> list[tuple[int, int]]:
+        """Row ranges ``[(lo, hi), ...]`` of the children of the node at ``depth`` (tokens so far)
+        whose row block starts at ``start``; a child's token is ``drafts[lo, depth]``."""
+        width = self.stride[depth]
+        return [(start + j * width, start + (j + 1) * width) for j in range(self.branching[depth])]
+
+    def check_drafts(self, drafts) -> np.ndarray:
+        """``drafts`` as an int array of shape (K, L) laid out as this tree (siblings distinct for
+        ``"wor"``, rows of one node agreeing on its prefix); else :class:`InvalidInputError`."""
+        x = np.asarray(drafts)
+        if x.dtype.kind not in "iu" or x.shape != (self.n, self.length):
+            raise InvalidInputError(f"drafts must be integer tokens of shape ({self.n}, {self.length}) for "
+                                    f"{self!r}, got {x.dtype} {x.shape}")
+        for d in range(self.length):
+            width = self.stride[d]
+            blocks = x[:, d].reshape(-1, width)
+            if np.any(blocks != blocks[:, :1]):
+                raise InvalidInputError(f"drafts are not laid out as {self!r}: the rows under one node "
+                                        f"disagree at depth {d + 1}")
+            if self.sampling == "wor" and self.branching[d] > 1:
+                sib = blocks[:, 0].reshape(-1, self.branching[d])
+                if any(len(set(row.tolist())) < row.size for row in sib):
+                    raise InvalidInputError(f"drafts repeat a token among siblings at depth {d + 1}, "
+                                            "which sampling without replacement cannot draw")
+        return x
+
+    # ------------------------------------------------------------------ sampling and enumeration
+    def sample(self, draft: Callable, rng: np.random.Generator, context: tuple = ()) -> np.ndarray:
+        """One tree drawn from ``draft`` after ``context``: the (K, L) array."""
+        out = np.zeros((self.n, self.length), dtype=np.int64)
+
+        def grow(depth: int, start: int, ctx: tuple) -> None:
+            if depth == self.length:
+                return
+            q = np.asarray(_law_row(draft, ctx), dtype=np.float64)
+            tokens = self._draw(q, self.branching[depth], rng, ctx)
+            for (lo, hi), y in zip(self.children_rows(depth, start), tokens, strict=True):
+                out[lo:hi, depth] = y
+                grow(depth + 1, lo, ctx + (int(y),))
+
+        grow(0, 0, tuple(context))
+        return out
+
+    def _draw(self, q: np.ndarray, b: int, rng: np.random.Generator, ctx: tuple) -> list[int]:
+        if self.sampling == "iid":
+            return [int(y) for y in rng.choice(q.size, size=b, p=q / q.sum())]
+        if np.count_nonzero(q) < b:
+            raise InvalidInputError(f"{b} children without replacement at context {ctx}, but the draft "
+                                    f"law there has only {np.count_nonzero(q)} tokens of positive mass")
+        return [int(y) for y in rng.choice(q.size, size=b, replace=False, p=q / q.sum())]
+
+    def count_draws(self, V: int) -> int:
+        """Number of ordered tree draws :meth:`enumerate` would list (an upper bound for ``"wor"``)."""
+        nodes = sum(int(np.prod(self.branching[:d + 1])) for d in range(self.length))
+        return V ** nodes
+
+    def enumerate(self, draft: Callable, V: int | None = None) -> Iterator[tuple[np.ndarray, object]]:
+        """Every tree draw of positive probability with its probability: ``(drafts (K, L), prob)``.
+
+        Probabilities are exact fractions when ``draft`` returns :class:`fractions.Fraction` entries
+        (an object array), floats otherwise. Refused over :data:`MAX_TREE_DRAWS` draws.
+        """
+        V = _law_row(draft, ()).size if V is None else int(V)
+        count = self.count_draws(V)
+        if count > MAX_TREE_DRAWS:
+            raise ProblemTooLargeError(f"{self!r} over V = {V} has up to {count:.3g} draws, over "
+                                       f"{MAX_TREE_DRAWS:g}; use sampling")
+        out = np.zeros((self.n, self.length), dtype=np.int64)
+
+        def grow(items: list, prob):
+            # items: pending nodes (depth, start, ctx) whose children are still to be drawn
+            if not items:
+                yield out.copy(), prob
+                return
+            (depth, start, ctx), rest = items[0], items[1:]
+            q = _law_row(draft, ctx)
+            for tokens, w in self._child_draws(q, self.branching[depth]):
+                rows = self.children_rows(depth, start)
+                for (lo, hi), y in zip(rows, tokens, strict=True):
+                    out[lo:hi, depth] = y
+                later = [(depth + 1, lo, ctx + (y,)) for (lo, _), y in zip(rows, tokens, strict=True)
+                         if depth + 1 < self.length]
+                yield from grow(rest + later, prob * w)
+
+        yield from grow([(0, 0, ())], 1)
+
+    def _child_draws(self, q: np.ndarray, b: int):
+        """Every ordered tuple of b children with its probability under the node's sampling."""
+        support = [int(y) for y in np.flatnonzero(q > 0)]
+
+        def rec(prefix: list, w, used_mass):
+            if len(prefix) == b:
+                yield tuple(prefix), w
+                return
+            for y in support:
+                if self.sampling == "wor":
+                    if y in prefix:
+                        continue
+                    yield from rec(prefix + [y], w * q[y] / (1 - used_mass), used_mass + q[y])
+                else:
+                    yield from rec(prefix + [y], w * q[y], used_mass)
+
+        if self.sampling == "wor" and len(support) < b:
+            raise InvalidInputError(f"{b} children without replacement, but the draft law has only "
+                                    f"{len(support)} tokens of positive mass")
+        yield from rec([], 1, 0)
+
+
+def iid_drafts(n: int, length: int) -> DraftTree:
+    """K = ``n`` iid drafts of ``length`` tokens as a tree: branching ``(n, 1, ..., 1)``, iid.
+
+    >>> iid_drafts(3, 2)
+    DraftTree((3, 1), 'iid')
+    """
+    return DraftTree((n,) + (1,) * (length - 1), "iid")

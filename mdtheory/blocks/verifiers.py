@@ -1,0 +1,548 @@
+"""Sequence-level verifiers: from K drafts of L tokens to one emitted block, each with its exact law.
+
+A verifier sees the drafts (an int array (K, L)), the target's and the draft's next-token laws at
+every node of the draft tree (callables ``law(context) -> (V,)``, contexts relative to the start of
+the block), and emits a block B = (b_1..b_{k+1}): b_{1:k} the first k tokens of some draft, b_{k+1}
+the correction or bonus token. It is valid (lossless) when B followed by fresh target tokens has the
+target's law on V^(L+1) (:func:`mdtheory.blocks.block_law_tv`). Each verifier has two forms:
+
+- ``sample(target, draft, drafts, rng)``: the emitted block, a 1-D int array;
+- ``law(target, draft, drafts)``: the emitted block's exact law given the drafts, ``{block: prob}``
+  (exact fractions when the laws return :class:`fractions.Fraction` entries, except ``token``,
+  whose rules work in floats);
+
+and :meth:`BlockVerifier.block_efficiency` sums ``law`` over every draw of the drafts (small
+instances). The verifiers (derivations and proofs in ``papers/blocks_verifiers.md``):
+
+=============  ===========================================================================  ========
+name           verifier                                                                     drafts
+=============  ===========================================================================  ========
+``token``      token by token along the drafts consistent with the accepted prefix, with a  iid/tree
+               token-level selection rule of :data:`mdtheory.rules.RULES` at each node
+``block``      block verification (Sun et al., ICLR 2025, Algorithm 2) on the first draft  any
+``multipath``  block verification over the prefix trie of the drafts: at each node the      iid
+               distinct next tokens are tried in order with the residual passed on
+``traversal``  traversal verification (Weng et al., NeurIPS 2025): leaf to root over a      tree
+               draft tree, residuals passed to the next sibling
+=============  ===========================================================================  ========
+
+Where they coincide (proved in the paper, checked in the tests): at K = 1 ``multipath`` and
+``traversal`` are ``block``; at L = 1 ``block`` is single-draft speculative sampling, ``traversal``
+on an iid tree is recursive rejection sampling (``token`` with ``rrs``) and ``multipath`` is
+recursive rejection sampling over the distinct drafted tokens, without replacement.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from fractions import Fraction
+
+import numpy as np
+
+from ..errors import InvalidInputError
+from .trees import DraftTree, _law_row, iid_drafts
+
+__all__ = ["BlockVerifier", "TokenByToken", "BlockVerification", "MultiPath", "Traversal",
+           "VERIFIERS", "make_verifier", "exact_block_law", "block_efficiency"]
+
+
+def _pos(x: np.ndarray) -> np.ndarray:
+    return np.maximum(x, 0)
+
+
+def _total(x: np.ndarray):
+    """Sum of a mass vector, a Python scalar (a Fraction for exact laws)."""
+    s = x.sum()
+    return s if isinstance(s, Fraction) else float(s)
+
+
+def _tree_tag(tree) -> str:
+    """``"[2,2 wor]"`` for a tree, ``""`` for K iid drafts."""
+    return "" if tree is None else f"[{','.join(map(str, tree.branching))} {tree.sampling}]"
+
+
+def _draw(weights: np.ndarray, rng: np.random.Generator) -> int:
+    w = np.asarray(weights, dtype=np.float64)
+    return int(rng.choice(w.size, p=w / w.sum()))
+
+
+class _Laws:
+    """The target's and draft's laws at contexts relative to the block, each looked up once."""
+
+    def __init__(self, target: Callable, draft: Callable):
+        self.target, self.draft = target, draft
+        self._p: dict = {}
+        self._q: dict = {}
+        self.V = None
+
+    def _row(self, law, cache, ctx):
+        row = cache.get(ctx)
+        if row is None:
+            row = _law_row(law, ctx)
+            if self.V is None:
+                self.V = row.size
+            elif row.size != self.V:
+                raise InvalidInputError(f"the laws disagree on V: {row.size} at context {ctx}, "
+                                        f"{self.V} elsewhere")
+            cache[ctx] = row
+        return row
+
+    def p(self, ctx: tuple) -> np.ndarray:
+        return self._row(self.target, self._p, ctx)
+
+    def q(self, ctx: tuple) -> np.ndarray:
+        return self._row(self.draft, self._q, ctx)
+
+
+def _check_drafts(drafts, V: int) -> np.ndarray:
+    x = np.asarray(drafts)
+    if x.ndim == 1:
+        x = x[None, :]
+    if x.dtype.kind not in "iu" or x.ndim != 2 or x.shape[0] < 1 or x.shape[1] < 1:
+        raise InvalidInputError(f"drafts must be an int array (K, L) with K, L >= 1, got {x.dtype} "
+                                f"of shape {np.shape(drafts)}")
+    if x.min() < 0 or x.max() >= V:
+        raise InvalidInputError(f"drafts hold a token outside 0 .. {V - 1}")
+    return x
+
+
+class BlockVerifier:
+    """A sequence-level verifier: ``sample`` and ``law`` forms, exact block efficiency.
+
+    Attributes
+    ----------
+    name : str
+        Registry name (:data:`VERIFIERS`).
+    tree : DraftTree or None
+        The draft tree the verifier reads the drafts as; None: K iid drafts (any K).
+    """
+
+    name = ""
+    tree: DraftTree | None = None
+
+    @property
+    def label(self) -> str:
+        """The verifier as the CLI prints it."""
+        return self.name
+
+    def draft_model(self, n: int, length: int) -> DraftTree:
+        """The draft model whose draws :meth:`block_efficiency` enumerates."""
+        if self.tree is None:
+            return iid_drafts(n, length)
+        if (self.tree.n, self.tree.length) != (n, length):
+            raise InvalidInputError(f"{self.label} verifies the tree {self.tree!r} (K = {self.tree.n}, "
+                                    f"L = {self.tree.length}), not K = {n}, L = {length}")
+        return self.tree
+
+    def _prepare(self, target, draft, drafts) -> tuple[_Laws, np.ndarray]:
+        laws = _Laws(target, draft)
+        x = _check_drafts(drafts, laws.p(()).size)
+        laws.q(())
+        if self.tree is not None:
+            x = self.tree.check_drafts(x)
+        return laws, x
+
+    def sample(self, target: Callable, draft: Callable, drafts, rng=None) -> np.ndarray:
+        """One emitted block given ``drafts`` (K, L): a 1-D int array of 1..L+1 tokens."""
+        laws, x = self._prepare(target, draft, drafts)
+        rng = np.random.default_rng(rng)
+        return np.asarray(self._sample(laws, x, rng), dtype=np.int64)
+
+    def law(self, target: Callable, draft: Callable, drafts) -> dict[tuple, float]:
+        """The emitted block's exact law given ``drafts``: ``{block tuple: probability}``."""
+        laws, x = self._prepare(target, draft, drafts)
+        out: dict = {}
+        self._law(laws, x, out)
+        return {k: v for k, v in out.items() if v != 0}
+
+    def block_efficiency(self, target: Callable, draft: Callable, n: int, length: int):
+        """Exact E|B| over every draw of the drafts (:func:`block_efficiency`)."""
+        return block_efficiency(self, target, draft, n, length)
+
+    def _sample(self, laws, x, rng) -> list[int]:
+        raise NotImplementedError
+
+    def _law(self, laws, x, out: dict) -> None:
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.label!r})"
+
+
+# ---------------------------------------------------------------------------------------- block
+class BlockVerification(BlockVerifier):
+    """Block verification (Sun et al., ICLR 2025, Algorithm 2) of the first draft.
+
+    Along the draft x_1..x_L: weights :math:`w_0 = 1`, :math:`w_i = \\min(1, w_{i-1}\\, p(x_i \\mid
+    x_{<i}) / q(x_i \\mid x_{<i}))`; at each prefix i < L the residual :math:`r_i = (w_i\\, p(\\cdot
+    \\mid x_{\\le i}) - q(\\cdot \\mid x_{\\le i}))^+` of mass :math:`\\rho_i`, and
+    :math:`h_i = \\rho_i / (\\rho_i + 1 - w_i)` (:math:`h_0 = 1`), :math:`h_L = w_L`. With
+    :math:`\\eta_i \\sim U(0, 1)` the accepted length is the largest i with :math:`\\eta_i \\le h_i`;
+    the correction is drawn from :math:`r_\\tau / \\rho_\\tau` (from :math:`p(\\cdot \\mid x)` at
+    τ = L). With K > 1 drafts it verifies the first (single-draft block verification).
+
+    Examples
+    --------
+    >>> from fractions import Fraction as F
+    >>> law = lambda probs: (lambda ctx: np.array(probs, dtype=object))
+    >>> p, q = law([F(1, 3), F(2, 3)]), law([F(2, 3), F(1, 3)])
+    >>> BlockVerification().block_efficiency(p, q, 1, 2)
+    Fraction(20, 9)
+    """
+
+    name = "block"
+
+    def _weights(self, laws, x):
+        row = [int(v) for v in x[0]]
+        L = len(row)
+        w = [1]
+        for i in range(L):
+            ctx = tuple(row[:i])
+            qi = laws.q(ctx)[row[i]]
+            ratio = laws.p(ctx)[row[i]] / qi if qi > 0 else 0
+            w.append(min(1, w[-1] * ratio))
+        h, res = [], []
+        for i in range(L):
+            ctx = tuple(row[:i])
+            r = _pos(w[i] * laws.p(ctx) - laws.q(ctx))
+            rho = _total(r)
+            den = rho + 1 - w[i]
+            h.append(1 if i == 0 or den <= 0 else rho / den)
+            res.append(r)
+        h.append(w[L])
+        return row, h, res
+
+    def _law(self, laws, x, out):
+        row, h, res = self._weights(laws, x)
+        L = len(row)
+        later = 1  # prod_{j > i} (1 - h_j)
+        for i in range(L, -1, -1):
+            stop = h[i] * later
+            later *= 1 - h[i]
+            if stop == 0:
+                continue
+            head = tuple(row[:i])
+            corr = laws.p(head) if i == L else res[i]
+            mass = 1 if i == L else _total(corr)
+            if mass == 0:
+                continue
+            for y in np.flatnonzero(corr != 0):
+                key = head + (int(y),)
+                out[key] = out.get(key, 0) + stop * corr[y] / mass
+
+    def _sample(self, laws, x, rng):
+        row, h, res = self._weights(laws, x)
+        L = len(row)
+        tau = max(i for i in range(L + 1) if rng.random() <= float(h[i]) or i == 0)
+        corr = laws.p(tuple(row)) if tau == L else res[tau]
+        if _total(corr) == 0:  # reached with probability 0 only (rounding): any token is valid
+            corr = laws.p(tuple(row[:tau]))
+        return row[:tau] + [_draw(corr, rng)]
+
+
+# ---------------------------------------------------------------------------------------- tries and trees
+class _Recursive(BlockVerifier):
+    """Residual-recycling block verification over a tree of drafts, leaf to root.
+
+    At a node with context c the verifier holds a target sub-measure t on the next token (mass a:
+    the probability that the block goes through c, given the drafts above). It tries the node's
+    children in order: child y, drawn from the proposal law u (q at c, off the earlier siblings for
+    draws without replacement), gets the weight :math:`\\min(1, t(y)/u(y))` and the sub-measure that
+    weight times :math:`p(\\cdot \\mid c\\,y)`; if the child's whole subtree rejects, t becomes
+    :math:`(t - u)^+ / \\sum (u - t)^+`. After the last child the node itself is accepted with
+    probability :math:`\\sum t`, its correction drawn from t normalised; otherwise the node rejects
+    to its parent. The root holds t = p(. | ()) and never rejects.
+    """
+
+    def _children(self, x, depth: int, rows: np.ndarray) -> tuple[list[tuple[int, np.ndarray]], bool]:
+        """The node's children in order, ``[(token, rows), ...]``, and whether each later child is
+        drawn off the earlier siblings' tokens (without replacement)."""
+        raise NotImplementedError
+
+    def _step(self, laws, ctx, q, u, used, t, y):
+        """Child y's weight, and the proposal law u of this child."""
+        if used:
+            u = u.copy()
+            u[used[-1]] = 0
+            s = _total(u)
+            u = u / s if s > 0 else u
+        a = min(1, t[y] / u[y]) if u[y] > 0 else 0
+        return a, u
+
+    @staticmethod
+    def _update(t, u):
+        excess = _pos(t - u)
+        den = _total(_pos(u - t))
+        return excess / den if den > 0 else excess
+
+    def _law(self, laws, x, out):
+        L = x.shape[1]
+
+        def rec(ctx, depth, rows, t):
+            """Emitted sub-law below ctx (keys relative to ctx) and the probability of rejecting."""
+            law: dict = {}
+            carry = 1
+            if depth < L:
+                children, wor = self._children(x, depth, rows)
+                q = laws.q(ctx)
+                u, used = q, []
+                for y, child_rows in children:
+                    a, u = self._step(laws, ctx, q, u, used if wor else [], t, y)
+                    if a != 0:
+                        sub, rej = rec(ctx + (y,), depth + 1, child_rows, a * laws.p(ctx + (y,)))
+                        for blk, w in sub.items():
+                            key = (y,) + blk
+                            law[key] = law.get(key, 0) + carry * w
+                    else:
+                        rej = 1
+                    carry *= rej
+                    t = self._update(t, u)
+                    used.append(y)
+                    if carry == 0:
+                        break
+            for y in np.flatnonzero(t != 0):
+                key = (int(y),)
+                law[key] = law.get(key, 0) + carry * t[y]
+            return law, carry * max(0, 1 - _total(t))  # the mass of t is at most 1
+
+        law, _ = rec((), 0, np.arange(x.shape[0]), laws.p(()))
+        out.update(law)
+
+    def _sample(self, laws, x, rng):
+        L = x.shape[1]
+
+        def rec(ctx, depth, rows, t):
+            if depth < L:
+                children, wor = self._children(x, depth, rows)
+                q = laws.q(ctx)
+                u, used = q, []
+                for y, child_rows in children:
+                    a, u = self._step(laws, ctx, q, u, used if wor else [], t, y)
+                    if a != 0:
+                        got = rec(ctx + (y,), depth + 1, child_rows, a * laws.p(ctx + (y,)))
+                        if got is not None:
+                            return [y] + got
+                    t = self._update(t, u)
+                    used.append(y)
+            mass = _total(t)
+            if depth == 0 or rng.random() < float(mass):
+                return [_draw(t if mass > 0 else laws.p(ctx), rng)]
+            return None
+
+        return rec((), 0, np.arange(x.shape[0]), laws.p(()))
+
+
+class MultiPath(_Recursive):
+    """Multi-path block verification of K iid drafts over their prefix trie.
+
+    The drafts that agree on a prefix share its node; a node's children are the distinct next
+    tokens of its drafts in order of first appearance (row order), so each child is drawn from q off
+    the earlier children's tokens (the first appearances of an iid sequence are successive sampling
+    without replacement), and a child's subtree holds every draft through it. The recursion of
+    :class:`_Recursive` then runs on this trie. At K = 1 it is block verification.
+
+    Examples
+    --------
+    >>> from fractions import Fraction as F
+    >>> law = lambda probs: (lambda ctx: np.array(probs, dtype=object))
+    >>> p, q = law([F(1, 3), F(2, 3)]), law([F(2, 3), F(1, 3)])
+    >>> MultiPath().block_efficiency(p, q, 1, 2)
+    Fraction(20, 9)
+    """
+
+    name = "multipath"
+
+    def _children(self, x, depth, rows):
+        tokens = x[rows, depth]
+        order = list(dict.fromkeys(int(y) for y in tokens))
+        return [(y, rows[tokens == y]) for y in order], True
+
+
+class Traversal(_Recursive):
+    """Traversal verification (Weng et al., NeurIPS 2025) of a draft tree, leaf to root.
+
+    Parameters
+    ----------
+    tree : DraftTree, optional
+        The tree the drafts were drawn as (branching factors and iid or without-replacement
+        children). Default: K iid drafts, the tree ``(K, 1, ..., 1)`` read off the drafts' shape.
+
+    The depth-first order visits the first leaf first: it is accepted with its sequence-level
+    weight, else removed and its parent's residual passed to the next sibling, drawn from q off the
+    earlier siblings for ``"wor"`` trees; a node whose children are all removed becomes a leaf.
+    On K iid drafts it shares no prefix (drafts with one first token are different subtrees), unlike
+    :class:`MultiPath`.
+    """
+
+    name = "traversal"
+
+    def __init__(self, tree: DraftTree | None = None):
+        if tree is not None and not isinstance(tree, DraftTree):
+            raise InvalidInputError(f"tree must be a DraftTree, got {tree!r}")
+        self.tree = tree
+
+    @property
+    def label(self) -> str:
+        return "traversal" + _tree_tag(self.tree)
+
+    def _prepare(self, target, draft, drafts):
+        laws, x = super()._prepare(target, draft, drafts)
+        self._layout = self.tree if self.tree is not None else iid_drafts(*x.shape)
+        return laws, x
+
+    def _children(self, x, depth, rows):
+        tree = self._layout
+        kids = tree.children_rows(depth, int(rows[0]))
+        return [(int(x[lo, depth]), np.arange(lo, hi)) for lo, hi in kids], tree.sampling == "wor"
+
+
+# ---------------------------------------------------------------------------------------- token by token
+class TokenByToken(BlockVerifier):
+    """Token-by-token verification with a token-level selection rule at each node.
+
+    At depth d the drafts consistent with the accepted prefix offer their d-th tokens to the rule
+    prepared for (p, q) there (K iid drafts: every consistent draft, iid given the prefix; a tree:
+    the node's children, iid or without replacement as the tree draws them); the rule's output is
+    emitted and a rejection ends the block; after L accepted tokens one bonus token is drawn from p.
+    In a tree whose accepted token labels several siblings the first is followed.
+
+    Parameters
+    ----------
+    rule : str
+        A key of :data:`mdtheory.rules.RULES` whose draft model matches (``rrs-wor`` or
+        ``optimal`` on ``"wor"`` trees).
+    tree : DraftTree, optional
+        Verify a tree; default K iid drafts.
+    **params
+        The rule's keywords.
+    """
+
+    name = "token"
+
+    def __init__(self, rule: str = "rrs", tree: DraftTree | None = None, **params):
+        from .. import rules  # loaded on use: the rules import scipy, HiGHS and numba
+
+        if rule not in rules.RULES:
+            raise InvalidInputError(
+                f"unknown selection rule {rule!r}; valid choices: {', '.join(rules.RULES)}")
+        if tree is not None and not isinstance(tree, DraftTree):
+            raise InvalidInputError(f"tree must be a DraftTree, got {tree!r}")
+        expects = rules.RULES[rule].sampling
+        sampling = "iid" if tree is None else tree.sampling
+        wanted = {"iid": "iid", "wor": "without-replacement"}[sampling]
+        if rule not in ("optimal", "single") and expects != wanted:
+            raise InvalidInputError(f"rule {rule!r} expects {expects} drafts, not {wanted}")
+        if rule == "optimal" and sampling == "wor":
+            params = {"sampling": "without-replacement", **params}
+        self.rule, self.tree, self.params = rule, tree, params
+        self._prepared: dict = {}
+
+    @property
+    def label(self) -> str:
+        return f"token:{self.rule}" + _tree_tag(self.tree)
+
+    def _rule(self, laws, ctx, n):
+        from .. import rules
+
+        key = (id(laws.target), id(laws.draft), ctx, n)
+        r = self._prepared.get(key)
+        if r is None:
+            p = np.asarray(laws.p(ctx), dtype=np.float64)
+            q = np.asarray(laws.q(ctx), dtype=np.float64)
+            r = rules.make_rule(self.rule, p, q, n, normalize=True, **self.params)
+            if len(self._prepared) > 4096:
+                self._prepared.clear()
+            self._prepared[key] = (r, laws.target, laws.draft)  # keeps the ids alive
+            return r
+        return r[0]
+
+    def _offer(self, x, depth, rows):
+        """The tokens offered at this node and the rows each accepted token continues with."""
+        if self.tree is None:
+            tokens = x[rows, depth]
+            return tokens, lambda y: rows[tokens == y]
+        kids = self.tree.children_rows(depth, int(rows[0]))
+        tokens = np.array([x[lo, depth] for lo, _ in kids])
+
+        def follow(y):
+            lo, hi = kids[int(np.flatnonzero(tokens == y)[0])]
+            return np.arange(lo, hi)
+
+        return tokens, follow
+
+    def _law(self, laws, x, out):
+        L = x.shape[1]
+
+        def rec(ctx, depth, rows, w):
+            if depth == L:
+                p = laws.p(ctx)
+                for y in np.flatnonzero(p > 0):
+                    key = ctx + (int(y),)
+                    out[key] = out.get(key, 0) + w * float(p[y])
+                return
+            tokens, follow = self._offer(x, depth, rows)
+            acc, rej = self._rule(laws, ctx, tokens.size).conditional(tokens)
+            for y in np.flatnonzero(rej > 0):
+                key = ctx + (int(y),)
+                out[key] = out.get(key, 0) + w * float(rej[y])
+            for y in np.flatnonzero(acc > 0):
+                rec(ctx + (int(y),), depth + 1, follow(int(y)), w * float(acc[y]))
+
+        rec((), 0, np.arange(x.shape[0]), 1.0)
+
+    def _sample(self, laws, x, rng):
+        L = x.shape[1]
+        ctx, rows = (), np.arange(x.shape[0])
+        for depth in range(L):
+            tokens, follow = self._offer(x, depth, rows)
+            y, accepted = self._rule(laws, ctx, tokens.size).select(tokens, rng)
+            ctx = ctx + (int(y),)
+            if not accepted:
+                return list(ctx)
+            rows = follow(int(y))
+        return list(ctx) + [_draw(laws.p(ctx), rng)]
+
+
+#: Verifiers by name.
+VERIFIERS: dict[str, type[BlockVerifier]] = {
+    cls.name: cls for cls in (TokenByToken, BlockVerification, MultiPath, Traversal)
+}
+
+
+def make_verifier(name: str, *, rule: str = "rrs", tree: DraftTree | None = None, **params) -> BlockVerifier:
+    """A verifier by name: ``token`` (with ``rule`` and its keywords, on ``tree`` if given),
+    ``block``, ``multipath`` (K iid drafts) or ``traversal`` (on ``tree``, default K iid drafts)."""
+    if name not in VERIFIERS:
+        raise InvalidInputError(f"unknown verifier {name!r}; valid choices: {', '.join(VERIFIERS)}")
+    if name == "token":
+        return TokenByToken(rule, tree, **params)
+    if params:
+        raise InvalidInputError(f"verifier {name!r} takes no keyword {', '.join(map(repr, params))}")
+    if name == "traversal":
+        return Traversal(tree)
+    if tree is not None and name == "multipath":
+        raise InvalidInputError("multipath verifies K iid drafts (their prefix trie); for a draft tree "
+                                "use traversal")
+    return VERIFIERS[name]()
+
+
+def exact_block_law(verifier: BlockVerifier, target: Callable, draft: Callable, n: int,
+                    length: int) -> dict[tuple, float]:
+    """The emitted block's law averaged over every draw of the drafts (the verifier's draft model:
+    K = ``n`` iid drafts of ``length`` tokens, or its tree); refused over
+    :data:`mdtheory.blocks.trees.MAX_TREE_DRAWS` draws."""
+    for value, what in ((n, "n"), (length, "length")):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+            raise InvalidInputError(f"{what} must be an integer >= 1, got {value!r}")
+    model = verifier.draft_model(int(n), int(length))
+    total: dict = {}
+    for drafts, prob in model.enumerate(draft):
+        for block, w in verifier.law(target, draft, drafts).items():
+            total[block] = total.get(block, 0) + prob * w
+    return total
+
+
+def block_efficiency(verifier: BlockVerifier, target: Callable, draft: Callable, n: int, length: int):
+    """Exact E|B| of ``verifier`` with K = ``n`` drafts of ``length`` tokens, by enumerating the drafts
+    (exact fractions when the laws return fractions and the verifier computes in them)."""
+    return sum((len(b) * w for b, w in exact_block_law(verifier, target, draft, n, length).items()), 0)
