@@ -275,7 +275,9 @@ def subsets_route(model) -> Estimate:
     V = model.V
     sets = _pow(2.0, V)
     return Estimate(f"{_head(model, 'subsets')}: 2^{V} token sets", sets * model.subset_row_seconds(),
-                    sets * (V + 16), "method 'auto' picks a route that fits")
+                    sets * (V + 16), "method 'auto' picks a route that fits (use the prefix method "
+                    "for iid, without-replacement and conditional-Poisson drafts, the dual method "
+                    "for the others)")
 
 
 def law_route(model, method: str) -> Estimate:

@@ -720,10 +720,12 @@ def audit(f: Callable | type, p: ArrayLike, q: ArrayLike, n: int, *, sampling: s
     --------
     >>> def first(p, q, drafts, rng):  # always accept the first draft: lossless only if p = q
     ...     return int(drafts[0])
-    >>> audit(first, [0.5, 0.5], [0.5, 0.5], 2, samples=2000).lossless
-    True
-    >>> audit(first, [0.9, 0.1], [0.5, 0.5], 2, samples=2000).lossless
-    False
+    >>> audit(first, [0.5, 0.5], [0.5, 0.5], 2, samples=2000, detect_tv=0.05).verdict
+    'lossless'
+    >>> audit(first, [0.5, 0.5], [0.5, 0.5], 2, samples=2000).verdict  # TV 0.02 needs 9,431
+    'inconclusive'
+    >>> audit(first, [0.9, 0.1], [0.5, 0.5], 2, samples=2000).verdict
+    'lossy'
     """
     from .rules.base import MAX_ENUMERATION, SelectionRule
 
