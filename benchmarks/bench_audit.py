@@ -1,4 +1,4 @@
-"""Audit benchmark (issue 12): default-run time at V <= 50, power, false-rejection rate, exact TVs.
+"""Audit benchmark: default-run time at V <= 50, power, false-rejection rate, exact TVs.
 
     .venv/bin/python benchmarks/bench_audit.py [--seeds 40]
 

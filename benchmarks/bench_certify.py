@@ -1,4 +1,4 @@
-"""Cost of the front door's optimality certificate on the prefix route (issue 10). Prints a table.
+"""Cost of the front door's optimality certificate on the prefix route. Prints a table.
 
     .venv/bin/python benchmarks/bench_certify.py [--repeats 40] [--sizes 1000 128000]
 

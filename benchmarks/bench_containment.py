@@ -1,4 +1,4 @@
-"""alpha* for drafts without replacement: the one-pass prefix containment against the old path (issue 13).
+"""alpha* for drafts without replacement: the one-pass prefix containment against the old path.
 
     .venv/bin/python benchmarks/bench_containment.py            # new path; old path where it is cheap
     .venv/bin/python benchmarks/bench_containment.py --before   # also the old successive-sampling
@@ -18,7 +18,7 @@ The pair (p, q) is ``bench_core.llm_pair``: Zipf-like target, perturbed tempered
 
     .venv/bin/python benchmarks/bench_containment.py --mnp      # the passes of one optimal-rule run
 
-``--mnp`` (issue 14): the orders whose prefix containments the optimal rule's preparation asks for
+``--mnp``: the orders whose prefix containments the optimal rule's preparation asks for
 (``make_rule("optimal", p, q, 4, sampling=...)``, V = 1000, the pair "softmax T=1/0" of
 ``bench_draft_models.prep_pairs``), recorded at the models' ``prefix_containment``: how many are
 repeats, how long a prefix each shares with the order before it and with

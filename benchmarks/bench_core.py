@@ -1,4 +1,4 @@
-"""Benchmarks for the optimal-acceptance core (issue 2). Prints a table; writes no files.
+"""Benchmarks for the optimal-acceptance core. Prints a table; writes no files.
 
     .venv/bin/python benchmarks/bench_core.py            # all three parts
     .venv/bin/python benchmarks/bench_core.py --part prefix|otlp|literal

@@ -1,4 +1,4 @@
-"""alpha* under each draft model for the same (p, q, n), and the minimum-norm-point route (issue 14).
+"""alpha* under each draft model for the same (p, q, n), and the minimum-norm-point route.
 
     .venv/bin/python benchmarks/bench_draft_models.py          # all rows (a few minutes: successive
                                                                # sampling's mnp is seconds a row)
@@ -12,7 +12,7 @@ status; successive sampling also by ``method="mnp"`` (an order-mixture certifica
 route's value is only an upper bound there). Independent drafts are the draft law at temperatures
 0.7, 1.0, 1.4 and 2.0 (n = 4).
 
-Part 2, timings of ``method="mnp"`` for independent drafts at V = 1000, n = 4 (the issue's goal is
+Part 2, timings of ``method="mnp"`` for independent drafts at V = 1000, n = 4 (the goal is
 50 ms of preparation), five seeds of three families (llm_pair with tempered drafts; Dirichlet(0.5)
 target and drafts; peaked softmax of Gaussian logits with a perturbed, tempered drafter): the base
 alone, the optimal rule's preparation (``make_rule("optimal", ...)``, base and mixture),
@@ -49,8 +49,8 @@ from pathlib import Path
 import numpy as np
 
 import mdtheory as md
-from mdtheory.cli import tempered
 from mdtheory.independent import min_norm_base, model_vertex
+from mdtheory.logits import tempered
 from mdtheory.rules import make_rule
 
 sys.path.insert(0, str(Path(__file__).parent))

@@ -2,8 +2,8 @@
 
     .venv/bin/python benchmarks/bench_gap.py [--seeds 3] [--sizes 1000x2,32000x8]
 
-For each size, pairs p, q = softmax of logits with standard deviation 2 at temperature 1 (issue 10,
-item 3), one pair per seed. Columns (max over the seeds):
+For each size, pairs p, q = softmax of logits with standard deviation 2 at temperature 1,
+one pair per seed. Columns (max over the seeds):
 
 * ``base gap``: alpha* - sum min(p, mu*) for the lexicographically optimal base mu*
   (:func:`mdtheory.polymatroid.lex_optimal_base_iid`);

@@ -1,4 +1,4 @@
-"""khisti-lp's truncation on real pairs (issue 11, item 6): fixed s against the nucleus default.
+"""khisti-lp's truncation on real pairs: fixed s against the nucleus default.
 
     OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/bench_khisti_truncation.py [--positions N]
 

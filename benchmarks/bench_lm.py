@@ -1,4 +1,4 @@
-"""The pretrained char-LSTM (issue 11): forward-pass cost, bits per char, and alpha* on real pairs.
+"""The pretrained char-LSTM: forward-pass cost, bits per char, and alpha* on real pairs.
 
     OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/bench_lm.py [--positions N] [--seed S]
 

@@ -24,9 +24,9 @@ import numpy as np
 
 import mdtheory as md
 from mdtheory import _budget
-from mdtheory.cli import tempered
 from mdtheory.drafts import make_draft_model
 from mdtheory.independent import min_norm_base
+from mdtheory.logits import tempered
 
 sys.path.insert(0, str(Path(__file__).parent))
 from bench_core import llm_pair  # noqa: E402

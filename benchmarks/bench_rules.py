@@ -1,4 +1,4 @@
-"""Selection-rule benchmark (issue 5): preparation and sampling time per position, success, acceptance
+"""Selection-rule benchmark: preparation and sampling time per position, success, acceptance
 and gap to alpha*, on synthetic LLM-like pairs. Prints a table; writes no files.
 
     .venv/bin/python benchmarks/bench_rules.py [--positions N] [--sizes 10x2,100x2,...]
@@ -38,7 +38,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--positions", type=int, default=10, help="pairs per size (fewer at k >= 1000)")
     ap.add_argument("--steps", type=int, default=200, help="select() calls timed per position")
-    ap.add_argument("--sizes", help="comma list like 10x2,100x2 (default: the issue's grid)")
+    ap.add_argument("--sizes", help="comma list like 10x2,100x2 (default: the benchmark's grid)")
     ap.add_argument("--rules", default=",".join(RULES))
     args = ap.parse_args()
     sizes = SIZES if not args.sizes else [tuple(map(int, s.split("x"))) for s in args.sizes.split(",")]

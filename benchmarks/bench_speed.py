@@ -1,4 +1,4 @@
-"""Speed to the floor (issue 13): every ratio of the issue's table.
+"""Speed to the floor: each fast path's time as a ratio to its floor (a sort, an import).
 
     .venv/bin/python benchmarks/bench_speed.py                  # all rows; writes results/speed.json
     .venv/bin/python benchmarks/bench_speed.py --rows cli,import --out /tmp/x.json
@@ -100,7 +100,7 @@ def row_batch(repeats: int, B: int) -> dict:
 
 def row_optimal_rule(repeats: int) -> dict:
     """``make_rule("optimal", p, q, 4)`` against ``np.argsort`` of the same length, at V = 32,000
-    (``x_argsort``, the issue's row) and at 1,000, 8,000 and 128,000 (``x_argsort_V...``), in
+    (``x_argsort``) and at 1,000, 8,000 and 128,000 (``x_argsort_V...``), in
     wall time and in CPU time (``cpu_x_argsort_V...``: steadier on a loaded machine); the
     sampling step (checked ``select``) at V = 32,000. Below V = 32,000 each side is timed
     ``repeats`` x 32,000 / V times (at most 200): one call at V = 1,000 takes about 0.2 ms, and the
@@ -196,7 +196,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", default=",".join(ROWS), help=f"comma-separated subset of {ROWS}")
     ap.add_argument("--repeats", type=int, default=15, help="repeats per timing (minimum taken)")
-    ap.add_argument("--batch", type=int, default=64, help="rows of the batch row (issue: 64)")
+    ap.add_argument("--batch", type=int, default=64, help="rows of the batch row (default 64)")
     ap.add_argument("--out", type=Path, default=OUT, help="JSON file to write")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)

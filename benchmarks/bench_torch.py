@@ -1,4 +1,4 @@
-"""Torch bridge benchmark (issue 6): batched alpha* and per-rule throughput. Prints a table.
+"""Torch bridge benchmark: batched alpha* and per-rule throughput. Prints a table.
 
     .venv/bin/python benchmarks/bench_torch.py [--device cpu|cuda]
 

@@ -1,4 +1,4 @@
-"""Adversarial sweep of the optimal rule beyond iid drafts (issue 14): no failure on valid input.
+"""Adversarial sweep of the optimal rule beyond iid drafts: no failure on valid input.
 
     PYTHONPATH=. .venv/bin/python benchmarks/fuzz_beyond_iid.py 0 1500        # about 8 min
     PYTHONPATH=. .venv/bin/python benchmarks/fuzz_beyond_iid.py 0 300 --no-equal

@@ -20,7 +20,8 @@ from typing import NamedTuple
 from .errors import InvalidInputError, ProblemTooLargeError
 
 __all__ = ["Estimate", "require", "combine", "fmt_seconds", "fmt_bytes", "stored_floats",
-           "mc_chunk", "monte_carlo", "batched_steps", "lm_pairs", "enumeration", "rule_preparation",
+           "mc_chunk", "monte_carlo", "batched_steps", "lm_pairs", "ngram_distillation", "enumeration",
+           "rule_preparation",
            "acceptance_route", "prefix_route", "closed_form_route", "subsets_route", "law_route",
            "min_norm_point", "acceptance_cone", "verify_claim", "MAX_SECONDS",
            "MAX_BYTES", "CHUNK_BYTES", "MAX_CHUNK", "TORCH_CHUNK", "ESTIMATED_RULES"]
@@ -189,6 +190,21 @@ def lm_pairs(positions: int, V: int) -> Estimate:
     for the char-LSTM and its drafter (an n-gram drafter adds its distillation, about 30 s)."""
     return Estimate(f"lm-pairs: {positions} positions x {V} tokens", 2e-3 * positions,
                     4 * 8.0 * positions * V)
+
+
+def ngram_distillation(order: int, V: int, streams: int = 64, length: int = 300,
+                       strengths: int = 7) -> Estimate:
+    """Distilling an n-gram drafter (:func:`mdtheory.drafters.distill_ngram`): ``streams`` texts of
+    ``length`` tokens sampled from the target (about 30 s for the char-LSTM), then counts for every
+    context of up to ``order - 1`` tokens at every position of nine in ten texts (a row of V floats
+    each, at most one new row per position and context length), and the held-out bits per char
+    for each of ``strengths`` smoothing strengths (a pass over the context lengths per position)."""
+    held = max(1, streams // 10)
+    per_text = sum(min(order, t + 1) for t in range(1, length))  # contexts of lengths 0..order-1
+    rows = (streams - held) * per_text
+    bpc = strengths * held * per_text
+    return Estimate(f"n-gram drafter of order {order}: up to {rows:.3g} context rows of {V} counts",
+                    30.0 + 2e-6 * rows + 5e-6 * bpc, rows * (8.0 * V + 200.0 + 8.0 * min(order, length)))
 
 
 def enumeration(count: float, n: int, V: int) -> Estimate:

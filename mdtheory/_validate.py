@@ -245,3 +245,23 @@ def as_generator(rng) -> np.random.Generator:
 def _fmt_index(idx: tuple[int, ...]) -> str:
     return "[" + ", ".join(str(i) for i in idx) + "]" if idx else ""
 
+
+
+def batch_rows(p_rows: int, q_rows: int) -> int:
+    """The number of rows of a (p, q) batch: equal row counts, or one row broadcast to the other's.
+
+    Raises
+    ------
+    InvalidDistributionError
+        Both sides have several rows and the counts differ.
+
+    Examples
+    --------
+    >>> batch_rows(3, 1), batch_rows(1, 3), batch_rows(2, 2)
+    (3, 3, 2)
+    """
+    if p_rows != q_rows and 1 not in (p_rows, q_rows):
+        raise InvalidDistributionError(
+            f"p has {p_rows} rows but q has {q_rows}; give equal batches or one row to broadcast"
+        )
+    return max(p_rows, q_rows)

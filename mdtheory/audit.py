@@ -16,51 +16,14 @@ three forms, and checks it:
   position). :func:`mdtheory.torch_bridge.cross_validate` is this audit applied to the built-in
   torch rules.
 
-Statistics (sampled and torch forms), per position with N samples:
-
-.. math::
-
-    X^2 = \\sum_{c} \\frac{(O_c - N p_c)^2}{N p_c} \\;\\sim\\; \\chi^2_{k-1} \\text{ under } H_0,
-
-Pearson's test over k cells: tokens with expected count :math:`N p_y <` :data:`MIN_EXPECTED` are
-pooled into one cell (with the next rarest tokens until the pooled cell reaches it), and a token with
-p = 0 that comes out rejects outright (p-value 0). Several positions: Bonferroni, the reported p-value
-is :math:`\\min(1, B \\min_b \\mathrm{pval}_b)`.
-
-**Power.** By Cauchy–Schwarz, :math:`(\\sum_c |r_c - p_c|)^2 \\le \\sum_c (r_c - p_c)^2 / p_c`, so an
-output law r at :math:`TV(r, p) = \\delta` from p on the cells gives the statistic a non-centrality
-:math:`\\lambda = N \\sum_c (r_c - p_c)^2 / p_c \\ge 4 N \\delta^2` (equality for a deviation
-proportional to p on two halves of its mass); the cells of two tokens or more can hide at most their
-mass :math:`p_{pool}` of TV. Under r, Pearson's statistic has mean
-:math:`k - 1 + \\lambda + \\sum_c \\varepsilon_c (1 - r_c)` with :math:`\\varepsilon_c = r_c / p_c - 1`;
-the last sum is negative for a deviation spread thin over many cells. Minimising the mean over r
-at TV δ (Lagrange, with :math:`N p_c \\ge` :data:`MIN_EXPECTED` = 10 in every cell) gives
-:math:`\\text{mean} \\ge k - 1 + 4 N \\delta^2 - 4 k \\delta - k / 40`, so the audit counts on that
-effective non-centrality only. It detects *every* deviation of TV at least
-
-.. math:: \\delta_{0.9} = p_{pool} + \\frac{k + \\sqrt{k^2 + N (\\lambda_{0.9} + k/40)}}{2 N}
-
-with probability 0.9 (:func:`detectable_tv`), where :math:`\\lambda_{0.9} = \\lambda_{0.9}(k-1, A/B)`
-is the non-centrality at which a :math:`\\chi^2_{k-1}` exceeds its upper-A/B quantile with
-probability 0.9 (the mean is bounded exactly; the shape of the law is the non-central χ²
-approximation). Concentrated deviations are detected far sooner.
-
-**Sample-size rule** (:func:`samples_for`): :math:`N = (\\lambda_{0.9}(k-1, A/B) + k/40) /
-(4\\delta^2) + k / \\delta`, grown while pooling costs more. With A = 0.01, one position and V = 50
-tokens of a uniform p (49 df, :math:`\\lambda_{0.9} = 46.947`): detecting TV 0.02 takes
-N = (46.947 + 1.25) / 0.0016 + 2,500 = 32,623 samples; V = 3 takes 11,089. The default N is this rule at
-:data:`TARGET_TV` = 0.02 for the instance at hand (for B positions, at level A/B). Simulated at
-these sizes against the two-halves shape, the test rejects 93-95% of the time
-(``benchmarks/bench_audit.py``).
-
-**tv and tv_upper.** ``tv`` is the plug-in :math:`\\frac12 \\sum_y |\\hat r_y - p_y|`, biased upward
-by about :math:`\\frac12 \\sum_y \\sqrt{2 p_y (1 - p_y) / (\\pi N)}` (0.016 for a uniform p on 50 tokens
-at N = 30,000, so a lossless verifier shows a small positive ``tv``). ``tv_upper`` inverts the same
-statistic: the largest non-centrality :math:`\\lambda_U` with :math:`P_{\\lambda_U}(X^2 \\le x^2) \\ge`
-2.5%, then :math:`TV \\le p_{pool} + \\frac12 \\sqrt{\\lambda_U / N} + \\frac12 \\hat z_U` with
-:math:`\\hat z_U` the 97.5% Clopper–Pearson bound on the mass outside supp(p); never below ``tv``,
-simultaneous over positions (Bonferroni). The χ² laws are the usual large-sample approximations; the
-test suite checks the level, the power and the coverage by simulation.
+Statistics (sampled and torch forms), per position with N samples: Pearson's chi-square test of
+the output counts against p, tokens with expected count below :data:`MIN_EXPECTED` pooled into one
+cell, a token with p = 0 that comes out rejecting outright (p-value 0); several positions:
+Bonferroni. The default N (:func:`samples_for`) detects every deviation of TV at least
+:data:`TARGET_TV` with probability :data:`POWER`; :func:`detectable_tv` states what a given N
+detects; ``tv`` is the plug-in estimate and ``tv_upper`` a 95% upper bound. The derivations (power
+bound, sample-size rule, the bias of ``tv``, the inversion behind ``tv_upper``) are in
+papers/theory.md, section "The audit's statistics".
 
 References
 ----------
@@ -72,11 +35,8 @@ problem).
 
 from __future__ import annotations
 
-import argparse
-import contextlib
 import importlib
 import importlib.util
-import json
 import math
 import operator
 import sys
@@ -99,7 +59,7 @@ if TYPE_CHECKING:
     from .rules.base import SelectionRule
 
 __all__ = ["audit", "AuditResult", "load_target", "law_test", "detectable_tv", "samples_for",
-           "add_audit_parser", "DEFAULT_LEVEL", "TARGET_TV", "POWER"]
+           "DEFAULT_LEVEL", "TARGET_TV", "POWER"]
 
 #: Default level of the output-law test (false-rejection rate of a lossless verifier).
 DEFAULT_LEVEL = 0.01
@@ -528,12 +488,13 @@ def _run_torch(f, P, Q, n, sampling, samples, seed, device, dtype, quiet=True):
     """counts (B, V) and hits (B,) of a batched torch verifier (a function or a TorchRule class);
     an allocation torch refuses (CPU or GPU) is a :class:`ProblemTooLargeError`; a progress bar on
     a terminal unless ``quiet``."""
-    from . import torch_bridge as tb
+    from .torch_bridge import rules as tb_rules
+    from .torch_bridge import tensors as tb
 
     torch = tb._torch()
     tb.check_device(device)
     try:
-        return _torch_steps(torch, tb, f, P, Q, n, sampling, samples, seed, device, dtype, quiet)
+        return _torch_steps(torch, tb_rules, f, P, Q, n, sampling, samples, seed, device, dtype, quiet)
     except RuntimeError as exc:  # torch.OutOfMemoryError (GPU) or the CPU allocator's message
         if not (isinstance(exc, getattr(torch, "OutOfMemoryError", ())) or "allocate" in str(exc)):
             raise
@@ -543,7 +504,7 @@ def _run_torch(f, P, Q, n, sampling, samples, seed, device, dtype, quiet=True):
         ) from None
 
 
-def _torch_steps(torch, tb, f, P, Q, n, sampling, samples, seed, device, dtype, quiet):
+def _torch_steps(torch, tb_rules, f, P, Q, n, sampling, samples, seed, device, dtype, quiet):
     from .drafters import progress
 
     dtype = dtype or torch.float64
@@ -551,7 +512,7 @@ def _torch_steps(torch, tb, f, P, Q, n, sampling, samples, seed, device, dtype, 
     Pt = torch.as_tensor(P, dtype=dtype, device=device)
     Qt = torch.as_tensor(Q, dtype=dtype, device=device)
     B, V = P.shape
-    prepared = f(Pt, Qt, n) if isinstance(f, type) and issubclass(f, tb.TorchRule) else None
+    prepared = f(Pt, Qt, n) if isinstance(f, type) and issubclass(f, tb_rules.TorchRule) else None
     per_call = max(1, TORCH_CHUNK // B)
     counts = torch.zeros(B, V, dtype=torch.float64, device=device)
     hits = torch.zeros(B, dtype=torch.float64, device=device)
@@ -848,102 +809,3 @@ def _summarise(counts, hits, P, alphas, samples, seed, mode, t0, common) -> Audi
                        "acceptance": float(a), "alpha_star": float(s)}
                       for pv, t, u, a, s in zip(pvals, tv_rows, upper, acc_rows, alphas, strict=True)],
         **common)
-
-
-# ---------------------------------------------------------------------------------------- CLI
-def add_audit_parser(subparsers) -> argparse.ArgumentParser:
-    """Add ``mdtheory audit`` to the CLI's subparsers."""
-    sub = subparsers.add_parser(
-        "audit", help="certify that a verifier is lossless and measure its acceptance against alpha*",
-        description="Run a verifier written by anyone on drafts drawn by the audit and test that its "
-                    "output law is p (Pearson chi-square, sparse cells pooled, Bonferroni over "
-                    "positions); report its acceptance against alpha*. TARGET is FILE.py:NAME or "
-                    "MODULE:NAME: f(p, q, drafts, rng) -> token or (token, accepted); a "
-                    "SelectionRule subclass, or with --exact law(p, q, drafts) -> (accept, "
-                    "residual), is audited exactly by enumerating draft tuples. Exit code 0 if the "
-                    "verifier is shown lossless (not rejected, and the run detects any TV of at "
-                    "least --detect-tv), 1 if it is found lossy, 5 if the run is inconclusive "
-                    "(not rejected, too few samples to detect --detect-tv), 2 for bad input or "
-                    "work over --max-seconds.",
-    )
-    sub.add_argument("target", metavar="TARGET", help="FILE.py:NAME or MODULE:NAME")
-    sub.add_argument("P", help="target distribution p: .npy of shape (V,) or (B, V)")
-    sub.add_argument("Q", help="draft distribution q: .npy of shape (V,) or (B, V)")
-    sub.add_argument("--drafts", "-n", "-K", type=int, required=True, metavar="N",
-                     help="number of drafts n (-K is an older spelling)")
-    sub.add_argument("--sampling", choices=SAMPLINGS, default=None,
-                     help="draft model (default iid, or a SelectionRule's own)")
-    sub.add_argument("--samples", type=int, default=None,
-                     help="steps per position (default: enough to detect TV --detect-tv with "
-                          f"probability {POWER})")
-    sub.add_argument("--detect-tv", type=float, default=TARGET_TV, metavar="X",
-                     help="the smallest TV(output, p) the run must detect with probability "
-                          f"{POWER} to call the verifier lossless; sizes the default --samples "
-                          f"(default {TARGET_TV})")
-    from .cli import _seconds, add_seed_option  # loaded: cli.build_parser calls this
-
-    add_seed_option(sub)
-    sub.add_argument("--level", type=float, default=DEFAULT_LEVEL,
-                     help=f"level of the output-law test (default {DEFAULT_LEVEL})")
-    sub.add_argument("--exact", action="store_true",
-                     help="TARGET is law(p, q, drafts) -> (accept, residual): enumerate draft tuples")
-    sub.add_argument("--torch", action="store_true",
-                     help="TARGET is batched: f(p, q, drafts, generator) -> tokens on tensors")
-    sub.add_argument("--device", default="cpu", help="torch device (default cpu)")
-    sub.add_argument("--normalize", action="store_true", help="rescale p and q to sum one")
-    sub.add_argument("--json", action="store_true", help="one JSON object per line (JSON Lines)")
-    sub.add_argument("--max-seconds", type=_seconds, default=_budget.MAX_SECONDS, metavar="S",
-                     help="refuse an audit estimated longer than S seconds (the verifier is timed "
-                          f"on its first {PILOT_CALLS} calls; default {_budget.MAX_SECONDS:g})")
-    sub.add_argument("--quiet", "-q", action="store_true",
-                     help="no progress bar (it is shown only when stderr is a terminal)")
-    sub.set_defaults(func=_cli)
-    return sub
-
-
-def _cli(args: argparse.Namespace) -> int:
-    from .cli import load_npy
-
-    p, q = load_npy(args.P, "p"), load_npy(args.Q, "q")
-    with contextlib.redirect_stdout(sys.stderr):  # the target's prints must not break --json
-        f = load_target(args.target)
-        res = audit(f, p, q, args.drafts, sampling=args.sampling, samples=args.samples,
-                    seed=args.seed, level=args.level, exact=args.exact, torch=args.torch,
-                    device=args.device, normalize=args.normalize,
-                    max_seconds=args.max_seconds, detect_tv=args.detect_tv, quiet=args.quiet)
-    res.target = args.target
-    if args.json:
-        print(json.dumps(res.to_dict()))
-    else:
-        _print(res)
-    return {"lossless": 0, "lossy": 1}.get(res.verdict, EXIT_INCONCLUSIVE)
-
-
-def _print(r: AuditResult) -> None:
-    pos = f"{r.positions} positions" if r.positions > 1 else "1 position"
-    how = "exact enumeration of draft tuples" if r.mode == "exact" else \
-        f"{r.samples:,} samples per position ({r.mode}, seed {r.seed})"
-    print(f"audit of {r.target}: V = {r.vocab}, n = {r.drafts} {r.sampling} drafts, {pos}, {how}")
-    verdict = {"lossless": "not rejected: no evidence of loss",
-               "lossy": "REJECTED: the verifier is lossy"}.get(
-        r.verdict, f"INCONCLUSIVE: not rejected, but {r.samples or 0:,} samples cannot detect TV "
-                   f"{r.detect_tv:g} (--detect-tv); no verdict")
-    if r.mode == "exact":
-        print(f"  output law: exact TV(output, p) = {r.tv:.6g} -> "
-              + ("lossless" if r.lossless else "LOSSY"))
-    else:
-        print(f"  output law vs p: p-value {r.pvalue:.3g} at level {r.level:g} -> {verdict}")
-        print(f"  TV(output, p) = {r.tv:.4f} (95% upper bound {r.tv_upper:.4f}); this run detects "
-              f"any TV >= {r.detectable_tv:.4f} with probability {POWER:g}")
-    ci = "" if r.mode == "exact" else \
-        f" (95% CI [{r.acceptance_ci95[0]:.4f}, {r.acceptance_ci95[1]:.4f}])"
-    gap = round(r.alpha_star - r.acceptance, 12) + 0.0  # no "-0.0000" from round-off
-    print(f"  acceptance {r.acceptance:.4f}{ci}; alpha* = {r.alpha_star:.4f} (gap {gap:.4f})")
-    if r.optimum_pvalue is not None and r.optimum_pvalue < r.level:
-        print(f"  acceptance exceeds alpha* (p-value {r.optimum_pvalue:.3g}): impossible for a "
-              "lossless verifier that counts only drafted outputs as accepted")
-    if r.worst_tokens and r.verdict == "lossy":
-        print("  largest deviations (frequency expected -> observed):")
-        for w in r.worst_tokens:
-            where = f" at position {w['position']}" if r.positions > 1 else ""
-            print(f"    token {w['token']}{where}: {w['expected']:.4f} -> {w['observed']:.4f}")

@@ -22,66 +22,15 @@ step :math:`\\delta = \\ln 2 / m`. At every node the truncated generating polyno
 added token, :math:`a_k \\leftarrow e^{-q_i t} a_k + h_i a_{k-1}`, additions of non-negative numbers
 only, so all prefixes cost O(V n K) for K nodes.
 
-**Error bound (proven).** Three parts, all stated for every prefix with :math:`c > 0`:
-
-1. *Discretisation.* Let :math:`|y| < \\pi/2`. :math:`F_T(t) = P(\\tau_n \\le t)` where
-   :math:`\\tau_n`, the n-th arrival in T, is a mixture (over arrival orders) of sums of independent
-   exponentials; each such density is
-   :math:`r_1 \\cdots r_n s^{n-1} \\int_{\\Delta} e^{-s \\sum_k r_k v_k} dv` on the simplex
-   :math:`\\Delta`, so on the ray :math:`s = \\rho e^{iy}` its modulus is at most
-   :math:`\\sec^{n-1}(y)` times its value at :math:`\\rho \\cos y`. Integrating along the ray gives
-   :math:`|F_T(\\rho e^{iy})| \\le \\sec^n(y) F_T(\\rho \\cos y)`, hence
-   :math:`\\int_{\\mathbb{R}} |g_T(x + iy)|\\, dx \\le \\sec^{n+1}(y)\\, Q(T)`. By the strip theorem for
-   the trapezoidal rule (Trefethen & Weideman, "The exponentially convergent trapezoidal rule", SIAM
-   Review 56 (2014), Thm 5.1) the infinite trapezoidal sum has relative error at most
-   :math:`2 \\sec^{n+1}(a) / (e^{2\\pi a/\\delta} - 1)` for every :math:`a < \\pi/2`;
-   :func:`_nodes_per_octave` picks the smallest m making it at most :data:`REL_TOL`.
-2. *The nodes left out below the grid* (:math:`t < 2^{b_0}`): :math:`F_T(t) \\le (st)^n/n!` with
-   :math:`s = q(T)` (union bound), so they sum to at most
-   :math:`\\delta\\, c s^n 2^{b_0(n+1)} / (n!\\, (2^{(n+1)/m} - 1))`, at most :data:`ABS_TOL` by the
-   choice of :math:`b_0` (with :math:`c s^n \\le n^n q(\\Omega)^{n+1} / (n+1)^{n+1}`, as
-   :math:`c + s = q(\\Omega)`).
-3. *The nodes a prefix skips*: those with :math:`y = c e^u < \\eta` add at most
-   :math:`\\delta \\sum y_j \\le \\eta\\, \\delta / (1 - 2^{-1/m}) \\le 2\\eta`; so do those
-   below a node j with :math:`F_j y_j \\delta / (2^{1/m} - 1) \\le \\eta/2` (F and y increase with
-   t, so each lower term is at most :math:`\\delta y_i F_j`; the computed :math:`F_j` is within a
-   factor 2 of the exact one; the node is found by bisection over octaves, which keeps the test
-   true at the node it returns); those with
-   :math:`y \\ge L = 2^{\\mathrm{LOG\\_TOP}}` at most
-   :math:`\\delta L e^{-L} + \\int_{\\ln(L/c)}^{\\infty} c e^u e^{-ce^u} du = (1 + \\delta L) e^{-L}`
-   (the summand :math:`\\delta y e^{-y} F \\le \\delta y e^{-y}` decreases in u for y > 1, so the sum
-   from its first node on is at most that node's term plus the integral). :data:`ETA` and
-   :data:`LOG_TOP` make both below 1e-18 (:math:`13 e^{-64} < 10^{-26}`).
-   *Frozen nodes*: once the computed :math:`P(N_T < n) = \\sum_{k<n} a_k` at a node is at most
-   :data:`FREEZE` :math:`= \\theta`, later tokens no longer update it; they would raise the exact F
-   there by at most its exact :math:`P(N_T < n) \\le 2\\theta`, so every later prefix's sum moves
-   by at most :math:`2\\theta\\, \\delta \\sum_j y_j e^{-y_j} \\le 2.01\\,\\theta` (that sum is the
-   trapezoidal rule for :math:`\\int e^u e^{-e^u} du = 1`).
-
-So each :math:`Q(T_k)` is within :math:`10^{-15} Q(T_k) + 2 \\cdot 10^{-18}` of the exact value before
-rounding (parts 2 and 3 add at most :math:`10^{-18} + 2\\eta + \\eta/2 + 10^{-26} + 2.01\\theta <
-1.5 \\cdot 10^{-18}`). Rounding: the state updates and the prefix sums add and multiply
-non-negative numbers only (the sums in any order). The node values :math:`g = e^{-v}`,
-:math:`h = 1 - e^{-v}` of :math:`v = q t` (and the weights :math:`e^{-y}`) are :math:`g = 0`,
-h = 1 for v >= 256 (:math:`g < 10^{-111}` dropped: F moves by less than :math:`V \\cdot 10^{-111}`),
-and below that come from one vectorised evaluation (:func:`_exp_class`): :math:`v = k \\ln 2 + r`
-with the Cody-Waite split of ln 2 (:math:`k \\cdot` ``LN2_HI`` and, by Sterbenz's lemma,
-:math:`v - k \\cdot` ``LN2_HI`` exact), :math:`|r| \\le \\ln 2 / 2 + 10^{-12}`, r to within
-:math:`\\epsilon |r|/2 + 4 \\cdot 10^{-23}`; :math:`U = \\sum_{i \\le L} (-r)^i/(i+1)!` by Horner's
-rule with rounded coefficients, products and sums possibly fused (each level shrinks the error
-carried from the one inside by :math:`|r| \\le 0.35`: absolute error below :math:`2\\epsilon`, U in
-[0.84, 1.19]), with L from a table by octave so that the series tail is below :math:`2^{-60}`
-relative (:func:`_degree_table`); then :math:`g = 2^{-k}(1 - rU)` and
-:math:`h = (1 - 2^{-k}) + 2^{-k} rU` (:math:`h = rU` at k = 0; at k >= 1 the terms have
-:math:`1 - 2^{-k} \\ge 1/2`, :math:`|2^{-k} rU| \\le 0.21` and h >= 0.29). Both come out within
-:math:`3\\epsilon` relative of the function at the rounded argument (at most :math:`1.04\\epsilon`
-observed against 40-digit values); the rounding of v itself
-(:math:`\\epsilon/2` relative) moves g by at most :math:`v e^{-v} \\epsilon/2 < 0.19 \\epsilon`
-absolute and h by at most :math:`\\epsilon/2` relative. The complement masses :math:`c_k` are
-double-double suffix sums. The a-priori worst case over a prefix of k tokens is O(k n ε) relative
-(linear accumulation of the positive updates), far above the errors observed: at most 3e-16 against
-exact rationals (``tests/test_containment.py``) and 5e-15 against the per-set Gauss-Legendre
-quadrature at V = 2000.
+**Error bound (proven).** Each :math:`Q(T_k)` is within :math:`10^{-15} Q(T_k) + 2 \\cdot 10^{-18}`
+of the exact value before rounding: the trapezoidal rule's strip bound fixes the nodes per octave
+(:func:`_nodes_per_octave`, :data:`REL_TOL`), the grid's lower end bounds the nodes left out
+(:data:`ABS_TOL`), and :data:`ETA`, :data:`LOG_TOP` and :data:`FREEZE` bound the nodes a prefix
+skips. Rounding adds only non-negative numbers; the exponentials come from one vectorised
+evaluation (:func:`_exp_class`) within :math:`3\\epsilon` relative. The proof and the rounding
+analysis are in papers/theory.md, section "Prefix containment without replacement: the error bound".
+Observed: at most 3e-16 against exact rationals (``tests/test_containment.py``) and 5e-15 against the
+per-set Gauss-Legendre quadrature at V = 2000.
 
 **Cost.** Per token, the node values and one fused pass over the n + 1 rows at the active nodes
 (above the lowest window, below the frozen ones), then the prefix's weights and sum over its window

@@ -15,20 +15,17 @@ Everything random takes a ``numpy.random.Generator``: the same seed gives the sa
 
 from __future__ import annotations
 
-import math
 import sys
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 
-from . import _budget
 from .errors import InvalidInputError
-from .lm import META, PAD, CharLSTM, load_char_lstm
+from .lm import META, PAD, CharLSTM
 from .logits import check_sampling
 
 __all__ = ["LSTMLaw", "NGramLaw", "distill_ngram", "sample_texts", "make_drafter", "lm_pairs",
-           "DRAFTERS", "draw", "progress", "add_lm_pairs_parser"]
+           "DRAFTERS", "draw", "progress"]
 
 #: Drafter kinds of :func:`make_drafter`.
 DRAFTERS = ("tempered", "ngram", "quantized")
@@ -212,50 +209,3 @@ def lm_pairs(positions: int, target: LSTMLaw, drafter, rng: np.random.Generator,
 
     sample_texts(target, streams, length, rng, target.model.vocab[META], quiet, record)
     return np.concatenate(P)[:positions], np.concatenate(Q)[:positions]
-
-
-def add_lm_pairs_parser(subparsers) -> None:
-    """The ``lm-pairs`` subcommand."""
-    cmd = subparsers.add_parser(
-        "lm-pairs", help="(target, draft) next-token laws of the pretrained char-LSTM",
-        description="Write DIR/P.npy and DIR/Q.npy (positions x 465): the pretrained char-LSTM "
-                    "(textgenrnn 2.0.0) as target and a drafter, at the positions of texts "
-                    "sampled from the target. Ready for check-acceptance and compare-selectors.",
-    )
-    cmd.add_argument("--positions", type=int, required=True, help="number of positions N")
-    cmd.add_argument("--target-temperature", type=float, default=1.0,
-                     help="temperature of the target LSTM (default 1.0)")
-    cmd.add_argument("--draft", required=True, choices=DRAFTERS, help="the drafter")
-    cmd.add_argument("--draft-temperature", type=float, help="default: the target temperature")
-    cmd.add_argument("--top-k", type=int, help="top-k of the (LSTM) drafter")
-    cmd.add_argument("--order", type=int, default=3, help="n-gram order (ngram drafter)")
-    from .cli import add_seed_option  # loaded: cli.build_parser calls this
-
-    add_seed_option(cmd)
-    cmd.add_argument("--out", required=True, help="output directory")
-    cmd.add_argument("--quiet", action="store_true", help="no progress bar")
-    cmd.set_defaults(func=_lm_pairs_command)
-
-
-def _lm_pairs_command(args) -> int:
-    if args.order < 1:
-        raise InvalidInputError(f"--order must be >= 1, got {args.order}")
-    if args.positions < 1:
-        raise InvalidInputError(f"--positions must be >= 1, got {args.positions}")
-    check_sampling(args.target_temperature)
-    out = Path(args.out)
-    if out.exists() and not out.is_dir():
-        raise InvalidInputError(f"--out: {out} exists and is not a directory")
-    rng = np.random.default_rng(args.seed)
-    target = LSTMLaw(load_char_lstm(), args.target_temperature)
-    # the sampling shows a progress bar, so only memory is refused (P, Q of positions x V floats)
-    _budget.require(_budget.lm_pairs(args.positions, target.V), math.inf)
-    drafter = make_drafter(args.draft, target, rng, temperature=args.draft_temperature,
-                           top_k=args.top_k, order=args.order, quiet=args.quiet)
-    P, Q = lm_pairs(args.positions, target, drafter, rng, quiet=args.quiet)
-    out.mkdir(parents=True, exist_ok=True)
-    np.save(out / "P.npy", P)
-    np.save(out / "Q.npy", Q)
-    if not args.quiet:
-        print(f"wrote {out / 'P.npy'} and {out / 'Q.npy'}: {P.shape[0]} positions x {P.shape[1]} tokens")
-    return 0

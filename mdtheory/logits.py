@@ -12,7 +12,7 @@ import numpy as np
 
 from .errors import InvalidInputError
 
-__all__ = ["to_probs", "check_sampling"]
+__all__ = ["to_probs", "check_sampling", "tempered"]
 
 
 def check_sampling(temperature: float = 1.0, top_k: int | None = None,
@@ -141,3 +141,30 @@ def to_probs(logits, temperature: float = 1.0, top_k: int | None = None,
         drop[..., -1] = False  # always keep the most likely token
         x = ops.mask(x, ops.unsort(drop, idx))
     return ops.softmax(x)
+
+
+def tempered(q: np.ndarray, temperature: float) -> np.ndarray:
+    """q's drafter at another temperature: :math:`q^{1/T} / \\sum_y q(y)^{1/T}` (zeros stay zero).
+
+    If q = softmax(z) then :math:`q^{1/T} \\propto e^{z/T}`, so this is softmax(z / T), the law the
+    drafter's logits give at temperature T, taking q's own temperature as 1.
+
+    Parameters
+    ----------
+    q : ndarray, shape (V,)
+        A distribution with at least one positive entry.
+    temperature : float
+        T > 0.
+
+    Returns
+    -------
+    ndarray, shape (V,)
+
+    Examples
+    --------
+    >>> tempered(np.array([0.8, 0.2, 0.0]), 0.5).round(6).tolist()  # q^2 / (0.64 + 0.04)
+    [0.941176, 0.058824, 0.0]
+    """
+    logq = np.log(np.where(q > 0, q, 1.0)) / temperature
+    w = np.exp(logq - logq[q > 0].max()) * (q > 0)
+    return w / w.sum()

@@ -104,8 +104,8 @@ class AcceptanceResult:
     flow : ndarray or None
         ``dual`` and ``maxflow`` only: a maximum flow S(U, y), shape (M, V), the probability mass
         carried from token y to the draft set ``support[k]`` (non-negative, only along y in U, at
-        most p(y) per token and :math:`w_U` per set; its total is :math:`\\alpha^*`). Until 0.1.0
-        these routes put it in ``plan``. None elsewhere.
+        most p(y) per token and :math:`w_U` per set; its total is :math:`\\alpha^*`). None
+        elsewhere.
     support : ndarray or None
         What the rows of ``plan`` or ``flow`` are indexed by: draft tuples (int, shape (M, n)) for
         ``otlp-literal``, draft sets (bool, shape (M, V)) for the other routes.

@@ -236,7 +236,7 @@ def write(tmp_path, body):
      "    return int(d[0])\n", ":f", r"raised ValueError: bad draft on drafts \(1, \d\)"),
     ("def f(p, q, d, rng):\n    return 7\n", ":f", r"returned 7 on drafts \(\d, \d\)"),
     ("def f(p, q, d, rng):\n    return 0.5\n", ":f", "returned 0.5"),
-    # D10: sys.exit in the target is a bad verifier, not the audit's exit code with no verdict
+    # sys.exit in the target is a bad verifier, not the audit's exit code with no verdict
     ("import sys\nsys.exit(0)\n", ":f", "cannot import .*SystemExit: 0"),
     ("import sys\ndef f(p, q, d, rng):\n    sys.exit(0)\n", ":f", "raised SystemExit: 0 on drafts"),
     ("def f(p, q, d, rng):\n    return (int(d[0]), 'yes')\n", ":f", "accepted must be a bool"),
@@ -251,7 +251,7 @@ def test_cli_bad_target_exits_2_with_one_line(capsys, pq, tmp_path, body, spec, 
 
 
 def test_cli_target_prints_go_to_stderr(capsys, pq, tmp_path):
-    """D10: a target printing to stdout must not break --json."""
+    """A target printing to stdout does not break --json: its prints go to stderr."""
     spec = write(tmp_path, "def f(p, q, d, rng):\n    print('hello')\n"
                            "    return int(rng.choice(len(p), p=p))\n") + ":f"
     code, out, err = run(capsys, spec, *pq, "-n", "2", "--samples", "50", "--json")
@@ -259,8 +259,8 @@ def test_cli_target_prints_go_to_stderr(capsys, pq, tmp_path):
 
 
 def test_cli_refuses_an_audit_over_max_seconds(capsys, pq):
-    """D8: the audit had no estimate (V = 32,000 picked 5M samples and ran 7 min silently); the
-    target is timed on its first calls and the whole refused with the estimate."""
+    """The target is timed on its first calls and an audit estimated over --max-seconds is refused
+    with the estimate."""
     code, out, err = run(capsys, f"{EXAMPLES}/rrs.py:verify", *pq, "-n", "2", "--samples", "5000",
                          "--max-seconds", "1e-9")
     assert code == 2 and out == "" and err.count("\n") == 1
@@ -268,7 +268,7 @@ def test_cli_refuses_an_audit_over_max_seconds(capsys, pq):
 
 
 def test_cli_unknown_torch_device_exits_2(capsys, pq):
-    """D9: --torch --device nope was torch's RuntimeError traceback."""
+    """--torch --device nope is exit 2 with one line, not torch's RuntimeError."""
     pytest.importorskip("torch")
     code, out, err = run(capsys, f"{EXAMPLES}/rrs.py:verify", *pq, "-n", "2", "--torch",
                          "--device", "nope")

@@ -1,4 +1,4 @@
-"""The front door proves what it returns (issue 10): every certificate, and every SolverError path.
+"""The front door proves what it returns: every certificate, and every SolverError path.
 
 Routes are replaced (monkeypatch on :data:`mdtheory.solve.METHODS`) by wrappers that corrupt one part
 of the real route's output or its proof: a wrong value, cut, plan, flow, order or base must raise
@@ -382,7 +382,7 @@ def test_every_subset_of_a_small_alphabet_is_bounded_by_the_certificate():
             assert _certify.cut_value(P, model, list(T)) >= lower - 1e-15
 
 
-SUBNORMAL = [  # issue 10, items 1 and 2, and the extremes of the property tests
+SUBNORMAL = [  # subnormal and overflowing masses, and the extremes of the property tests
     ([1e-320, 0.5, 0.5], [0.9, 0.05, 0.05], 2),
     ([1, 0, 0, 0, 1.9e-315, 0], [6.5674017161776066e-02, 9.8108457273202955e-07,
                                  6.8537843805975555e-06, 1.2658213388272264e-05,

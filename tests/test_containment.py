@@ -19,12 +19,8 @@ from mdtheory.containment import (
 from mdtheory.exact import elementary_symmetric
 
 from .reference_containment import successive_containment_gl
-
-#: Agreement required with exact rational values (absolute for successive sampling, relative for
-#: conditional Poisson); the quadrature's proven bound is 1e-15 Q + 2e-18 before rounding.
-EXACT_TOL = 1e-13
-#: Agreement required with the per-set quadrature of WithoutReplacement.containment.
-PER_SET_TOL = 1e-12
+from .tolerances import QUADRATURE_EXACT as EXACT_TOL
+from .tolerances import QUADRATURE_PER_SET as PER_SET_TOL
 
 
 @cache

@@ -1,4 +1,4 @@
-"""Issue 14 in the CLI: independent drafts' shapes in ``check-acceptance``, the draft-model table of
+"""Draft models in the CLI: independent drafts' shapes in ``check-acceptance``, the draft-model table of
 ``compare-selectors --sampling``, and the size estimate of the ``mnp`` route. Cheap: V <= 60."""
 
 import json
@@ -23,7 +23,7 @@ def files(npy):
 # --------------------------------------------------------------- check-acceptance --sampling independent
 @pytest.mark.parametrize("drafts", [None, 3])
 def test_independent_refuses_one_law(capsys, files, drafts):
-    """A q of shape (V,) is one draft: refused (it used to run silently as n = 1), --drafts or not."""
+    """A q of shape (V,) is one draft: refused unless --drafts 1 says so."""
     extra = [] if drafts is None else ["--drafts", drafts]
     code, out, err = run_main(capsys, "check-acceptance", files["p"], files["q"], "--sampling",
                               "independent", *extra)
@@ -97,7 +97,7 @@ def test_sampling_all_against_exhaustive(capsys, small):
 
 
 def test_draft_temperatures_add_independent_drafts(capsys, small):
-    from mdtheory.cli import tempered
+    from mdtheory.logits import tempered
 
     p, q, pf, qf = small
     code, out, _ = run_main(capsys, "compare-selectors", pf, qf, "--sampling", "all",
@@ -215,11 +215,11 @@ def test_mnp_estimate_per_model():
 
 
 def test_memory_error_is_one_line(capsys, monkeypatch, files):
-    from mdtheory import cli
+    from mdtheory.cli import check_acceptance
 
     def boom(*args, **kwargs):
         raise MemoryError("Unable to allocate 74.5 GiB for an array")
-    monkeypatch.setattr(cli, "optimal_acceptance", boom)
+    monkeypatch.setattr(check_acceptance, "optimal_acceptance", boom)
     code, _, err = run_main(capsys, "check-acceptance", files["p"], files["q"])
     one_line_error(code, err, "out of memory: Unable to allocate 74.5 GiB", "too large for this machine")
 

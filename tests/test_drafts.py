@@ -131,6 +131,7 @@ def test_iid_containment_of_a_few_sets_is_exactly_summed():
     assert md.IID(q, 10**6).containment(T) == pytest.approx(exact ** 10**6, rel=1e-9)
 
 
+@pytest.mark.slow
 def test_conditional_poisson_set_law_beyond_the_float_range():
     """Two heavy tokens and a subnormal rest: the set weights, even rescaled, overflowed (a NaN set
     law, the rule's acceptance NaN, the prefix route's certificate refused); now in logarithms.

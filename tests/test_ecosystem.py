@@ -1,7 +1,10 @@
-"""How mdtheory meets its ecosystem (issue 16): model probabilities in any float precision, result
+"""How mdtheory meets its ecosystem: model probabilities in any float precision, result
 objects as scipy and POT users expect, one vocabulary, CLI conventions, progress, API footguns."""
 
+import doctest
+import io
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -34,7 +37,7 @@ def test_torch_float32_softmax_is_accepted():
     torch = pytest.importorskip("torch")
     torch.manual_seed(0)
     p = torch.softmax(torch.randn(32000) * 4, -1).numpy()
-    assert p.dtype == np.float32 and abs(p.astype(np.float64).sum() - 1) > SUM_TOL  # once refused
+    assert p.dtype == np.float32 and abs(p.astype(np.float64).sum() - 1) > SUM_TOL  # beyond the float64 rule
     assert md.alpha_star(p, p, 2) == 1.0
     g = torch.Generator().manual_seed(0)
     big = torch.softmax(torch.randn(152_064, generator=g) * 4, -1).numpy()
@@ -96,16 +99,42 @@ def test_cli_takes_a_float32_softmax(capsys, tmp_path):
     assert code == 0 and json.loads(out)["alpha_star"] == 1.0
 
 
-def readme_block(heading):
-    text = (ROOT / "README.md").read_text().split(heading, 1)[1]
-    return text.split("```python\n", 1)[1].split("```", 1)[0]
+def readme_blocks(fence):
+    """The README's fenced blocks of one kind, in order."""
+    return re.findall(rf"^```{fence}\n(.*?)^```", (ROOT / "README.md").read_text(), flags=re.M | re.S)
 
 
-def test_readme_quick_start_runs(monkeypatch):
-    pytest.importorskip("torch")
+def test_readme_sessions_print_what_they_show(monkeypatch):
+    """Every ```pycon block of the README is a doctest: its outputs are compared, not just run."""
+    sessions = readme_blocks("pycon")
+    assert len(sessions) >= 2
     monkeypatch.chdir(ROOT)
-    for heading in ("## Quick start from a model's logits", "## Use"):
-        exec(compile(readme_block(heading), f"README {heading}", "exec"), {})
+    names = {}  # one reader's session: later blocks use earlier imports
+    for k, text in sorted(enumerate(sessions), key=lambda s: "import torch" in s[1]):
+        if "import torch" in text:  # the torch blocks run last, so a skip drops nothing else
+            pytest.importorskip("torch")
+        test = doctest.DocTestParser().get_doctest(text, names, f"README session {k}", "README.md", 0)
+        runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+        report = io.StringIO()
+        runner.run(test, out=report.write, clear_globs=False)
+        names = test.globs
+        assert len(test.examples) >= 3 and runner.failures == 0, report.getvalue()
+
+
+#: Times in the README's console outputs, masked before comparing.
+TIMES = re.compile(r"\d+\.\d+ s\b")
+
+
+@pytest.mark.parametrize("command", ["check-acceptance", "audit", "verify", "dd"])
+def test_readme_console_outputs_are_real(capsys, monkeypatch, command):
+    """The README's ``$ mdtheory COMMAND ...`` output is what the command prints (times masked)."""
+    monkeypatch.chdir(ROOT)
+    shown = [chunk for block in readme_blocks("console") for chunk in block.split("$ mdtheory ")[1:]
+             if chunk.startswith(command + " ")]
+    assert len(shown) == 1, shown
+    argv, expected = shown[0].split("\n", 1)
+    _, out, _ = run_main(capsys, *argv.split())
+    assert TIMES.sub("T s", out) == TIMES.sub("T s", expected)
 
 
 # ------------------------------------------------------------------ 3. result objects

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -29,9 +30,9 @@ from mdtheory.independent import (
 from mdtheory.polymatroid import base_polytope_violation, priority_marginal
 from mdtheory.rules import make_rule
 
+from .tolerances import SOLVER as TOL  # agreement with the exhaustive route; acceptance vs α*
+
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
-#: Agreement with the exhaustive route, and the rule's acceptance against α*.
-TOL = 1e-9
 
 
 def _instance(rng, V, n, kind):
@@ -200,6 +201,7 @@ def test_base_vertices_are_the_orders_vertices(sampling):
     """The solver hands its vertices to the rule's mixture: they are model_vertex's, bit for bit,
     so the rule's marginal is the one recomputed from the orders alone."""
     from mdtheory.drafts import make_draft_model
+    from mdtheory.rules.optimal import MAX_PLAN_SETS
 
     rng = np.random.default_rng(21)
     for V in (5, 60):
@@ -211,7 +213,10 @@ def test_base_vertices_are_the_orders_vertices(sampling):
         assert np.array_equal(OrderMixture(model, base.orders, base.weights, base.vertices).marginal,
                               own)
         rule = make_rule("optimal", p, q if sampling == "independent" else q[0], 3, sampling=sampling)
-        assert rule.mixture is not None or V == 5  # beyond MAX_PLAN_SETS draft sets: the mixture
+        # the order mixture for independent drafts, and for the others beyond MAX_PLAN_SETS draft
+        # sets (C(60, 3) = 34,220 of them); the LP plan over the C(5, 3) = 10 sets at V = 5
+        assert math.comb(5, 3) <= MAX_PLAN_SETS < math.comb(60, 3)
+        assert (rule.mixture is not None) == (sampling == "independent" or V == 60), (sampling, V)
         if rule.mixture is not None:  # its own p and model (validated copies): the same solve
             again = min_norm_base(rule.p, rule.model)
             assert np.array_equal(rule.mixture.marginal,
@@ -316,8 +321,8 @@ def test_face_warm_start_is_the_resorted_mixture():
 
 
 def test_face_starts_at_the_free_runs_point():
-    """Regression: after drops the corral's storage rows are permuted (``slot``); the face run's
-    warm start pairs each weight with its own order (it once paired them by storage row)."""
+    """After drops the corral's storage rows are permuted (``slot``); the face run's warm start
+    pairs each weight with its own order, not with the order in the same storage row."""
     import mdtheory.independent as independent
 
     rng = np.random.default_rng(16)
@@ -522,9 +527,9 @@ def test_kernels_interpreted_and_compiled_agree(monkeypatch):
 
 @pytest.mark.parametrize("V, seed", [(30, 1), (80, 2)])
 def test_mnp_closes_near_alpha_one_conditional_poisson(V, seed):
-    """Regression (adversarial repro d03): conditional Poisson at a cold temperature, α* = 1 to 1e-9,
-    so the minimum-norm point is ~0 and the Gram route's affine minimum (accurate to ~sqrt(ε)) stalled
-    with a gap of 1e-9 ("left a gap ... (tolerance 1e-12)"); least squares on the vertices closes it."""
+    """Conditional Poisson at a cold temperature, α* = 1 to 1e-9: the minimum-norm point is ~0,
+    where the Gram route's affine minimum (accurate to ~sqrt(ε)) stalls with a gap of 1e-9; least
+    squares on the vertices closes it."""
     from mdtheory.drafts import make_draft_model
     rng = np.random.default_rng(seed)
     z = rng.normal(size=V) * 3
@@ -539,9 +544,9 @@ def test_mnp_closes_near_alpha_one_conditional_poisson(V, seed):
 
 
 def test_mnp_retries_in_the_scaled_norm():
-    """A peaked independent pair (4 x 465 in the original case, at 10,000 iterations) whose
-    plain-norm run is still open at the iteration cap (gap 4e-11 to 2e-9 at 400, by BLAS) is closed by
-    the run in the norm weighted by 1 / (p + q̄) raced beside it; the certificate is recomputed
+    """A peaked independent pair (also seen at 4 x 465 and 10,000 iterations) whose plain-norm run
+    is still open at the iteration cap (gap 4e-11 to 2e-9 at 400, by BLAS) is closed by the run in
+    the norm weighted by 1 / (p + q̄) raced beside it; the certificate is recomputed
     independently."""
     from mdtheory.independent import _phases, _race
     rng = np.random.default_rng(0)

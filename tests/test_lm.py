@@ -13,13 +13,14 @@ from mdtheory.errors import InvalidInputError, MdtheoryError
 from mdtheory.logits import to_probs
 from mdtheory.rules import make_rule
 
-try:
+try:  # the skip names what is missing: textgenrnn's data files or h5py
     lm.textgenrnn_files()
     import h5py  # noqa: F401
-    HAVE_MODEL = True
-except (MdtheoryError, ImportError):
-    HAVE_MODEL = False
-needs_model = pytest.mark.skipif(not HAVE_MODEL, reason=f"textgenrnn's data absent: {lm.INSTALL}")
+    MISSING = None
+except (MdtheoryError, ImportError) as exc:
+    MISSING = f"the pretrained char-LSTM cannot be read: {exc}"
+HAVE_MODEL = MISSING is None
+needs_model = pytest.mark.skipif(not HAVE_MODEL, reason=MISSING or "")
 
 PARAGRAPH = (
     "The city council met on Tuesday night to discuss the new budget for the coming year. Several "
@@ -40,6 +41,7 @@ def _unigram_bits(ids: np.ndarray) -> float:
 
 
 @needs_model
+@pytest.mark.slow
 def test_forward_pass_is_faithful(model):
     ids = model.encode(PARAGRAPH)
     assert (ids != lm.PAD).all()
@@ -50,6 +52,7 @@ def test_forward_pass_is_faithful(model):
 
 
 @needs_model
+@pytest.mark.slow
 def test_a_mislaid_kernel_is_obvious(model):
     """Without Keras' CuDNN re-layout the same weights score tens of bits per char."""
     w = dict(model.weights)
@@ -114,6 +117,7 @@ def test_missing_package_names_the_install_command(monkeypatch):
 
 # ---------------------------------------------------------------- drafters and pairs
 @needs_model
+@pytest.mark.slow
 def test_drafter_laws_sum_to_one(model):
     rng = np.random.default_rng(0)
     target = drafters.LSTMLaw(model, 1.0)
@@ -134,6 +138,7 @@ def test_drafter_laws_sum_to_one(model):
 
 
 @needs_model
+@pytest.mark.slow
 def test_lm_pairs_reproducible_by_seed(tmp_path):
     def pairs(seed, name):
         out = tmp_path / name
@@ -217,6 +222,7 @@ def test_the_losslessness_check_catches_a_lossy_verifier(monkeypatch):
 
 
 @needs_model
+@pytest.mark.slow
 def test_block_efficiency_rows(capsys):
     argv = ["block-efficiency", "--drafts", "2", "--length", "2", "--rules", "single,optimal",
             "--steps", "4", "--draft-temperature", "1.2", "--json", "--quiet"]
@@ -271,6 +277,7 @@ class Memo:
 
 
 @needs_model
+@pytest.mark.slow
 def test_block_decoding_follows_the_real_target(model):
     """The char-LSTM as target: the next char after a fixed context, by chi-square (cells with an
     expected count under 5 pooled)."""

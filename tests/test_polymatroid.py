@@ -94,6 +94,7 @@ def test_optimal_rule_reaches_alpha_star(sampling):
         assert 0.5 * np.abs(law - p).sum() <= 1e-12
 
 
+@pytest.mark.slow
 def test_gr_softmax_within_ten_tau():
     for tau in (1e-3, 1e-6):
         for p, q, n in pairs(5, 10, vmax=6):

@@ -1,4 +1,4 @@
-"""Issue 10, item 5: every CLI case ends in exit 2 with one line (a refusal states its estimate before
+"""Every CLI case ends in exit 2 with one line (a refusal states its estimate before
 any work), or runs with a progress bar; rules refuse what they do not support. Each test is cheap: the
 refusals come from size estimates, nothing large is allocated."""
 
@@ -346,7 +346,7 @@ def test_keyboard_interrupt_exits_130_with_one_line(capsys, monkeypatch, pair):
     def interrupted(args):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(cli, "_check_acceptance", interrupted)
+    monkeypatch.setattr(cli.check_acceptance, "run", interrupted)
     p, q = pair(4)
     code, out, err = run_main(capsys, "check-acceptance", p, q)
     assert code == 130 and out == "" and err == "mdtheory: interrupted\n"
@@ -365,7 +365,7 @@ def test_prefix_route_refuses_models_without_a_prefix_property():
     ["audit", "examples/verifiers/rrs.py:verify", "P", "Q"],
 ])
 def test_negative_seed_is_a_usage_error(capsys, pair, tmp_path, argv):
-    """D7: --seed -1 reached numpy's generator and printed its ValueError traceback."""
+    """--seed -1 is refused by the parser, before numpy's generator sees it."""
     p, q = pair(4)
     argv = [{"P": p, "Q": q, "OUT": tmp_path / "o"}.get(a, a) for a in argv]
     code, out, err = run_main(capsys, *argv, "--seed", "-1")
@@ -373,8 +373,8 @@ def test_negative_seed_is_a_usage_error(capsys, pair, tmp_path, argv):
 
 
 def test_unwritable_output_path_is_one_line(capsys, monkeypatch, tmp_path):
-    """D13: an output path that cannot be written is exit 2 with one line naming it."""
-    from mdtheory import drafters
+    """An output path that cannot be written is exit 2 with one line naming it."""
+    from mdtheory.cli import lm_pairs as drafters
 
     def refuse(*_args, **_kw):
         raise FileNotFoundError(2, "No such file or directory", "/proc/nope")
@@ -389,13 +389,13 @@ def test_unwritable_output_path_is_one_line(capsys, monkeypatch, tmp_path):
 
 
 def test_cross_validate_memory_estimate_counts_the_drafts(capsys):
-    """D11: the estimate ignored n; --drafts 100000 was a torch allocation traceback."""
+    """The estimate counts the drafts: --drafts 100000 is refused up front with it."""
     code, out, err = run_main(capsys, "cross-validate", "--drafts", "100000")
     one_line_error(code, err, ESTIMATE, "n = 100000")
 
 
 def test_torch_allocation_failure_is_one_line(monkeypatch):
-    """D11: an allocation torch refuses is a ProblemTooLargeError, not a RuntimeError traceback."""
+    """An allocation torch refuses is a ProblemTooLargeError, not a RuntimeError."""
     torch = pytest.importorskip("torch")
     from mdtheory.audit import audit
 
@@ -408,7 +408,7 @@ def test_torch_allocation_failure_is_one_line(monkeypatch):
 
 
 def test_make_rule_refuses_an_over_budget_preparation():
-    """D21: make_rule documents the refusal; khisti-lp at n = 1e6 (estimated hours) just ran."""
+    """make_rule refuses a preparation estimated over max_seconds (khisti-lp at n = 1e6: hours)."""
     p, q = np.array([0.2, 0.3, 0.5]), np.array([0.5, 0.3, 0.2])
     with pytest.raises(md.errors.ProblemTooLargeError, match=ESTIMATE):
         make_rule("khisti-lp", p, q, 10**6)
@@ -416,10 +416,10 @@ def test_make_rule_refuses_an_over_budget_preparation():
 
 
 def test_lm_pairs_refuses_positions_beyond_memory(capsys, monkeypatch, tmp_path):
-    """D12: --positions 100000000 was SIGKILLed by the OOM killer; it is refused up front."""
+    """--positions 100000000 is over the memory limit: refused up front, nothing written."""
     from types import SimpleNamespace
 
-    from mdtheory import drafters
+    from mdtheory.cli import lm_pairs as drafters
 
     monkeypatch.setattr(drafters, "load_char_lstm", lambda: None)
     monkeypatch.setattr(drafters, "LSTMLaw", lambda *a, **k: SimpleNamespace(V=465))
@@ -434,16 +434,18 @@ def test_lm_pairs_refuses_positions_beyond_memory(capsys, monkeypatch, tmp_path)
     (["--drafts", "2", "--length", "100000", "--steps", "3", "--rules", "rrs"], "L = 100000"),
 ])
 def test_block_efficiency_refuses_long_runs_up_front(capsys, monkeypatch, argv, pattern):
-    """D15: gr-softmax at V = 465 (minutes a preparation) or --length 100000 ran silently."""
+    """gr-softmax at V = 465 (minutes a preparation) or --length 100000 is refused before any
+    drafting, the refusal naming the estimate and --max-seconds."""
     from types import SimpleNamespace
 
     from mdtheory import blockeff
+    from mdtheory.cli import block_efficiency as command
 
     def never(*_a, **_k):
         raise AssertionError("the run must be refused before any drafting")
-    monkeypatch.setattr(blockeff, "load_char_lstm", lambda: SimpleNamespace(vocab={blockeff.META: 0}))
-    monkeypatch.setattr(blockeff, "LSTMLaw", lambda *a, **k: SimpleNamespace(V=465))
-    monkeypatch.setattr(blockeff, "make_drafter", lambda *a, **k: None)
+    monkeypatch.setattr(command, "load_char_lstm", lambda: SimpleNamespace(vocab={command.META: 0}))
+    monkeypatch.setattr(command, "LSTMLaw", lambda *a, **k: SimpleNamespace(V=465))
+    monkeypatch.setattr(command, "make_drafter", lambda *a, **k: None)
     monkeypatch.setattr(blockeff, "speculative_step", never)
     code, out, err = run_main(capsys, "block-efficiency", *argv)
     one_line_error(code, err, ESTIMATE, pattern, "--max-seconds")

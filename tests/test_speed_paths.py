@@ -1,4 +1,4 @@
-"""Fast paths give the same answers as the paths they shortcut (issue 13); no wall-clock checks.
+"""Fast paths give the same answers as the paths they shortcut; no wall-clock checks.
 
 * lazy imports: ``import mdtheory`` and the CLI's default ``check-acceptance`` load none of the heavy
   libraries (the routes that need them import them when run);

@@ -11,3 +11,13 @@ ROUNDING = 1e-12
 SOLVER = 1e-9
 #: float32 torch arithmetic against float64 numpy, on V <= 40.
 FLOAT32 = 2e-5
+#: Feasibility and objective of a float solver's primal or dual object (a plan, a flow, dual
+#: weights) checked by hand: HiGHS's feasibility tolerance 1e-10 per constraint, summed over up to
+#: V^n support entries.
+FEASIBILITY = 1e-8
+#: Double-exponential quadrature of containment probabilities against exact rational values
+#: (absolute for successive sampling, relative for conditional Poisson); the quadrature's proven
+#: bound is 1e-15 Q + 2e-18 before rounding.
+QUADRATURE_EXACT = 1e-13
+#: The batched containment kernels against WithoutReplacement.containment's per-set quadrature.
+QUADRATURE_PER_SET = 1e-12

@@ -1,0 +1,339 @@
+"""``mdtheory compare-selectors P Q``: practical selection rules against alpha*, or alpha* of each
+draft model (``--sampling``)."""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import json
+import re
+import textwrap
+import time
+
+import numpy as np
+
+from .. import _budget
+from .._validate import as_drafts
+from ..drafts import make_draft_model
+from ..errors import (
+    InvalidDistributionError,
+    InvalidInputError,
+    MdtheoryError,
+    ProblemTooLargeError,
+)
+from ..logits import tempered
+from ..solve import _auto, optimal_acceptance
+from ._common import (
+    EXIT_OK,
+    add_common,
+    add_limits,
+    checked_names,
+    drafts_option,
+    independent_drafts,
+    load_pair,
+    progress,
+)
+
+
+def _rules_epilog() -> str:
+    from ..rules import RULES
+
+    def summary(name, cls) -> str:  # the docstring's first sentence ("et al." does not end one)
+        text = re.split(r"(?<!\bal)\.\s", " ".join(inspect.getdoc(cls).split("\n\n")[0].split()))[0]
+        return textwrap.fill(f"{name:<11s} {text.rstrip('.')} [{cls.sampling} drafts]", 96,
+                             initial_indent="  ", subsequent_indent=" " * 14)
+    return "selection rules (--rules):\n" + "\n".join(summary(*item) for item in RULES.items())
+
+
+def add_parser(sub) -> None:
+    """Add ``compare-selectors`` to the CLI's subparsers."""
+    cmp = sub.add_parser(
+        "compare-selectors", help="acceptance of practical selection rules against alpha*, or "
+                                  "alpha* of each draft model (--sampling)",
+        description="Exact (or Monte Carlo) acceptance of each selection rule, the optimum alpha* "
+                    "of its draft model, the gap, and the preparation time per position. With "
+                    "--sampling all: which draft model to choose, alpha* of iid, without-"
+                    "replacement, conditional-Poisson, greedy (and independent) drafts side by "
+                    "side, each with its route and certificate.",
+        epilog=_rules_epilog, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    cmp.add_argument("P", help="target distribution, .npy of shape (V,)")
+    cmp.add_argument("Q", help="draft distribution, .npy of shape (V,); with --sampling independent, "
+                               "shape (n, V), one law per draft")
+    drafts_option(cmp, default=None, help="number of drafts n (default 2; with "
+                   "--draft-temperatures their count; with a q of shape (n, V) its rows)")
+    cmp.add_argument("--sampling", metavar="MODELS",
+                     help="instead of the rules, compare draft models: alpha* of each under its "
+                          "optimal verifier, with the route and certificate that prove it "
+                          "(or 'upper bound'); 'all' (iid, without-replacement, "
+                          "conditional-poisson, greedy, and independent with --draft-temperatures) "
+                          "or comma-separated names; a q of shape (n, V), one law per draft, is "
+                          "read by --sampling independent alone")
+    cmp.add_argument("--draft-temperatures", type=_temperatures, metavar="T1,...,Tn",
+                     help="with --sampling: independent drafts, draft i from q at temperature Ti "
+                          "(q^(1/Ti) renormalised, which is softmax(z / Ti) for q = softmax(z)); "
+                          "n is their count")
+    cmp.add_argument("--rules", help="comma-separated rule names (default: all; listed below)")
+    cmp.add_argument("--samples", type=int, default=20_000,
+                     help="Monte Carlo samples where exact enumeration is too costly (default 20000)")
+    cmp.add_argument("--truncation", type=int, default=None,
+                     help="khisti-lp truncation s (default: the union of p's and q's top-0.95 nuclei)")
+    cmp.add_argument("--normalize", action="store_true",
+                     help="rescale p and q if they do not sum to 1 instead of refusing them")
+    add_common(cmp, "one JSON object per rule", with_seed=True)
+    add_limits(cmp)
+    cmp.set_defaults(func=run)
+
+
+def _rule_acceptance(args, rule, rng) -> tuple[float, bool, list | None]:
+    """(acceptance, exact, 95% interval or None): closed form, exact enumeration or Monte Carlo."""
+    from ..rules.base import MAX_ENUMERATION
+
+    closed = rule.closed_form_acceptance()
+    if closed is not None:
+        return closed, True, None
+    count = rule.model.count_tuples()
+    if count <= MAX_ENUMERATION:
+        _budget.require(_budget.enumeration(count, rule.n, rule.V), args.max_seconds)
+        return rule.enumerate()[0], True, None
+    _budget.require(_budget.monte_carlo(args.samples, rule.n, rule.V), args.max_seconds)
+    with progress(args, args.samples, f"{rule.name} Monte Carlo") as bar:
+        mc = rule.monte_carlo(args.samples, rng, progress=bar.update)
+    return mc["acceptance"], False, list(mc["ci95"])
+
+
+#: The draft models of ``compare-selectors --sampling all``, each built from the one law q (and
+#: ``independent`` with ``--draft-temperatures``).
+ONE_LAW_MODELS = ("iid", "without-replacement", "conditional-poisson", "greedy")
+
+
+def _temperatures(text: str) -> tuple[float, ...]:
+    """``--draft-temperatures 0.7,1,1.4``: positive finite numbers, one per draft."""
+    try:
+        temps = tuple(float(t) for t in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}") from None
+    if not all(np.isfinite(t) and t > 0 for t in temps):
+        raise argparse.ArgumentTypeError(f"temperatures must be positive and finite, got {text!r}")
+    return temps
+
+
+def _draft_models(args: argparse.Namespace, Q: np.ndarray, q_ndim: int) -> list[tuple]:
+    """The draft models that ``--sampling`` names (``all`` or comma-separated names), built from q:
+    (name, model) pairs, or (name, error) for a model that this q and n cannot build (successive
+    sampling, conditional Poisson and greedy sets need n tokens with q > 0)."""
+    valid = (*ONE_LAW_MODELS, "independent")
+    names = []
+    for name in args.sampling.split(","):
+        name = {"wor": "without-replacement"}.get(name.strip(), name.strip())
+        if name == "all":
+            names += [*ONE_LAW_MODELS, *(["independent"] if args.draft_temperatures else [])]
+        elif name in valid:
+            names.append(name)
+        else:
+            raise InvalidInputError(f"unknown draft model {name!r} in --sampling; valid choices: all, "
+                                    f"{', '.join(valid)} (wor is short for without-replacement)")
+    names = list(dict.fromkeys(names))
+    temps = args.draft_temperatures
+    if q_ndim == 2:  # one law per draft: only the independent model reads it
+        if names != ["independent"] or temps:
+            raise InvalidInputError(
+                f"{args.Q}: q has shape {Q.shape}, one law per draft, which only --sampling "
+                "independent reads (without --draft-temperatures); the other draft models and "
+                "--draft-temperatures need one q of shape (V,)"
+            )
+        return [("independent", make_draft_model(independent_drafts(Q, q_ndim, args.drafts, args.Q),
+                                                 sampling="independent"))]
+    n = len(temps) if temps else 2 if args.drafts is None else args.drafts
+    if temps and args.drafts is not None and as_drafts(args.drafts) != n:
+        raise InvalidInputError(f"--drafts {args.drafts} contradicts --draft-temperatures, which "
+                                f"gives {n} drafts; drop --drafts or give {args.drafts} temperatures")
+    if "independent" in names and not temps:
+        raise InvalidInputError(
+            "--sampling independent needs one law per draft: a q of shape (n, V), or "
+            "--draft-temperatures T1,...,Tn to temper q once per draft"
+        )
+    if temps and "independent" not in names:
+        raise InvalidInputError("--draft-temperatures builds the independent drafts; add "
+                                "independent (or all) to --sampling")
+    as_drafts(n)
+    models = []
+    for name in names:
+        try:
+            models.append((name, make_draft_model(np.array([tempered(Q[0], t) for t in temps]),
+                                                  sampling=name) if name == "independent"
+                           else make_draft_model(Q[0], n, name)))
+        except InvalidDistributionError:
+            raise
+        except InvalidInputError as exc:
+            models.append((name, exc))
+    return models
+
+
+def _proven_acceptance(args: argparse.Namespace, p: np.ndarray, model) -> tuple:
+    """alpha* of one draft model by the default route, then by ``mnp`` when the default route only
+    bounds it (without-replacement drafts beyond the flow certificate's size) and ``mnp``'s estimate
+    fits ``--max-seconds``; returns (result, seconds, note on a bound left unproven or None)."""
+    limits = {"max_seconds": args.max_seconds, "max_bytes": args.max_bytes}
+    _budget.require(_budget.acceptance_route(model, _auto(model)), **limits)
+    t0 = time.perf_counter()
+    res = optimal_acceptance(p, model, method=_auto(model), **limits)  # the retry is this one's
+    note = None
+    if res.status != "optimal" and model.sampling != "joint":
+        try:
+            _budget.require(_budget.acceptance_route(model, "mnp"), **limits)
+            res = optimal_acceptance(p, model, method="mnp", **limits)
+        except ProblemTooLargeError as exc:
+            note = f"not proved by method 'mnp': {exc}"
+    return res, time.perf_counter() - t0, note
+
+
+def _json_rows(rows: list[dict], as_json: bool, key: str, nothing: str) -> bool:
+    """Refuse a table whose every row failed (``nothing`` within the limits, each row's ``key`` and
+    error named); print the rows as JSON Lines if ``as_json``. True if they were printed."""
+    if all(r.get("error") for r in rows):
+        raise InvalidInputError(f"{nothing} within the limits: "
+                                + "; ".join(f"{r[key]}: {r['error']}" for r in rows))
+    if as_json:  # JSON Lines, as every command
+        for r in rows:
+            print(json.dumps(r))
+    return as_json
+
+
+def _compare_drafts(args: argparse.Namespace, p: np.ndarray, Q: np.ndarray, q_ndim: int) -> int:
+    """``compare-selectors --sampling``: alpha* of each draft model under its optimal verifier."""
+    if args.rules is not None or args.truncation is not None:
+        raise InvalidInputError(
+            "--sampling compares draft models under their optimal verifiers; --rules and "
+            "--truncation apply to the table of selection rules (run without --sampling)"
+        )
+    pairs = _draft_models(args, Q, q_ndim)
+    models = [model for _, model in pairs if not isinstance(model, Exception)]
+    n = len(Q) if q_ndim == 2 else len(args.draft_temperatures or ()) or args.drafts or 2
+    uniform = np.full(20, 1 / 20)
+    for model in models:  # untimed warm-up: numba loads its compiled kernels on a process's first call
+        tiny = make_draft_model(np.tile(uniform, (2, 1)), None, model.sampling) \
+            if model.sampling == "independent" else make_draft_model(uniform, 2, model.sampling)
+        for method in ("auto", "mnp"):
+            optimal_acceptance(uniform, tiny, method=method)
+    rows = []
+    for name, model in pairs:
+        head = {"sampling": name, "drafts": n, "vocab": int(p.size)}
+        if name == "independent" and args.draft_temperatures:
+            head["temperatures"] = list(args.draft_temperatures)
+        if isinstance(model, Exception):
+            rows.append({**head, "alpha_star": None, "status": None, "error": str(model)})
+            continue
+        try:
+            res, seconds, note = _proven_acceptance(args, p, model)
+        except ProblemTooLargeError as exc:
+            rows.append({**head, "alpha_star": None, "status": None, "error": str(exc)})
+            continue
+        rows.append({**head, "alpha_star": res.value, "status": res.status,
+                     "proven": res.status == "optimal", "method": res.method,
+                     "certificate": res.certificate, "certificate_gap": res.certificate_gap,
+                     "acceptance_one": res.acceptance_one, "seconds": seconds,
+                     **({"note": note} if note else {})})
+    if _json_rows(rows, args.json, "sampling", "no draft model's alpha* could be computed"):
+        return EXIT_OK
+    print(f"V = {p.size}, n = {n} drafts: alpha*, the best acceptance of any lossless "
+          "verifier, under each draft model")
+    print(f"{'draft model':<26s} {'alpha*':>14s}  {'status':<12s} {'route':<11s} {'certificate':<15s} "
+          f"{'gap':>8s} {'ms':>9s}")
+    for r in rows:
+        name = r["sampling"] + (" T=" + ",".join(f"{t:g}" for t in r["temperatures"])
+                                if "temperatures" in r else "")
+        if r.get("error"):
+            print(f"{name:<26s} not computed: {r['error']}")
+            continue
+        status = "proven" if r["proven"] else "upper bound"
+        gap = "" if r["certificate_gap"] is None else f"{abs(r['certificate_gap']):.0e}"
+        print(f"{name:<26s} {r['alpha_star']:14.10f}  {status:<12s} {r['method']:<11s} "
+              f"{r['certificate']:<15s} {gap:>8s} {1e3 * r['seconds']:9.1f}")
+    done = [r for r in rows if not r.get("error")]
+    best = max(done, key=lambda r: r["alpha_star"])
+    print(f"highest alpha*: {best['sampling']} ({best['alpha_star']:.10f}"
+          + ("" if best["proven"] else ", an upper bound") + ")"
+          + ("" if q_ndim == 2 else f"; one draft: 1 - TV(p, q) = {np.minimum(p, Q[0]).sum():.10f}"))
+    for r in rows:
+        if r.get("note"):
+            print(f"  {r['sampling']}: upper bound only, {r['note']}")
+    return EXIT_OK
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..rules import RULES, make_rule
+
+    P, Q, q_ndim = load_pair(args)
+    if args.sampling is not None:
+        if len(P) != 1:
+            raise InvalidDistributionError(
+                f"compare-selectors takes one target p of shape (V,); got {len(P)} rows")
+        return _compare_drafts(args, P[0], Q, q_ndim)
+    if args.draft_temperatures:
+        raise InvalidInputError("--draft-temperatures builds independent drafts for --sampling "
+                                "independent or all; the rules table does not read it")
+    if len(P) != 1 or len(Q) != 1:
+        raise InvalidDistributionError(
+            f"compare-selectors takes one (V,) pair; got {len(P)} row(s) of p and {len(Q)} of q"
+        )
+    names = checked_names(args.rules, RULES, "selection rule")
+    args.drafts = 2 if args.drafts is None else args.drafts
+    as_drafts(args.drafts)
+    if args.samples < 1:
+        raise InvalidInputError(f"--samples must be at least 1, got {args.samples}")
+    rng = np.random.default_rng(args.seed)
+    for name in names:  # untimed warm-up: numba loads its compiled kernels on a process's first call
+        try:
+            make_rule(name, np.full(3, 1 / 3), np.full(3, 1 / 3), 2)
+        except MdtheoryError:
+            pass
+    rows, optimum = [], {}
+    with progress(args, len(names), "compare-selectors") as bar:
+        for k, name in enumerate(names):  # each rule is prepared and its work estimated first
+            bar.update(k - bar.n)
+            bar.set_postfix_str(name, refresh=True)
+            params = {"s": args.truncation} if name == "khisti-lp" else {}
+            try:
+                model = make_draft_model(Q[0], args.drafts, RULES[name].sampling)
+                _budget.require(_budget.rule_preparation(name, model), args.max_seconds)
+                rule = make_rule(name, P[0], Q[0], args.drafts, max_seconds=args.max_seconds,
+                                 **params)  # times q's validation too
+                acc, exact, ci = _rule_acceptance(args, rule, rng)
+            except (InvalidInputError, ProblemTooLargeError) as exc:
+                if isinstance(exc, InvalidDistributionError):
+                    raise
+                rows.append({"rule": name, "sampling": RULES[name].sampling, "acceptance": None,
+                             "exact": False, "ci95": None, "alpha_star": None, "gap": None,
+                             "prepare_ms": None, "error": str(exc)})
+                continue
+            if rule.sampling not in optimum:  # (alpha*, None, status) or (None, why not, None)
+                try:
+                    res, _, note = _proven_acceptance(args, rule.p, rule.model)
+                    optimum[rule.sampling] = (res.value, None, res.status, note)
+                except ProblemTooLargeError as exc:
+                    optimum[rule.sampling] = (None, f"alpha* not computed: {exc}", None, None)
+            alpha, why, status, _ = optimum[rule.sampling]
+            rows.append({"rule": name, "sampling": rule.sampling, "acceptance": acc, "exact": exact,
+                         "ci95": ci, "alpha_star": alpha, "gap": None if why else alpha - acc,
+                         "prepare_ms": rule.prepare_seconds * 1e3,
+                         **({"alpha_star_error": why} if why else {"alpha_star_status": status})})
+    if _json_rows(rows, args.json, "rule", "no selection rule could be prepared"):
+        return EXIT_OK
+    print(f"V = {P.shape[1]}, n = {args.drafts} drafts; alpha* is the optimum for each rule's "
+          "draft model")
+    print(f"{'rule':<10s} {'drafts':<20s} {'acceptance':>12s} {'':<24s} {'alpha*':>10s} "
+          f"{'gap':>10s} {'prepare ms':>11s}")
+    for r in rows:
+        if r.get("error"):
+            print(f"{r['rule']:<10s} {r['sampling']:<20s} not run: {r['error']}")
+            continue
+        how = "exact" if r["exact"] else f"MC, 95% [{r['ci95'][0]:.4f}, {r['ci95'][1]:.4f}]"
+        alpha, gap = (f"{r['alpha_star']:10.6f}", f"{r['gap']:10.6f}") if r["alpha_star"] is not None \
+            else (f"{'n/a':>10s}", f"{'n/a':>10s}")
+        print(f"{r['rule']:<10s} {r['sampling']:<20s} {r['acceptance']:12.6f} {how:<24s} "
+              f"{alpha} {gap} {r['prepare_ms']:11.3f}")
+    for sampling, (_, why, status, note) in optimum.items():
+        if why or status != "optimal":
+            print(f"  {sampling} drafts: {why or f'alpha* is an upper bound, {note}'}")
+    return EXIT_OK
