@@ -53,7 +53,8 @@ from scipy import integrate, optimize
 
 import mdtheory as md
 from mdtheory.drafts import WithoutReplacement
-from mdtheory.independent import min_norm_base, model_vertex
+from mdtheory.mnp import min_norm_base
+from mdtheory.vertices import model_vertex
 
 LOG_C_BOUND = 40.0  # |log c_y| at most this in the searches (scale ratios up to e^80)
 

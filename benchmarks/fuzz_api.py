@@ -59,7 +59,12 @@ import numpy as np
 import mdtheory as md
 from mdtheory import _budget
 from mdtheory.errors import MdtheoryError, ProblemTooLargeError
-ns = {"np": np, "md": md, "_budget": _budget, "math": math}
+import inspect
+# the front door's limits where it takes them (a checkout from before they existed runs unlimited)
+LIM = {"max_seconds": 10} if "max_seconds" in inspect.signature(md.optimal_acceptance).parameters \
+    else {}
+from mdtheory.solve import route_estimate
+ns = {"np": np, "md": md, "_budget": _budget, "math": math, "LIM": LIM, "route_estimate": route_estimate}
 setup, body, check = json.loads(sys.stdin.read())
 exec(setup, ns)
 base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
@@ -124,8 +129,8 @@ def iid_reference(p, q, n):
 
 def iid_case(name, p, q, n, method="auto", tol=1e-9, limit=30.0):
     setup = IID_REF + f"p, q, n = np.array({list(map(float, p))}), np.array({list(map(float, q))}), {n}\n"
-    body = (f"res = md.optimal_acceptance(p, q, n, method={method!r}, max_seconds=10)\n"
-            f"estimate = _budget.acceptance_route(md.IID(q, n), res.method)\n")
+    body = (f"res = md.optimal_acceptance(p, q, n, method={method!r}, **LIM)\n"
+            f"estimate = route_estimate(md.IID(q, n), res.method)\n")
     check = (f"ref = iid_reference(p, q, n)\nif not abs(res.value - ref) <= {tol}: "
              f"wrong = f'alpha* = {{res.value!r}}, reference {{ref!r}}'\n"
              "if res.status == 'optimal' and not abs(1 + res.cut_p - res.cut_q - ref) <= 1e-7: "
@@ -151,8 +156,8 @@ def cases(seeds: int) -> list[dict]:
         for n in (10**4, 10**6):
             out.append(api(f"{method} iid V=3 n={n:g}", f"""
                 model = md.IID(q, {n})
-                estimate = _budget.acceptance_route(model, {method!r})
-                v = md.alpha_star(p, model, method={method!r}, max_seconds=10)""",
+                estimate = route_estimate(model, {method!r})
+                v = md.alpha_star(p, model, method={method!r}, **LIM)""",
                            "rng = np.random.default_rng(0); p, q = rng.dirichlet(np.ones(3)), "
                            "rng.dirichlet(np.ones(3))"))
     # ---- estimates against measured work, LP routes on a grid
@@ -161,8 +166,8 @@ def cases(seeds: int) -> list[dict]:
         for sampling in ("iid", "without-replacement"):
             out.append(api(f"estimate {method} {sampling} V={V} n={n}", f"""
                 model = md.make_draft_model(q, {n}, {sampling!r})
-                estimate = _budget.acceptance_route(model, {method!r})
-                v = md.alpha_star(p, model, method={method!r}, max_seconds=10)""",
+                estimate = route_estimate(model, {method!r})
+                v = md.alpha_star(p, model, method={method!r}, **LIM)""",
                            f"rng = np.random.default_rng(1); p, q = rng.dirichlet(np.ones({V})), "
                            f"rng.dirichlet(np.ones({V}))", limit=40))
     # ---- huge V
@@ -183,7 +188,7 @@ def cases(seeds: int) -> list[dict]:
     for sampling in ("without-replacement", "conditional-poisson", "greedy"):
         out.append(api(f"{sampling} subnormal masses", f"""
             r = md.optimal_acceptance([5e-324, .5, .5, 0.0], [.25, 5e-324, .5, .25], 2, {sampling!r},
-                                      max_seconds=10)
+                                      **LIM)
             s = md.optimal_acceptance([5e-324, .5, .5, 0.0], [.25, 5e-324, .5, .25], 2, {sampling!r},
                                       method='subsets')""",
                        check="if not abs(r.value - s.value) <= 1e-9: wrong = (r.value, s.value)"))

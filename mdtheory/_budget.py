@@ -21,10 +21,9 @@ from .errors import InvalidInputError, ProblemTooLargeError
 
 __all__ = ["Estimate", "require", "combine", "fmt_seconds", "fmt_bytes", "stored_floats",
            "mc_chunk", "monte_carlo", "batched_steps", "lm_pairs", "ngram_distillation", "enumeration",
-           "rule_preparation",
-           "acceptance_route", "prefix_route", "closed_form_route", "subsets_route", "law_route",
+           "rule_preparation", "prefix_route", "closed_form_route", "subsets_route", "law_route",
            "min_norm_point", "acceptance_cone", "verify_claim", "MAX_SECONDS",
-           "MAX_BYTES", "CHUNK_BYTES", "MAX_CHUNK", "TORCH_CHUNK", "ESTIMATED_RULES"]
+           "MAX_BYTES", "MNP_MAX_ITER", "CHUNK_BYTES", "MAX_CHUNK", "TORCH_CHUNK", "ESTIMATED_RULES"]
 
 #: Default time limit of one CLI step (``--max-seconds``).
 MAX_SECONDS = 60.0
@@ -37,7 +36,7 @@ MAX_CHUNK = 4096
 #: Draft tuples per call of a batched torch verifier (``audit --torch``, ``cross-validate``).
 TORCH_CHUNK = 1 << 16
 #: The selection rules whose preparation :func:`rule_preparation` estimates (the others are free).
-ESTIMATED_RULES = ("gr-softmax", "khisti-lp", "optimal")
+ESTIMATED_RULES = ("gr-softmax", "khisti-lp")
 
 # Measured per-unit costs (seconds), see the module docstring.
 _MC_STEP = 2e-5          # one verification step's fixed Python overhead
@@ -57,7 +56,7 @@ _LP_BYTES = 800.0        # HiGHS transport LP: peak bytes per column (570 measur
 _CDD_REDUNDANCY = 8e-7  # Hall comparison: seconds = _CDD_REDUNDANCY * rows ** 3 * dimension
 _SOFTMAX_FIT = 2e-9      # gr-softmax's L-BFGS-B fits: seconds = _SOFTMAX_FIT * _pow(sets * V, 1.5)
 _KHISTI_CELL = 2e-8      # khisti-lp: per cell of one stage's V x V keep matrix
-# mnp (Wolfe's minimum-norm point, mdtheory.independent): one iteration costs _MNP_STEP + _MNP_CELL per
+# mnp (Wolfe's minimum-norm point, mdtheory.mnp): one iteration costs _MNP_STEP + _MNP_CELL per
 # (corral vertex, token) + _MNP_CUBE per corral vertex cubed + the model's prefix containments of one
 # order; about model.mnp_iterations * sqrt(V) iterations (default MNP_ITER_DEFAULT) with a corral of
 # about _MNP_CORRAL * sqrt(V) vertices
@@ -65,6 +64,8 @@ _MNP_STEP = 1e-4
 _MNP_CELL = 3e-9
 _MNP_CUBE = 4e-11
 MNP_ITER_DEFAULT = 15.0  # (a model's own: DraftModel.mnp_iterations)
+#: Major iterations (one vertex each) of the minimum-norm-point route at most (:mod:`mdtheory.mnp`).
+MNP_MAX_ITER = 10_000
 _MNP_CORRAL = 1.5
 PRODUCT_TOKEN_SECONDS = 1e-8    # prefix containments of a product model (cumulative sums), per (token, law)
 CP_PREFIX_TOKEN_SECONDS = 1e-8  # conditional Poisson: per (token, degree + 4) of the e_j recurrence
@@ -215,22 +216,11 @@ def enumeration(count: float, n: int, V: int) -> Estimate:
 
 
 def rule_preparation(name: str, model) -> Estimate:
-    """Preparing the selection rule ``name`` on ``model``: the rules that enumerate, fit or solve
+    """Preparing the selection rule ``name`` on ``model``: the rules that enumerate or fit
     (:data:`ESTIMATED_RULES`) by their work; the others prepare in O(V log V) and are estimated so
-    (a sort and a few passes)."""
+    (a sort and a few passes), except those whose class has an ``estimate(model)`` of its own (the
+    optimal rule), which :func:`mdtheory.rules.make_rule` reads."""
     V, n = model.V, model.n
-    if name == "optimal":  # mdtheory.rules.optimal.Optimal._prepare's routes
-        from .rules.optimal import MAX_PLAN_SETS
-
-        if model.sampling == "greedy":
-            return Estimate(f"optimal rule on greedy drafts, V = {V}", 1e-7 * V, 40.0 * V)
-        if model.sampling == "independent" or (
-                not model.lex_base_closed_form and model.count_sets() > MAX_PLAN_SETS):
-            return min_norm_point(model)
-        if not model.lex_base_closed_form:
-            return acceptance_route(model, "dual")
-        return Estimate(f"optimal rule on iid drafts, V = {V}, n = {n}: a base and its schedule",
-                        1e-7 * V * max(math.log2(V), 1.0), 200.0 * V)
     if name == "gr-softmax":  # the set law, then two softmax fits over it
         sets = float(model.count_sets())
         return Estimate(f"gr-softmax: fits over {sets:.3g} draft sets x {V} tokens",
@@ -240,22 +230,6 @@ def rule_preparation(name: str, model) -> Estimate:
                         (n - 1) * (_KHISTI_CELL * V * V + 0.01), 8.0 * (n - 1) * V * V)
     return Estimate(f"{name}: a sort and a few passes over {V} tokens",
                     1e-7 * V * max(math.log2(V), 1.0), 80.0 * V)
-
-
-def acceptance_route(model, method: str) -> Estimate:
-    """The route ``method`` of :func:`mdtheory.solve.optimal_acceptance` on ``model`` (not ``auto``):
-    the route's own estimate, :meth:`mdtheory._route.Route.estimate`.
-
-    Raises
-    ------
-    InvalidInputError
-        ``method`` is no registered route.
-    """
-    from .solve import METHODS  # the registry; solve imports this module
-
-    if method not in METHODS:
-        raise InvalidInputError(f"unknown method {method!r}; valid choices: {', '.join(METHODS)}")
-    return METHODS[method].estimate(model)
 
 
 def _head(model, method: str) -> str:
@@ -333,7 +307,7 @@ def law_route(model, method: str) -> Estimate:
 
 
 def min_norm_point(model) -> Estimate:
-    """The ``mnp`` route on ``model``: Wolfe's minimum-norm point (:mod:`mdtheory.independent`).
+    """The ``mnp`` route on ``model``: Wolfe's minimum-norm point (:mod:`mdtheory.mnp`).
 
     An estimate, not a bound: the number of iterations is not known before the run. Each
     iteration sorts the gradient, computes the V prefix containments of the order
@@ -352,8 +326,6 @@ def min_norm_point(model) -> Estimate:
     reserves (V + 2) x V arrays, which fail to allocate beyond the machine's memory (V = 100,000
     asks for 75 GiB per array).
     """
-    from .independent import MNP_MAX_ITER  # no heavy import: numpy only
-
     V, n = model.V, model.n
     per_root = model.mnp_iterations
     iterations = min(MNP_MAX_ITER, per_root * math.sqrt(V))

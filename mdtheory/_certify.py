@@ -32,7 +32,7 @@ replacement                 :data:`MAX_CERT_SETS` draft sets (or ``certify="full
                             :func:`check_ratio_order`).
 ``PriorityOrders`` (mnp)    a mixture of priority orders (``"order-mixture"``): its base μ is
                             recomputed from the model's laws, in B(g) for any orders and weights
-                            (:func:`~mdtheory.independent.check_mixture`).
+                            (:func:`~mdtheory.mixture.check_mixture`).
 ``TopAndDraw`` (greedy)     a flow of the token/draft-set network in factored form
                             (``"greedy-flow"``, :func:`check_greedy_flow`), read against the
                             model's own law of the drawn draft; O(V).
@@ -63,7 +63,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ._jit import njit
+from ._jit import _two_sum, njit
 from ._route import (
     Exhaustive,
     PrefixOrder,
@@ -76,8 +76,8 @@ from ._route import (
 )
 from .drafts import DraftModel
 from .errors import InvalidInputError, SolverError
-from .independent import check_mixture
-from .polymatroid import TINY, _lex_blocks, _not_flatter, _two_sum, lex_optimal_base_iid
+from .mixture import check_mixture
+from .polymatroid import TINY, _lex_blocks, _not_flatter, lex_optimal_base_iid
 from .subsets import _add, _iid_power
 
 __all__ = ["certify", "checks", "check_plan", "check_flow", "check_base_iid", "cut_value", "cut_masses",

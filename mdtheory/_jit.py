@@ -83,3 +83,12 @@ def njit(func=None, **options):
     if func is None:
         return lambda f: Kernel(f, options)
     return Kernel(func, options)
+
+
+@njit(cache=True)
+def _two_sum(a, b):
+    """a + b and its rounding error (Knuth): a + b = s + e exactly (the compensated sums of the
+    prefix scan, the base certificate and the containment kernels)."""
+    s = a + b
+    v = s - a
+    return s, (a - (s - v)) + (b - v)

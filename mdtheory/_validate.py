@@ -265,3 +265,19 @@ def batch_rows(p_rows: int, q_rows: int) -> int:
             f"p has {p_rows} rows but q has {q_rows}; give equal batches or one row to broadcast"
         )
     return max(p_rows, q_rows)
+
+
+def as_fractions(q) -> list:
+    """q as exact rationals (:class:`fractions.Fraction`), checked non-negative and summing to 1.
+
+    Raises
+    ------
+    InvalidInputError
+        A negative entry or a sum other than exactly 1.
+    """
+    from fractions import Fraction
+
+    out = [Fraction(x) for x in q]
+    if any(x < 0 for x in out) or sum(out) != 1:
+        raise InvalidInputError("an exact distribution needs non-negative rationals summing to 1")
+    return out

@@ -51,7 +51,8 @@ from numpy.typing import ArrayLike
 
 from . import _budget
 from ._validate import as_distribution, as_drafts
-from .drafts import make_draft_model
+from .drafts import SAMPLINGS as _MODELS
+from .drafts import make_draft_model, sampling_names
 from .errors import InvalidDistributionError, InvalidInputError, ProblemTooLargeError
 from .solve import optimal_acceptance
 
@@ -83,8 +84,19 @@ EXIT_INCONCLUSIVE = 5
 PACE_EVERY = 0.25
 #: Tokens listed in ``worst_tokens``.
 SHOW_WORST = 5
-#: Draft models the audit draws from (keys of :data:`mdtheory.drafts.SAMPLINGS`).
-SAMPLINGS = ("iid", "without-replacement")
+#: Draft models the torch form of the audit draws (keys of :data:`mdtheory.drafts.SAMPLINGS` whose
+#: drafts are a ``torch.multinomial`` draw: :attr:`~mdtheory.drafts.DraftModel.torch_replacement`).
+#: The numpy forms take every registered model built from one law q (:func:`audit_samplings`).
+SAMPLINGS = sampling_names(lambda cls: cls.torch_replacement is not None)
+
+
+def audit_samplings(torch: bool = False) -> tuple[str, ...]:
+    """The draft models :func:`audit` draws, by name: for the numpy forms every registered model
+    built from one law q and n (:attr:`~mdtheory.drafts.DraftModel.single_q`), for the torch form
+    those that are a ``torch.multinomial`` draw."""
+    if torch:
+        return sampling_names(lambda cls: cls.single_q and cls.torch_replacement is not None)
+    return sampling_names(lambda cls: cls.single_q)
 
 
 @dataclass
@@ -521,7 +533,8 @@ def _torch_steps(torch, tb_rules, f, P, Q, n, sampling, samples, seed, device, d
     while done < samples:
         m = min(per_call, samples - done)
         q_rows = Qt.repeat_interleave(m, dim=0)
-        drafts = torch.multinomial(q_rows, n, replacement=sampling == "iid", generator=gen)
+        drafts = torch.multinomial(q_rows, n, replacement=_MODELS[sampling].torch_replacement,
+                                   generator=gen)
         try:
             if prepared is not None:
                 out = prepared.repeat_rows(m).step(drafts, gen)
@@ -638,8 +651,9 @@ def audit(f: Callable | type, p: ArrayLike, q: ArrayLike, n: int, *, sampling: s
         Target and draft distributions; B positions (a single row broadcasts).
     n : int
         Number of drafts.
-    sampling : {"iid", "without-replacement"}, optional
-        Draft model (default iid; a SelectionRule's own model).
+    sampling : str, optional
+        Draft model (default iid; a SelectionRule's own model): any registered model built from one
+        law q (:func:`audit_samplings`), for the torch form one that ``torch.multinomial`` draws.
     samples : int, optional
         Verification steps per position; default :func:`samples_for` at ``detect_tv``.
     seed : int
@@ -709,8 +723,8 @@ def audit(f: Callable | type, p: ArrayLike, q: ArrayLike, n: int, *, sampling: s
             f"{rule_cls.__name__} draws {rule_cls.sampling} drafts; sampling={sampling!r} contradicts it"
         )
     sampling = sampling or (rule_cls.sampling if rule_cls else "iid")
-    if rule_cls is None and sampling not in SAMPLINGS:
-        raise InvalidInputError(f"unknown sampling {sampling!r}; valid choices: {', '.join(SAMPLINGS)}")
+    if rule_cls is None and sampling not in (valid := audit_samplings(torch)):
+        raise InvalidInputError(f"unknown sampling {sampling!r}; valid choices: {', '.join(valid)}")
     P, Q = _rows(p, "p", normalize), _rows(q, "q", normalize)
     if P.shape[1] != Q.shape[1]:
         raise InvalidDistributionError(f"p has {P.shape[1]} tokens but q has {Q.shape[1]}")

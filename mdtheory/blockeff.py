@@ -31,13 +31,15 @@ import numpy as np
 
 from . import _budget
 from .drafters import draw, progress
-from .drafts import make_draft_model
+from .drafts import SAMPLINGS as _MODELS
+from .drafts import make_draft_model, sampling_names
 from .errors import InvalidInputError
 
 __all__ = ["BlockResult", "speculative_step", "block_efficiency", "estimate", "SAMPLINGS"]
 
-#: Draft samplings of the first token.
-SAMPLINGS = ("iid", "without-replacement")
+#: Draft samplings of the first token: the models that are a multinomial draw from the drafter's
+#: law (:attr:`~mdtheory.drafts.DraftModel.torch_replacement`).
+SAMPLINGS = sampling_names(lambda cls: cls.single_q and cls.torch_replacement is not None)
 
 
 @dataclass
@@ -73,7 +75,7 @@ def _draft(drafter, context: tuple, K: int, L: int, sampling: str, rng) -> tuple
         prefixes = [context + tuple(drafts[k, :d].tolist()) for k in range(K)]
         q.update(_laws(drafter, prefixes))
         rows = np.stack([q[c] for c in prefixes])
-        if d == 0 and sampling == "without-replacement":
+        if d == 0 and not _MODELS[sampling].torch_replacement:  # a joint draw, not K independent
             drafts[:, 0] = make_draft_model(rows[0], K, sampling, normalize=True).sample(rng, 1)[0]
         else:
             drafts[:, d] = draw(rows, rng)

@@ -55,9 +55,9 @@ import numpy as np
 from numba import njit, types
 from numba.extending import intrinsic
 
+from ._jit import _two_sum as _two_sum_kernel
 from ._validate import as_drafts, as_order
 from .errors import InvalidInputError
-from .polymatroid import _two_sum as _two_sum_kernel
 
 __all__ = ["successive_prefix_containment", "conditional_poisson_prefix_containment", "esp_table",
            "scaled_esp_table", "scaled_inclusion_weights", "REL_TOL", "ABS_TOL"]

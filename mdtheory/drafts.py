@@ -36,14 +36,15 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from itertools import combinations, permutations
+from fractions import Fraction
+from itertools import combinations, permutations, product
 from typing import ClassVar, NamedTuple
 
 import numpy as np
 from numpy.typing import ArrayLike
 
 from . import _budget
-from ._validate import as_distribution, as_drafts, as_generator, as_order, as_size
+from ._validate import as_distribution, as_drafts, as_fractions, as_generator, as_order, as_size
 from .errors import InvalidDistributionError, InvalidInputError, ProblemTooLargeError
 
 __all__ = [
@@ -59,6 +60,8 @@ __all__ = [
     "TupleLaw",
     "SAMPLINGS",
     "register_sampling",
+    "sampling_names",
+    "file_samplings",
     "PREFIX_SAMPLINGS",
     "PREFIX_PROVED",
     "MAX_SUBSET_V",
@@ -162,6 +165,9 @@ class DraftModel(ABC):
     single_q : bool
         Class attribute: the model is built from one q of shape (V,) and n (``q`` is set);
         otherwise from a table whose shape gives n (:func:`make_draft_model`).
+    rows_per_draft : bool
+        Class attribute: the table is one law per draft, shape (n, V) (independent drafts), as the
+        command line reads it from one .npy file; False for one-law models and n-axis tables.
     prefix_property : {"proved", "checked", None}
         Class attribute: whether the best prefix of the tokens sorted by q/p decreasing is an optimal
         cut set (the ``prefix`` route, :func:`mdtheory.subsets.prefix_scan`): ``"proved"``
@@ -184,11 +190,15 @@ class DraftModel(ABC):
     order_vertices : bool
         Class attribute: :meth:`prefix_pass` is exact and costs about one pass, so the vertex of a
         priority order is cheap and the minimum-norm-point route (``mnp``) and its order-mixture
-        rule apply (:mod:`mdtheory.independent`). False for a table with no faster pass than one
+        rule apply (:mod:`mdtheory.mnp`). False for a table with no faster pass than one
         containment per prefix.
     qs : ndarray of shape (n, V) or None
         The drafts' own laws where the drafts are independent (Q(T) is the product of the
         :math:`q_i(T)`; the minimum-norm-point route then scans products), else None.
+    torch_replacement : bool or None
+        Class attribute: the drafts are ``torch.multinomial(q, n, replacement=torch_replacement)``
+        draws, True for iid and False for successive sampling; None: no such draw (the torch form
+        of the audit and the block-efficiency simulation draw only these).
     mnp_iterations : float
         Class attribute: the ``mnp`` route's iterations per :math:`\\sqrt V`, for its size
         estimate (:func:`mdtheory._budget.min_norm_point`).
@@ -196,10 +206,12 @@ class DraftModel(ABC):
 
     sampling: str = ""
     single_q: ClassVar[bool] = True
+    rows_per_draft: ClassVar[bool] = False
     prefix_property: ClassVar[str | None] = None
     lex_base_closed_form: ClassVar[bool] = False
     fixed_top: ClassVar[bool] = False
     order_vertices: ClassVar[bool] = True
+    torch_replacement: ClassVar[bool | None] = None
     mnp_iterations: ClassVar[float] = _budget.MNP_ITER_DEFAULT
     n: int
     V: int
@@ -442,12 +454,18 @@ class IID(_MarkovDraftModel):
     sampling = "iid"
     prefix_property = "proved"
     lex_base_closed_form = True
+    torch_replacement = True
 
     @classmethod
     def exact_set_law(cls, q, n):
-        from .exact import iid_set_law
-
-        return iid_set_law(q, n)
+        """By enumeration of the ordered tuples."""
+        q = as_fractions(q)
+        law: dict = {}
+        for x in product(range(len(q)), repeat=n):
+            w = math.prod((q[i] for i in x), start=Fraction(1))
+            if w:
+                law[frozenset(x)] = law.get(frozenset(x), 0) + w
+        return law
 
     def prefix_pass_seconds(self):
         return _budget.PRODUCT_TOKEN_SECONDS * self.V * self.n
@@ -559,12 +577,24 @@ class WithoutReplacement(_MarkovDraftModel):
 
     sampling = "without-replacement"
     prefix_property = "checked"
+    torch_replacement = False
 
     @classmethod
     def exact_set_law(cls, q, n):
-        from .exact import successive_set_law
-
-        return successive_set_law(q, n)
+        """By enumeration of the ordered tuples, each draft from q renormalised on the rest."""
+        q = as_fractions(q)
+        law: dict = {}
+        for x in permutations(range(len(q)), n):
+            w, used = Fraction(1), Fraction(0)
+            for i in x:
+                if used == 1:
+                    w = Fraction(0)
+                    break
+                w *= q[i] / (1 - used)
+                used += q[i]
+            if w:
+                law[frozenset(x)] = law.get(frozenset(x), 0) + w
+        return law
 
     def prefix_pass_seconds(self):
         # per (token, degree) of the one-pass containment, at least 9 degrees (the kernels compiled
@@ -661,9 +691,13 @@ class ConditionalPoisson(DraftModel):
 
     @classmethod
     def exact_set_law(cls, q, n):
-        from .exact import conditional_poisson_set_law
-
-        return conditional_poisson_set_law(q, n)
+        """By enumeration of the n-sets: each weighs its product of q, normalised by their sum
+        :math:`e_n(q)`."""
+        q = as_fractions(q)
+        weights = {frozenset(A): math.prod((q[i] for i in A), start=Fraction(1))
+                   for A in combinations(range(len(q)), n)}
+        total = sum(weights.values(), Fraction(0))
+        return {A: w / total for A, w in weights.items() if w}
 
     def prefix_pass_seconds(self):
         return _budget.CP_PREFIX_TOKEN_SECONDS * self.V * (self.n + 5)
@@ -793,6 +827,7 @@ class Independent(_MarkovDraftModel):
 
     sampling = "independent"
     single_q = False
+    rows_per_draft = True
     mnp_iterations = 10.0
 
     def __init__(self, qs, *, normalize: bool = False):
@@ -997,6 +1032,21 @@ def register_sampling(cls: type[DraftModel], *aliases: str) -> type[DraftModel]:
             raise InvalidInputError(f"sampling {name!r} is already {SAMPLINGS[name].__name__}")
         SAMPLINGS[name] = cls
     return cls
+
+
+def file_samplings() -> list[str]:
+    """The registered names (aliases included) of the models the command line builds from one
+    .npy file: the one-law models (:attr:`DraftModel.single_q`, rows (V,) or a batch (B, V)), then
+    those with one law per draft (:attr:`DraftModel.rows_per_draft`, a table (n, V))."""
+    return [name for name, cls in SAMPLINGS.items() if cls.single_q] + \
+        [name for name, cls in SAMPLINGS.items() if cls.rows_per_draft and not cls.single_q]
+
+
+def sampling_names(predicate=None) -> tuple[str, ...]:
+    """The registered draft models' names (no aliases), in registry order, those whose class
+    satisfies ``predicate(cls)`` if given (e.g. ``lambda cls: cls.single_q``)."""
+    return tuple(dict.fromkeys(cls.sampling for cls in SAMPLINGS.values()
+                               if predicate is None or predicate(cls)))
 
 
 #: Draft models with a prefix route (:attr:`DraftModel.prefix_property`), by registry name.

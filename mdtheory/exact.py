@@ -8,82 +8,30 @@ successive-sampling and conditional-Poisson drafts, the exact containment, and t
 from __future__ import annotations
 
 from fractions import Fraction
-from itertools import combinations, permutations, product
-from math import prod
+from itertools import combinations
 
+from ._validate import as_fractions
+from .drafts import SAMPLINGS
 from .errors import InvalidInputError, SolverError
 
-__all__ = ["exact_set_law", "iid_set_law", "successive_set_law", "conditional_poisson_set_law",
-           "exact_containment", "exact_otlp", "exact_subset_formula",
+__all__ = ["exact_set_law", "exact_containment", "exact_otlp", "exact_subset_formula",
            "elementary_symmetric"]
-
-
-def _fractions(q) -> list[Fraction]:
-    out = [Fraction(x) for x in q]
-    if any(x < 0 for x in out) or sum(out) != 1:
-        raise InvalidInputError("an exact distribution needs non-negative rationals summing to 1")
-    return out
 
 
 def exact_set_law(q, n: int, sampling: str = "iid") -> dict[frozenset, Fraction]:
     """P(set(X) = U) exactly, by the draft model's own exact law
     (:meth:`~mdtheory.drafts.DraftModel.exact_set_law`): ``"iid"``, ``"without-replacement"``
-    (successive sampling) and ``"conditional-poisson"`` have one (:func:`iid_set_law`,
-    :func:`successive_set_law`, :func:`conditional_poisson_set_law`).
+    (successive sampling) and ``"conditional-poisson"`` have one, each by enumeration.
 
     Raises
     ------
     InvalidInputError
         An unknown sampling, or a model without an exact law, or q not rational and summing to 1.
     """
-    from .drafts import SAMPLINGS
-
     cls = SAMPLINGS.get(sampling) if isinstance(sampling, str) else None
     if cls is None:
         raise InvalidInputError(f"no exact set law for sampling {sampling!r}")
     return cls.exact_set_law(q, n)
-
-
-def iid_set_law(q, n: int) -> dict[frozenset, Fraction]:
-    """The set law of n iid drafts from q, exactly, by enumeration of the ordered tuples."""
-    q = _fractions(q)
-    law: dict[frozenset, Fraction] = {}
-    for x in product(range(len(q)), repeat=n):
-        w = prod((q[i] for i in x), start=Fraction(1))
-        if w:
-            law[frozenset(x)] = law.get(frozenset(x), 0) + w
-    return law
-
-
-def successive_set_law(q, n: int) -> dict[frozenset, Fraction]:
-    """The set law of successive sampling (n draws without replacement), exactly, by enumeration
-    of the ordered tuples."""
-    q = _fractions(q)
-    law: dict[frozenset, Fraction] = {}
-    for x in permutations(range(len(q)), n):
-        w, used = Fraction(1), Fraction(0)
-        for i in x:
-            if used == 1:
-                w = Fraction(0)
-                break
-            w *= q[i] / (1 - used)
-            used += q[i]
-        if w:
-            law[frozenset(x)] = law.get(frozenset(x), 0) + w
-    return law
-
-
-def conditional_poisson_set_law(q, n: int) -> dict[frozenset, Fraction]:
-    """The set law of conditional Poisson sampling, :math:`\\prod_{i \\in A} q_i / e_n(q)`,
-    exactly, by enumeration of the n-sets."""
-    q = _fractions(q)
-    total = elementary_symmetric(q, n)
-    law: dict[frozenset, Fraction] = {}
-    for A in combinations(range(len(q)), n):
-        w = prod((q[i] for i in A), start=Fraction(1))
-        if w:
-            law[frozenset(A)] = w / total
-    return law
 
 
 def elementary_symmetric(values, n: int) -> Fraction:
@@ -103,7 +51,7 @@ def exact_containment(law: dict[frozenset, Fraction], T) -> Fraction:
 
 def exact_subset_formula(p, law: dict[frozenset, Fraction]) -> Fraction:
     """alpha* = 1 + min_T [p(T) - Q(T)] over all 2^V token sets, exactly."""
-    p = _fractions(p)
+    p = as_fractions(p)
     best = Fraction(0)
     for k in range(1, len(p) + 1):
         for T in combinations(range(len(p)), k):
@@ -122,7 +70,7 @@ def exact_otlp(p, law: dict[frozenset, Fraction]) -> Fraction:
     SolverError
         cdd does not report an optimum.
     """
-    p = _fractions(p)
+    p = as_fractions(p)
     V = len(p)
     sets = sorted(law, key=lambda U: (len(U), sorted(U)))
     ncol = len(sets) * V

@@ -15,8 +15,9 @@ Extreme points of B(g) are priority orders ("output the highest-ranked drafted t
 :math:`\\mu_\\sigma(y) = g(S_{\\le y}) - g(S_{< y})`. The lexicographically optimal base with respect to
 p (Fujishige), the minimiser of :math:`\\sum_y \\mu(y)^2 / p(y)` over B(g), attains α*; for iid drafts
 it has a closed form (:func:`lex_optimal_base_iid`, realised as a rule by :mod:`mdtheory.schedule`);
-for any draft model at small V, Wolfe's minimum-norm point (:func:`lex_optimal_base_mnp`) gives it as
-an exact mixture of priority orders; :func:`lex_optimal_base_cvxpy` is the cross-check.
+for the other draft models the minimum-norm-point route gives a base that attains α* as an exact
+mixture of priority orders (:mod:`mdtheory.mnp`); :mod:`mdtheory.crosscheck` computes the
+lexicographically optimal base by two independent solvers, for small V.
 """
 
 from __future__ import annotations
@@ -25,14 +26,15 @@ from itertools import product
 
 import numpy as np
 
-from ._jit import njit
+from ._jit import _two_sum, njit
 from .drafts import DraftModel
 from .errors import InvalidInputError, ProblemTooLargeError
 
-__all__ = ["priority_marginal", "lex_optimal_base_iid", "lex_optimal_base_mnp", "lex_optimal_base_cvxpy",
-           "base_polytope_violation", "LexBase", "PriorityMixture", "stable_ties"]
+__all__ = ["priority_marginal", "lex_optimal_base_iid", "base_polytope_violation", "LexBase",
+           "stable_ties"]
 
-#: Largest alphabet for the exhaustive base-polytope checks and the cvxpy program (2^V constraints).
+#: Largest alphabet for the exhaustive base-polytope checks (2^V sets; also the cross-checks of
+#: :mod:`mdtheory.crosscheck`).
 MAX_EXHAUSTIVE_V = 14
 #: :func:`lex_optimal_base_iid` treats masses below this (2^-600, about 2.4e-181) as zero.
 TINY = 2.0 ** -600
@@ -244,14 +246,6 @@ def _not_flatter(ga, pa, gb, pb):
 
 
 @njit(cache=True)
-def _two_sum(a, b):
-    """a + b and its rounding error (Knuth): a + b = s + e exactly."""
-    s = a + b
-    v = s - a
-    return s, (a - (s - v)) + (b - v)
-
-
-@njit(cache=True)
 def _lex_blocks(dp, dg):
     """Greatest convex minorant of the path with increments (dp, dg), by pooling adjacent blocks.
 
@@ -374,105 +368,6 @@ def lex_optimal_base_iid(p: np.ndarray, q: np.ndarray, n: int) -> LexBase:
     return LexBase(mu, order, bounds, slopes)
 
 
-class PriorityMixture:
-    """A point of B(g) as a mixture of priority orders: draw order k with probability ``weights[k]``,
-    output the highest-ranked drafted token. Its marginal ``mu`` is exactly the mixture of the
-    orders' marginals (:func:`priority_marginal`).
-
-    Attributes
-    ----------
-    mu : ndarray, shape (V,)
-    orders : list of ndarray of int
-    weights : ndarray
-        Positive, summing to one.
-    gap : float
-        Wolfe's duality gap at the end: :math:`\\sum_y \\mu(y)^2/p(y) - \\min_{v} \\sum_y \\mu(y) v(y)/p(y)`
-        over the vertices v of B(g); zero at the lexicographically optimal base.
-    """
-
-    def __init__(self, mu, orders, weights, gap):
-        self.mu, self.orders, self.weights, self.gap = mu, orders, weights, gap
-
-
-def lex_optimal_base_mnp(p: np.ndarray, model: DraftModel, *, tol: float = 1e-12,
-                         max_iter: int = 1000) -> PriorityMixture:
-    """Lexicographically optimal base of any draft model's coverage, by Wolfe's minimum-norm point.
-
-    .. math:: \\min_{\\mu \\in B(g)} \\sum_y \\mu(y)^2 / p(y)
-
-    in the coordinates :math:`\\mu / \\sqrt{p}`, over the convex hull of the priority-order vertices,
-    which a linear objective reaches greedily (order the tokens by μ/p increasing). The corral of
-    vertices and their weights are kept exactly, so the result is a :class:`PriorityMixture`: a
-    sampling rule whose marginal is known exactly, whatever the stopping point.
-
-    Parameters
-    ----------
-    p : ndarray, shape (V,)
-        Target distribution, p > 0 on every token (the weights of the norm).
-    model : DraftModel
-        Any draft model: only its prefix containments are used (V of them per vertex).
-    tol : float
-        Stop when Wolfe's gap falls to ``tol``.
-    max_iter : int
-        Major iterations at most.
-
-    Returns
-    -------
-    PriorityMixture
-
-    Notes
-    -----
-    Each iteration costs one vertex (V prefix containments) and one small linear solve on the corral
-    (at most V + 1 vertices), so this is for small V; for iid drafts
-    :func:`lex_optimal_base_iid` gives the same base in closed form.
-
-    References
-    ----------
-    P. Wolfe, "Finding the nearest point in a polytope", Math. Programming 11 (1976);
-    S. Fujishige, "Lexicographically optimal base of a polymatroid with respect to a weight vector",
-    Math. Oper. Res. 5 (1980).
-    """
-    p = np.asarray(p, dtype=float)
-    if p.shape != (model.V,) or np.any(p <= 0):
-        raise InvalidInputError("the minimum-norm-point base needs p > 0 on every token of the model")
-    scale = 1.0 / np.sqrt(p)
-
-    def vertex(c):
-        order = np.argsort(c, kind="stable")
-        return order, priority_marginal(model, order) * scale
-
-    order, v = vertex(-p)
-    orders, S, lam = [order], [v], np.array([1.0])
-    x, gap = v, np.inf
-    for _ in range(max_iter):
-        order, v = vertex(x * scale)
-        gap = float(x @ x - x @ v)
-        if gap <= tol or any(np.array_equal(v, s) for s in S):
-            break
-        orders.append(order)
-        S.append(v)
-        lam = np.append(lam, 0.0)
-        while True:  # minor cycle: nearest point of the affine hull of the corral, kept inside it
-            A = np.array(S)
-            k = len(S)
-            M = np.block([[A @ A.T, np.ones((k, 1))], [np.ones((1, k)), np.zeros((1, 1))]])
-            alpha = np.linalg.lstsq(M, np.append(np.zeros(k), 1.0), rcond=None)[0][:k]
-            if np.all(alpha > 1e-15):
-                lam = alpha
-                break
-            neg = alpha <= 1e-15
-            theta = min(1.0, np.min(lam[neg] / (lam[neg] - alpha[neg])))
-            lam = (1 - theta) * lam + theta * alpha
-            keep = lam > 1e-15
-            orders = [o for o, kept in zip(orders, keep, strict=True) if kept]
-            S = [s for s, kept in zip(S, keep, strict=True) if kept]
-            lam = lam[keep]
-        lam = lam / lam.sum()
-        x = lam @ np.array(S)
-    mu = lam @ (np.array(S) / scale)
-    return PriorityMixture(mu, orders, lam, gap)
-
-
 def _all_sets(V: int) -> np.ndarray:
     if V > MAX_EXHAUSTIVE_V:
         raise ProblemTooLargeError(
@@ -486,18 +381,3 @@ def base_polytope_violation(mu: np.ndarray, model: DraftModel) -> float:
     S = _all_sets(model.V)
     g = model.coverage(S)
     return float(max((S @ mu - g).max(), abs(mu.sum() - 1.0), -mu.min()))
-
-
-def lex_optimal_base_cvxpy(p: np.ndarray, model: DraftModel) -> np.ndarray:
-    """min sum mu^2 / p over B(g), with cvxpy (2^V constraints; a cross-check for small V, p > 0)."""
-    import cvxpy as cp
-
-    if np.any(p <= 0):
-        raise InvalidInputError("the cvxpy lexicographic program needs p > 0 on every token")
-    S = _all_sets(model.V)[1:]
-    g = model.coverage(S)
-    mu = cp.Variable(model.V)
-    problem = cp.Problem(cp.Minimize(cp.sum(cp.multiply(1.0 / p, cp.square(mu)))),
-                         [mu >= 0, cp.sum(mu) == 1, S.astype(float) @ mu <= g])
-    problem.solve(solver=cp.CLARABEL)
-    return np.asarray(mu.value)

@@ -23,7 +23,7 @@ from .errors import (
 from .result import AcceptanceResult
 from .subsets import prefix_scan, subsets_exhaustive
 
-__all__ = ["optimal_acceptance", "alpha_star", "METHODS", "CERT_TOL"]
+__all__ = ["optimal_acceptance", "alpha_star", "route_estimate", "METHODS", "CERT_TOL"]
 
 #: ``method="auto"`` enumerates all token sets up to this alphabet size (models without a prefix route).
 AUTO_SUBSET_V = 16
@@ -43,7 +43,7 @@ def _dual(p, model):
 
 
 def _mnp(p, model, deadline=None):
-    from .independent import mnp_route
+    from .mnp import mnp_route
 
     return mnp_route(p, model, deadline)
 
@@ -88,6 +88,21 @@ def _auto(model: DraftModel) -> str:
         raise InvalidInputError(f"no route is picked automatically for {model.sampling} drafts; "
                                 f"name one: {', '.join(METHODS)}")
     return min(picks, key=lambda route: route.rank).name
+
+
+def route_estimate(model: DraftModel, method: str = "auto") -> _budget.Estimate:
+    """The size estimate of the route ``method`` (``"auto"``: the one ``method="auto"`` picks) on
+    ``model``: :meth:`mdtheory._route.Route.estimate`, from sizes alone; nothing is run.
+
+    Raises
+    ------
+    InvalidInputError
+        ``method`` is no registered route.
+    """
+    name = _auto(model) if method == "auto" else method
+    if not isinstance(name, str) or name not in METHODS:
+        raise InvalidInputError(f"unknown method {method!r}; valid choices: auto, {', '.join(METHODS)}")
+    return METHODS[name].estimate(model)
 
 
 def _ndim(x) -> int:
@@ -148,10 +163,10 @@ def _route_estimate(model: DraftModel, method: str, certify: str = "fast") -> _b
     name = _auto(model) if method == "auto" else method
     if not isinstance(name, str) or name not in METHODS:
         return _budget.Estimate(f"method {method!r}", 0.0)
-    est = _budget.acceptance_route(model, name)
+    est = route_estimate(model, name)
     if name == "prefix" and model.prefix_property == "checked" and \
             (certify == "full" or model.count_sets() <= MAX_CERT_SETS):
-        est = _budget.combine(est, _budget.acceptance_route(model, "dual"), what=est.what)
+        est = _budget.combine(est, route_estimate(model, "dual"), what=est.what)
     return est
 
 
@@ -195,7 +210,7 @@ def optimal_acceptance(p: ArrayLike, q: ArrayLike | DraftModel, n: int | None = 
         plan. ``"otlp-literal"``: the OTLP over ordered tuples, V^n x V variables. ``"dual"``: the
         min-cut LP (HiGHS simplex), 0/1 by total unimodularity. ``"maxflow"``: networkx
         preflow-push. ``"mnp"``: Wolfe's minimum-norm point over the coverage polytope, certified
-        by an order-mixture base (:mod:`mdtheory.independent`), no enumeration; any model but
+        by an order-mixture base (:mod:`mdtheory.mnp`), no enumeration; any model but
         ``joint``.
     normalize : bool
         Rescale p and q to sum one instead of refusing sums off one by more than 1e-6.
@@ -208,7 +223,7 @@ def optimal_acceptance(p: ArrayLike, q: ArrayLike | DraftModel, n: int | None = 
         :mod:`mdtheory._certify`).
     max_seconds, max_bytes : float
         Limits checked before any work starts (as the CLI's ``--max-seconds``, default 60 s, and
-        4 GiB): the route's estimate (:func:`mdtheory._budget.acceptance_route`, a batch's rows
+        4 GiB): the route's estimate (:func:`route_estimate`, a batch's rows
         summed) over either is refused. ``float("inf")`` lifts a limit.
 
     Returns
@@ -290,7 +305,7 @@ def optimal_acceptance(p: ArrayLike, q: ArrayLike | DraftModel, n: int | None = 
         # size): Wolfe's minimum-norm point proves it, where its estimate fits what is left
         left = max_seconds - (time.perf_counter() - t0)
         try:
-            _budget.require(_budget.acceptance_route(model, "mnp"), left, max_bytes=max_bytes,
+            _budget.require(route_estimate(model, "mnp"), left, max_bytes=max_bytes,
                             flag="max_seconds")
             return optimal_acceptance(p, model, method="mnp", certify=certify,
                                       max_seconds=max(left, 0.0), max_bytes=float("inf"))

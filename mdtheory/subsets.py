@@ -17,11 +17,11 @@ import time
 
 import numpy as np
 
-from ._jit import njit
+from ._jit import _two_sum, njit
 from ._route import Exhaustive, PrefixOrder, RouteOutput
 from .drafts import MAX_SUBSET_V, MAX_SUBSET_V_SLOW, PREFIX_PROVED, PREFIX_SAMPLINGS, DraftModel
 from .errors import InvalidInputError, ProblemTooLargeError
-from .polymatroid import TINY, _two_sum
+from .polymatroid import TINY
 
 __all__ = ["subsets_exhaustive", "prefix_scan", "prefix_order", "exact_ratio_order", "ratio_keys",
            "PREFIX_SAMPLINGS", "PREFIX_PROVED",

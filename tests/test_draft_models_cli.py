@@ -189,10 +189,10 @@ def test_bad_temperatures_are_usage_errors(capsys, small, temps):
 
 # --------------------------------------------------------------- the mnp route's estimate
 def test_mnp_estimate_grows_and_refuses_a_huge_vocabulary(capsys, npy):
-    from mdtheory import _budget
+    from mdtheory.solve import route_estimate
 
     rng = np.random.default_rng(7)
-    est = [_budget.acceptance_route(md.Independent(rng.dirichlet(np.ones(V), size=2)), "mnp")
+    est = [route_estimate(md.Independent(rng.dirichlet(np.ones(V), size=2)), "mnp")
            for V in (100, 1000, 10_000)]
     assert 0 < est[0].seconds < est[1].seconds < est[2].seconds and "Wolfe" in est[0].what
     V = 50_000  # refused before any allocation of the solver's (V + 2) x V arrays

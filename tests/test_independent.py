@@ -19,16 +19,12 @@ from mdtheory.errors import (
     OptimalityGapWarning,
     SolverError,
 )
-from mdtheory.independent import (
-    OrderMixture,
-    _race,
-    check_mixture,
-    min_norm_base,
-    model_vertex,
-    uniform_time_bound,
-)
+from mdtheory.independent import uniform_time_bound
+from mdtheory.mixture import OrderMixture, check_mixture
+from mdtheory.mnp import _race, min_norm_base
 from mdtheory.polymatroid import base_polytope_violation, priority_marginal
 from mdtheory.rules import make_rule
+from mdtheory.vertices import model_vertex
 
 from .tolerances import SOLVER as TOL  # agreement with the exhaustive route; acceptance vs α*
 
@@ -242,11 +238,11 @@ def test_optimal_rule_order_mixture_for_successive_sampling(monkeypatch):
 def test_face_phase_with_early_and_wrong_cuts(monkeypatch, patience, face_iter, switch):
     """The face of a cut found too early may not hold the optimum: the free run resumes, or the
     face run moves to the better cut it finds, and the result still matches the exhaustive route."""
-    import mdtheory.independent as independent
+    import mdtheory.mnp as mnp
 
-    monkeypatch.setattr(independent, "PATIENCE", patience)
-    monkeypatch.setattr(independent, "FACE_ITER", face_iter)
-    monkeypatch.setattr(independent, "SWITCH", switch)
+    monkeypatch.setattr(mnp, "PATIENCE", patience)
+    monkeypatch.setattr(mnp, "FACE_ITER", face_iter)
+    monkeypatch.setattr(mnp, "SWITCH", switch)
     rng = np.random.default_rng(13)
     for _ in range(10):
         z = 2.5 * rng.standard_normal(12)
@@ -276,12 +272,12 @@ def test_cli_mnp_proves_successive_sampling(capsys):
 def test_corral_cholesky_matches_the_bordered_solve():
     """The affine minimum from the Cholesky factor of G + 1 1ᵀ (extended per vertex, refactored
     after a swap-deletion) equals the bordered solve; a repeated vertex falls back to the solve."""
-    import mdtheory.independent as independent
+    import mdtheory.mnp as mnp
 
     rng = np.random.default_rng(14)
     V = 30
     p, qs = rng.dirichlet(np.ones(V)), rng.dirichlet(np.ones(V), size=3)
-    run = independent._Wolfe(p, Independent(qs), np.ones(V), rng.permutation(V))
+    run = mnp._Wolfe(p, Independent(qs), np.ones(V), rng.permutation(V))
     for K in range(1, 12):  # vertices appended one at a time, as the major iterations do
         order = rng.permutation(V)
         run.S[K], run.orders[K] = model_vertex(Independent(qs), order) - p, order
@@ -289,9 +285,9 @@ def test_corral_cholesky_matches_the_bordered_solve():
         run._append(K)
         assert run.chol
         alpha = run._affine(K + 1)
-        assert np.abs(alpha - independent._affine_min(run.G[:K + 1, :K + 1])).max() <= 1e-9
+        assert np.abs(alpha - mnp._affine_min(run.G[:K + 1, :K + 1])).max() <= 1e-9
     run._factor(7)  # after a drop the factor is rebuilt for the remaining corral
-    assert np.abs(run._affine(7) - independent._affine_min(run.G[:7, :7])).max() <= 1e-9
+    assert np.abs(run._affine(7) - mnp._affine_min(run.G[:7, :7])).max() <= 1e-9
     run.S[7], run.G[7, :7], run.G[7, 7] = run.S[3], run.G[3, :7], run.G[3, 3]
     run._append(7)  # a repeated vertex: not affinely independent
     assert not run.chol
@@ -300,7 +296,7 @@ def test_corral_cholesky_matches_the_bordered_solve():
 def test_face_warm_start_is_the_resorted_mixture():
     """A face run started from the free run's orders holds their mixture, each order re-sorted with
     the cut last, and the solver still matches the exhaustive route."""
-    import mdtheory.independent as independent
+    import mdtheory.mnp as mnp
 
     rng = np.random.default_rng(15)
     V = 9
@@ -309,7 +305,7 @@ def test_face_warm_start_is_the_resorted_mixture():
     orders = np.array([rng.permutation(V) for _ in range(4)])
     weights = rng.random(4)
     late = (rng.random(V) < 0.5).astype(float)
-    face = independent._Wolfe(p, model, np.ones(V), np.arange(V), late)
+    face = mnp._Wolfe(p, model, np.ones(V), np.arange(V), late)
     vertices = np.array([model_vertex(model, o) for o in orders])
     face.warm(np.vstack([orders, orders[:1]]), np.append(weights, 0.5),  # a repeated order merges
               np.vstack([vertices, vertices[:1]]))
@@ -323,16 +319,16 @@ def test_face_warm_start_is_the_resorted_mixture():
 def test_face_starts_at_the_free_runs_point():
     """After drops the corral's storage rows are permuted (``slot``); the face run's warm start
     pairs each weight with its own order, not with the order in the same storage row."""
-    import mdtheory.independent as independent
+    import mdtheory.mnp as mnp
 
     rng = np.random.default_rng(16)
     V = 40
     p, qs = rng.dirichlet(np.full(V, 0.5)), rng.dirichlet(np.full(V, 0.5), size=3)
     model = Independent(qs)
-    free = independent._Wolfe(p, model, np.ones(V), np.argsort(qs.mean(axis=0) - p, kind="stable"))
+    free = mnp._Wolfe(p, model, np.ones(V), np.argsort(qs.mean(axis=0) - p, kind="stable"))
     free.run(0.0, 30, None)
     assert not np.array_equal(free.slot[:free.K], np.arange(free.K))  # rows were permuted
-    face = independent._face(p, model, np.ones(V), qs.mean(axis=0), free)
+    face = mnp._face(p, model, np.ones(V), qs.mean(axis=0), free)
     orders = free.orders[free.slot[:free.K]]
     late = np.isin(np.arange(V), free.cut).astype(float)
     resorted = np.array([o[np.argsort(late[o], kind="stable")] for o in orders])
@@ -372,12 +368,12 @@ def test_least_squares_route_keeps_its_qr_through_appends_and_drops():
     """The accurate route's affine minimum from its incrementally kept QR factorisation (Gram-Schmidt
     twice per vertex, Givens rotations per drop) equals the SVD least squares on the vertices it
     replaces, and the kept factors stay a QR factorisation of the bordered corral."""
-    import mdtheory.independent as independent
+    import mdtheory.mnp as mnp
 
     rng = np.random.default_rng(15)
     V = 40
     p, qs = rng.dirichlet(np.ones(V)), rng.dirichlet(np.ones(V), size=3)
-    run = independent._Wolfe(p, Independent(qs), np.ones(V), rng.permutation(V))
+    run = mnp._Wolfe(p, Independent(qs), np.ones(V), rng.permutation(V))
     run.accurate, run.chol = True, False
 
     def svd(K):
@@ -412,7 +408,7 @@ def test_gradient_order_is_the_stable_sort():
     """The solver's sort (unstable when g has no ties) is the stable argsort / lexsort it replaces,
     with and without ties and with a face's 0/1 ``late`` key; and the triangular solves are the
     textbook ones."""
-    from mdtheory.independent import _backward, _forward, _gradient_order
+    from mdtheory.mnp import _backward, _forward, _gradient_order
 
     rng = np.random.default_rng(16)
     for ties in (False, True):
@@ -435,7 +431,8 @@ def test_fused_vertex_kernels_match_numpy():
     """The compiled vertex step (vertex, its scaled difference from p, norms) and the corral
     insertion (G's row and column, the factor's new row; a repeated vertex refused) give the numpy
     steps' numbers."""
-    from mdtheory.independent import _insert_vertex, _vertex_and_gradient, _Wolfe, suffix_containments
+    from mdtheory.mnp import _insert_vertex, _vertex_and_gradient, _Wolfe
+    from mdtheory.vertices import suffix_containments
 
     rng = np.random.default_rng(18)
     V = 50
@@ -464,7 +461,7 @@ def test_fused_vertex_kernels_match_numpy():
 def test_kept_forward_solve_is_the_fresh_one():
     """The minor cycle's kept solve of L y = 1 (rows appended, rows from a drop on re-solved) has the
     fresh solve's exact numbers."""
-    from mdtheory.independent import _chol_delete, _forward, _forward_ones
+    from mdtheory.mnp import _chol_delete, _forward, _forward_ones
 
     rng = np.random.default_rng(19)
     A = rng.standard_normal((12, 30))
@@ -483,7 +480,7 @@ def test_kept_forward_solve_is_the_fresh_one():
 def test_cholesky_row_removal_matches_refactoring():
     """Removing vertex j from the factor (rank-one update) gives the factor of G without row and
     column j."""
-    from mdtheory.independent import _chol_delete
+    from mdtheory.mnp import _chol_delete
 
     rng = np.random.default_rng(17)
     A = rng.standard_normal((9, 20))
@@ -498,7 +495,7 @@ def test_cholesky_row_removal_matches_refactoring():
 def test_product_scan_is_the_generic_scan():
     """The fused pass for independent drafts gives the same numbers as the suffix products and
     cumulative sums it replaces."""
-    from mdtheory.independent import _scan, suffix_containments
+    from mdtheory.vertices import _scan, suffix_containments
 
     rng = np.random.default_rng(18)
     for V, n in ((1, 1), (7, 3), (300, 5)):
@@ -548,7 +545,7 @@ def test_mnp_retries_in_the_scaled_norm():
     is still open at the iteration cap (gap 4e-11 to 2e-9 at 400, by BLAS) is closed by the run in
     the norm weighted by 1 / (p + q̄) raced beside it; the certificate is recomputed
     independently."""
-    from mdtheory.independent import _phases, _race
+    from mdtheory.mnp import _phases, _race
     rng = np.random.default_rng(0)
     z = rng.normal(size=80) * 3
     p = np.exp((z + 0.3 * rng.normal(size=80) - z.max()) / 0.5)

@@ -10,12 +10,13 @@ import numpy as np
 import pytest
 
 import mdtheory as md
-from mdtheory import _budget, _jit
+from mdtheory import _jit
 from mdtheory._certify import CERT_TOL, MAX_CERT_SETS
 from mdtheory._validate import as_distribution
 from mdtheory.drafts import IID
 from mdtheory.errors import InvalidInputError, ProblemTooLargeError
 from mdtheory.rules import make_rule
+from mdtheory.solve import route_estimate
 from tests.tolerances import ROUNDING, SOLVER
 
 
@@ -110,7 +111,7 @@ def test_set_routes_see_the_forward_pass_over_n_drafts(method):
     p, q = _dirichlet_pair(3)
     with pytest.raises(ProblemTooLargeError, match="10\\^?6|1e\\+06 forward steps"):
         md.alpha_star(p, q, 10**6, method=method)
-    est = _budget.acceptance_route(md.IID(q, 10**6), method)
+    est = route_estimate(md.IID(q, 10**6), method)
     assert est.seconds > 60  # measured 1.9e-4 s a step at V = 3: over three minutes
     assert md.alpha_star(p, q, 50, method=method) == pytest.approx(md.alpha_star(p, q, 50), abs=SOLVER)
 
@@ -148,7 +149,7 @@ def test_auto_proves_without_replacement_beyond_the_flow_certificate():
     assert res.value == pytest.approx(bound.value, abs=CERT_TOL)
     # a limit the prefix route's estimate fits and the minimum-norm point's does not: the checked
     # bound, as stated
-    limit = _budget.acceptance_route(model, "prefix").seconds * 1.01
-    assert _budget.acceptance_route(model, "mnp").seconds > limit
+    limit = route_estimate(model, "prefix").seconds * 1.01
+    assert route_estimate(model, "mnp").seconds > limit
     kept = md.optimal_acceptance(p, model, max_seconds=limit)
     assert kept.status == "upper-bound" and kept.value == bound.value

@@ -1,4 +1,9 @@
-"""Every route to alpha* agrees with every other, with certificates, on each draft model."""
+"""Every route to alpha* agrees with every other, with certificates, on each draft model.
+
+The routes, draft models and proof types come from the package's registries (``md.METHODS``,
+``mdtheory.drafts.SAMPLINGS``, ``mdtheory._certify.CHECKS``) through tests/registry.py; an entry that
+no test instance or agreement run reaches fails ``test_every_registry_entry_is_covered``.
+"""
 
 from fractions import Fraction
 from itertools import combinations
@@ -7,28 +12,26 @@ import numpy as np
 import pytest
 
 import mdtheory as md
+from mdtheory import _certify
+from mdtheory.drafts import SAMPLINGS
 
 from .certificates import check_all
 from .instances import CANONICAL, canonical, random_pair
+from .registry import CERTIFICATES, MODEL_INSTANCES, admitted_routes, brute_force_alpha, registered_models
 from .tolerances import ROUNDING, SOLVER
 
 AGREE = SOLVER  # routes through HiGHS and the max-flow agree to the solvers' tolerance
-ROUTES = ["subsets", "otlp", "otlp-literal", "dual", "maxflow"]
+MODELS = registered_models()
 
 
 def model_for(sampling, rng, V, n, concentration=1.0):
-    p, q = random_pair(rng, V, concentration)
-    if sampling == "independent":
-        q = rng.dirichlet(np.full(V, concentration), size=n)
-    return p, md.make_draft_model(q, n, sampling)
-
-
-def routes_for(model):
-    return ROUTES + (["prefix"] if model.prefix_property is not None else [])
+    p, _ = random_pair(rng, V, concentration)
+    return p, MODEL_INSTANCES[sampling](rng, V, n, concentration)
 
 
 def run_all(p, model):
-    results = {m: md.optimal_acceptance(p, model, method=m) for m in routes_for(model)}
+    """Every registered route that admits the model, each result's certificates checked."""
+    results = admitted_routes(p, model)
     for res in results.values():
         check_all(res, p, model)
     return results
@@ -40,23 +43,26 @@ def assert_agree(results, reference=None):
         assert abs(res.value - ref) <= AGREE, f"{method}: {res.value} vs reference {ref}"
 
 
-SAMPLINGS = ["iid", "without-replacement", "conditional-poisson", "independent"]
 SIZES = [(2, 1), (3, 2), (4, 2), (4, 3), (5, 2), (5, 3), (6, 4)]
 
 
-@pytest.mark.parametrize("sampling", SAMPLINGS)
+@pytest.mark.parametrize("sampling", MODELS)
 @pytest.mark.parametrize("V,n", SIZES)
 def test_routes_agree_random(sampling, V, n):
-    rng = np.random.default_rng(1000 * V + 10 * n + SAMPLINGS.index(sampling))
+    rng = np.random.default_rng(1000 * V + 10 * n + MODELS.index(sampling))
     for concentration in (0.1, 1.0, 5.0):
         p, model = model_for(sampling, rng, V, n, concentration)
-        if model.sampling in ("without-replacement", "conditional-poisson") and \
-                np.count_nonzero(model.q) < n:
-            continue
         results = run_all(p, model)
+        assert {"subsets", "dual"} <= set(results)  # every model has the general routes
+        assert abs(results["subsets"].value - brute_force_alpha(p, model)) <= ROUNDING
         assert_agree(results)
         if concentration == 1.0:  # well-separated masses: the minimal cut is unambiguous
-            cuts = {m: tuple(r.cut.tolist()) for m, r in results.items() if m != "prefix"}
+            # the routes that return the inclusion-minimal cut: read off a maximum flow or plan
+            # (cut_from_flow), or the minimal minimiser of all 2^V sets
+            minimal = {m: r for m, r in results.items()
+                       if r.plan is not None or r.flow is not None or r.certificate == "exhaustive"}
+            assert len(minimal) >= 5
+            cuts = {m: tuple(r.cut.tolist()) for m, r in minimal.items()}
             assert len(set(cuts.values())) == 1, f"routes disagree on the minimal cut: {cuts}"
 
 
@@ -67,16 +73,21 @@ def test_canonical_instances(name):
     assert_agree(results, reference=alpha)
 
 
-@pytest.mark.parametrize("sampling", SAMPLINGS)
+@pytest.mark.parametrize("sampling", MODELS)
 def test_degenerate_instances_all_models(sampling):
-    """p = q, point masses and zeros, for every draft model."""
+    """p = q, point masses and zeros, for every draft model (those built from one law from a q
+    with a zero; the others from their test instance)."""
     rng = np.random.default_rng(7)
     n = 2
     q = np.array([0.4, 0.3, 0.2, 0.1, 0.0])
     cases = [q.copy(), np.array([0.0, 0.0, 0.0, 0.0, 1.0]), np.array([1.0, 0, 0, 0, 0]),
              np.array([0.0, 0.5, 0.0, 0.5, 0.0])]
-    qq = np.vstack([q, rng.permutation(q)]) if sampling == "independent" else q
-    model = md.make_draft_model(qq, n, sampling)
+    if sampling == "independent":  # a zero in each law, not at the same token
+        model = md.Independent(np.vstack([q, rng.permutation(q)]))
+    elif SAMPLINGS[sampling].single_q:
+        model = md.make_draft_model(q, n, sampling)
+    else:
+        model = MODEL_INSTANCES[sampling](rng, 5, n)
     drafted = model.coverage(np.eye(5, dtype=bool))  # P(token y is among the drafts)
     for p in cases:
         results = run_all(p, model)
@@ -84,8 +95,8 @@ def test_degenerate_instances_all_models(sampling):
         # each token is output as an accepted draft at most as often as it is drafted (p = e_4:
         # token 4 is never drafted unless the permuted independent row gives it mass)
         assert results["subsets"].value <= np.minimum(p, drafted).sum() + ROUNDING
-    if sampling != "independent":
-        assert md.alpha_star(q, model) == pytest.approx(1.0, abs=ROUNDING)  # p = q
+    # p the first draft's law: accepting the first draft is lossless, so alpha* = 1
+    assert md.alpha_star(model.first_draft_law(), model) == pytest.approx(1.0, abs=ROUNDING)
 
 
 def test_joint_table_matches_iid():
@@ -93,9 +104,8 @@ def test_joint_table_matches_iid():
     p, q = random_pair(rng, 4)
     table = np.einsum("i,j,k->ijk", q, q, q)
     joint = md.Joint(table)
-    for method in ROUTES:
-        assert md.alpha_star(p, joint, method=method) == pytest.approx(
-            md.alpha_star(p, q, 3), abs=AGREE), method
+    for method, res in admitted_routes(p, joint).items():
+        assert res.value == pytest.approx(md.alpha_star(p, q, 3), abs=AGREE), method
 
 
 def test_single_draft_is_one_minus_tv():
@@ -129,10 +139,11 @@ def test_float_routes_match_exact_rational_value():
         q = [Fraction(int(x), int(qn.sum())) for x in qn]
         exact = exact_iid_alpha(p, q, n)
         pf, qf = np.array(p, dtype=float), np.array(q, dtype=float)
-        for method in ROUTES + ["prefix"]:
-            got = md.alpha_star(pf, qf, n, method=method)
-            assert abs(got - float(exact)) <= ROUNDING if method in ("subsets", "prefix") \
-                else abs(got - float(exact)) <= AGREE, (method, got, exact)
+        results = admitted_routes(pf, md.IID(qf, n))
+        for method, res in results.items():
+            assert abs(res.value - float(exact)) <= ROUNDING if method in ("subsets", "prefix") \
+                else abs(res.value - float(exact)) <= AGREE, (method, res.value, exact)
+        assert {"subsets", "prefix", "otlp", "dual", "maxflow", "mnp"} <= set(results)
 
 
 def test_prefix_matches_exhaustive_without_replacement_with_ties():
@@ -246,3 +257,17 @@ def test_conditional_poisson_when_e_n_underflows(n):
     law = md.make_draft_model(q, n, "conditional-poisson").set_law()
     weights = [np.prod([Fraction(x) for x in q[row]]) for row in law.members]
     assert np.allclose(law.probs, [float(w / sum(weights)) for w in weights], rtol=1e-12, atol=0)
+
+
+def test_every_registry_entry_is_covered():
+    """Every registered draft model has a test instance, every proof type with a registered check
+    an expected certificate, and every registered route is admitted by some model's instance, so the
+    agreement runs above reach it (a new entry without coverage fails here)."""
+    assert set(MODELS) <= set(MODEL_INSTANCES), set(MODELS) - set(MODEL_INSTANCES)
+    assert set(_certify.CHECKS) <= set(CERTIFICATES), set(_certify.CHECKS) - set(CERTIFICATES)
+    rng = np.random.default_rng(0)
+    reached = set()
+    for sampling in MODELS:
+        p, model = model_for(sampling, rng, 4, 2)
+        reached |= set(admitted_routes(p, model))
+    assert reached == set(md.METHODS), set(md.METHODS) - reached

@@ -7,9 +7,9 @@ import json
 
 from .. import _budget
 from .._validate import batch_rows
-from ..drafts import make_draft_model
+from ..drafts import SAMPLINGS, file_samplings, make_draft_model
 from ..errors import MdtheoryError, OptimalityGapError
-from ..solve import METHODS, _auto, optimal_acceptance
+from ..solve import METHODS, optimal_acceptance, route_estimate
 from ._common import (
     EXIT_BOUNDS,
     EXIT_OK,
@@ -40,8 +40,7 @@ def add_parser(sub) -> None:
     drafts_option(check, default=None,
                   help="number of drafts n (default 2; independent: the rows of Q)")
     check.add_argument("--sampling", default="iid",
-                       choices=["iid", "without-replacement", "wor", "conditional-poisson", "greedy",
-                                "independent"],
+                       choices=file_samplings(),
                        help="draft model (default iid; wor is short for without-replacement: "
                             "successive sampling, as torch.multinomial without replacement; greedy: "
                             "Hu et al.'s greedy draft set; independent: one law per draft, Q of "
@@ -59,7 +58,7 @@ def add_parser(sub) -> None:
 def run(args: argparse.Namespace) -> int:
     P, Q, q_ndim = load_pair(args)
     drafts = args.drafts
-    if args.sampling == "independent":  # Q holds one row per draft: a single draft model
+    if SAMPLINGS[args.sampling].rows_per_draft:  # Q holds one row per draft: a single draft model
         Q = independent_drafts(Q, q_ndim, drafts, args.Q)[None]
     elif drafts is None:
         drafts = 2
@@ -71,8 +70,7 @@ def run(args: argparse.Namespace) -> int:
         except MdtheoryError as exc:
             raise row_error(exc, j, rows) from None
         models.append(model)
-        estimates.append(_budget.acceptance_route(
-            model, _auto(model) if args.method == "auto" else args.method))
+        estimates.append(route_estimate(model, args.method))
     what = estimates[0].what + (f" (and {rows - 1} more rows)" if rows > 1 else "")
     _budget.require(_budget.combine(*(estimates[i % len(Q)] for i in range(rows)), what=what),
                     args.max_seconds, max_bytes=args.max_bytes)
@@ -110,8 +108,8 @@ def run(args: argparse.Namespace) -> int:
                   f"optimality is not proved for {res.sampling} drafts at this size by this "
                   "route; --method mnp proves it)")
         hall = "p(T) >= Q(T) for every T (Hall's condition"
-        hall += "; iid: p(T) >= q(T)^n, Khisti et al. Thm 2 / Remark 2)" if res.sampling == "iid" \
-            else ")"
+        hall += "; iid: p(T) >= q(T)^n, Khisti et al. Thm 2 / Remark 2)" \
+            if model.lex_base_closed_form else ")"
         print(f"  optimal cut set T* = {fmt_set(res.cut)}")
         if res.acceptance_one:
             print(f"  acceptance one: yes, {hall}")

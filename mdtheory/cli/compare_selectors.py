@@ -14,7 +14,7 @@ import numpy as np
 
 from .. import _budget
 from .._validate import as_drafts
-from ..drafts import make_draft_model
+from ..drafts import SAMPLINGS, make_draft_model, sampling_names
 from ..errors import (
     InvalidDistributionError,
     InvalidInputError,
@@ -22,7 +22,7 @@ from ..errors import (
     ProblemTooLargeError,
 )
 from ..logits import tempered
-from ..solve import _auto, optimal_acceptance
+from ..solve import _auto, optimal_acceptance, route_estimate
 from ._common import (
     EXIT_OK,
     add_common,
@@ -102,9 +102,11 @@ def _rule_acceptance(args, rule, rng) -> tuple[float, bool, list | None]:
     return mc["acceptance"], False, list(mc["ci95"])
 
 
-#: The draft models of ``compare-selectors --sampling all``, each built from the one law q (and
-#: ``independent`` with ``--draft-temperatures``).
-ONE_LAW_MODELS = ("iid", "without-replacement", "conditional-poisson", "greedy")
+#: The draft models of ``compare-selectors --sampling all``, each built from the one law q (the
+#: registered one-law models), and with ``--draft-temperatures`` those with one law per draft
+#: (``independent``: q tempered once per draft).
+ONE_LAW_MODELS = sampling_names(lambda cls: cls.single_q)
+PER_DRAFT_MODELS = sampling_names(lambda cls: cls.rows_per_draft and not cls.single_q)
 
 
 def _temperatures(text: str) -> tuple[float, ...]:
@@ -122,12 +124,13 @@ def _draft_models(args: argparse.Namespace, Q: np.ndarray, q_ndim: int) -> list[
     """The draft models that ``--sampling`` names (``all`` or comma-separated names), built from q:
     (name, model) pairs, or (name, error) for a model that this q and n cannot build (successive
     sampling, conditional Poisson and greedy sets need n tokens with q > 0)."""
-    valid = (*ONE_LAW_MODELS, "independent")
+    valid = (*ONE_LAW_MODELS, *PER_DRAFT_MODELS)
     names = []
     for name in args.sampling.split(","):
-        name = {"wor": "without-replacement"}.get(name.strip(), name.strip())
+        name = name.strip()
+        name = SAMPLINGS[name].sampling if name in SAMPLINGS else name  # aliases: wor
         if name == "all":
-            names += [*ONE_LAW_MODELS, *(["independent"] if args.draft_temperatures else [])]
+            names += [*ONE_LAW_MODELS, *(PER_DRAFT_MODELS if args.draft_temperatures else [])]
         elif name in valid:
             names.append(name)
         else:
@@ -135,25 +138,26 @@ def _draft_models(args: argparse.Namespace, Q: np.ndarray, q_ndim: int) -> list[
                                     f"{', '.join(valid)} (wor is short for without-replacement)")
     names = list(dict.fromkeys(names))
     temps = args.draft_temperatures
+    per_draft = [name for name in names if name in PER_DRAFT_MODELS]
     if q_ndim == 2:  # one law per draft: only the independent model reads it
-        if names != ["independent"] or temps:
+        if len(names) != 1 or names != per_draft or temps:
             raise InvalidInputError(
                 f"{args.Q}: q has shape {Q.shape}, one law per draft, which only --sampling "
                 "independent reads (without --draft-temperatures); the other draft models and "
                 "--draft-temperatures need one q of shape (V,)"
             )
-        return [("independent", make_draft_model(independent_drafts(Q, q_ndim, args.drafts, args.Q),
-                                                 sampling="independent"))]
+        return [(names[0], make_draft_model(independent_drafts(Q, q_ndim, args.drafts, args.Q),
+                                            sampling=names[0]))]
     n = len(temps) if temps else 2 if args.drafts is None else args.drafts
     if temps and args.drafts is not None and as_drafts(args.drafts) != n:
         raise InvalidInputError(f"--drafts {args.drafts} contradicts --draft-temperatures, which "
                                 f"gives {n} drafts; drop --drafts or give {args.drafts} temperatures")
-    if "independent" in names and not temps:
+    if per_draft and not temps:
         raise InvalidInputError(
             "--sampling independent needs one law per draft: a q of shape (n, V), or "
             "--draft-temperatures T1,...,Tn to temper q once per draft"
         )
-    if temps and "independent" not in names:
+    if temps and not per_draft:
         raise InvalidInputError("--draft-temperatures builds the independent drafts; add "
                                 "independent (or all) to --sampling")
     as_drafts(n)
@@ -161,7 +165,7 @@ def _draft_models(args: argparse.Namespace, Q: np.ndarray, q_ndim: int) -> list[
     for name in names:
         try:
             models.append((name, make_draft_model(np.array([tempered(Q[0], t) for t in temps]),
-                                                  sampling=name) if name == "independent"
+                                                  sampling=name) if name in PER_DRAFT_MODELS
                            else make_draft_model(Q[0], n, name)))
         except InvalidDistributionError:
             raise
@@ -175,13 +179,13 @@ def _proven_acceptance(args: argparse.Namespace, p: np.ndarray, model) -> tuple:
     bounds it (without-replacement drafts beyond the flow certificate's size) and ``mnp``'s estimate
     fits ``--max-seconds``; returns (result, seconds, note on a bound left unproven or None)."""
     limits = {"max_seconds": args.max_seconds, "max_bytes": args.max_bytes}
-    _budget.require(_budget.acceptance_route(model, _auto(model)), **limits)
+    _budget.require(route_estimate(model), **limits)
     t0 = time.perf_counter()
     res = optimal_acceptance(p, model, method=_auto(model), **limits)  # the retry is this one's
     note = None
-    if res.status != "optimal" and model.sampling != "joint":
+    if res.status != "optimal" and model.order_vertices:
         try:
-            _budget.require(_budget.acceptance_route(model, "mnp"), **limits)
+            _budget.require(route_estimate(model, "mnp"), **limits)
             res = optimal_acceptance(p, model, method="mnp", **limits)
         except ProblemTooLargeError as exc:
             note = f"not proved by method 'mnp': {exc}"
@@ -213,13 +217,13 @@ def _compare_drafts(args: argparse.Namespace, p: np.ndarray, Q: np.ndarray, q_nd
     uniform = np.full(20, 1 / 20)
     for model in models:  # untimed warm-up: numba loads its compiled kernels on a process's first call
         tiny = make_draft_model(np.tile(uniform, (2, 1)), None, model.sampling) \
-            if model.sampling == "independent" else make_draft_model(uniform, 2, model.sampling)
+            if model.rows_per_draft else make_draft_model(uniform, 2, model.sampling)
         for method in ("auto", "mnp"):
             optimal_acceptance(uniform, tiny, method=method)
     rows = []
     for name, model in pairs:
         head = {"sampling": name, "drafts": n, "vocab": int(p.size)}
-        if name == "independent" and args.draft_temperatures:
+        if name in PER_DRAFT_MODELS and args.draft_temperatures:
             head["temperatures"] = list(args.draft_temperatures)
         if isinstance(model, Exception):
             rows.append({**head, "alpha_star": None, "status": None, "error": str(model)})

@@ -5,15 +5,18 @@ See papers/theory.md §5.
 
 from __future__ import annotations
 
+import math
 import time
 import warnings
 
 import numpy as np
 
-from .._budget import MAX_SECONDS
+from .. import _budget
+from .._budget import MAX_SECONDS, Estimate
 from ..dual import dual_lp
 from ..errors import OptimalityGapWarning
-from ..independent import MNP_ACCEPT, OrderMixture, min_norm_base
+from ..mixture import OrderMixture
+from ..mnp import MNP_ACCEPT, min_norm_base
 from ..polymatroid import lex_optimal_base_iid
 from ..schedule import _realise
 from .base import SetPlanRule
@@ -81,13 +84,13 @@ class Optimal(SetPlanRule):
     **Independent drafts** (``sampling="independent"``, q of shape (n, V)), and any other draft model
     with more than :data:`MAX_PLAN_SETS` draft sets (successive sampling, conditional Poisson:
     their vertices come from the one-pass prefix containments). The minimum-norm-point
-    base (:func:`mdtheory.independent.min_norm_base`, no enumeration) is a mixture of priority
+    base (:func:`mdtheory.mnp.min_norm_base`, no enumeration) is a mixture of priority
     orders; the rule draws an order and proposes the highest-ranked drafted token
-    (:class:`mdtheory.independent.OrderMixture`), whose exact marginal μ is recomputed from the
+    (:class:`mdtheory.mixture.OrderMixture`), whose exact marginal μ is recomputed from the
     orders, then the same speculative step against μ: acceptance :math:`\\sum_y \\min(p, \\mu)`, within
-    :data:`mdtheory.independent.MNP_TOL` of α* (:data:`~mdtheory.independent.MNP_ACCEPT` where
+    :data:`mdtheory.mnp.MNP_TOL` of α* (:data:`~mdtheory.mnp.MNP_ACCEPT` where
     the run stalls). Where the method does not close (a known failure: p one of the drafts' laws
-    or near one, :func:`~mdtheory.independent.min_norm_base`, Notes), the rule is still built from
+    or near one, :func:`~mdtheory.mnp.min_norm_base`, Notes), the rule is still built from
     the run's order mixture: lossless (its marginal is exact), accepting with
     :math:`\\sum_y \\min(p, \\mu)`, a proven lower bound on α*, short of it by at most the gap
     reported in :attr:`alpha_bounds` and by an :class:`~mdtheory.errors.OptimalityGapWarning`.
@@ -124,7 +127,7 @@ class Optimal(SetPlanRule):
     alpha_bounds : tuple of float or None
         Order mixtures only: (its acceptance :math:`\\sum_y \\min(p, \\mu)`, the best cut's value
         :math:`1 + p(T) - Q(T)`), proven bounds on α*; they differ by more than
-        :data:`~mdtheory.independent.MNP_ACCEPT` only where the method did not close (then an
+        :data:`~mdtheory.mnp.MNP_ACCEPT` only where the method did not close (then an
         :class:`~mdtheory.errors.OptimalityGapWarning` is issued). None for the other routes.
 
     References
@@ -140,6 +143,23 @@ class Optimal(SetPlanRule):
         self.sampling = sampling
         self.deadline = time.perf_counter() + max_seconds
         super().__init__(p, q, n, normalize=normalize, **params)
+
+    @classmethod
+    def estimate(cls, model) -> Estimate:
+        """The preparation's estimate on ``model``, by the route :meth:`_prepare` takes: the
+        minimum-norm point (:func:`mdtheory._budget.min_norm_point`; stopped at ``max_seconds``
+        anyway), the dual LP over the draft sets, or for iid drafts a sort, a convex hull and the
+        schedule (O(V log V))."""
+        V = model.V
+        if model.fixed_top:
+            return Estimate(f"optimal rule on {model.sampling} drafts, V = {V}", 1e-7 * V, 40.0 * V)
+        if model.qs is not None or (
+                not model.lex_base_closed_form and model.count_sets() > MAX_PLAN_SETS):
+            return _budget.min_norm_point(model)
+        if not model.lex_base_closed_form:
+            return _budget.law_route(model, "dual")
+        return Estimate(f"optimal rule on iid drafts, V = {V}, n = {model.n}: a base and its "
+                        "schedule", 1e-7 * V * max(math.log2(V), 1.0), 200.0 * V)
 
     def _prepare(self):
         self.schedule = self.base = self.mixture = self.greedy = self.alpha_bounds = None

@@ -1,0 +1,104 @@
+"""What the registry-driven tests iterate over: one test instance per registered draft model, the
+certificate each proof type earns, and the routes a model admits.
+
+A draft model registered in :data:`mdtheory.drafts.SAMPLINGS` without an entry in
+:data:`MODEL_INSTANCES`, or a proof type with a registered check but no entry in
+:data:`CERTIFICATES`, fails ``test_every_registry_entry_is_covered`` (tests/test_routes.py).
+"""
+
+from __future__ import annotations
+
+from itertools import combinations
+
+import numpy as np
+
+import mdtheory as md
+from mdtheory._route import Exhaustive, PrefixOrder, PriorityOrders, SetFlow, TopAndDraw, TransportPlan
+from mdtheory.drafts import sampling_names
+
+
+def _one_law(sampling):
+    def make(rng, V, n, concentration=1.0):
+        q = rng.dirichlet(np.full(V, concentration))
+        q[q == 0] = 1e-3  # models that need n tokens with q > 0
+        return md.make_draft_model(q / q.sum(), n, sampling)
+    return make
+
+
+def _independent(rng, V, n, concentration=1.0):
+    return md.Independent(rng.dirichlet(np.full(V, concentration), size=n))
+
+
+def _joint(rng, V, n, concentration=1.0):
+    """A correlated table: a Dirichlet mixture of a product law and its diagonal."""
+    q = rng.dirichlet(np.full(V, concentration))
+    table = q
+    for _ in range(n - 1):
+        table = np.multiply.outer(table, q)
+    diagonal = np.zeros((V,) * n)
+    diagonal[(np.arange(V),) * n] = q
+    return md.Joint(0.7 * table + 0.3 * diagonal)
+
+
+#: One test instance factory ``make(rng, V, n, concentration)`` per registered draft model name.
+MODEL_INSTANCES = {
+    "iid": _one_law("iid"),
+    "without-replacement": _one_law("without-replacement"),
+    "conditional-poisson": _one_law("conditional-poisson"),
+    "greedy": _one_law("greedy"),
+    "independent": _independent,
+    "joint": _joint,
+}
+
+
+def registered_models() -> tuple[str, ...]:
+    """The registered draft models by name (no aliases)."""
+    return sampling_names()
+
+
+def certificate_for(p, model, method: str, mode: str = "fast") -> str:
+    """The certificate the front door must report for route ``method`` on a small model (at most
+    :data:`mdtheory._certify.MAX_CERT_SETS` draft sets), from the type of the proof the route
+    returns."""
+    kind = type(md.METHODS[method](p, model).proof)
+    if kind is PrefixOrder:
+        if model.lex_base_closed_form:
+            return "lex-base" if mode == "full" else "base"
+        return "flow"
+    return CERTIFICATES[kind]
+
+
+#: The certificate of each proof type (PrefixOrder: see :func:`certificate_for`).
+CERTIFICATES = {
+    TransportPlan: "plan",
+    SetFlow: "flow",
+    PrefixOrder: None,
+    PriorityOrders: "order-mixture",
+    TopAndDraw: "greedy-flow",
+    Exhaustive: "exhaustive",
+}
+
+
+def admitted_routes(p, model) -> dict:
+    """{route name: result} for every registered route that accepts the model (a route that does not
+    serve it refuses with InvalidInputError, which is checked to name the capability)."""
+    out = {}
+    for name in md.METHODS:
+        try:
+            out[name] = md.optimal_acceptance(p, model, method=name)
+        except md.InvalidInputError as exc:
+            assert any(w in str(exc) for w in ("exact only for", "greedy draft set only",
+                                               "prefix containments")), (name, str(exc))
+    return out
+
+
+def brute_force_alpha(p, model) -> float:
+    """1 + min over all 2^V token sets of p(T) - Q(T), one containment per set (small V)."""
+    V = p.size
+    best = 0.0
+    for k in range(1, V + 1):
+        for T in combinations(range(V), k):
+            mask = np.zeros(V, dtype=bool)
+            mask[list(T)] = True
+            best = min(best, float(p[mask].sum()) - float(model.containment(mask)))
+    return 1.0 + best
