@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from decimal import Decimal, localcontext
 from fractions import Fraction
 from pathlib import Path
@@ -10,7 +13,7 @@ import numpy as np
 import pytest
 
 import mdtheory as md
-from mdtheory import _jit
+from mdtheory import _budget, _jit
 from mdtheory._certify import CERT_TOL, MAX_CERT_SETS
 from mdtheory._validate import as_distribution
 from mdtheory.drafts import IID
@@ -153,3 +156,54 @@ def test_auto_proves_without_replacement_beyond_the_flow_certificate():
     assert route_estimate(model, "mnp").seconds > limit
     kept = md.optimal_acceptance(p, model, max_seconds=limit)
     assert kept.status == "upper-bound" and kept.value == bound.value
+
+
+def _command(*argv, close_stdout=False):
+    """``python -m mdtheory argv`` in a process of its own (file descriptor 1 closed: ``>&-``)."""
+    root = Path(__file__).resolve().parent.parent
+    cmd = [sys.executable, "-m", "mdtheory", *map(str, argv)]
+    if close_stdout:
+        cmd = ["sh", "-c", 'exec "$@" >&-', "sh", *cmd]
+    env = dict(os.environ, PYTHONPATH=str(root))
+    return subprocess.run(cmd, capture_output=not close_stdout, stderr=subprocess.PIPE if
+                          close_stdout else None, env=env, text=True, timeout=120)
+
+
+@pytest.mark.parametrize("extra", [[], ["--json"]])
+def test_a_command_started_with_stdout_closed_exits_141_quietly(tmp_path, extra):
+    np.save(tmp_path / "p.npy", np.array([0.2, 0.3, 0.5]))
+    out = _command("check-acceptance", tmp_path / "p.npy", tmp_path / "p.npy", *extra,
+                   close_stdout=True)
+    assert out.returncode == 141 and "Traceback" not in out.stderr and out.stderr == ""
+
+
+def test_lm_pairs_refuses_a_huge_ngram_order_up_front(capsys):
+    pytest.importorskip("h5py")
+    try:
+        from mdtheory.lm import textgenrnn_files
+
+        textgenrnn_files()
+    except md.MdtheoryError as exc:
+        pytest.skip(f"the char-LSTM's files are not installed: {exc}")
+    from mdtheory.cli import main
+
+    assert main(["lm-pairs", "--positions", "10", "--draft", "ngram", "--order", "100000",
+                 "--out", "unused", "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "n-gram drafter of order 100000" in err and "GiB of memory" in err
+    est = _budget.ngram_distillation(3, 465)
+    assert est.bytes < _budget.MAX_BYTES and est.seconds < _budget.MAX_SECONDS
+
+
+def test_max_bytes_in_the_command_line(tmp_path, capsys):
+    from mdtheory.cli import main
+
+    p, q = _dirichlet_pair(12)
+    np.save(tmp_path / "p.npy", p)
+    np.save(tmp_path / "q.npy", q)
+    args = ["check-acceptance", tmp_path / "p.npy", tmp_path / "q.npy", "-n", "3", "--method",
+            "dual"]
+    assert main([*map(str, args), "--max-bytes", "1K"]) == 2
+    assert "over the limit of 1 KiB" in capsys.readouterr().err
+    assert main([*map(str, args), "--max-bytes", "1G"]) == 0
+    assert main([*map(str, args), "--max-bytes", "-3"]) == 2
