@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -207,3 +208,27 @@ def test_max_bytes_in_the_command_line(tmp_path, capsys):
     assert "over the limit of 1 KiB" in capsys.readouterr().err
     assert main([*map(str, args), "--max-bytes", "1G"]) == 0
     assert main([*map(str, args), "--max-bytes", "-3"]) == 2
+
+
+def test_compare_selectors_times_the_steady_state(tmp_path, capsys, monkeypatch):
+    """prepare_ms is the second preparation at the problem's size, with compiled kernels (the
+    first loads the kernels that size needs; a small call alone would run them interpreted)."""
+    import mdtheory.rules as rules
+    from mdtheory.cli import main
+
+    p, q = _dirichlet_pair(300)
+    np.save(tmp_path / "p.npy", p)
+    np.save(tmp_path / "q.npy", q)
+    calls = []
+    real = rules.make_rule
+
+    def spy(name, p, q, n, **kw):
+        calls.append((name, len(p), _jit.FORCE or ("numba" in sys.modules)))
+        return real(name, p, q, n, **kw)
+
+    monkeypatch.setattr(rules, "make_rule", spy)
+    assert main(["compare-selectors", str(tmp_path / "p.npy"), str(tmp_path / "q.npy"), "-n", "8",
+                 "--rules", "optimal", "--json"]) == 0
+    sized = [c for c in calls if c[1] == 300]
+    assert len(sized) == 2 and all(compiled for _, _, compiled in sized)
+    assert json.loads(capsys.readouterr().out)["prepare_ms"] > 0
