@@ -8,7 +8,8 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from . import _budget
-from ._certify import CERT_TOL, CERTIFY_MODES, MAX_CERT_SETS
+from . import _certify as _certificates
+from ._certify import CERT_TOL, CERTIFY_MODES
 from ._certify import certify as _certify
 from ._route import Route
 from ._validate import as_distribution
@@ -165,7 +166,7 @@ def _route_estimate(model: DraftModel, method: str, certify: str = "fast") -> _b
         return _budget.Estimate(f"method {method!r}", 0.0)
     est = route_estimate(model, name)
     if name == "prefix" and model.prefix_property == "checked" and \
-            (certify == "full" or model.count_sets() <= MAX_CERT_SETS):
+            (certify == "full" or model.count_sets() <= _certificates.MAX_CERT_SETS):
         est = _budget.combine(est, route_estimate(model, "dual"), what=est.what)
     return est
 
@@ -297,7 +298,8 @@ def optimal_acceptance(p: ArrayLike, q: ArrayLike | DraftModel, n: int | None = 
     est = _route_estimate(model, name, certify)
     _budget.require(est, max_seconds, max_bytes=max_bytes, flag="max_seconds")
     # Wolfe's iterations are not known up front: the run stops at the time limit, with its bounds
-    out = _mnp(p, model, t0 + max_seconds) if name == "mnp" else METHODS[name](p, model)
+    route = METHODS[name]
+    out = route.run(p, model, t0 + max_seconds) if route.run is _mnp else route(p, model)
     t1 = time.perf_counter()
     cert = _certify(p, model, out, name, certify)
     if cert.status != "optimal" and method == "auto" and model.order_vertices:
