@@ -14,13 +14,14 @@ tell "seconds" from "hours" before starting, not to time anything.
 from __future__ import annotations
 
 import math
+import os
 from typing import NamedTuple
 
 from .errors import InvalidInputError, ProblemTooLargeError
 
 __all__ = ["Estimate", "require", "combine", "fmt_seconds", "fmt_bytes", "stored_floats",
-           "mc_chunk", "monte_carlo", "batched_steps", "lm_pairs", "enumeration", "rule_preparation",
-           "prefix_route", "closed_form_route", "subsets_route", "law_route",
+           "mc_chunk", "monte_carlo", "batched_steps", "lm_pairs", "ngram_distillation", "enumeration",
+           "rule_preparation", "prefix_route", "closed_form_route", "subsets_route", "law_route",
            "min_norm_point", "acceptance_cone", "verify_claim", "MAX_SECONDS",
            "MAX_BYTES", "MNP_MAX_ITER", "CHUNK_BYTES", "MAX_CHUNK", "TORCH_CHUNK", "ESTIMATED_RULES"]
 
@@ -50,6 +51,8 @@ _CDD_COLUMN = 1.3e-7     # cdd's exact simplex: seconds = _CDD_COLUMN * columns 
 _FRACTION_OP = 4e-7      # one Fraction operation
 LAW_CELL_SECONDS = 1e-8         # forward pass of a set law, per (set, token) cell
 CP_SET_SECONDS = 2e-6           # conditional Poisson set law: one Python step per set
+LAW_STEP_SECONDS = 2.5e-4       # forward pass of a set law, per draft (1.9e-4 s measured at V = 3)
+_LP_BYTES = 800.0        # HiGHS transport LP: peak bytes per column (570 measured at V = 20, n = 4)
 _CDD_REDUNDANCY = 8e-7  # Hall comparison: seconds = _CDD_REDUNDANCY * rows ** 3 * dimension
 _SOFTMAX_FIT = 2e-9      # gr-softmax's L-BFGS-B fits: seconds = _SOFTMAX_FIT * _pow(sets * V, 1.5)
 _KHISTI_TOKEN = 5e-8     # khisti-lp: per token of one stage (a partition and a few passes over V)
@@ -191,6 +194,21 @@ def lm_pairs(positions: int, V: int) -> Estimate:
                     4 * 8.0 * positions * V)
 
 
+def ngram_distillation(order: int, V: int, streams: int = 64, length: int = 300,
+                       strengths: int = 7) -> Estimate:
+    """Distilling an n-gram drafter (:func:`mdtheory.drafters.distill_ngram`): ``streams`` texts of
+    ``length`` tokens sampled from the target (about 30 s for the char-LSTM), then counts for every
+    context of up to ``order - 1`` tokens at every position of nine in ten texts (a row of V floats
+    each, at most one new row per position and context length), and the held-out bits per char
+    for each of ``strengths`` smoothing strengths (a pass over the context lengths per position)."""
+    held = max(1, streams // 10)
+    per_text = sum(min(order, t + 1) for t in range(1, length))  # contexts of lengths 0..order-1
+    rows = (streams - held) * per_text
+    bpc = strengths * held * per_text
+    return Estimate(f"n-gram drafter of order {order}: up to {rows:.3g} context rows of {V} counts",
+                    30.0 + 2e-6 * rows + 5e-6 * bpc, rows * (8.0 * V + 200.0 + 8.0 * min(order, length)))
+
+
 def enumeration(count: float, n: int, V: int) -> Estimate:
     """Exact enumeration of a rule over ``count`` draft tuples (one conditional law each)."""
     per_step = _MC_STEP + _MC_TOKEN * (n + 1) * V
@@ -199,8 +217,10 @@ def enumeration(count: float, n: int, V: int) -> Estimate:
 
 
 def rule_preparation(name: str, model) -> Estimate:
-    """Preparing the selection rule ``name`` on ``model`` (the rules that enumerate or fit; the
-    others prepare in O(V log V) or O(n V) and are estimated as free; :data:`ESTIMATED_RULES`)."""
+    """Preparing the selection rule ``name`` on ``model``: the rules that enumerate or fit
+    (:data:`ESTIMATED_RULES`) by their work; the others prepare in O(V log V) and are estimated so
+    (a sort and a few passes), except those whose class has an ``estimate(model)`` of its own (the
+    optimal rule), which :func:`mdtheory.rules.make_rule` reads."""
     V, n = model.V, model.n
     if name == "gr-softmax":  # the set law, then two softmax fits over it
         sets = float(model.count_sets())
@@ -209,7 +229,8 @@ def rule_preparation(name: str, model) -> Estimate:
     if name == "khisti-lp":  # n - 1 stages, each O(V) passes and a small LP
         return Estimate(f"khisti-lp: {n - 1} truncated stages over {V} tokens",
                         (n - 1) * (_KHISTI_TOKEN * V + _KHISTI_LP), 8.0 * (n + 8) * V)
-    return Estimate(name, 0.0)
+    return Estimate(f"{name}: a sort and a few passes over {V} tokens",
+                    1e-7 * V * max(math.log2(V), 1.0), 80.0 * V)
 
 
 def _head(model, method: str) -> str:
@@ -245,7 +266,9 @@ def subsets_route(model) -> Estimate:
     V = model.V
     sets = _pow(2.0, V)
     return Estimate(f"{_head(model, 'subsets')}: 2^{V} token sets", sets * model.subset_row_seconds(),
-                    sets * (V + 16), "method 'auto' picks a route that fits")
+                    sets * (V + 16), "method 'auto' picks a route that fits (use the prefix method "
+                    "for iid, without-replacement and conditional-Poisson drafts, the dual method "
+                    "for the others)")
 
 
 def law_route(model, method: str) -> Estimate:
@@ -266,12 +289,14 @@ def law_route(model, method: str) -> Estimate:
     count = float(model.count_tuples() if literal else model.count_sets())
     kind = "draft tuples" if literal else "draft sets"
     law_bytes = count * V * 9.0  # indicators and the forward pass's float masses
-    law_seconds = model.law_seconds(count)
-    incidences = count * n  # rows of the dual, edges of the flow network
+    law_seconds = 2 * model.law_seconds(count)  # the route's law, and the certificate's own
+    if model.law_steps(count) > 1000:
+        head += f" (its set law by {model.law_steps(count):.3g} forward steps)"
+    incidences = count * min(n, V)  # rows of the dual, edges of the flow network (set members)
     if method in ("otlp", "otlp-literal"):
         cols = count * V
         return Estimate(f"{head}: an LP over {count:.3g} {kind} x {V} tokens = {cols:.3g} variables",
-                        law_seconds + _LP_COLUMN * _pow(cols, 1.5), law_bytes + 80.0 * cols, hint)
+                        law_seconds + _LP_COLUMN * _pow(cols, 1.5), law_bytes + _LP_BYTES * cols, hint)
     if method == "dual":
         return Estimate(f"{head}: a dual LP over {count:.3g} {kind} ({incidences:.3g} rows)",
                         law_seconds + _DUAL_ROW * _pow(incidences, 1.3), law_bytes + 120.0 * incidences,
@@ -307,10 +332,23 @@ def min_norm_point(model) -> Estimate:
     iterations = min(MNP_MAX_ITER, per_root * math.sqrt(V))
     K = min(V + 1.0, _MNP_CORRAL * math.sqrt(V))
     step = _MNP_STEP + _MNP_CELL * K * V + _MNP_CUBE * K**3 + model.prefix_pass_seconds()
+    touched = 4 * (24.0 * K * V + 16.0 * K * K)
+    # each run reserves five (V + 2)-square arrays, of which it touches the corral's rows; a
+    # reservation beyond the machine's memory fails to allocate, so it counts then
+    reserved = 8.0 * (V + 2.0) ** 2
     return Estimate(f"method 'mnp' on {model.sampling} drafts, V = {V}, n = {n}: about "
                     f"{iterations:.3g} iterations of Wolfe's minimum-norm point (an estimate; "
-                    "runs vary ten-fold)", iterations * step, 4 * (24.0 * K * V + 16.0 * K * K),
+                    "runs vary ten-fold)", iterations * step,
+                    max(touched, 20 * reserved if reserved > _physical_memory() else 0.0),
                     f"the solver stops after {MNP_MAX_ITER} iterations at most")
+
+
+def _physical_memory() -> float:
+    """Bytes of physical memory (infinite where the system does not say)."""
+    try:
+        return float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    except (AttributeError, ValueError, OSError):
+        return math.inf
 
 
 def acceptance_cone(m: int, K: int, model: str, supports: int) -> Estimate:

@@ -78,7 +78,7 @@ from .drafts import DraftModel
 from .errors import InvalidInputError, SolverError
 from .mixture import check_mixture
 from .polymatroid import TINY, _lex_blocks, _not_flatter, lex_optimal_base_iid
-from .subsets import _add, _ipow
+from .subsets import _add, _iid_power
 
 __all__ = ["certify", "checks", "check_plan", "check_flow", "check_base_iid", "cut_value", "cut_masses",
            "support_members", "check_ratio_order", "Certificate", "VALUE_TOL", "FEAS_TOL", "CERT_TOL",
@@ -315,7 +315,7 @@ def _iid_points(order, p, q, n):
         ps[V - 1 - k] = p[y]
         qs[V - 1 - k] = q[y]
         s, c = _add(s, c, q[y])  # compensated, as the route's scan
-        contained[k] = _ipow(min(s + c, 1.0), n)
+        contained[k] = _iid_power(s, c, n)
     return ps, qs, contained
 
 

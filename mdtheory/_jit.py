@@ -21,7 +21,7 @@ import types
 
 import numpy as np
 
-__all__ = ["njit", "Kernel", "INTERPRETED_BUDGET"]
+__all__ = ["njit", "Kernel", "INTERPRETED_BUDGET", "use_compiled"]
 
 #: Array entries the process may run interpreted, summed over calls (interpreted, the kernels of one
 #: route take about 10-30 us per entry: 0.1-0.3 s in all, about the time numba takes to load).
@@ -76,6 +76,12 @@ class Kernel:
                 _spent += size
                 return self.py_func(*args)
         return self.compiled(*args)
+
+
+def use_compiled() -> None:
+    """From now on every kernel runs compiled (loads numba): for timings meant to be the steady
+    state of a long-running process, which a call under the interpreted budget would not show."""
+    import numba  # noqa: F401  (its presence in sys.modules switches every Kernel)
 
 
 def njit(func=None, **options):

@@ -25,6 +25,9 @@ from .errors import InvalidDistributionError, InvalidInputError
 #: Sum tolerance for float64 and integer input: a vector may sum to 1 within this; it is then rescaled.
 SUM_TOL = 1e-6
 _FLOAT64 = np.dtype(np.float64)
+#: Most drafts a draft model takes: the compiled kernels hold n in a 64-bit integer, and beyond 2^53
+#: n itself is no longer a float64 (n = 10^30 is refused the same way whichever kernel would run).
+MAX_DRAFTS = 2**53
 #: Acceptance counts as exactly one when the optimum is within this of 1 (floating-point routes).
 ONE_TOL = 1e-12
 
@@ -160,11 +163,21 @@ def _refuse_entry(arr: np.ndarray, name: str) -> None:
 
 
 def as_drafts(n) -> int:
-    """Return the number of drafts as an int >= 1, or raise :class:`InvalidInputError`."""
+    """Return the number of drafts as an int in [1, :data:`MAX_DRAFTS`], or raise
+    :class:`InvalidInputError`.
+
+    Examples
+    --------
+    >>> as_drafts(np.int64(3))
+    3
+    """
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
         raise InvalidInputError(f"the number of drafts must be an integer, got {n!r}")
     if n < 1:
         raise InvalidInputError(f"the number of drafts must be at least 1, got {n}")
+    if n > MAX_DRAFTS:
+        raise InvalidInputError(f"the number of drafts must be at most 2^53 = {MAX_DRAFTS:.3g} (the "
+                                f"compiled kernels count drafts in 64-bit integers), got {float(n):.3g}")
     return int(n)
 
 

@@ -78,6 +78,10 @@ MAX_SAMPLES = 20_000_000
 PILOT_CALLS = 100
 #: Draft tuples per call of a torch target.
 TORCH_CHUNK = _budget.TORCH_CHUNK
+#: Exit code of ``mdtheory audit`` for an inconclusive run (too few samples for ``--detect-tv``).
+EXIT_INCONCLUSIVE = 5
+#: After the pilot, the audit's pace is re-checked this often (seconds).
+PACE_EVERY = 0.25
 #: Tokens listed in ``worst_tokens``.
 SHOW_WORST = 5
 #: Draft models the torch form of the audit draws (keys of :data:`mdtheory.drafts.SAMPLINGS` whose
@@ -102,7 +106,12 @@ class AuditResult:
     Attributes
     ----------
     lossless : bool
-        The output-law test did not reject at ``level`` (exact mode: exact TV <= :data:`EXACT_TOL`).
+        The run shows the verifier lossless: exact mode, exact TV <= :data:`EXACT_TOL`; sampled,
+        the output-law test did not reject at ``level`` *and* the run detects every TV of at least
+        ``detect_tv`` with probability :data:`POWER` (``detectable_tv <= detect_tv``). False for a
+        lossy verifier and for an inconclusive run alike: read ``verdict``.
+    verdict : {"lossless", "lossy", "inconclusive"}
+        ``"inconclusive"``: not rejected, but too few samples to detect TV ``detect_tv``.
     pvalue : float or None
         Of the output-law test, Bonferroni-adjusted over positions; None in exact mode.
     tv, tv_upper : float
@@ -121,6 +130,9 @@ class AuditResult:
         ``expected``, ``observed``.
     detectable_tv : float
         The TV this run detects with probability :data:`POWER` (0 in exact mode).
+    detect_tv : float
+        The TV the run was asked to detect (:data:`TARGET_TV` by default; it sizes the default
+        ``samples``).
     optimum_pvalue : float or None
         One-sided test that acceptance exceeds α* (impossible for a lossless verifier that counts
         only drafted outputs as accepted); None in exact mode.
@@ -139,6 +151,8 @@ class AuditResult:
     worst_tokens: list = field(default_factory=list)
     detectable_tv: float = 0.0
     optimum_pvalue: float | None = None
+    verdict: str = ""
+    detect_tv: float = TARGET_TV
     mode: str = "sampled"
     sampling: str = "iid"
     drafts: int = 1
@@ -416,6 +430,20 @@ def _pilot_check(f, calls: int, seconds: float, total: int, max_seconds: float |
         f"each (timed on the first {calls})", total * seconds / calls), max_seconds)
 
 
+def _pace_check(f, calls: int, seconds: float, total: int, max_seconds: float | None) -> None:
+    """Stop the audit once ``calls`` calls took ``seconds`` and the pace so far projects ``total``
+    calls past ``max_seconds`` (a verifier that slows down after the pilot)."""
+    if max_seconds is None or calls <= 0:
+        return
+    projected = max(seconds, total * seconds / calls)
+    if projected > max_seconds:
+        raise ProblemTooLargeError(
+            f"audit of {_describe(f)} stopped after {calls:,} of {total:,} verifier calls in "
+            f"{_budget.fmt_seconds(seconds)}: at this pace the audit takes "
+            f"{_budget.fmt_seconds(projected)}, over the limit of {_budget.fmt_seconds(max_seconds)} "
+            "(the verifier slowed down after its first calls); raise it with --max-seconds")
+
+
 def _run_sampled(fs, P, models, samples, seed, max_seconds=None, quiet=True):
     """counts (B, V) and accepted hits (B,) of numpy verifiers (one per position), called once per
     draft tuple; refused after :data:`PILOT_CALLS` calls if the whole is estimated over
@@ -429,7 +457,7 @@ def _run_sampled(fs, P, models, samples, seed, max_seconds=None, quiet=True):
     draft_rng, rule_rng = (np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(2))
     counts, hits = np.zeros((B, V), dtype=np.int64), np.zeros(B, dtype=np.int64)
     bar = progress(None, B * samples, "audit", quiet)
-    t0 = 0.0
+    t0, checked = 0.0, 0.0
     for b, (f, model) in enumerate(zip(fs, models, strict=True)):
         p, q = _readonly(P[b]), _readonly(model.q)
         tokens = np.empty(samples, dtype=np.int64)
@@ -442,6 +470,11 @@ def _run_sampled(fs, P, models, samples, seed, max_seconds=None, quiet=True):
             x = sampled[i % chunk]
             if b == 0 and i == min(PILOT_CALLS, samples - 1):
                 _pilot_check(f, i, time.perf_counter() - t0, B * samples, max_seconds)
+            if max_seconds is not None and (b or i > PILOT_CALLS):  # the pace, re-checked
+                now = time.perf_counter()
+                if now - checked >= PACE_EVERY:
+                    checked = now
+                    _pace_check(f, b * samples + i, now - t0, B * samples, max_seconds)
             if bar is not None and i % 1024 == 0:
                 bar.update(min(1024, samples - i))
             try:
@@ -597,7 +630,8 @@ def _worst(observed: np.ndarray, P: np.ndarray) -> list[dict]:
 def audit(f: Callable | type, p: ArrayLike, q: ArrayLike, n: int, *, sampling: str | None = None,
           samples: int | None = None, seed: int = 0, level: float = DEFAULT_LEVEL,
           exact: bool = False, torch: bool = False, device: str = "cpu", dtype: Any = None,
-          normalize: bool = False, max_seconds: float | None = None,
+          normalize: bool = False, max_seconds: float | None = _budget.MAX_SECONDS,
+          max_bytes: float = _budget.MAX_BYTES, detect_tv: float = TARGET_TV,
           quiet: bool = True) -> AuditResult:
     """Audit a multi-draft verifier: is its output law p, and how far is its acceptance from α*?
 
@@ -621,7 +655,7 @@ def audit(f: Callable | type, p: ArrayLike, q: ArrayLike, n: int, *, sampling: s
         Draft model (default iid; a SelectionRule's own model): any registered model built from one
         law q (:func:`audit_samplings`), for the torch form one that ``torch.multinomial`` draws.
     samples : int, optional
-        Verification steps per position; default :func:`samples_for` at :data:`TARGET_TV`.
+        Verification steps per position; default :func:`samples_for` at ``detect_tv``.
     seed : int
     level : float
         Level of the output-law test (Bonferroni over positions).
@@ -631,10 +665,19 @@ def audit(f: Callable | type, p: ArrayLike, q: ArrayLike, n: int, *, sampling: s
         Torch form only: where the rows live (default cpu, float64).
     normalize : bool
         Rescale p and q that do not sum to one.
-    max_seconds : float, optional
+    max_seconds : float or None
         Sampled form: the target is timed on its first :data:`PILOT_CALLS` calls and the audit is
         refused (:class:`~mdtheory.errors.ProblemTooLargeError`, stating the estimate) if all
-        positions x samples calls would take longer. Default: no limit.
+        positions x samples calls would take longer; the pace is re-checked every
+        :data:`PACE_EVERY` seconds after that, and the audit stopped the same way once the calls so
+        far project past the limit. Default 60 s, as the CLI's; None: no limit.
+    max_bytes : float
+        Limit of the estimated working memory (the exact mode's enumeration, the torch form's
+        batches), checked before any work. Default 4 GiB.
+    detect_tv : float
+        The run must detect every TV(output, p) of at least this with probability :data:`POWER`
+        for a verdict of lossless (it sizes the default ``samples``); fewer samples that do not
+        reject give ``verdict="inconclusive"`` and ``lossless=False``. Default :data:`TARGET_TV`.
     quiet : bool
         Sampled form: no progress bar (one is shown on stderr when it is a terminal).
 
@@ -652,10 +695,12 @@ def audit(f: Callable | type, p: ArrayLike, q: ArrayLike, n: int, *, sampling: s
     --------
     >>> def first(p, q, drafts, rng):  # always accept the first draft: lossless only if p = q
     ...     return int(drafts[0])
-    >>> audit(first, [0.5, 0.5], [0.5, 0.5], 2, samples=2000).lossless
-    True
-    >>> audit(first, [0.9, 0.1], [0.5, 0.5], 2, samples=2000).lossless
-    False
+    >>> audit(first, [0.5, 0.5], [0.5, 0.5], 2, samples=2000, detect_tv=0.05).verdict
+    'lossless'
+    >>> audit(first, [0.5, 0.5], [0.5, 0.5], 2, samples=2000).verdict  # TV 0.02 needs 9,431
+    'inconclusive'
+    >>> audit(first, [0.9, 0.1], [0.5, 0.5], 2, samples=2000).verdict
+    'lossy'
     """
     from .rules.base import MAX_ENUMERATION, SelectionRule
 
@@ -663,6 +708,11 @@ def audit(f: Callable | type, p: ArrayLike, q: ArrayLike, n: int, *, sampling: s
     n = as_drafts(n)
     if not 0 < level < 1:
         raise InvalidInputError(f"the level must be in (0, 1), got {level}")
+    if isinstance(detect_tv, bool) or not isinstance(detect_tv, (int, float, np.floating)) \
+            or not 0 < detect_tv <= 1:
+        raise InvalidInputError(f"the TV to detect must be in (0, 1], got {detect_tv!r}")
+    if max_seconds is not None and (isinstance(max_seconds, bool) or not max_seconds > 0):
+        raise InvalidInputError(f"max_seconds must be positive or None, got {max_seconds!r}")
     if exact and torch:
         raise InvalidInputError("choose one of exact and torch")
     rule_cls = f if isinstance(f, type) and issubclass(f, SelectionRule) else None
@@ -691,16 +741,21 @@ def audit(f: Callable | type, p: ArrayLike, q: ArrayLike, n: int, *, sampling: s
         models = [make_draft_model(Q[b], n, sampling) for b in range(B)]
     alphas = np.array([optimal_acceptance(P[b], m).value for b, m in enumerate(models)])
     common = {"sampling": sampling, "drafts": n, "vocab": P.shape[1], "positions": B,
-              "level": level, "target": _describe(f)}
+              "level": level, "target": _describe(f), "detect_tv": float(detect_tv)}
 
     if exact or (rule_cls is not None and not torch and samples is None
                  and all(m.count_tuples() <= MAX_ENUMERATION for m in models)):
         laws_by_position = [f] * B if rule_cls is None else [_conditional(r) for r in rules]
+        count = sum(float(m.count_tuples()) for m in models)
+        _budget.require(_budget.enumeration(count, n, P.shape[1]),
+                        math.inf if max_seconds is None else max_seconds, max_bytes=max_bytes,
+                        flag="max_seconds")
         laws, acc = _run_exact(laws_by_position, P, models)
         tv_rows = 0.5 * np.abs(laws - P).sum(axis=1)
         tv = float(tv_rows.max())
         return AuditResult(
-            lossless=tv <= EXACT_TOL, pvalue=None, tv=tv, tv_upper=tv, acceptance=float(acc.mean()),
+            lossless=tv <= EXACT_TOL, verdict="lossless" if tv <= EXACT_TOL else "lossy",
+            pvalue=None, tv=tv, tv_upper=tv, acceptance=float(acc.mean()),
             acceptance_ci95=(float(acc.mean()), float(acc.mean())), alpha_star=float(alphas.mean()),
             samples=None, worst_tokens=_worst(laws, P), detectable_tv=0.0, mode="exact", seed=None,
             seconds=time.perf_counter() - t0,
@@ -709,7 +764,7 @@ def audit(f: Callable | type, p: ArrayLike, q: ArrayLike, n: int, *, sampling: s
             **common)
 
     if samples is None:
-        samples = max(samples_for(TARGET_TV, P[b], level, B) for b in range(B))
+        samples = max(samples_for(detect_tv, P[b], level, B) for b in range(B))
     if isinstance(samples, bool) or not isinstance(samples, (int, np.integer)) \
             or not 10 <= samples <= MAX_SAMPLES:
         raise InvalidInputError(f"samples must be an integer in 10..{MAX_SAMPLES}, got {samples!r}")
@@ -717,7 +772,8 @@ def audit(f: Callable | type, p: ArrayLike, q: ArrayLike, n: int, *, sampling: s
     V = P.shape[1]
     if torch:  # the draft tuples and rows of one call (time: a user's verifier is not modelled)
         _budget.require(_budget.Estimate(f"audit --torch of {_describe(f)}", 0.0,
-                                         _budget.batched_steps(B, samples, V, n).bytes))
+                                         _budget.batched_steps(B, samples, V, n).bytes),
+                        max_bytes=max_bytes)
         counts, hits = _run_torch(f, P, Q, n, sampling, samples, seed, device, dtype, quiet)
         mode = "torch"
     else:
@@ -753,12 +809,15 @@ def _summarise(counts, hits, P, alphas, samples, seed, mode, t0, common) -> Audi
     acc_rows = hits / samples
     opt = z_pvalues(acc_rows, alphas, samples, side="greater")
     pvalue = bonferroni(pvals)
+    detectable = max(detectable_tv(p, samples, level, B) for p in P)
+    verdict = "lossy" if pvalue < level else \
+        "lossless" if detectable <= common["detect_tv"] * (1 + 1e-12) else "inconclusive"
     return AuditResult(
-        lossless=pvalue >= level, pvalue=pvalue, tv=float(tv_rows.max()),
+        lossless=verdict == "lossless", verdict=verdict, pvalue=pvalue, tv=float(tv_rows.max()),
         tv_upper=float(upper.max()), acceptance=float(acc_rows.mean()),
         acceptance_ci95=_wilson(int(hits.sum()), samples * B), alpha_star=float(alphas.mean()),
         samples=samples, worst_tokens=_worst(observed, P),
-        detectable_tv=max(detectable_tv(p, samples, level, B) for p in P),
+        detectable_tv=detectable,
         optimum_pvalue=bonferroni(opt), mode=mode, seed=seed, seconds=time.perf_counter() - t0,
         per_position=[{"pvalue": float(pv), "tv": float(t), "tv_upper": float(u),
                        "acceptance": float(a), "alpha_star": float(s)}

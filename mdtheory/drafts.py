@@ -326,8 +326,14 @@ class DraftModel(ABC):
 
     def law_seconds(self, count: float) -> float:
         """Estimated seconds to enumerate ``count`` draft sets or tuples (:meth:`set_law`,
-        :meth:`tuple_law`): one forward-pass cell per (entry, token)."""
-        return count * (self.V * _budget.LAW_CELL_SECONDS + 0.0)
+        :meth:`tuple_law`): one forward-pass cell per (entry, token) in each of
+        :meth:`law_steps` steps, and a fixed cost per step."""
+        steps = self.law_steps(count)
+        return steps * (_budget.LAW_STEP_SECONDS + count * self.V * _budget.LAW_CELL_SECONDS)
+
+    def law_steps(self, count: float) -> float:
+        """Steps of the pass that enumerates the law (one pass over the ``count`` entries)."""
+        return 1.0
 
     def subset_row_seconds(self) -> float:
         """Estimated seconds per token set of the exhaustive route's vectorised containment."""
@@ -391,6 +397,11 @@ class _MarkovDraftModel(DraftModel):
     @abstractmethod
     def next_law(self, step: int, drafted: np.ndarray) -> np.ndarray:
         """Law of draft ``step`` (0-based) given the indicators ``drafted`` (M, V) of earlier drafts."""
+
+    def law_steps(self, count: float) -> float:
+        """One forward step per draft (each over the sets drafted so far): n, however few the
+        sets (iid drafts on V = 3 tokens reach their 7 sets after 3 steps and take n anyway)."""
+        return float(self.n)
 
     def tuple_law(self) -> TupleLaw:
         self._guard("tuple")
@@ -468,17 +479,40 @@ class IID(_MarkovDraftModel):
     def containment(self, T):
         """q(T)^n. A few sets (the certificate's cut): q(T) by numpy's pairwise sum, relative error
         at most about log2(V) u (u = 2^-53), or, where the power would amplify that past 1e-13
-        (n log2(V) u > 1e-13, e.g. V = 10^6 with n = 10^6), by an exactly rounded sum
+        (n log2(V) u > 1e-13, e.g. V = 10^6 with n = 10^6), from exactly rounded sums
         (:func:`math.fsum`, about 40 ns a token); a BLAS dot product errs by ~1e-13 at V = 10^6,
-        which n = 10^6 makes 3e-7. Many sets: one matrix product."""
+        which n = 10^6 makes 3e-7. Many sets: one matrix product. Where the power amplifies, a
+        mass of at least 1/2 enters as its distance from 1 (:meth:`_powers`)."""
         T, single = self._masks(T)
+        amplifies = self._amplifies()
         if T.shape[0] <= FEW_SETS:
-            exact = self.n * math.log2(max(self.V, 2)) * 2.0 ** -53 > 1e-13
-            sums = np.array([math.fsum(self.q[row]) if exact else np.sum(self.q[row]) for row in T])
+            sums = np.array([math.fsum(self.q[row]) if amplifies else np.sum(self.q[row]) for row in T])
+            gaps = np.array([math.fsum([*self.q[row], -1.0]) for row in T]) if amplifies else None
         else:
             sums = T @ self.q
-        out = np.minimum(sums, 1.0) ** self.n
+            gaps = self._excess() - (~T) @ self.q if amplifies else None
+        out = self._powers(sums, gaps)
         return out[0] if single else out
+
+    def _amplifies(self) -> bool:
+        """Whether the power n amplifies a mass's rounding past 1e-13 (n log2(V) 2^-53 > 1e-13)."""
+        return self.n * math.log2(max(self.V, 2)) * 2.0 ** -53 > 1e-13
+
+    def _excess(self) -> float:
+        """q(Omega) - 1, exactly rounded (0 for a q that sums to one exactly)."""
+        return math.fsum([*self.q, -1.0])
+
+    def _powers(self, sums, gaps=None):
+        """min(sums, 1)^n; with ``gaps`` (each mass minus 1, to its own relative precision: from
+        exactly rounded sums, or as the total's excess less the mass off the set), a mass of at
+        least 1/2 as exp(n log1p(gap)): rounding a mass within 2^-54 of 1 to 1 would move its power
+        by up to n 2^-54 (0.054 at n = 10^15), while the gap keeps its bits."""
+        out = np.minimum(sums, 1.0) ** self.n
+        if gaps is not None:
+            near = sums >= 0.5
+            with np.errstate(under="ignore"):
+                out[near] = np.exp(self.n * np.log1p(np.minimum(gaps[near], 0.0)))
+        return out
 
     def next_law(self, step, drafted):
         return np.broadcast_to(self.q, drafted.shape)
@@ -490,7 +524,12 @@ class IID(_MarkovDraftModel):
         return rng.choice(self.V, size=(size, self.n), p=self.q)
 
     def prefix_pass(self, order):
-        return np.minimum(np.cumsum(self.q[order]), 1.0) ** self.n
+        qo = self.q[order]
+        sums = np.cumsum(qo)
+        if not self._amplifies():
+            return self._powers(sums)
+        rest = np.cumsum(qo[::-1])[::-1]  # the mass from each token on; off prefix k: rest[k + 1]
+        return self._powers(sums, self._excess() - np.append(rest[1:], 0.0))
 
     def count_sets(self):
         return _count_up_to(int(np.count_nonzero(self.q)), self.n)

@@ -356,7 +356,8 @@ def _affine_min(G: np.ndarray) -> np.ndarray:
 
 
 def min_norm_base(p: np.ndarray, model: DraftModel, *, tol: float = MNP_TOL,
-                  max_iter: int = MNP_MAX_ITER, weights=None, strict: bool = True) -> MinNormBase:
+                  max_iter: int = MNP_MAX_ITER, weights=None, strict: bool = True,
+                  deadline: float | None = None) -> MinNormBase:
     """Minimise :math:`\\lVert \\mu - p \\rVert^2` over :math:`\\mu \\in B(g)` by Wolfe's algorithm, until
     the best level-set cut and :math:`\\sum_y \\min(p, \\mu)` meet within ``tol``.
 
@@ -375,6 +376,9 @@ def min_norm_base(p: np.ndarray, model: DraftModel, *, tol: float = MNP_TOL,
         Stop when upper - lower <= tol.
     max_iter : int
         Major iterations at most.
+    deadline : float, optional
+        A :func:`time.perf_counter` reading after which no further piece of iterations starts (the
+        run then ends as at its cap, with its proven bounds).
     weights : array_like, shape (V,), optional
         Positive w: minimise :math:`\\sum_y w_y (\\mu_y - p_y)^2` instead (for any positive
         weights the cut :math:`\\{\\mu > p\\}` of the minimiser is optimal; ``1 / p`` gives the
@@ -486,7 +490,7 @@ def min_norm_base(p: np.ndarray, model: DraftModel, *, tol: float = MNP_TOL,
     norms = [weights] if weights is not None else \
         [None if a == 0 else (p + qbar + 1e-300) ** -a for a in race]
     best, done = _race([_phases(p, model, qbar, tol, max_iter, w) for w in norms], tol, max_iter,
-                       HEAD, HEAD_TRIVIAL, accept=max(tol, MNP_ACCEPT))
+                       HEAD, HEAD_TRIVIAL, accept=max(tol, MNP_ACCEPT), deadline=deadline)
     base = best.result(done)
     if strict and not base.upper - base.lower <= max(tol, MNP_ACCEPT):
         lower = float(np.minimum(p, base.weights @ base.vertices).sum())  # OrderMixture's marginal
@@ -501,7 +505,7 @@ def _gap(run) -> float:
     return run.upper - run.lower
 
 
-def _race(runs, tol, max_iter, head=0, trivial_head=0, accept=None):
+def _race(runs, tol, max_iter, head=0, trivial_head=0, accept=None, deadline=None):
     """Advance the generators ``runs`` (:func:`_phases`) in turn, always the one with the fewest
     iterations (the first given ``head`` iterations alone, ``trivial_head`` while no cut below 1
     is known), until one closes within ``tol``, one ends (a stall or its cap) with a gap within
@@ -513,6 +517,8 @@ def _race(runs, tol, max_iter, head=0, trivial_head=0, accept=None):
     for _ in range(len(runs) * (max_iter + 2)):  # a step ends a generator or runs iterations
         if not live or any(_gap(best) <= (tol if j in live else accept)
                            for j, (best, _) in enumerate(state)):
+            break
+        if deadline is not None and time.perf_counter() > deadline:
             break
         lead = trivial_head if min(best.upper for best, _ in state) >= 1.0 - tol else head
         i = min(live, key=lambda j: state[j][1] - (lead if j == 0 else 0))
@@ -874,7 +880,7 @@ class _Wolfe:
                            self.R[rows])
 
 
-def mnp_route(p: np.ndarray, model: DraftModel) -> RouteOutput:
+def mnp_route(p: np.ndarray, model: DraftModel, deadline: float | None = None) -> RouteOutput:
     """The ``"mnp"`` route of :func:`mdtheory.solve.optimal_acceptance`: :func:`min_norm_base`, for
     independent drafts and every other model with prefix containments.
 
@@ -897,6 +903,6 @@ def mnp_route(p: np.ndarray, model: DraftModel) -> RouteOutput:
         raise InvalidInputError(f"method 'mnp' needs a draft model with prefix containments; "
                                 f"{model.sampling} drafts have none (use method 'dual' or 'subsets')")
     t0 = time.perf_counter()
-    base = min_norm_base(p, model)
+    base = min_norm_base(p, model, deadline=deadline)
     return RouteOutput(value=base.upper, cut=base.cut, proof=PriorityOrders(base.orders, base.weights),
                        iterations=base.iterations, timings={"mnp": time.perf_counter() - t0})

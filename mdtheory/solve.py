@@ -8,12 +8,19 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from . import _budget
+from . import _certify as _certificates
 from ._certify import CERT_TOL, CERTIFY_MODES
 from ._certify import certify as _certify
 from ._route import Route
 from ._validate import as_distribution
 from .drafts import SAMPLINGS, DraftModel, make_draft_model
-from .errors import InvalidDistributionError, InvalidInputError, MdtheoryError
+from .errors import (
+    InvalidDistributionError,
+    InvalidInputError,
+    MdtheoryError,
+    OptimalityGapError,
+    ProblemTooLargeError,
+)
 from .result import AcceptanceResult
 from .subsets import prefix_scan, subsets_exhaustive
 
@@ -36,10 +43,10 @@ def _dual(p, model):
     return dual_lp(p, model)
 
 
-def _mnp(p, model):
+def _mnp(p, model, deadline=None):
     from .mnp import mnp_route
 
-    return mnp_route(p, model)
+    return mnp_route(p, model, deadline)
 
 
 def _closed_form(p, model):
@@ -125,24 +132,50 @@ def _batch(p, q, sampling: str):
     return P, Qs, max(len(P), len(Qs))
 
 
-def _solve_batch(P, Qs, rows: int, n, sampling, method, normalize, certify):
+def _solve_batch(P, Qs, rows: int, n, sampling, method, normalize, certify, max_seconds,
+                 max_bytes):
     """The rows' results in turn, as a generator (a row's arrays stay in cache, and a caller that
-    keeps only values lets each result go); a broadcast q row's draft model is built once."""
-    shared = make_draft_model(Qs[0], n, sampling, normalize=normalize) if len(Qs) == 1 else None
+    keeps only values lets each result go); a broadcast q row's draft model is built once. Every
+    row's model and estimate come first: the batch is refused as a whole, before any row runs."""
+    models = []
+    for i in range(len(Qs)):
+        try:
+            models.append(make_draft_model(Qs[i], n, sampling, normalize=normalize))
+        except MdtheoryError as exc:
+            raise type(exc)(f"row {i}: {exc}") from None
+    estimates = [_route_estimate(m, method, certify) for m in models]
+    what = estimates[0].what + (f" (and {rows - 1} more rows)" if rows > 1 else "")
+    _budget.require(_budget.combine(*(estimates[i % len(models)] for i in range(rows)), what=what),
+                    max_seconds, max_bytes=max_bytes, flag="max_seconds")
     for i in range(rows):
         try:
-            model = shared if shared is not None else \
-                make_draft_model(Qs[i], n, sampling, normalize=normalize)
-            res = optimal_acceptance(P[i % len(P)], model, method=method, normalize=normalize,
-                                     certify=certify)
+            res = optimal_acceptance(P[i % len(P)], models[i % len(models)], method=method,
+                                     normalize=normalize, certify=certify,
+                                     max_seconds=float("inf"), max_bytes=float("inf"))
         except MdtheoryError as exc:
             raise type(exc)(f"row {i}: {exc}") from None
         yield res
 
 
+def _route_estimate(model: DraftModel, method: str, certify: str = "fast") -> _budget.Estimate:
+    """The estimate of ``method`` (``"auto"``: the route it picks) on ``model``, with the flow
+    certificate of the without-replacement prefix route where it runs; an unknown method or
+    certify mode estimates nothing (the front door refuses it by name)."""
+    name = _auto(model) if method == "auto" else method
+    if not isinstance(name, str) or name not in METHODS:
+        return _budget.Estimate(f"method {method!r}", 0.0)
+    est = route_estimate(model, name)
+    if name == "prefix" and model.prefix_property == "checked" and \
+            (certify == "full" or model.count_sets() <= _certificates.MAX_CERT_SETS):
+        est = _budget.combine(est, route_estimate(model, "dual"), what=est.what)
+    return est
+
+
 def optimal_acceptance(p: ArrayLike, q: ArrayLike | DraftModel, n: int | None = None,
                        sampling: str = "iid", *, method: str = "auto", normalize: bool = False,
-                       certify: str = "fast") -> AcceptanceResult | list[AcceptanceResult]:
+                       certify: str = "fast", max_seconds: float = _budget.MAX_SECONDS,
+                       max_bytes: float = _budget.MAX_BYTES
+                       ) -> AcceptanceResult | list[AcceptanceResult]:
     """Optimal acceptance of n-draft speculative sampling, with an optimal cut set.
 
     .. math::
@@ -189,6 +222,10 @@ def optimal_acceptance(p: ArrayLike, q: ArrayLike | DraftModel, n: int | None = 
         :func:`~mdtheory.polymatroid.lex_optimal_base_iid` (its own stable sort; several times the route's
         cost), and for the without-replacement prefix route the flow proof at any size (see
         :mod:`mdtheory._certify`).
+    max_seconds, max_bytes : float
+        Limits checked before any work starts (as the CLI's ``--max-seconds``, default 60 s, and
+        4 GiB): the route's estimate (:func:`route_estimate`, a batch's rows
+        summed) over either is refused. ``float("inf")`` lifts a limit.
 
     Returns
     -------
@@ -205,7 +242,8 @@ def optimal_acceptance(p: ArrayLike, q: ArrayLike | DraftModel, n: int | None = 
     InvalidInputError
         Unknown method, sampling or certify mode, or a bad number of drafts.
     ProblemTooLargeError
-        The chosen method would not fit (the message names the size and another route).
+        The chosen method would not fit (the message names the size and another route), or its
+        estimate is over ``max_seconds`` or ``max_bytes`` (the message states the estimate).
     SolverError
         A solver fails, or the result is not proven: its value leaves [0, 1], its cut set does not
         reproduce it, or its primal object is infeasible or misses the cut value by more than
@@ -241,7 +279,8 @@ def optimal_acceptance(p: ArrayLike, q: ArrayLike | DraftModel, n: int | None = 
     [0.75, 1.0]
     """
     if (batch := _batch(p, q, sampling)) is not None:
-        return list(_solve_batch(*batch, n, sampling, method, normalize, certify))
+        return list(_solve_batch(*batch, n, sampling, method, normalize, certify, max_seconds,
+                                 max_bytes))
     t0 = time.perf_counter()
     model = make_draft_model(q, n, sampling, normalize=normalize)
     p = as_distribution(p, "p", normalize=normalize)
@@ -256,9 +295,24 @@ def optimal_acceptance(p: ArrayLike, q: ArrayLike | DraftModel, n: int | None = 
         raise InvalidInputError(
             f"unknown certify mode {certify!r}; valid choices: {', '.join(CERTIFY_MODES)}"
         )
-    out = METHODS[name](p, model)
+    est = _route_estimate(model, name, certify)
+    _budget.require(est, max_seconds, max_bytes=max_bytes, flag="max_seconds")
+    # Wolfe's iterations are not known up front: the run stops at the time limit, with its bounds
+    route = METHODS[name]
+    out = route.run(p, model, t0 + max_seconds) if route.run is _mnp else route(p, model)
     t1 = time.perf_counter()
     cert = _certify(p, model, out, name, certify)
+    if cert.status != "optimal" and method == "auto" and model.order_vertices:
+        # the default route only bounds alpha* (successive sampling beyond the flow certificate's
+        # size): Wolfe's minimum-norm point proves it, where its estimate fits what is left
+        left = max_seconds - (time.perf_counter() - t0)
+        try:
+            _budget.require(route_estimate(model, "mnp"), left, max_bytes=max_bytes,
+                            flag="max_seconds")
+            return optimal_acceptance(p, model, method="mnp", certify=certify,
+                                      max_seconds=max(left, 0.0), max_bytes=float("inf"))
+        except (ProblemTooLargeError, OptimalityGapError):
+            pass  # the checked upper bound stands, with its status
     cut = np.asarray(out.cut, dtype=np.int64)
     cut.setflags(write=False)
     t2 = time.perf_counter()
@@ -273,7 +327,8 @@ def optimal_acceptance(p: ArrayLike, q: ArrayLike | DraftModel, n: int | None = 
 
 
 def alpha_star(p: ArrayLike, q: ArrayLike | DraftModel, n: int | None = None, sampling: str = "iid",
-               *, method: str = "auto", normalize: bool = False, certify: str = "fast"
+               *, method: str = "auto", normalize: bool = False, certify: str = "fast",
+               max_seconds: float = _budget.MAX_SECONDS, max_bytes: float = _budget.MAX_BYTES
                ) -> float | np.ndarray:
     """The optimal acceptance :math:`\\alpha^* = 1 + \\min_T [p(T) - Q(T)]` alone, as a float.
 
@@ -293,7 +348,7 @@ def alpha_star(p: ArrayLike, q: ArrayLike | DraftModel, n: int | None = None, sa
     sampling : str
         Draft model (default ``"iid"``; ``"without-replacement"`` or ``"wor"``,
         ``"conditional-poisson"``, ``"independent"``, ``"joint"``, ``"greedy"``).
-    method, normalize, certify
+    method, normalize, certify, max_seconds, max_bytes
         As for :func:`optimal_acceptance`.
 
     Returns
@@ -314,7 +369,8 @@ def alpha_star(p: ArrayLike, q: ArrayLike | DraftModel, n: int | None = None, sa
     [0.5, 1.0]
     """
     if (batch := _batch(p, q, sampling)) is not None:
-        results = _solve_batch(*batch, n, sampling, method, normalize, certify)
+        results = _solve_batch(*batch, n, sampling, method, normalize, certify, max_seconds,
+                               max_bytes)
         return np.fromiter((res.value for res in results), dtype=float, count=batch[2])
     return optimal_acceptance(p, q, n, sampling, method=method, normalize=normalize,
-                              certify=certify).value
+                              certify=certify, max_seconds=max_seconds, max_bytes=max_bytes).value

@@ -33,6 +33,9 @@ TIE_TOL = 1e-12
 #: the radix sort's fixed cost of 2^RADIX_BITS buckets per digit would not pay; above the
 #: interpreted-kernel budget of :mod:`mdtheory._jit`, so the radix sort always runs compiled).
 RADIX_MIN_V = 16_384
+#: Beyond this many iid drafts a containment q(T)^n is taken as exp(n log1p(q(T) - 1)) from the
+#: unrounded mass (:func:`_iid_power`); up to it, by repeated squaring of the rounded mass.
+LOG_POWER_N = 0x10000
 #: Bits per digit of the radix sort: 2048 buckets, whose counts stay in the L2 cache.
 RADIX_BITS = 11
 # MAX_SUBSET_V, MAX_SUBSET_V_SLOW, PREFIX_SAMPLINGS and PREFIX_PROVED are declared by the draft
@@ -270,13 +273,31 @@ def _ipow(x, n):
 
 
 @njit(cache=True)
+def _iid_power(t, tc, n):
+    """:math:`\\min(t + t_c, 1)^n` for a mass t + tc held as a compensated pair (tc the rounding
+    error of t), without rounding the mass first. Up to :data:`LOG_POWER_N` drafts,
+    :func:`_ipow` of the rounded mass (its rounding, at most 2^-53, moves the power by at most
+    n 2^-53 < 1e-11). Beyond, a mass in [1/2, 1) is taken as :math:`\\exp(n \\log1p(x))` with
+    :math:`x = (t - 1) + t_c` (t - 1 is exact there, Sterbenz): the mass's distance from 1 keeps
+    its relative precision, where rounding the mass to the nearest double first (to 1 if it is
+    within 2^-54 of it) would move the power by up to n 2^-54 (0.054 at n = 10^15); a mass below
+    1/2 gives a power below 2^-65536, zero."""
+    if n <= LOG_POWER_N:
+        return _ipow(min(t + tc, 1.0), n)
+    if t < 0.5:
+        return 0.0
+    x = (t - 1.0) + tc
+    return 1.0 if x >= 0.0 else math.exp(n * math.log1p(x))
+
+
+@njit(cache=True)
 def _best_prefix(p, order, contained, q, n, tie_tol):
     """(best gain, length of the shortest prefix within ``tie_tol`` of it, 0 if the best is at most
     ``tie_tol``), gain_k = contained[k] - p(first k + 1 tokens), the empty prefix gaining 0: one pass
     along the order storing the gains, then a pass over them.
 
     With an empty ``contained`` the containments are the iid ones, :math:`\\min(q(\\text{prefix}),
-    1)^n`, computed along the way (the power by :func:`_ipow`). Both running sums are compensated
+    1)^n`, computed along the way (the power by :func:`_iid_power`). Both running sums are compensated
     (:func:`_add`), so a gain is off by about n eps, not V n eps (1e-10 at V = 128,000, n = 128 with
     plain sums)."""
     iid = contained.size == 0
@@ -287,7 +308,7 @@ def _best_prefix(p, order, contained, q, n, tie_tol):
         s, sc = _add(s, sc, p[y])
         if iid:
             t, tc = _add(t, tc, q[y])
-        gain = (_ipow(min(t + tc, 1.0), n) if iid else contained[k]) - (s + sc)
+        gain = (_iid_power(t, tc, n) if iid else contained[k]) - (s + sc)
         gains[k] = gain
         best = max(best, gain)
     if best <= tie_tol:

@@ -11,6 +11,8 @@ import pytest
 import mdtheory as md
 from mdtheory.audit import (
     DEFAULT_LEVEL,
+    EXIT_INCONCLUSIVE,
+    TARGET_TV,
     _tv_upper,
     detectable_tv,
     law_test,
@@ -134,8 +136,8 @@ def test_exact_mode_of_a_selection_rule_class():
 def test_audit_passes_correct_verifiers(name):
     rng = np.random.default_rng(1)
     p, q = rng.dirichlet(np.ones(6)), rng.dirichlet(np.ones(6))
-    res = md.audit(example(name), p, q, 3, samples=4000, seed=2)
-    assert res.lossless and res.pvalue >= DEFAULT_LEVEL, res
+    res = md.audit(example(name), p, q, 3, samples=4000, seed=2, detect_tv=0.1)
+    assert res.lossless and res.verdict == "lossless" and res.pvalue >= DEFAULT_LEVEL, res
     assert res.acceptance_ci95[0] <= res.alpha_star + 1e-9
     assert res.optimum_pvalue > DEFAULT_LEVEL
 
@@ -158,14 +160,14 @@ def test_false_rejection_rate_of_a_correct_verifier_end_to_end():
     """The RRS example audited over many seeds at a small sample size: rejections ~ the level."""
     rrs = example("rrs")
     seeds, level = 120, 0.1
-    rejected = sum(not md.audit(rrs, P3, Q3, 2, samples=100, seed=s, level=level).lossless
+    rejected = sum(md.audit(rrs, P3, Q3, 2, samples=100, seed=s, level=level).verdict == "lossy"
                    for s in range(seeds))
     assert binomial_ok(rejected, seeds, level), rejected
 
 
 def test_batched_positions_bonferroni():
     p = np.stack([P3, [0.5, 0.25, 0.25]])
-    res = md.audit(example("rrs"), p, Q3, 2, samples=500, seed=0)
+    res = md.audit(example("rrs"), p, Q3, 2, samples=500, seed=0, detect_tv=0.3)
     assert res.positions == 2 and len(res.per_position) == 2 and res.lossless
     assert res.pvalue == pytest.approx(min(1.0, 2 * min(r["pvalue"] for r in res.per_position)))
     d = res.to_dict()
@@ -176,7 +178,7 @@ def test_batched_positions_bonferroni():
 
 
 def test_without_replacement_drafts():
-    res = md.audit(RULES["rrs-wor"], P3, Q3, 2, samples=3000, seed=1)
+    res = md.audit(RULES["rrs-wor"], P3, Q3, 2, samples=3000, seed=1, detect_tv=0.1)
     assert res.mode == "sampled" and res.sampling == "without-replacement" and res.lossless
     with pytest.raises(md.InvalidInputError, match="contradicts"):
         md.audit(RULES["rrs-wor"], P3, Q3, 2, sampling="iid")
@@ -184,11 +186,11 @@ def test_without_replacement_drafts():
 
 def test_torch_form():
     pytest.importorskip("torch")
-    res = md.audit(example("torch_rrs"), P3, Q3, 2, torch=True, samples=4000, seed=0)
+    res = md.audit(example("torch_rrs"), P3, Q3, 2, torch=True, samples=4000, seed=0, detect_tv=0.1)
     assert res.mode == "torch" and res.lossless
     bad = [md.audit(example("torch_rrs_skip_repeat"), P3, Q3, 2, torch=True,
                     samples=samples_for(0.06, P3), seed=s) for s in range(20)]
-    assert sum(not b.lossless for b in bad) >= 15  # power >= 0.9 each: P(<= 14 of 20) < 0.05
+    assert sum(b.verdict == "lossy" for b in bad) >= 15  # power >= 0.9 each: P(<= 14 of 20) < 0.05
     assert all(b.mode == "torch" and b.samples == samples_for(0.06, P3) for b in bad)
 
 
@@ -208,7 +210,7 @@ def run(capsys, *argv):
 
 def test_cli_exit_codes(capsys, pq):
     code, out, _ = run(capsys, f"{EXAMPLES}/rrs.py:verify", *pq, "-n", "2", "--samples", "2000",
-                       "--json")
+                       "--detect-tv", "0.1", "--json")
     res = json.loads(out)
     assert code == 0 and res["lossless"] and res["samples"] == 2000 and res["mode"] == "sampled"
     code, out, _ = run(capsys, f"{EXAMPLES}/rrs_skip_repeat.py:law", *pq, "-n", "2", "--exact")
@@ -253,7 +255,7 @@ def test_cli_target_prints_go_to_stderr(capsys, pq, tmp_path):
     spec = write(tmp_path, "def f(p, q, d, rng):\n    print('hello')\n"
                            "    return int(rng.choice(len(p), p=p))\n") + ":f"
     code, out, err = run(capsys, spec, *pq, "-n", "2", "--samples", "50", "--json")
-    assert code in (0, 1) and json.loads(out)["samples"] == 50 and "hello" in err
+    assert code in (0, 1, 5) and json.loads(out)["samples"] == 50 and "hello" in err
 
 
 def test_cli_refuses_an_audit_over_max_seconds(capsys, pq):
@@ -293,3 +295,35 @@ def test_load_target_keeps_the_module_importable_for_dataclasses(tmp_path):
                            "def f(p, q, d, rng):\n    return A().x - 1 + int(d[0])\n") + ":f"
     assert load_target(spec)(P3, Q3, np.array([2, 0]), None) == 2
     assert any(name.startswith("_mdtheory_audit_") for name in sys.modules)
+
+
+def test_a_run_too_small_to_detect_the_target_tv_is_inconclusive(capsys, pq):
+    """A lossy verifier on 10 samples is not rejected: that is no evidence of losslessness."""
+    code, out, _ = run(capsys, f"{EXAMPLES}/rrs_skip_repeat.py:verify", *pq, "-n", "2",
+                       "--samples", "10", "--json")
+    res = json.loads(out)
+    assert code == EXIT_INCONCLUSIVE and res["verdict"] == "inconclusive" and not res["lossless"]
+    assert res["detectable_tv"] > res["detect_tv"] == TARGET_TV
+    code, out, _ = run(capsys, f"{EXAMPLES}/rrs_skip_repeat.py:verify", *pq, "-n", "2",
+                       "--samples", "10")
+    assert code == EXIT_INCONCLUSIVE and "INCONCLUSIVE" in out and "lossless" not in out
+
+
+def test_detect_tv_sizes_the_run():
+    res = md.audit(example("rrs"), P3, Q3, 2, detect_tv=0.1, seed=0)
+    assert res.samples == samples_for(0.1, P3) and res.detect_tv == 0.1
+    assert res.detectable_tv <= 0.1 and res.verdict in ("lossless", "lossy")
+    assert res.lossless == (res.verdict == "lossless")
+    with pytest.raises(md.InvalidInputError, match="TV to detect"):
+        md.audit(example("rrs"), P3, Q3, 2, detect_tv=0.0)
+
+
+def test_a_verifier_that_slows_down_after_the_pilot_is_stopped(capsys, pq, tmp_path):
+    """Fast for its first 200 calls, then 20 ms a call: the 60 s audit is stopped by the pace
+    re-check (30,000 calls would take 10 minutes), not after it."""
+    spec = write(tmp_path, "import time\ncalls = [0]\ndef f(p, q, d, rng):\n    calls[0] += 1\n"
+                           "    if calls[0] > 200:\n        time.sleep(0.02)\n    return int(d[0])\n")
+    code, out, err = run(capsys, spec + ":f", *pq, "-n", "2", "--samples", "30000",
+                         "--max-seconds", "1")
+    assert code == 2 and out == "" and "stopped after" in err and "Traceback" not in err
+    assert int(re.search(r"after ([\d,]+) of", err).group(1).replace(",", "")) < 1000

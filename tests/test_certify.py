@@ -154,7 +154,7 @@ def test_value_is_not_clamped(monkeypatch):
 
 def test_without_replacement_beyond_the_set_limit_is_an_upper_bound(monkeypatch):
     monkeypatch.setattr(_certify, "MAX_CERT_SETS", 0)
-    res = md.optimal_acceptance(P, Q, N, "without-replacement")
+    res = md.optimal_acceptance(P, Q, N, "without-replacement", method="prefix")
     assert (res.status, res.certificate, res.certificate_gap) == ("upper-bound", "cut", None)
     assert res.value == pytest.approx(md.alpha_star(P, Q, N, "without-replacement", method="dual"),
                                       abs=1e-9)

@@ -169,7 +169,7 @@ def test_duals_named_with_old_keys_kept():
 
 def test_upper_bound_is_not_success(monkeypatch):
     monkeypatch.setattr(_certify, "MAX_CERT_SETS", 0)
-    res = md.optimal_acceptance(P3, Q3, 2, "without-replacement")
+    res = md.optimal_acceptance(P3, Q3, 2, "without-replacement", method="prefix")
     assert res.status == "upper-bound" and res.success is False
     assert "optimality is not proven" in res.message
 

@@ -257,11 +257,14 @@ def test_face_phase_with_early_and_wrong_cuts(monkeypatch, patience, face_iter, 
 
 
 def test_cli_mnp_proves_successive_sampling(capsys):
-    """The prefix route only bounds successive sampling at this size; the mnp route proves it."""
+    """The prefix route only bounds successive sampling at this size; the mnp route proves it, and
+    the default method retries with it."""
     args = ["check-acceptance", str(EXAMPLES / "p.npy"), str(EXAMPLES / "q.npy"), "--drafts", "4",
             "--sampling", "without-replacement"]
-    assert main(args) == 0
+    assert main([*args, "--method", "prefix"]) == 0
     assert "--method mnp proves it" in capsys.readouterr().out
+    assert main(args) == 0
+    assert "method mnp" in capsys.readouterr().out
     assert main([*args, "--method", "mnp"]) == 0
     assert "(proven: order-mixture" in capsys.readouterr().out
 

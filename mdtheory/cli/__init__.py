@@ -13,7 +13,8 @@ because its estimated time or memory is over the limit (``--max-seconds``; the l
 estimate; or, uncaught by an estimate, an allocation beyond the machine's memory), 3 a solver failure,
 4 (``check-acceptance``) a row's alpha* proven only between two bounds that did not meet (both
 printed; the minimum-norm-point route's known failure, :func:`mdtheory.independent.min_norm_base`),
-130 interrupted (Ctrl-C), 141 stdout closed early (``| head``).
+5 (``audit``) inconclusive: not rejected, but too few samples to detect ``--detect-tv``,
+130 interrupted (Ctrl-C), 141 stdout closed early (``| head``) or closed from the start (``>&-``).
 
 One vocabulary: n (``--drafts``, ``-n``) is the number of drafts, V (``--vocab``) the number of
 tokens; the old spellings ``-K``, ``--alphabet`` and ``-m`` are still accepted. ``--json`` prints
@@ -66,8 +67,9 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="n is the number of drafts (--drafts, -n), V the number of tokens (--vocab). "
                "--json prints JSON Lines: one object per line. Exit codes: 0 success, 1 a claim "
                "refuted or a verifier found lossy, 2 bad input or work over --max-seconds, 3 solver "
-               "failure, 4 check-acceptance proved only bounds on alpha* (printed), 130 "
-               "interrupted, 141 stdout closed early.",
+               "failure, 4 check-acceptance proved only bounds on alpha* (printed), 5 audit "
+               "inconclusive (too few samples for --detect-tv), 130 interrupted, 141 stdout "
+               "closed.",
     )
     parser.add_argument("--version", action="version", version=f"mdtheory {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
@@ -78,8 +80,25 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class _ClosedStdout:
+    """sys.stdout of a process started with file descriptor 1 closed (``>&-``; Python sets it to
+    None): writing raises BrokenPipeError, as a pipe whose reader left, so the command ends with
+    exit code 141 where it would print, and runs where it only writes files."""
+
+    def write(self, text):
+        raise BrokenPipeError(32, "stdout is closed")
+
+    def flush(self):
+        pass
+
+    def fileno(self):
+        raise OSError("stdout is closed")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI and return its exit code."""
+    if sys.stdout is None:
+        sys.stdout = _ClosedStdout()
     parser = build_parser()
     try:
         try:

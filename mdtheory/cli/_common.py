@@ -153,11 +153,23 @@ def _seconds(text: str) -> float:
     return value
 
 
+def _bytes(text: str) -> float:
+    """``--max-bytes``: a positive number of bytes, with an optional binary suffix K, M, G or T."""
+    scale = {"K": 2.0**10, "M": 2.0**20, "G": 2.0**30, "T": 2.0**40}.get(text[-1:].upper(), 1.0)
+    value = float(text[:-1] if scale != 1.0 else text) * scale
+    if not value > 0:  # also refuses NaN
+        raise argparse.ArgumentTypeError(f"must be a positive number of bytes, got {text}")
+    return value
+
+
 def add_limits(parser: argparse.ArgumentParser) -> None:
-    """``--max-seconds`` and ``--quiet``."""
+    """``--max-seconds``, ``--max-bytes`` and ``--quiet``."""
     parser.add_argument("--max-seconds", type=_seconds, default=_budget.MAX_SECONDS, metavar="S",
                         help="refuse, before starting, work estimated to take longer than S seconds "
                              f"(default {_budget.MAX_SECONDS:g}); the refusal states the estimate")
+    parser.add_argument("--max-bytes", type=_bytes, default=_budget.MAX_BYTES, metavar="B",
+                        help="refuse, before starting, work estimated to need more memory than B "
+                             "bytes (a suffix K, M, G or T multiplies by 2^10 ...; default 4G)")
     parser.add_argument("--quiet", "-q", action="store_true",
                         help="no progress (a bar on a terminal, else a line every 10 s)")
 

@@ -11,6 +11,7 @@ import sys
 from .. import _budget
 from ..audit import (
     DEFAULT_LEVEL,
+    EXIT_INCONCLUSIVE,
     PILOT_CALLS,
     POWER,
     SAMPLINGS,
@@ -34,8 +35,10 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                     "MODULE:NAME: f(p, q, drafts, rng) -> token or (token, accepted); a "
                     "SelectionRule subclass, or with --exact law(p, q, drafts) -> (accept, "
                     "residual), is audited exactly by enumerating draft tuples. Exit code 0 if the "
-                    "verifier is not found lossy, 1 if it is, 2 for bad input. A block or tree "
-                    "verifier: --block (below).",
+                    "verifier is shown lossless (not rejected, and the run detects any TV of at "
+                    "least --detect-tv), 1 if it is found lossy, 5 if the run is inconclusive "
+                    "(not rejected, too few samples to detect --detect-tv), 2 for bad input or "
+                    "work over --max-seconds. A block or tree verifier: --block (below).",
     )
     sub.add_argument("target", metavar="TARGET", nargs="?", help="FILE.py:NAME or MODULE:NAME")
     sub.add_argument("P", nargs="?", help="target distribution p: .npy of shape (V,) or (B, V)")
@@ -45,8 +48,12 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     sub.add_argument("--sampling", choices=SAMPLINGS, default=None,
                      help="draft model (default iid, or a SelectionRule's own)")
     sub.add_argument("--samples", type=int, default=None,
-                     help=f"steps per position (default: enough to detect TV {TARGET_TV} with "
+                     help="steps per position (default: enough to detect TV --detect-tv with "
                           f"probability {POWER})")
+    sub.add_argument("--detect-tv", type=float, default=TARGET_TV, metavar="X",
+                     help="the smallest TV(output, p) the run must detect with probability "
+                          f"{POWER} to call the verifier lossless; sizes the default --samples "
+                          f"(default {TARGET_TV})")
     add_seed_option(sub)
     sub.add_argument("--level", type=float, default=DEFAULT_LEVEL,
                      help=f"level of the output-law test (default {DEFAULT_LEVEL})")
@@ -80,13 +87,13 @@ def run(args: argparse.Namespace) -> int:
         res = audit(f, p, q, args.drafts, sampling=args.sampling, samples=args.samples,
                     seed=args.seed, level=args.level, exact=args.exact, torch=args.torch,
                     device=args.device, normalize=args.normalize,
-                    max_seconds=args.max_seconds, quiet=args.quiet)
+                    max_seconds=args.max_seconds, detect_tv=args.detect_tv, quiet=args.quiet)
     res.target = args.target
     if args.json:
         print(json.dumps(res.to_dict()))
     else:
         _print(res)
-    return 0 if res.lossless else 1
+    return {"lossless": 0, "lossy": 1}.get(res.verdict, EXIT_INCONCLUSIVE)
 
 
 def _print(r: AuditResult) -> None:
@@ -94,7 +101,10 @@ def _print(r: AuditResult) -> None:
     how = "exact enumeration of draft tuples" if r.mode == "exact" else \
         f"{r.samples:,} samples per position ({r.mode}, seed {r.seed})"
     print(f"audit of {r.target}: V = {r.vocab}, n = {r.drafts} {r.sampling} drafts, {pos}, {how}")
-    verdict = "not rejected: no evidence of loss" if r.lossless else "REJECTED: the verifier is lossy"
+    verdict = {"lossless": "not rejected: no evidence of loss",
+               "lossy": "REJECTED: the verifier is lossy"}.get(
+        r.verdict, f"INCONCLUSIVE: not rejected, but {r.samples or 0:,} samples cannot detect TV "
+                   f"{r.detect_tv:g} (--detect-tv); no verdict")
     if r.mode == "exact":
         print(f"  output law: exact TV(output, p) = {r.tv:.6g} -> "
               + ("lossless" if r.lossless else "LOSSY"))
@@ -109,7 +119,7 @@ def _print(r: AuditResult) -> None:
     if r.optimum_pvalue is not None and r.optimum_pvalue < r.level:
         print(f"  acceptance exceeds alpha* (p-value {r.optimum_pvalue:.3g}): impossible for a "
               "lossless verifier that counts only drafted outputs as accepted")
-    if r.worst_tokens and not r.lossless:
+    if r.worst_tokens and r.verdict == "lossy":
         print("  largest deviations (frequency expected -> observed):")
         for w in r.worst_tokens:
             where = f" at position {w['position']}" if r.positions > 1 else ""

@@ -73,12 +73,13 @@ def run(args: argparse.Namespace) -> int:
         estimates.append(route_estimate(model, args.method))
     what = estimates[0].what + (f" (and {rows - 1} more rows)" if rows > 1 else "")
     _budget.require(_budget.combine(*(estimates[i % len(Q)] for i in range(rows)), what=what),
-                    args.max_seconds)
+                    args.max_seconds, max_bytes=args.max_bytes)
     code = EXIT_OK
     for i in range(rows):
         p, model = P[i % len(P)], models[i % len(Q)]
         try:
-            res = optimal_acceptance(p, model, method=args.method)
+            res = optimal_acceptance(p, model, method=args.method, max_seconds=args.max_seconds,
+                                     max_bytes=args.max_bytes)
         except OptimalityGapError as exc:
             _print_bounds(args, exc, i, rows, p.size, model)
             code = EXIT_BOUNDS

@@ -4,7 +4,6 @@ options that name the two models (shared with ``block-efficiency``)."""
 from __future__ import annotations
 
 import argparse
-import math
 from pathlib import Path
 
 import numpy as np
@@ -13,7 +12,7 @@ from .. import _budget
 from ..drafters import CHAR_LSTM, DRAFTERS, lm_pairs, load_drafter, load_model
 from ..errors import InvalidInputError
 from ..logits import check_sampling
-from ._common import add_seed_option
+from ._common import _bytes, _seconds, add_seed_option
 
 
 def _drafter_spec(text: str) -> str:
@@ -48,12 +47,15 @@ def add_model_options(cmd, draft_required: bool, draft_default: str = "tempered"
                      help="arithmetic of the models (default float32; the laws are float64)")
 
 
-def models_from_args(args, rng: np.random.Generator):
-    """The (target, drafter) that :func:`add_model_options`' options name."""
+def models_from_args(args, rng: np.random.Generator, before_drafter=None):
+    """The (target, drafter) that :func:`add_model_options`' options name; ``before_drafter(target)``,
+    if given, runs before the drafter is built (a distilled drafter's work is refused there)."""
     if args.order < 1:
         raise InvalidInputError(f"--order must be >= 1, got {args.order}")
     check_sampling(args.target_temperature)
     target = load_model(args.target, args.target_temperature, device=args.device, dtype=args.dtype)
+    if before_drafter is not None:
+        before_drafter(target)
     drafter = load_drafter(args.draft, target, rng, temperature=args.draft_temperature,
                            top_k=args.top_k, order=args.order, device=args.device, dtype=args.dtype,
                            quiet=args.quiet)
@@ -75,6 +77,12 @@ def add_parser(subparsers) -> None:
     cmd.add_argument("--out", required=True, help="output directory")
     cmd.add_argument("--quiet", "-q", action="store_true",
                      help="no progress (a bar on a terminal, else a line every 10 s)")
+    cmd.add_argument("--max-seconds", type=_seconds, default=_budget.MAX_SECONDS, metavar="S",
+                     help="refuse, before starting, work estimated to take longer than S seconds "
+                          f"(default {_budget.MAX_SECONDS:g}; the sampling itself shows a progress "
+                          "bar)")
+    cmd.add_argument("--max-bytes", type=_bytes, default=_budget.MAX_BYTES, metavar="B",
+                     help="refuse work estimated to need more memory than B bytes (default 4G)")
     cmd.set_defaults(func=run)
 
 
@@ -85,9 +93,14 @@ def run(args) -> int:
     if out.exists() and not out.is_dir():
         raise InvalidInputError(f"--out: {out} exists and is not a directory")
     rng = np.random.default_rng(args.seed)
-    target, drafter = models_from_args(args, rng)
-    # the sampling shows progress, so only memory is refused (P, Q of positions x V floats)
-    _budget.require(_budget.lm_pairs(args.positions, target.V), math.inf)
+
+    def refuse_too_large(target) -> None:
+        steps = [_budget.lm_pairs(args.positions, target.V)]
+        if args.draft == "ngram":
+            steps.append(_budget.ngram_distillation(args.order, target.V))
+        _budget.require(_budget.combine(*steps), args.max_seconds, max_bytes=args.max_bytes)
+
+    target, drafter = models_from_args(args, rng, before_drafter=refuse_too_large)
     P, Q = lm_pairs(args.positions, target, drafter, rng, quiet=args.quiet)
     out.mkdir(parents=True, exist_ok=True)
     np.save(out / "P.npy", P)

@@ -47,7 +47,7 @@ RULES: dict[str, type[SelectionRule]] = {
 
 
 def make_rule(name: str, p: ArrayLike, q: ArrayLike | DraftModel, n: int, *, normalize: bool = False,
-              max_seconds: float = _budget.MAX_SECONDS,
+              max_seconds: float = _budget.MAX_SECONDS, max_bytes: float = _budget.MAX_BYTES,
               **params: Any) -> SelectionRule:
     """Prepare the rule ``name`` for one position.
 
@@ -64,9 +64,11 @@ def make_rule(name: str, p: ArrayLike, q: ArrayLike | DraftModel, n: int, *, nor
         over the limits of :mod:`mdtheory._budget` (``make_rule("rrs", u, u, 10**9)`` is refused).
     normalize : bool
         Rescale p and q to sum one instead of refusing sums off one.
-    max_seconds : float
-        Time limit of the preparation's estimate (:func:`mdtheory._budget.rule_preparation`; the
-        rules it estimates are :data:`mdtheory._budget.ESTIMATED_RULES`).
+    max_seconds, max_bytes : float
+        Limits of the preparation's estimate (the rule class's own ``estimate(model)`` where it has
+        one, else :func:`mdtheory._budget.rule_preparation`: the rules it estimates by their work
+        are :data:`mdtheory._budget.ESTIMATED_RULES`, the others as a sort), checked before any
+        work; default 60 s and 4 GiB, as the CLI's.
     **params
         The rule's own keywords (``s`` for ``khisti-lp``; :func:`rule_keywords` lists them).
 
@@ -104,9 +106,13 @@ def make_rule(name: str, p: ArrayLike, q: ArrayLike | DraftModel, n: int, *, nor
             f"rule {name!r} takes no keyword {', '.join(map(repr, unknown))}; valid keywords: "
             + ", ".join(["normalize", *valid])
         )
-    if name in _budget.ESTIMATED_RULES:  # build the draft model once, estimate, then prepare
-        q = make_draft_model(q, n, cls.sampling, normalize=normalize)
-        _budget.require(_budget.rule_preparation(name, q), max_seconds)
+    own = getattr(cls, "estimate", None)
+    if own is not None or name in _budget.ESTIMATED_RULES:  # one draft model: estimate, prepare
+        q = make_draft_model(q, n, params.get("sampling", cls.sampling), normalize=normalize)
+        est = own(q) if own is not None else _budget.rule_preparation(name, q)
+        _budget.require(est, max_seconds, max_bytes=max_bytes, flag="max_seconds")
+    if name == "optimal":
+        params["max_seconds"] = max_seconds
     return cls(p, q, n, normalize=normalize, **params)
 
 

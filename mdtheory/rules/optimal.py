@@ -5,10 +5,14 @@ See papers/theory.md §5.
 
 from __future__ import annotations
 
+import math
+import time
 import warnings
 
 import numpy as np
 
+from .. import _budget
+from .._budget import MAX_SECONDS, Estimate
 from ..dual import dual_lp
 from ..errors import OptimalityGapWarning
 from ..mixture import OrderMixture
@@ -103,6 +107,9 @@ class Optimal(SetPlanRule):
     sampling : str
         Draft model (default ``"iid"``); any model of :data:`mdtheory.drafts.SAMPLINGS` built from
         (q, n) works.
+    max_seconds : float
+        Order mixtures only: Wolfe's iterations stop this long after the rule is created, the rule
+        then built from the run's order mixture with its proven bounds (default 60 s).
 
     Attributes
     ----------
@@ -131,9 +138,28 @@ class Optimal(SetPlanRule):
 
     name = "optimal"
 
-    def __init__(self, p, q, n, *, sampling: str = "iid", normalize: bool = False, **params):
+    def __init__(self, p, q, n, *, sampling: str = "iid", normalize: bool = False,
+                 max_seconds: float = MAX_SECONDS, **params):
         self.sampling = sampling
+        self.deadline = time.perf_counter() + max_seconds
         super().__init__(p, q, n, normalize=normalize, **params)
+
+    @classmethod
+    def estimate(cls, model) -> Estimate:
+        """The preparation's estimate on ``model``, by the route :meth:`_prepare` takes: the
+        minimum-norm point (:func:`mdtheory._budget.min_norm_point`; stopped at ``max_seconds``
+        anyway), the dual LP over the draft sets, or for iid drafts a sort, a convex hull and the
+        schedule (O(V log V))."""
+        V = model.V
+        if model.fixed_top:
+            return Estimate(f"optimal rule on {model.sampling} drafts, V = {V}", 1e-7 * V, 40.0 * V)
+        if model.qs is not None or (
+                not model.lex_base_closed_form and model.count_sets() > MAX_PLAN_SETS):
+            return _budget.min_norm_point(model)
+        if not model.lex_base_closed_form:
+            return _budget.law_route(model, "dual")
+        return Estimate(f"optimal rule on iid drafts, V = {V}, n = {model.n}: a base and its "
+                        "schedule", 1e-7 * V * max(math.log2(V), 1.0), 200.0 * V)
 
     def _prepare(self):
         self.schedule = self.base = self.mixture = self.greedy = self.alpha_bounds = None
@@ -143,7 +169,7 @@ class Optimal(SetPlanRule):
             return
         if self.model.qs is not None or (
                 not self.model.lex_base_closed_form and self.model.count_sets() > MAX_PLAN_SETS):
-            base = min_norm_base(self.p, self.model, strict=False)
+            base = min_norm_base(self.p, self.model, strict=False, deadline=self.deadline)
             self.mixture = OrderMixture(self.model, base.orders, base.weights, base.vertices)
             self._use_marginal(self.mixture.marginal)
             self.alpha_bounds = (self.closed_form_acceptance(), base.upper)

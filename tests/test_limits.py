@@ -1,0 +1,234 @@
+"""Edges of the promises: huge draft counts, masses within an ulp of one, and work refused up front."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from decimal import Decimal, localcontext
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import mdtheory as md
+from mdtheory import _budget, _jit
+from mdtheory._certify import CERT_TOL, MAX_CERT_SETS
+from mdtheory._validate import as_distribution
+from mdtheory.drafts import IID
+from mdtheory.errors import InvalidInputError, ProblemTooLargeError
+from mdtheory.rules import make_rule
+from mdtheory.solve import route_estimate
+from tests.tolerances import ROUNDING, SOLVER
+
+
+def _alpha_reference(p, q, n) -> float:
+    """alpha* of iid drafts in 50-digit decimals: the best prefix of the exact p/q order (Hu et al.'s
+    prefix property), every mass and power from the floats' exact values, no log1p."""
+    def ratio(i):
+        return Fraction(p[i]) / Fraction(q[i]) if q[i] > 0 else Fraction(10**400)
+
+    with localcontext() as ctx:
+        ctx.prec = 50
+        sp, sq, best = Decimal(0), Decimal(0), Decimal(0)
+        for i in sorted(range(len(p)), key=ratio):
+            sp += Decimal(float(p[i]))
+            sq += Decimal(float(q[i]))
+            best = max(best, min(sq, Decimal(1)) ** n - sp)
+        return float(1 - best)
+
+
+@pytest.mark.parametrize("mode", ["python", "numba"])
+@pytest.mark.parametrize("n", [10**8, 10**12, 10**15])
+def test_a_mass_an_ulp_below_one_keeps_its_power(monkeypatch, n, mode):
+    # q({0, 1}) = 1 - 2^-54 rounds to 1 in float64; its n-th power is far from 1 at large n
+    monkeypatch.setattr(_jit, "FORCE", mode)
+    p, q = [0.5, 0.0, 0.5], [1 - 2**-53, 2**-54, 2**-54]
+    expected = _alpha_reference(p, q, n)
+    assert expected > 0.5 + 1e-9
+    for method in ("auto", "subsets"):
+        res = md.optimal_acceptance(p, q, n, method=method)
+        assert res.status == "optimal"
+        assert res.value == pytest.approx(expected, abs=ROUNDING)
+        assert 1 + res.cut_p - res.cut_q == pytest.approx(expected, abs=ROUNDING)
+    full = md.optimal_acceptance(p, q, n, certify="full")
+    assert full.value == pytest.approx(expected, abs=ROUNDING)
+
+
+@pytest.mark.parametrize("n", [10**6, 10**9, 10**12])
+def test_softmax_pair_at_huge_n_matches_decimal_powers(n):
+    rng = np.random.default_rng(1)
+    z = 3.0 * rng.standard_normal(2000)
+    p = np.exp(z - z.max())
+    p /= p.sum()
+    q = np.exp(3 * (z - z.max()))
+    q /= q.sum()
+    # the law the package works with: each vector divided by its own float64 sum
+    expected = _alpha_reference(as_distribution(p, "p"), as_distribution(q, "q"), n)
+    assert expected < 1 - 1e-6  # a pair whose optimum still moves with n
+    assert md.alpha_star(p, q, n) == pytest.approx(expected, abs=ROUNDING)
+
+
+def test_iid_containment_keeps_the_distance_from_one():
+    model = IID([1 - 2**-53, 2**-54, 2**-54], 10**15)
+    masks = np.array([[True, True, False], [True, False, False], [False, True, True]])
+    with localcontext() as ctx:
+        ctx.prec = 50
+        exact = [float((1 - Decimal(2) ** -54) ** 10**15), float((1 - Decimal(2) ** -53) ** 10**15),
+                 0.0]
+    np.testing.assert_allclose(model.containment(masks), exact, rtol=ROUNDING, atol=0)
+    many = np.tile(masks, (8, 1))  # past the few-sets path: one matrix product
+    np.testing.assert_allclose(model.containment(many), np.tile(exact, 8), rtol=ROUNDING, atol=0)
+
+
+@pytest.mark.parametrize("n", [10**30, 2**53 + 1, np.uint64(2**64 - 1)])
+def test_drafts_beyond_two_to_the_53_are_refused_whatever_ran_before(n):
+    u = np.full(2000, 1 / 2000)
+    for warm in (False, True):
+        if warm:  # a large call first loads the compiled kernels
+            assert md.alpha_star(u, u, 5) == pytest.approx(1.0, abs=ROUNDING)
+        with pytest.raises(InvalidInputError, match="at most 2\\^53"):
+            md.alpha_star(u, u, n)
+    assert md.alpha_star(u, u, 2**53) == pytest.approx(1.0, abs=ROUNDING)
+
+
+def _dirichlet_pair(V, seed=0):
+    rng = np.random.default_rng(seed)
+    return rng.dirichlet(np.ones(V)), rng.dirichlet(np.ones(V))
+
+
+def test_the_library_refuses_the_otlp_the_cli_refuses():
+    root = Path(__file__).resolve().parent.parent / "examples"
+    p, q = np.load(root / "p.npy"), np.load(root / "q.npy")
+    with pytest.raises(ProblemTooLargeError, match="estimated .* GiB of memory"):
+        md.optimal_acceptance(p, q, 4, method="otlp")
+    with pytest.raises(ProblemTooLargeError, match="estimated"):
+        md.alpha_star(p, q, 4, method="otlp", max_bytes=float("inf"))
+    with pytest.raises(ProblemTooLargeError, match="over the limit of 1 KiB"):
+        md.alpha_star(p, q, 2, method="dual", max_bytes=1024)
+
+
+@pytest.mark.parametrize("method", ["dual", "maxflow", "otlp"])
+def test_set_routes_see_the_forward_pass_over_n_drafts(method):
+    p, q = _dirichlet_pair(3)
+    with pytest.raises(ProblemTooLargeError, match="10\\^?6|1e\\+06 forward steps"):
+        md.alpha_star(p, q, 10**6, method=method)
+    est = route_estimate(md.IID(q, 10**6), method)
+    assert est.seconds > 60  # measured 1.9e-4 s a step at V = 3: over three minutes
+    assert md.alpha_star(p, q, 50, method=method) == pytest.approx(md.alpha_star(p, q, 50), abs=SOLVER)
+
+
+def test_independent_drafts_at_huge_v_are_refused_before_allocating():
+    V = 100_000
+    p = np.full(V, 1 / V)
+    Q = np.stack([p, np.roll(np.linspace(1, 2, V) / np.linspace(1, 2, V).sum(), 1)])
+    with pytest.raises(ProblemTooLargeError, match="memory"):
+        md.alpha_star(p, Q, sampling="independent")
+
+
+def test_an_unclosed_minimum_norm_point_stops_at_the_limit_with_its_bounds():
+    """p one of the drafts' laws: Wolfe's method creeps (a known failure). The route stops at
+    max_seconds and raises its proven bounds; the optimal rule is built from them."""
+    rng = np.random.default_rng(0)
+    Q = rng.dirichlet(np.full(300, 0.3), size=4)
+    with pytest.raises(md.OptimalityGapError) as err:
+        md.alpha_star(Q[0], Q, sampling="independent", method="mnp", max_seconds=0.5)
+    assert 0 <= err.value.lower <= err.value.upper <= 1
+    with pytest.warns(md.OptimalityGapWarning):
+        rule = make_rule("optimal", Q[0], Q, 4, sampling="independent", max_seconds=0.5)
+    lower, upper = rule.alpha_bounds
+    assert lower == pytest.approx(rule.exact_acceptance(), abs=ROUNDING) and lower <= upper
+
+
+def test_auto_proves_without_replacement_beyond_the_flow_certificate():
+    p, q = _dirichlet_pair(30, seed=3)
+    model = md.WithoutReplacement(q, 3)
+    assert model.count_sets() > MAX_CERT_SETS
+    bound = md.optimal_acceptance(p, model, method="prefix")
+    assert bound.status == "upper-bound"
+    res = md.optimal_acceptance(p, model)
+    assert res.status == "optimal" and res.method == "mnp"
+    assert res.value == pytest.approx(bound.value, abs=CERT_TOL)
+    # a limit the prefix route's estimate fits and the minimum-norm point's does not: the checked
+    # bound, as stated
+    limit = route_estimate(model, "prefix").seconds * 1.01
+    assert route_estimate(model, "mnp").seconds > limit
+    kept = md.optimal_acceptance(p, model, max_seconds=limit)
+    assert kept.status == "upper-bound" and kept.value == bound.value
+
+
+def _command(*argv, close_stdout=False):
+    """``python -m mdtheory argv`` in a process of its own (file descriptor 1 closed: ``>&-``)."""
+    root = Path(__file__).resolve().parent.parent
+    cmd = [sys.executable, "-m", "mdtheory", *map(str, argv)]
+    if close_stdout:
+        cmd = ["sh", "-c", 'exec "$@" >&-', "sh", *cmd]
+    env = dict(os.environ, PYTHONPATH=str(root))
+    return subprocess.run(cmd, capture_output=not close_stdout, stderr=subprocess.PIPE if
+                          close_stdout else None, env=env, text=True, timeout=120)
+
+
+@pytest.mark.parametrize("extra", [[], ["--json"]])
+def test_a_command_started_with_stdout_closed_exits_141_quietly(tmp_path, extra):
+    np.save(tmp_path / "p.npy", np.array([0.2, 0.3, 0.5]))
+    out = _command("check-acceptance", tmp_path / "p.npy", tmp_path / "p.npy", *extra,
+                   close_stdout=True)
+    assert out.returncode == 141 and "Traceback" not in out.stderr and out.stderr == ""
+
+
+def test_lm_pairs_refuses_a_huge_ngram_order_up_front(capsys):
+    pytest.importorskip("h5py")
+    try:
+        from mdtheory.lm import textgenrnn_files
+
+        textgenrnn_files()
+    except md.MdtheoryError as exc:
+        pytest.skip(f"the char-LSTM's files are not installed: {exc}")
+    from mdtheory.cli import main
+
+    assert main(["lm-pairs", "--positions", "10", "--draft", "ngram", "--order", "100000",
+                 "--out", "unused", "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "n-gram drafter of order 100000" in err and "GiB of memory" in err
+    est = _budget.ngram_distillation(3, 465)
+    assert est.bytes < _budget.MAX_BYTES and est.seconds < _budget.MAX_SECONDS
+
+
+def test_max_bytes_in_the_command_line(tmp_path, capsys):
+    from mdtheory.cli import main
+
+    p, q = _dirichlet_pair(12)
+    np.save(tmp_path / "p.npy", p)
+    np.save(tmp_path / "q.npy", q)
+    args = ["check-acceptance", tmp_path / "p.npy", tmp_path / "q.npy", "-n", "3", "--method",
+            "dual"]
+    assert main([*map(str, args), "--max-bytes", "1K"]) == 2
+    assert "over the limit of 1 KiB" in capsys.readouterr().err
+    assert main([*map(str, args), "--max-bytes", "1G"]) == 0
+    assert main([*map(str, args), "--max-bytes", "-3"]) == 2
+
+
+def test_compare_selectors_times_the_steady_state(tmp_path, capsys, monkeypatch):
+    """prepare_ms is the second preparation at the problem's size, with compiled kernels (the
+    first loads the kernels that size needs; a small call alone would run them interpreted)."""
+    import mdtheory.rules as rules
+    from mdtheory.cli import main
+
+    p, q = _dirichlet_pair(300)
+    np.save(tmp_path / "p.npy", p)
+    np.save(tmp_path / "q.npy", q)
+    calls = []
+    real = rules.make_rule
+
+    def spy(name, p, q, n, **kw):
+        calls.append((name, len(p), _jit.FORCE or ("numba" in sys.modules)))
+        return real(name, p, q, n, **kw)
+
+    monkeypatch.setattr(rules, "make_rule", spy)
+    assert main(["compare-selectors", str(tmp_path / "p.npy"), str(tmp_path / "q.npy"), "-n", "8",
+                 "--rules", "optimal", "--json"]) == 0
+    sized = [c for c in calls if c[1] == 300]
+    assert len(sized) == 2 and all(compiled for _, _, compiled in sized)
+    assert json.loads(capsys.readouterr().out)["prepare_ms"] > 0
