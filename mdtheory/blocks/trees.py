@@ -76,9 +76,13 @@ class DraftTree:
         self.branching = tuple(int(x) for x in b)
         self.sampling = sampling
         self.length = len(self.branching)
-        # stride[d] = rows under one node at depth d + 1 (after d + 1 tokens)
-        self.stride = tuple(int(np.prod(self.branching[d + 1:])) for d in range(self.length))
-        self.n = int(np.prod(self.branching))
+        # stride[d] = rows under one node at depth d + 1 (after d + 1 tokens): suffix products, in
+        # Python integers (no overflow) and one pass (a tree of any depth)
+        stride = [1] * self.length
+        for d in range(self.length - 2, -1, -1):
+            stride[d] = stride[d + 1] * self.branching[d + 1]
+        self.stride = tuple(stride)
+        self.n = stride[0] * self.branching[0]
 
     @classmethod
     def parse(cls, text: str, sampling: str = "iid") -> DraftTree:

@@ -9,7 +9,7 @@ import math
 import sys
 from collections.abc import Callable
 
-from ..audit import POWER, TARGET_TV, load_target
+from ..audit import POWER, load_target
 from ..blocks.audit import BlockAuditResult, audit_block
 from ..errors import InvalidInputError
 
@@ -42,9 +42,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--tree", metavar="B1,...,BL",
                    help="draw a draft tree: children per node at each depth (their product is "
                         "-n, the default)")
-    g.add_argument("--detect-tv", type=float, default=TARGET_TV, metavar="TV",
-                   help=f"size the run to detect this TV with probability {POWER:g} (default "
-                        f"{TARGET_TV}); a smaller --samples makes the run inconclusive")
 
 
 def refuse_block_options(args: argparse.Namespace) -> None:
@@ -52,8 +49,6 @@ def refuse_block_options(args: argparse.Namespace) -> None:
     given = [flag for flag, dest in (("--target", "block_target"), ("--draft", "block_draft"),
                                      ("--instance", "instance"), ("--length", "length"),
                                      ("--tree", "tree")) if getattr(args, dest) is not None]
-    if args.detect_tv != TARGET_TV:
-        given.append("--detect-tv")
     if given:
         raise InvalidInputError(f"{', '.join(given)} only apply with --block FILE.py:NAME")
 
