@@ -293,3 +293,10 @@ def test_load_target_keeps_the_module_importable_for_dataclasses(tmp_path):
                            "def f(p, q, d, rng):\n    return A().x - 1 + int(d[0])\n") + ":f"
     assert load_target(spec)(P3, Q3, np.array([2, 0]), None) == 2
     assert any(name.startswith("_mdtheory_audit_") for name in sys.modules)
+
+
+def test_batches_of_different_lengths_are_refused():
+    """p and q batches broadcast only from one row: 2 rows against 3 is refused before any run."""
+    P = np.tile(P3, (2, 1))
+    with pytest.raises(md.InvalidDistributionError, match="p has 2 rows but q has 3; give equal"):
+        md.audit(lambda p, q, d, rng: int(d[0]), P, np.tile(Q3, (3, 1)), 2, samples=10)
