@@ -1,15 +1,21 @@
-"""khisti-lp's truncation on real pairs: fixed s against the nucleus default.
+"""khisti-lp's truncation on real pairs: fixed s (the paper's program, sort-free) against the default.
 
     OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/bench_khisti_truncation.py [--positions N]
+    OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/bench_khisti_truncation.py --speed
+
+``--speed``: the default's numpy preparation at V = 32,000, n = 4 (LLM-like pairs) against one
+``np.argsort`` of p, minima of 40 interleaved repeats, and nothing else.
 
 Pairs: the pretrained char-LSTM (``mdtheory.lm``, V = 465) as target and each drafter of
-``mdtheory.drafters``, at N positions of texts sampled from the target (``lm_pairs``, seed 0). For each
-truncation (s = 5, 10, 20; "nucleus": s = the union of the top-0.95 nuclei of p and q, no guard;
-"default": the same with the default's guard, which falls back to the first draft where the
-tournament is below single-draft) and each
-number of drafts n, prints the mean exact acceptance of ``khisti-lp`` (its closed form
-sum_y min(p, mu)), the number of positions where it falls below single-draft speculative sampling
-(1 - TV(p, q), by more than 1e-9), the worst shortfall, the mean alpha*, the mean truncation size and
+``mdtheory.drafters``, at N positions of texts sampled from the target (``lm_pairs``, seed 0), and
+LLM-like pairs (``mdtheory._synthetic.llm_pairs``, V = 1000). For each truncation ("5 rank": the
+paper's s = 5 program as the third-party reading has it, pairs outside the top ranked by a full sort;
+"5", "10", "20": the sort-free stage, pairs outside settled by bucketed keys; "nucleus": s = the union
+of the top-0.95 nuclei of p and q, sort-free, no guard; "default": that union capped at 5, with the
+guard, which falls back to the first draft where the tournament is below single-draft) and each number
+of drafts n, prints the mean exact acceptance of ``khisti-lp`` (its closed form sum_y min(p, mu)), the
+number of positions where it falls below single-draft speculative sampling (1 - TV(p, q), by more than
+1e-9), the worst shortfall, the mean alpha*, the mean single-draft acceptance, the mean truncation size,
 the number of positions where the default's guard fell back to the first draft, and the mean
 preparation time. Writes no files.
 """
@@ -17,10 +23,12 @@ preparation time. Writes no files.
 from __future__ import annotations
 
 import argparse
+import time
 
 import numpy as np
 
 import mdtheory as md
+from mdtheory._synthetic import llm_pairs
 from mdtheory.drafters import LSTMLaw, lm_pairs, make_drafter
 from mdtheory.lm import load_char_lstm
 from mdtheory.rules import make_rule
@@ -32,7 +40,24 @@ CONFIGS = [  # (target temperature, drafter kind, drafter keyword arguments, lab
     (1.0, "quantized", {}, "LSTM int8"),
     (0.7, "ngram", {}, "3-gram"),
 ]
-TRUNCATIONS = [5, 10, 20, "nucleus", None]
+TRUNCATIONS = [(5, "rank"), (5, "bucket"), (10, "bucket"), (20, "bucket"), ("nucleus", "bucket"),
+               (None, "bucket")]
+
+
+def speed() -> None:
+    P, Q = llm_pairs(np.random.default_rng(0), 4, 32_000)
+    make_rule("khisti-lp", P[0], Q[0], 4)  # warm-up (numba)
+    sort, prep = [], []
+    for i in range(40):
+        p, q = P[i % 4], Q[i % 4]
+        t = time.perf_counter()
+        np.argsort(p)
+        sort.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        make_rule("khisti-lp", p, q, 4)
+        prep.append(time.perf_counter() - t)
+    print(f"V = 32000, n = 4: np.argsort {min(sort) * 1e3:.3f} ms, khisti-lp preparation "
+          f"{min(prep) * 1e3:.3f} ms ({min(prep) / min(sort):.2f}x)")
 
 
 def main() -> None:
@@ -40,26 +65,37 @@ def main() -> None:
     ap.add_argument("--positions", type=int, default=80)
     ap.add_argument("--drafts", default="2,4,8")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--speed", action="store_true", help="only the preparation time at V = 32000")
     args = ap.parse_args()
+    if args.speed:
+        speed()
+        return
     model = load_char_lstm()
     make_rule("khisti-lp", [0.5, 0.5], [0.5, 0.5], 2)  # warm-up
     print(f"{'target':>6s} {'drafter':11s} {'n':>2s} {'s':>8s} {'accept':>7s} {'below':>6s} "
-          f"{'worst':>7s} {'alpha*':>7s} {'single':>7s} {'mean s':>7s} {'ms':>6s}")
-    for T, kind, kw, label in CONFIGS:
-        rng = np.random.default_rng(args.seed)
-        target = LSTMLaw(model, T)
-        drafter = make_drafter(kind, target, rng, **kw)
-        P, Q = lm_pairs(args.positions, target, drafter, np.random.default_rng(args.seed))
+          f"{'worst':>7s} {'alpha*':>7s} {'single':>7s} {'mean s':>7s} {'guard':>8s} {'ms':>6s}")
+    for T, kind, kw, label in CONFIGS + [(None, "llm-like", {}, "llm-like")]:
+        if T is None:
+            P, Q = llm_pairs(np.random.default_rng(args.seed), args.positions, 1000)
+            T = 1.0
+        else:
+            rng = np.random.default_rng(args.seed)
+            target = LSTMLaw(model, T)
+            drafter = make_drafter(kind, target, rng, **kw)
+            P, Q = lm_pairs(args.positions, target, drafter, np.random.default_rng(args.seed))
         single = 1 - 0.5 * np.abs(P - Q).sum(axis=1)
         for n in (int(x) for x in args.drafts.split(",")):
             alpha = np.array([md.alpha_star(p, q, n) for p, q in zip(P, Q, strict=True)])
-            for s in TRUNCATIONS:
-                rules = [make_rule("khisti-lp", p, q, n,
+            for s, rest in TRUNCATIONS:
+                if s == "nucleus" and label == "llm-like":  # s in the hundreds: an LP of 10^5 pairs
+                    continue
+                rules = [make_rule("khisti-lp", p, q, n, rest=rest,
                                    s=nucleus_truncation(p, q) if s == "nucleus" else s)
                          for p, q in zip(P, Q, strict=True)]
                 acc = np.array([r.exact_acceptance() for r in rules])
                 short = single - acc
-                print(f"{T:6.1f} {label:11s} {n:2d} {('default' if s is None else str(s)):>8s} "
+                name = "default" if s is None else f"{s} rank" if rest == "rank" else str(s)
+                print(f"{T:6.1f} {label:11s} {n:2d} {name:>8s} "
                       f"{acc.mean():7.4f} {int((short > 1e-9).sum()):6d} {max(short.max(), 0):7.4f} "
                       f"{alpha.mean():7.4f} {single.mean():7.4f} "
                       f"{np.mean([r.s for r in rules]):7.1f} "

@@ -8,6 +8,8 @@ than ``import numpy``.
 """
 
 from .audit import AuditResult, audit
+from .blocks.audit import BlockAuditResult, audit_block
+from .blocks.optimum import BlockOptimumResult, optimal_block_efficiency
 from .drafts import (
                      IID,
                      ConditionalPoisson,
@@ -35,8 +37,12 @@ __version__ = "0.1.0"
 __all__ = [
     "optimal_acceptance",
     "alpha_star",
+    "optimal_block_efficiency",
+    "BlockOptimumResult",
     "audit",
     "AuditResult",
+    "audit_block",
+    "BlockAuditResult",
     "AcceptanceResult",
     "METHODS",
     "DraftModel",

@@ -52,7 +52,8 @@ LAW_CELL_SECONDS = 1e-8         # forward pass of a set law, per (set, token) ce
 CP_SET_SECONDS = 2e-6           # conditional Poisson set law: one Python step per set
 _CDD_REDUNDANCY = 8e-7  # Hall comparison: seconds = _CDD_REDUNDANCY * rows ** 3 * dimension
 _SOFTMAX_FIT = 2e-9      # gr-softmax's L-BFGS-B fits: seconds = _SOFTMAX_FIT * _pow(sets * V, 1.5)
-_KHISTI_CELL = 2e-8      # khisti-lp: per cell of one stage's V x V keep matrix
+_KHISTI_TOKEN = 5e-8     # khisti-lp: per token of one stage (a partition and a few passes over V)
+_KHISTI_LP = 1e-3        # plus one stage's LP (HiGHS, s(s - 1)/2 pair variables, s <= 5 by default)
 # mnp (Wolfe's minimum-norm point, mdtheory.mnp): one iteration costs _MNP_STEP + _MNP_CELL per
 # (corral vertex, token) + _MNP_CUBE per corral vertex cubed + the model's prefix containments of one
 # order; about model.mnp_iterations * sqrt(V) iterations (default MNP_ITER_DEFAULT) with a corral of
@@ -205,9 +206,9 @@ def rule_preparation(name: str, model) -> Estimate:
         sets = float(model.count_sets())
         return Estimate(f"gr-softmax: fits over {sets:.3g} draft sets x {V} tokens",
                         sets * V * LAW_CELL_SECONDS + _SOFTMAX_FIT * _pow(sets * V, 1.5), 40.0 * sets * V)
-    if name == "khisti-lp":  # n - 1 stages, each a V x V keep matrix and a small LP
-        return Estimate(f"khisti-lp: {n - 1} stages of a {V} x {V} keep matrix",
-                        (n - 1) * (_KHISTI_CELL * V * V + 0.01), 8.0 * (n - 1) * V * V)
+    if name == "khisti-lp":  # n - 1 stages, each O(V) passes and a small LP
+        return Estimate(f"khisti-lp: {n - 1} truncated stages over {V} tokens",
+                        (n - 1) * (_KHISTI_TOKEN * V + _KHISTI_LP), 8.0 * (n + 8) * V)
     return Estimate(name, 0.0)
 
 

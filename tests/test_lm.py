@@ -228,10 +228,10 @@ def test_block_efficiency_rows(capsys):
             "--steps", "4", "--draft-temperature", "1.2", "--json", "--quiet"]
     assert main(argv) == 0
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{")]
-    assert [r["rule"] for r in rows] == ["single", "optimal"]
+    assert [r["rule"] for r in rows] == ["token:single", "token:optimal"]
     for r in rows:
-        assert set(r) == {"rule", "drafts", "length", "block_efficiency", "ci95", "target_calls",
-                          "tokens"}
+        assert set(r) == {"rule", "drafts", "length", "block_efficiency", "ci95", "interval",
+                          "replicates", "ci95_iid", "target_calls", "tokens"}
         assert r["target_calls"] == 4 and 4 <= r["tokens"] <= 12
         assert r["block_efficiency"] == r["tokens"] / 4
 

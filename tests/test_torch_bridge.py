@@ -1,6 +1,7 @@
 """The torch bridge on CPU: agreement with numpy, dtype/device, gradients, and the harness."""
 
 import json
+import os
 import subprocess
 import sys
 
@@ -11,12 +12,14 @@ import mdtheory as md
 from mdtheory._synthetic import llm_pairs
 from mdtheory.cli import main
 
-from .tolerances import FLOAT32, ROUNDING
+from .tolerances import FLOAT32, ROUNDING, SOLVER
 
 torch = pytest.importorskip("torch")
 tb = pytest.importorskip("mdtheory.torch_bridge")
 
-DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+# benchmarks/gpu_check.py names its device; otherwise CUDA joins the CPU where it is available
+DEVICES = ["cpu"] + ([os.environ["MDTHEORY_TEST_DEVICE"]] if os.environ.get("MDTHEORY_TEST_DEVICE", "cpu")
+                     != "cpu" else ["cuda"] if torch.cuda.is_available() else [])
 
 
 def test_importing_mdtheory_does_not_import_torch():
@@ -84,9 +87,11 @@ def test_to_probs_like_llm_stacks():
         tb.to_probs(logits, top_p=1.5)
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("drafts", [2, 3])
-def test_torch_rules_agree_with_exact_theory(drafts):
-    report = tb.cross_validate(batch=6, vocab=5, drafts=drafts, samples=3000, seed=drafts)
+def test_torch_rules_agree_with_exact_theory(drafts, device):
+    report = tb.cross_validate(batch=6, vocab=5, drafts=drafts, samples=3000, seed=drafts,
+                               device=device)
     assert report["passed"], report
     assert {r["rule"] for r in report["rules"]} == set(tb.TORCH_RULES)
 
@@ -144,3 +149,203 @@ def test_cross_validate_is_the_audit_of_the_torch_rules():
     row = report["rules"][0]
     assert row["law_pvalue"] == res.pvalue and row["tv_upper"] == res.tv_upper
     assert row["acceptance_empirical"] == res.acceptance and row["optimum_pvalue"] == res.optimum_pvalue
+
+
+# ------------------------------------------------------------------ khisti-lp and k-seq on the device
+def _pairs(rng, B, V, conc=0.3):
+    return (rng.dirichlet(np.full(V, conc), B) for _ in range(3))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_batched_flow_is_the_maximum_flow(device):
+    """The batched simplex's flow value equals the numpy rule's max flow (numba); its flow is
+    feasible."""
+    from mdtheory.rules import khisti as K
+    from mdtheory.torch_bridge.khisti import batched_max_flow
+
+    rng = np.random.default_rng(0)
+    for s in (2, 3, 5):
+        a, b = K._pairs(s)
+        B = 200
+        d = rng.dirichlet(np.ones(s + 1), B)[:, :s] * rng.random((B, 1))
+        d[rng.random((B, s)) < 0.2] = 0.0
+        m = rng.dirichlet(np.full(a.size, 0.5), B) * rng.random((B, 1))
+        w, value, done = batched_max_flow(*(torch.tensor(x, device=device) for x in (d, m, a, b)))
+        w, value = w.cpu().numpy(), value.cpu().numpy()
+        assert done.all() and (w >= 0).all() and (w <= m).all()
+        for i in range(B):
+            fb, _ = K._stage_flow(d[i], m[i], a, b, 1e-300, 64 * (s * s + 1))
+            fa = m[i] - fb  # the numpy flow's delivery: min(d, received) summed
+            got = np.minimum(d[i], np.bincount(a, fa, s) + np.bincount(b, fb, s)).sum()
+            assert abs(value[i] - got) <= ROUNDING
+
+
+def test_stage_flow_is_the_lp_optimum():
+    """The numpy rule's max flow (numba) reaches the stage LP's optimum (HiGHS) on every instance."""
+    pytest.importorskip("highspy", reason="the stage LP is solved by HiGHS")
+    from mdtheory.rules import khisti as K
+
+    rng = np.random.default_rng(3)
+    for _ in range(300):
+        s = int(rng.integers(1, 8))
+        a, b = K._pairs(s)
+        pt, lt, rt = (rng.dirichlet(np.full(s + 2, c))[:s] for c in rng.choice([0.1, 0.5, 2.0], 3))
+        pt[rng.random(s) < 0.2] = 0.0
+        m, mu0 = lt[a] * rt[b] + lt[b] * rt[a], lt * rt + 0.01 * rng.random(s)
+        fb, paths = K._stage_flow(np.maximum(pt - mu0, 0.0), m, a, b, 1e-300, 64 * (s * s + 1))
+        assert paths < 64 * (s * s + 1)
+        y = K.stage_lp(pt, mu0, m, a, b)
+        got, ref = (np.minimum(pt, mu0 + np.bincount(a, ya, s) + np.bincount(b, m - ya, s)).sum()
+                    for ya in (m - fb, y))
+        assert got >= ref - SOLVER
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("rest", ["bucket", "rank"])
+def test_truncated_stage_matches_numpy(device, rest):
+    """Same stage on the device and in numpy: the same top tokens, the same optimum
+    sum min(p, mu), and mu the exact law of the stored stage (its V x V keep matrix, built here)."""
+    from mdtheory.rules import khisti as K
+    from mdtheory.torch_bridge.khisti import truncated_stage
+
+    rng = np.random.default_rng(1)
+    B, V = 24, 12
+    for S in (1, 3, 5):
+        P, L, Q = _pairs(rng, B, V)
+        s = torch.as_tensor(rng.integers(1, S + 1, B), device=device)
+        st, mu = truncated_stage(*(torch.tensor(x, device=device) for x in (P, L, Q)), s, S, rest)
+        mu = mu.cpu().numpy()
+        for i in range(B):
+            k = int(s[i])
+            stage, mu_np = K.truncated_stage(P[i], L[i], Q[i], k, rest)
+            assert sorted(stage.top.tolist()) == sorted(st["top"][i, :k].tolist())
+            assert abs(np.minimum(P[i], mu[i]).sum() - np.minimum(P[i], mu_np).sum()) <= ROUNDING
+            top = st["top"][i, :k].cpu().numpy()
+            torch_stage = K.Stage(top, st["block"][i, :k, :k].cpu().numpy(),
+                                  st["score"][i].cpu().numpy().astype(np.int64), V)
+            v = np.stack([torch_stage.keep_column(x) for x in range(V)], axis=1)
+            joint = L[i][:, None] * Q[i][None, :]
+            law = (joint * v).sum(1) + (joint * (1 - v)).sum(0)
+            assert np.abs(law - mu[i]).max() <= ROUNDING
+
+
+def test_rank_stage_is_the_dense_program():
+    """rest="rank" is the third-party reading's program: the dense V x V stage (HiGHS) reaches the
+    same optimum."""
+    pytest.importorskip("highspy", reason="the dense reference stage solves its LP with HiGHS")
+    from mdtheory.rules import khisti as K
+
+    rng = np.random.default_rng(2)
+    for _ in range(40):
+        V = int(rng.integers(2, 12))
+        s = int(rng.integers(1, V + 1))
+        p, left, q = (rng.dirichlet(np.full(V, 0.5)) for _ in range(3))
+        _, mu = K.truncated_stage(p, left, q, s, "rank")
+        _, mu_dense = K.tournament_stage(p, left, q, s)
+        assert abs(np.minimum(p, mu).sum() - np.minimum(p, mu_dense).sum()) <= SOLVER
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_torch_khisti_is_the_numpy_program(device):
+    """The device rule's default truncation is the numpy rule's, row by row; its final marginal is
+    the exact law of its own stages (the numpy rule's enumeration over every draft tuple, run on
+    the device's stages), which is lossless with acceptance sum min(p, mu)."""
+    from mdtheory.rules import khisti as K
+    from mdtheory.rules import make_rule
+    from mdtheory.torch_bridge.khisti import default_truncation
+
+    p_np, q_np = llm_pairs(np.random.default_rng(4), 8, 6)
+    p, q = (torch.tensor(x, device=device) for x in (p_np, q_np))
+    s_dev = default_truncation(p, q).cpu().numpy()
+    assert s_dev.tolist() == [K.default_truncation(a, b) for a, b in zip(p_np, q_np, strict=True)]
+    rule = tb.TorchKhisti(p, q, 3)
+    assert rule.unsolved == 0
+    for i in range(8):
+        ref = make_rule("khisti-lp", p_np[i], q_np[i], 3)
+        stages = [K.Stage(st["top"][i][st["active"][i]].cpu().numpy(),
+                          st["block"][i][st["active"][i]][:, st["active"][i]].cpu().numpy(),
+                          st["score"][i].cpu().numpy().astype(np.int64), 6) for st in rule.stages]
+        if bool(rule.first[i]):
+            stages = [K.keep_first(6)] * 2
+        ref.stages, ref.mu = stages, rule.mu[i].cpu().numpy()
+        ref.accept_ratio, ref.res = K.speculative_step(ref.p, ref.mu)
+        acceptance, law = ref.enumerate()
+        assert np.abs(law - p_np[i]).max() <= ROUNDING
+        assert abs(acceptance - np.minimum(p_np[i], ref.mu).sum()) <= ROUNDING
+        assert acceptance >= 1 - 0.5 * np.abs(p_np[i] - q_np[i]).sum() - ROUNDING  # the guard
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_torch_khisti_at_a_larger_vocabulary(device):
+    """Chi-square of the output law at V = 300, n = 4, and a fixed s with the ranked rest."""
+    report = tb.cross_validate(["khisti-lp"], batch=4, vocab=300, drafts=4, samples=4000, seed=6,
+                               device=device)
+    assert report["passed"], report
+
+    class Ranked(tb.TorchKhisti):
+        s, rest = 4, "rank"
+
+    report = tb.cross_validate([("khisti-lp", Ranked)], batch=4, vocab=8, drafts=3, samples=4000,
+                               seed=7, device=device)
+    assert report["rules"][0]["law_pvalue"] >= 1e-4, report  # lossless whatever the program
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_torch_kseq_acceptance_is_the_numpy_rules(device):
+    from mdtheory.rules import make_rule
+
+    rng = np.random.default_rng(8)
+    for V in (2, 7, 200):
+        P, Q, _ = _pairs(rng, 16, V, 0.5)
+        P[0] = Q[0]
+        for n in (1, 2, 4, 8):
+            rule = tb.TorchKSeq(torch.tensor(P, device=device), torch.tensor(Q, device=device), n)
+            got = (1 - (1 - rule._beta(rule.rho)) ** n).cpu().numpy()
+            ref = [make_rule("k-seq", p, q, n).exact_acceptance() for p, q in zip(P, Q, strict=True)]
+            assert np.abs(got - ref).max() <= ROUNDING
+            assert ((rule.rho >= 1) & (rule.rho <= n)).all()
+
+
+def test_stage_bins_spread_over_lanes(monkeypatch):
+    """The GPU's lane-spread bin sums give the same stage as plain bins (checked here on the CPU)."""
+    from mdtheory.torch_bridge import khisti as TK
+
+    P, L, Q = (torch.tensor(x) for x in _pairs(np.random.default_rng(9), 16, 40))
+    s = torch.full((16,), 4)
+    plain = TK.truncated_stage(P, L, Q, s, 4)[1]
+    monkeypatch.setattr(TK, "_CPU_LANES", 16)
+    assert (TK.truncated_stage(P, L, Q, s, 4)[1] - plain).abs().max() <= ROUNDING
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_bucket_scores_agree_everywhere(device):
+    """The sort-free score: numpy's exponent arithmetic, torch's (CPU) and torch.bucketize (GPU, and
+    here on the CPU too) all count the edges below the key, edges themselves included."""
+    from mdtheory.rules.khisti import BUCKET_EDGES, bucket_score
+    from mdtheory.torch_bridge.khisti import bucket_score as torch_score
+
+    rng = np.random.default_rng(10)
+    keys = np.concatenate([rng.normal(size=5000) * np.exp(rng.normal(size=5000) * 20), BUCKET_EDGES,
+                           np.nextafter(BUCKET_EDGES, 5), np.nextafter(BUCKET_EDGES, -5),
+                           [0.0, 5e-324, -5e-324, 3.0, -3.0]])
+    ref = np.searchsorted(BUCKET_EDGES, keys, side="left")
+    assert (bucket_score(keys) == ref).all()
+    t = torch.tensor(keys, device=device)
+    assert (torch_score(t).cpu().numpy() == ref).all()
+    edges = torch.tensor(BUCKET_EDGES, device=device)
+    assert (torch.bucketize(t, edges).cpu().numpy() == ref).all()
+
+
+def test_large_truncation_goes_to_highs(monkeypatch):
+    """Beyond FLOW_S the stage is solved by HiGHS: the same optimum as the augmenting paths."""
+    pytest.importorskip("highspy", reason="large truncations are solved by HiGHS")
+    from mdtheory.rules import khisti as K
+
+    rng = np.random.default_rng(11)
+    p, left, q = (rng.dirichlet(np.ones(30)) for _ in range(3))
+    for rest in ("bucket", "rank"):
+        monkeypatch.setattr(K, "FLOW_S", 100)
+        by_paths = np.minimum(p, K.truncated_stage(p, left, q, 20, rest)[1]).sum()
+        monkeypatch.setattr(K, "FLOW_S", 8)
+        by_highs = np.minimum(p, K.truncated_stage(p, left, q, 20, rest)[1]).sum()
+        assert abs(by_paths - by_highs) <= SOLVER

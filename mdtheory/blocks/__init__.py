@@ -1,5 +1,8 @@
-"""Sequence-level (block and tree) speculative verification: small exact instances, the optimum, bounds."""
+"""Sequence-level (block and tree) speculative verification: small exact instances, the verifiers, the
+exact optimum and an upper bound at any size."""
 
+from .audit import BlockAuditResult, audit_block
+from .bound import BlockBoundResult, block_efficiency_bound, coarse_alpha_bound
 from .markov import (
     ConstantLaw,
     RandomLaw,
@@ -12,8 +15,24 @@ from .markov import (
     sequence_probs,
     sun_toy,
 )
+from .optimum import BlockOptimumResult, dual_bound, lp_size, optimal_block_efficiency
+from .trees import TREE_SAMPLINGS, DraftTree, iid_drafts
+from .verifiers import (
+    VERIFIERS,
+    BlockVerification,
+    BlockVerifier,
+    PrefixTrie,
+    SelectedPath,
+    TokenByToken,
+    Traversal,
+    block_efficiency,
+    exact_block_law,
+    make_verifier,
+)
 
 __all__ = [
+    "BlockAuditResult",
+    "audit_block",
     "ConstantLaw",
     "RandomLaw",
     "all_sequences",
@@ -24,20 +43,24 @@ __all__ = [
     "random_instance",
     "sequence_probs",
     "sun_toy",
+    "BlockOptimumResult",
+    "BlockBoundResult",
+    "block_efficiency_bound",
+    "coarse_alpha_bound",
+    "dual_bound",
+    "lp_size",
+    "optimal_block_efficiency",
+    "TREE_SAMPLINGS",
+    "DraftTree",
+    "iid_drafts",
+    "VERIFIERS",
+    "BlockVerification",
+    "BlockVerifier",
+    "PrefixTrie",
+    "SelectedPath",
+    "TokenByToken",
+    "Traversal",
+    "block_efficiency",
+    "exact_block_law",
+    "make_verifier",
 ]
-
-from .trees import TREE_SAMPLINGS, DraftTree, iid_drafts  # noqa: E402
-from .verifiers import (  # noqa: E402
-    VERIFIERS,
-    BlockVerification,
-    BlockVerifier,
-    MultiPath,
-    TokenByToken,
-    Traversal,
-    block_efficiency,
-    exact_block_law,
-    make_verifier,
-)
-
-__all__ += ["TREE_SAMPLINGS", "DraftTree", "iid_drafts", "VERIFIERS", "BlockVerification", "BlockVerifier",
-            "MultiPath", "TokenByToken", "Traversal", "block_efficiency", "exact_block_law", "make_verifier"]

@@ -24,7 +24,8 @@ import numpy as np
 
 from ..errors import InvalidDistributionError, InvalidInputError
 
-__all__ = ["Law", "ConstantLaw", "RandomLaw", "sun_toy", "random_instance", "vocabulary_size",
+__all__ = ["Law", "batched", "context_law", "ConstantLaw", "RandomLaw", "sun_toy", "random_instance",
+           "vocabulary_size",
            "all_sequences", "conditional_tables", "sequence_probs", "draft_tuples", "draft_multisets",
            "block_law_tv", "continuation_probs"]
 
@@ -102,6 +103,29 @@ def sun_toy() -> tuple[ConstantLaw, ConstantLaw]:
 def random_instance(V: int, seed: int = 0, concentration: float = 1.0) -> tuple[RandomLaw, RandomLaw]:
     """A seeded context-dependent instance ``(target, draft)``: independent Dirichlet laws per context."""
     return (RandomLaw(V, seed, concentration, stream=0), RandomLaw(V, seed, concentration, stream=1))
+
+
+def batched(law) -> Callable[[list], np.ndarray]:
+    """``contexts -> (B, V)`` for ``law``: its ``batch`` method if it has one, the package's batched
+    language-model laws (:class:`mdtheory.drafters.LSTMLaw`, :class:`~mdtheory.drafters.NGramLaw`,
+    called with a list of contexts), else one call per context."""
+    if hasattr(law, "batch"):
+        return law.batch
+    from ..drafters import LSTMLaw, NGramLaw
+
+    if isinstance(law, LSTMLaw | NGramLaw):
+        return lambda contexts: law([np.asarray(c, dtype=np.int64) for c in contexts])
+    return lambda contexts: np.stack([np.asarray(law(tuple(c)), dtype=np.float64) for c in contexts])
+
+
+def context_law(law) -> Law:
+    """``law`` as a per-context callable ``context -> (V,)`` (see :func:`batched`)."""
+    from ..drafters import LSTMLaw, NGramLaw
+
+    if hasattr(law, "batch") or isinstance(law, LSTMLaw | NGramLaw):
+        fn = batched(law)
+        return lambda context=(): np.asarray(fn([tuple(context)])[0], dtype=np.float64)
+    return law
 
 
 def vocabulary_size(law: Law) -> int:

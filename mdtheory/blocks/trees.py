@@ -140,7 +140,7 @@ class DraftTree:
             if depth == self.length:
                 return
             q = np.asarray(_law_row(draft, ctx), dtype=np.float64)
-            tokens = self._draw(q, self.branching[depth], rng, ctx)
+            tokens = self.draw_children(q, self.branching[depth], rng, ctx)
             for (lo, hi), y in zip(self.children_rows(depth, start), tokens, strict=True):
                 out[lo:hi, depth] = y
                 grow(depth + 1, lo, ctx + (int(y),))
@@ -148,7 +148,9 @@ class DraftTree:
         grow(0, 0, tuple(context))
         return out
 
-    def _draw(self, q: np.ndarray, b: int, rng: np.random.Generator, ctx: tuple) -> list[int]:
+    def draw_children(self, q: np.ndarray, b: int, rng: np.random.Generator, ctx: tuple = ()) -> list[int]:
+        """``b`` children drawn from the node's draft law ``q`` by the tree's rule (``ctx`` names
+        the node in the refusal when ``"wor"`` asks for more children than q has tokens)."""
         if self.sampling == "iid":
             return [int(y) for y in rng.choice(q.size, size=b, p=q / q.sum())]
         if np.count_nonzero(q) < b:

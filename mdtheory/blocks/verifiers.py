@@ -20,16 +20,20 @@ name           verifier                                                         
 ``token``      token by token along the drafts consistent with the accepted prefix, with a  iid/tree
                token-level selection rule of :data:`mdtheory.rules.RULES` at each node
 ``block``      block verification (Sun et al., ICLR 2025, Algorithm 2) on the first draft  any
-``multipath``  block verification over the prefix trie of the drafts: at each node the      iid
+``multipath``  multi-path block verification: a token-level rule selects one drafted path  iid
+               top-down, then block verification of it against the selection's law
+``trie``       block verification over the prefix trie of the drafts: at each node the      iid
                distinct next tokens are tried in order with the residual passed on
 ``traversal``  traversal verification (Weng et al., NeurIPS 2025): leaf to root over a      tree
                draft tree, residuals passed to the next sibling
 =============  ===========================================================================  ========
 
-Where they coincide (proved in the paper, checked in the tests): at K = 1 ``multipath`` and
-``traversal`` are ``block``; at L = 1 ``block`` is single-draft speculative sampling, ``traversal``
-on an iid tree is recursive rejection sampling (``token`` with ``rrs``) and ``multipath`` is
-recursive rejection sampling over the distinct drafted tokens, without replacement.
+Where they coincide (proved in the paper, checked in the tests): at K = 1 ``multipath``, ``trie``
+and ``traversal`` are ``block``; at L = 1 ``block`` is single-draft speculative sampling,
+``traversal`` on an iid tree is recursive rejection sampling (``token`` with ``rrs``), on a tree
+without replacement it is ``token`` with ``rrs-wor``, ``multipath`` with ``rrs`` is ``token`` with
+``rrs`` and ``trie`` is recursive rejection sampling over the distinct drafted tokens, without
+replacement.
 """
 
 from __future__ import annotations
@@ -42,7 +46,8 @@ import numpy as np
 from ..errors import InvalidInputError
 from .trees import DraftTree, _law_row, iid_drafts
 
-__all__ = ["BlockVerifier", "TokenByToken", "BlockVerification", "MultiPath", "Traversal",
+__all__ = ["BlockVerifier", "TokenByToken", "BlockVerification", "SelectedPath", "PrefixTrie",
+           "Traversal",
            "VERIFIERS", "make_verifier", "exact_block_law", "block_efficiency"]
 
 
@@ -53,7 +58,7 @@ def _pos(x: np.ndarray) -> np.ndarray:
 def _total(x: np.ndarray):
     """Sum of a mass vector, a Python scalar (a Fraction for exact laws)."""
     s = x.sum()
-    return s if isinstance(s, Fraction) else float(s)
+    return s if isinstance(s, (Fraction, int)) and not isinstance(s, bool) else float(s)
 
 
 def _tree_tag(tree) -> str:
@@ -192,52 +197,204 @@ class BlockVerification(BlockVerifier):
 
     name = "block"
 
-    def _weights(self, laws, x):
-        row = [int(v) for v in x[0]]
-        L = len(row)
-        w = [1]
-        for i in range(L):
-            ctx = tuple(row[:i])
-            qi = laws.q(ctx)[row[i]]
-            ratio = laws.p(ctx)[row[i]] / qi if qi > 0 else 0
-            w.append(min(1, w[-1] * ratio))
-        h, res = [], []
-        for i in range(L):
-            ctx = tuple(row[:i])
-            r = _pos(w[i] * laws.p(ctx) - laws.q(ctx))
-            rho = _total(r)
-            den = rho + 1 - w[i]
-            h.append(1 if i == 0 or den <= 0 else rho / den)
-            res.append(r)
-        h.append(w[L])
-        return row, h, res
-
     def _law(self, laws, x, out):
-        row, h, res = self._weights(laws, x)
-        L = len(row)
-        later = 1  # prod_{j > i} (1 - h_j)
-        for i in range(L, -1, -1):
-            stop = h[i] * later
-            later *= 1 - h[i]
-            if stop == 0:
-                continue
-            head = tuple(row[:i])
-            corr = laws.p(head) if i == L else res[i]
-            mass = 1 if i == L else _total(corr)
-            if mass == 0:
-                continue
-            for y in np.flatnonzero(corr != 0):
-                key = head + (int(y),)
-                out[key] = out.get(key, 0) + stop * corr[y] / mass
+        row = [int(v) for v in x[0]]
+        _bv_law(laws.p, [laws.q(tuple(row[:i])) for i in range(len(row))], row, 1, out)
 
     def _sample(self, laws, x, rng):
-        row, h, res = self._weights(laws, x)
-        L = len(row)
-        tau = max(i for i in range(L + 1) if rng.random() <= float(h[i]) or i == 0)
-        corr = laws.p(tuple(row)) if tau == L else res[tau]
-        if _total(corr) == 0:  # reached with probability 0 only (rounding): any token is valid
-            corr = laws.p(tuple(row[:tau]))
-        return row[:tau] + [_draw(corr, rng)]
+        row = [int(v) for v in x[0]]
+        return _bv_sample(laws.p, [laws.q(tuple(row[:i])) for i in range(len(row))], row, rng)
+
+
+def _bv_weights(p, proposals, row):
+    """Block verification's stopping weights h_0..h_L and residuals r_0..r_{L-1} along ``row``,
+    whose i-th token was proposed from ``proposals[i]`` (the draft's law there, or the law of the
+    token a selection rule picked) and whose target law at a prefix is ``p(prefix)``."""
+    L = len(row)
+    w = [1]
+    for i in range(L):
+        u = proposals[i][row[i]]
+        ratio = p(tuple(row[:i]))[row[i]] / u if u > 0 else 0
+        w.append(min(1, w[-1] * ratio))
+    h, res = [], []
+    for i in range(L):
+        r = _pos(w[i] * p(tuple(row[:i])) - proposals[i])
+        rho = _total(r)
+        den = rho + 1 - w[i]
+        h.append(1 if i == 0 or den <= 0 else rho / den)
+        res.append(r)
+    h.append(w[L])
+    return h, res
+
+
+def _bv_law(p, proposals, row, weight, out: dict) -> None:
+    """Add ``weight`` times block verification's law along ``row`` to ``out``."""
+    h, res = _bv_weights(p, proposals, row)
+    L = len(row)
+    later = 1  # prod_{j > i} (1 - h_j)
+    for i in range(L, -1, -1):
+        stop = h[i] * later
+        later *= 1 - h[i]
+        if stop == 0:
+            continue
+        head = tuple(row[:i])
+        corr = p(head) if i == L else res[i]
+        mass = 1 if i == L else _total(corr)
+        if mass == 0:
+            continue
+        for y in np.flatnonzero(corr != 0):
+            key = head + (int(y),)
+            out[key] = out.get(key, 0) + weight * stop * corr[y] / mass
+
+
+def _bv_sample(p, proposals, row, rng) -> list[int]:
+    h, res = _bv_weights(p, proposals, row)
+    L = len(row)
+    tau = max(i for i in range(L + 1) if rng.random() <= float(h[i]) or i == 0)
+    corr = p(tuple(row)) if tau == L else res[tau]
+    if _total(corr) == 0:  # reached with probability 0 only (rounding): any token is valid
+        corr = p(tuple(row[:tau]))
+    return row[:tau] + [_draw(corr, rng)]
+
+
+# ---------------------------------------------------------------------------------------- path selection
+def _rrs_selection(p, q, tokens):
+    r"""Recursive rejection sampling (SpecInfer) of p against the iid drafted ``tokens`` from q, used
+    to *select* one drafted token: the accepted one, or the first draft when every round rejects.
+
+    Returns (the selection's law given the tokens as a dict, its marginal over iid drafts (V,)):
+    the marginal is :math:`\sum_i R_i \min(q, r_i) + (q - \min(q, p)) \prod_{j \ge 2}(1 - \beta_j)`
+    with :math:`r_1 = p`, :math:`r_{i+1} = (r_i - q)^+/\sum(r_i - q)^+`,
+    :math:`\beta_i = \sum \min(r_i, q)` and :math:`R_i = \prod_{j < i}(1 - \beta_j)`.
+    """
+    n = len(tokens)
+    r, rs = p, []
+    for _ in range(n):
+        rs.append(r)
+        excess = _pos(r - q)
+        mass = _total(excess)
+        r = excess / mass if mass > 0 else r
+    beta = [_total(np.minimum(ri, q)) for ri in rs]
+    marginal, reach = 0 * q, 1
+    for ri, b in zip(rs, beta, strict=True):
+        marginal = marginal + reach * np.minimum(q, ri)
+        reach *= 1 - b
+    tail = 1
+    for b in beta[1:]:
+        tail *= 1 - b
+    marginal = marginal + (q - np.minimum(q, p)) * tail
+    law: dict = {}
+    reach = 1
+    for ri, y in zip(rs, tokens, strict=True):
+        a = min(1, ri[y] / q[y]) if q[y] > 0 else 0
+        law[y] = law.get(y, 0) + reach * a
+        reach *= 1 - a
+    law[tokens[0]] = law.get(tokens[0], 0) + reach
+    return law, marginal
+
+
+class SelectedPath(BlockVerifier):
+    r"""Multi-path block verification: select one drafted path, then block-verify it against the law
+    the selection induces.
+
+    Going down from the root, the drafts consistent with the path so far (n of them) offer their next
+    tokens, iid from q there; the token-level rule ``rule`` run on them selects one (its accepted
+    token, or the first draft's if it rejects them all), and the drafts that drafted it stay. The
+    selected path is a draft whose next token, given the path and n, has the selection's marginal law
+    μ (closed form for ``rrs``, :func:`_rrs_selection`; for other rules by enumerating the n-tuples,
+    small V only). Block verification (Sun et al.) of the selected path with μ in place of q is
+    lossless, n being part of the draft's state (papers/blocks_verifiers.md §3). At K = 1 it is block
+    verification; at L = 1 its acceptance :math:`\sum \min(p, \mu)` is at least the rule's (equal
+    for ``rrs``, α* for ``optimal``). Path selection followed by single-path block verification is
+    the structure of Thomas & Pal's greedy multi-path block verification (2026); these selection
+    rules are ours.
+
+    Parameters
+    ----------
+    rule : str
+        The selecting rule, a key of :data:`mdtheory.rules.RULES` for iid drafts (default ``rrs``).
+    **params
+        The rule's keywords.
+
+    Examples
+    --------
+    >>> from fractions import Fraction as F
+    >>> law = lambda probs: (lambda ctx: np.array(probs, dtype=object))
+    >>> p, q = law([F(1, 3), F(2, 3)]), law([F(2, 3), F(1, 3)])
+    >>> SelectedPath().block_efficiency(p, q, 1, 2)
+    Fraction(20, 9)
+    """
+
+    name = "multipath"
+
+    def __init__(self, rule: str = "rrs", **params):
+        from .. import rules
+
+        if rule not in rules.RULES:
+            raise InvalidInputError(
+                f"unknown selection rule {rule!r}; valid choices: {', '.join(rules.RULES)}")
+        if rule not in ("optimal", "single") and rules.RULES[rule].sampling != "iid":
+            raise InvalidInputError(f"rule {rule!r} expects {rules.RULES[rule].sampling} drafts, "
+                                    "not iid")
+        self.rule, self.params = rule, params
+        self._marginals: dict = {}
+
+    @property
+    def label(self) -> str:
+        return f"multipath:{self.rule}"
+
+    def _select(self, laws, ctx, tokens):
+        """The selection's law given the offered tokens, and its marginal over n iid drafts."""
+        if self.rule == "rrs":
+            return _rrs_selection(laws.p(ctx), laws.q(ctx), tokens)
+        from .. import rules
+
+        key = (id(laws.target), id(laws.draft), ctx, len(tokens))
+        got = self._marginals.get(key)
+        if got is None:
+            p = np.asarray(laws.p(ctx), dtype=np.float64)
+            r = rules.make_rule(self.rule, p, np.asarray(laws.q(ctx), dtype=np.float64), len(tokens),
+                                normalize=True, **self.params)
+            tuples = r.model.tuple_law()  # refused over its size limit
+            mu = np.zeros(p.size)
+            for t, w in zip(tuples.tuples, tuples.probs, strict=True):
+                acc, _ = r.conditional(t)
+                mu += w * acc
+                mu[t[0]] += w * max(0.0, 1.0 - acc.sum())
+            if len(self._marginals) > 4096:
+                self._marginals.clear()
+            got = self._marginals[key] = (r, mu, laws.target, laws.draft)
+        r, mu = got[0], got[1]
+        acc, _ = r.conditional(np.asarray(tokens))
+        law = {int(y): float(acc[y]) for y in np.flatnonzero(acc > 0)}
+        law[tokens[0]] = law.get(tokens[0], 0.0) + max(0.0, 1.0 - float(acc.sum()))
+        return law, mu
+
+    def _law(self, laws, x, out):
+        L = x.shape[1]
+
+        def rec(ctx, depth, rows, weight, proposals):
+            if depth == L:
+                _bv_law(laws.p, proposals, list(ctx), weight, out)
+                return
+            tokens = [int(y) for y in x[rows, depth]]
+            law, mu = self._select(laws, ctx, tokens)
+            for y, w in law.items():
+                if w != 0:
+                    rec(ctx + (y,), depth + 1, rows[x[rows, depth] == y], weight * w, proposals + [mu])
+
+        rec((), 0, np.arange(x.shape[0]), 1, [])
+
+    def _sample(self, laws, x, rng):
+        ctx, rows, proposals = (), np.arange(x.shape[0]), []
+        for depth in range(x.shape[1]):
+            tokens = [int(y) for y in x[rows, depth]]
+            law, mu = self._select(laws, ctx, tokens)
+            keys = list(law)
+            y = keys[_draw(np.array([float(law[k]) for k in keys]), rng)]
+            ctx, rows = ctx + (y,), rows[x[rows, depth] == y]
+            proposals.append(mu)
+        return _bv_sample(laws.p, proposals, list(ctx), rng)
 
 
 # ---------------------------------------------------------------------------------------- tries and trees
@@ -332,8 +489,8 @@ class _Recursive(BlockVerifier):
         return rec((), 0, np.arange(x.shape[0]), laws.p(()))
 
 
-class MultiPath(_Recursive):
-    """Multi-path block verification of K iid drafts over their prefix trie.
+class PrefixTrie(_Recursive):
+    """Block verification of K iid drafts over their prefix trie, residuals passed between siblings.
 
     The drafts that agree on a prefix share its node; a node's children are the distinct next
     tokens of its drafts in order of first appearance (row order), so each child is drawn from q off
@@ -346,11 +503,11 @@ class MultiPath(_Recursive):
     >>> from fractions import Fraction as F
     >>> law = lambda probs: (lambda ctx: np.array(probs, dtype=object))
     >>> p, q = law([F(1, 3), F(2, 3)]), law([F(2, 3), F(1, 3)])
-    >>> MultiPath().block_efficiency(p, q, 1, 2)
+    >>> PrefixTrie().block_efficiency(p, q, 1, 2)
     Fraction(20, 9)
     """
 
-    name = "multipath"
+    name = "trie"
 
     def _children(self, x, depth, rows):
         tokens = x[rows, depth]
@@ -371,7 +528,7 @@ class Traversal(_Recursive):
     weight, else removed and its parent's residual passed to the next sibling, drawn from q off the
     earlier siblings for ``"wor"`` trees; a node whose children are all removed becomes a leaf.
     On K iid drafts it shares no prefix (drafts with one first token are different subtrees), unlike
-    :class:`MultiPath`.
+    :class:`PrefixTrie`.
     """
 
     name = "traversal"
@@ -505,23 +662,28 @@ class TokenByToken(BlockVerifier):
 
 #: Verifiers by name.
 VERIFIERS: dict[str, type[BlockVerifier]] = {
-    cls.name: cls for cls in (TokenByToken, BlockVerification, MultiPath, Traversal)
+    cls.name: cls for cls in (TokenByToken, BlockVerification, SelectedPath, PrefixTrie, Traversal)
 }
 
 
 def make_verifier(name: str, *, rule: str = "rrs", tree: DraftTree | None = None, **params) -> BlockVerifier:
     """A verifier by name: ``token`` (with ``rule`` and its keywords, on ``tree`` if given),
-    ``block``, ``multipath`` (K iid drafts) or ``traversal`` (on ``tree``, default K iid drafts)."""
+    ``block``, ``multipath`` (selection by ``rule``; K iid drafts), ``trie`` (K iid drafts) or
+    ``traversal`` (on ``tree``, default K iid drafts)."""
     if name not in VERIFIERS:
         raise InvalidInputError(f"unknown verifier {name!r}; valid choices: {', '.join(VERIFIERS)}")
     if name == "token":
         return TokenByToken(rule, tree, **params)
+    if name == "multipath":
+        if tree is not None:
+            raise InvalidInputError("multipath verifies K iid drafts; for a draft tree use traversal")
+        return SelectedPath(rule, **params)
     if params:
         raise InvalidInputError(f"verifier {name!r} takes no keyword {', '.join(map(repr, params))}")
     if name == "traversal":
         return Traversal(tree)
-    if tree is not None and name == "multipath":
-        raise InvalidInputError("multipath verifies K iid drafts (their prefix trie); for a draft tree "
+    if tree is not None and name == "trie":
+        raise InvalidInputError("trie verifies K iid drafts (their prefix trie); for a draft tree "
                                 "use traversal")
     return VERIFIERS[name]()
 

@@ -1,4 +1,5 @@
-"""``mdtheory audit TARGET P Q``: certify that a verifier is lossless and measure its acceptance."""
+"""``mdtheory audit TARGET P Q``: certify that a verifier is lossless and measure its acceptance
+(``--block``: a block or tree verifier, :mod:`mdtheory.cli.audit_block`)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ from ..audit import (
     audit,
     load_target,
 )
+from ..errors import InvalidInputError
+from . import audit_block
 from ._common import _seconds, add_seed_option, load_npy
 
 
@@ -31,12 +34,13 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                     "MODULE:NAME: f(p, q, drafts, rng) -> token or (token, accepted); a "
                     "SelectionRule subclass, or with --exact law(p, q, drafts) -> (accept, "
                     "residual), is audited exactly by enumerating draft tuples. Exit code 0 if the "
-                    "verifier is not found lossy, 1 if it is, 2 for bad input.",
+                    "verifier is not found lossy, 1 if it is, 2 for bad input. A block or tree "
+                    "verifier: --block (below).",
     )
-    sub.add_argument("target", metavar="TARGET", help="FILE.py:NAME or MODULE:NAME")
-    sub.add_argument("P", help="target distribution p: .npy of shape (V,) or (B, V)")
-    sub.add_argument("Q", help="draft distribution q: .npy of shape (V,) or (B, V)")
-    sub.add_argument("--drafts", "-n", "-K", type=int, required=True, metavar="N",
+    sub.add_argument("target", metavar="TARGET", nargs="?", help="FILE.py:NAME or MODULE:NAME")
+    sub.add_argument("P", nargs="?", help="target distribution p: .npy of shape (V,) or (B, V)")
+    sub.add_argument("Q", nargs="?", help="draft distribution q: .npy of shape (V,) or (B, V)")
+    sub.add_argument("--drafts", "-n", "-K", type=int, metavar="N",
                      help="number of drafts n (-K is an older spelling)")
     sub.add_argument("--sampling", choices=SAMPLINGS, default=None,
                      help="draft model (default iid, or a SelectionRule's own)")
@@ -58,11 +62,18 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                           f"on its first {PILOT_CALLS} calls; default {_budget.MAX_SECONDS:g})")
     sub.add_argument("--quiet", "-q", action="store_true",
                      help="no progress bar (it is shown only when stderr is a terminal)")
+    audit_block.add_arguments(sub)
     sub.set_defaults(func=run)
     return sub
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.block is not None:
+        return audit_block.run(args)
+    audit_block.refuse_block_options(args)
+    if None in (args.target, args.P, args.Q, args.drafts):
+        raise InvalidInputError("audit needs TARGET P Q and --drafts/-n (or --block FILE.py:NAME "
+                                "for a block or tree verifier)")
     p, q = load_npy(args.P, "p"), load_npy(args.Q, "q")
     with contextlib.redirect_stdout(sys.stderr):  # the target's prints must not break --json
         f = load_target(args.target)

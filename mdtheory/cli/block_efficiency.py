@@ -3,21 +3,31 @@
 from __future__ import annotations
 
 import json
+import sys
 
 import numpy as np
 
 from .. import _budget
 from ..blockeff import (
+    INSTANCE_HELP,
     SAMPLINGS,
-    _check_rule,
-    _check_sizes,
-    block_efficiency,
+    ceiling,
+    drafter_equals_target,
     estimate,
+    estimate_verifier,
+    exact_rows,
+    parse_instance,
+    simulate,
 )
 from ..drafters import DRAFTERS, LSTMLaw, make_drafter
 from ..errors import InvalidInputError
 from ..lm import META, load_char_lstm
 from ._common import _seconds, add_seed_option
+
+#: Verifiers of ``--verifier`` (mdtheory.blocks.VERIFIERS).
+VERIFIER_NAMES = ("token", "block", "multipath", "trie", "traversal")
+#: The drafter's temperature, relative to the target's, when --draft-temperature is not given.
+DRAFT_TEMPERATURE_FACTOR = 1.5
 
 
 def add_parser(subparsers) -> None:
@@ -25,57 +35,160 @@ def add_parser(subparsers) -> None:
     cmd = subparsers.add_parser(
         "block-efficiency", help="tokens per target call of multi-draft speculative decoding",
         description="Simulate K-draft, L-token speculative decoding with the pretrained char-LSTM "
-                    "(textgenrnn 2.0.0) as target and a drafter, verified token by token along the "
-                    "drafts consistent with the accepted prefix, one bonus token at the end; print "
-                    "the block efficiency (mean tokens per target call) of each rule.",
+                    "(textgenrnn 2.0.0) as target and a drafter, and print the block efficiency "
+                    "(mean tokens per target call) of each verifier: token by token with each "
+                    "selection rule (--rules), block verification of the first draft (Sun et al.), "
+                    "multi-path block verification (a selected path, block-verified), block "
+                    "verification over the drafts' prefix trie, traversal verification of a draft "
+                    "tree (Weng et al.). Intervals come from independent texts (--replicates) or "
+                    "batch means, not from treating the calls of one text as independent. With "
+                    "--instance, exact block efficiencies on a small instance instead.",
     )
-    cmd.add_argument("--drafts", "-K", type=int, required=True, help="number of drafts K")
-    cmd.add_argument("--length", "-L", type=int, required=True, help="draft length L")
+    cmd.add_argument("--drafts", "-K", "-n", type=int, help="number of drafts K (or --tree)")
+    cmd.add_argument("--length", "-L", type=int, help="draft length L (or --tree)")
+    cmd.add_argument("--tree", metavar="B1,B2,...",
+                     help="a draft tree: B_d children at every node of depth d - 1 (K = B1 B2 ..., "
+                          "L = its depth), drawn iid or, with --sampling without-replacement, without "
+                          "replacement at every node")
+    cmd.add_argument("--verifier", default="token",
+                     help=f"comma-separated verifiers among {', '.join(VERIFIER_NAMES)} (default token)")
     cmd.add_argument("--rules", default="single,rrs,k-seq,khisti-lp,optimal",
-                     help="comma-separated selection rules")
-    cmd.add_argument("--steps", type=int, default=200, help="target calls per rule")
+                     help="comma-separated selection rules of the token verifier")
+    cmd.add_argument("--selection", default="rrs",
+                     help="the token-level rule that selects the path of the multipath verifier "
+                          "(default rrs; others enumerate the n-tuples: small V only)")
+    cmd.add_argument("--steps", type=int, default=200, help="target calls per verifier")
+    cmd.add_argument("--replicates", type=int,
+                     help="independent texts the steps are split into, the interval taken over their "
+                          "means (default min(8, steps)); 1: one text, interval from 10 batch means "
+                          "(which miss correlations longer than a batch)")
     cmd.add_argument("--sampling", choices=SAMPLINGS, default="iid",
-                     help="first-token draft sampling (without-replacement: rrs-wor)")
+                     help="without K iid drafts: the first tokens without replacement (rrs-wor), "
+                          "or with --tree every node's children")
+    cmd.add_argument("--optimum", action="store_true",
+                     help="print beside each verifier the ceiling: the exact optimum with --instance, "
+                          "else the mean over the calls' contexts of a proven upper bound on it")
+    cmd.add_argument("--instance", metavar="NAME",
+                     help=f"exact block efficiencies on a small instance: {INSTANCE_HELP}")
     cmd.add_argument("--target-temperature", type=float, default=1.0,
                      help="temperature of the target LSTM (default 1.0)")
     cmd.add_argument("--draft", choices=DRAFTERS, default="tempered",
                      help="the drafter (default tempered: the LSTM at the draft temperature)")
-    cmd.add_argument("--draft-temperature", type=float, help="default: the target temperature")
+    cmd.add_argument("--draft-temperature", type=float,
+                     help=f"default: {DRAFT_TEMPERATURE_FACTOR:g} x the target temperature (a drafter "
+                          "equal to the target accepts every single draft; it is said so)")
     cmd.add_argument("--top-k", type=int, help="top-k of the (LSTM) drafter")
     add_seed_option(cmd)
     cmd.add_argument("--max-seconds", type=_seconds, default=_budget.MAX_SECONDS, metavar="S",
-                     help="refuse, before starting, a rule whose run is estimated longer than S "
+                     help="refuse, before starting, a verifier whose run is estimated longer than S "
                           f"seconds (default {_budget.MAX_SECONDS:g}); the refusal states the estimate")
-    cmd.add_argument("--json", action="store_true", help="one JSON object per rule")
+    cmd.add_argument("--json", action="store_true", help="one JSON object per verifier")
     cmd.add_argument("--quiet", action="store_true", help="no progress bar")
     cmd.set_defaults(func=run)
 
 
+def _names(text: str, what: str) -> list[str]:
+    names = [r.strip() for r in str(text).split(",") if r.strip()]
+    if not names:
+        raise InvalidInputError(f"{what} names nothing")
+    return names
+
+
+def _tree(args):
+    from ..blocks import DraftTree, iid_drafts
+
+    wor = "wor" if args.sampling == "without-replacement" else "iid"
+    if args.tree is not None:
+        tree = DraftTree.parse(args.tree, wor)
+        for value, have, name in ((args.drafts, tree.n, "--drafts"), (args.length, tree.length, "--length")):
+            if value is not None and value != have:
+                raise InvalidInputError(f"{name} {value} contradicts --tree {args.tree} ({have})")
+        return tree
+    for value, name in ((args.drafts, "--drafts"), (args.length, "--length")):
+        if value is None:
+            raise InvalidInputError(f"{name} is required without --tree")
+        if isinstance(value, bool) or value < 1:
+            raise InvalidInputError(f"{name} must be an integer >= 1, got {value}")
+    if wor == "wor":
+        return DraftTree((args.drafts,) + (1,) * (args.length - 1), "wor")
+    return iid_drafts(args.drafts, args.length)
+
+
+def _verifiers(args, tree) -> list:
+    from ..blocks import iid_drafts, make_verifier
+
+    is_iid = tree == iid_drafts(tree.n, tree.length)
+    out = []
+    for name in _names(args.verifier, "--verifier"):
+        if name not in VERIFIER_NAMES:
+            raise InvalidInputError(f"unknown verifier {name!r}; valid choices: {', '.join(VERIFIER_NAMES)}")
+        if name in ("multipath", "trie") and not is_iid:
+            raise InvalidInputError(f"verifier {name} verifies K iid drafts; for a draft tree or drafts "
+                                    "without replacement use traversal or token")
+        if name == "token":
+            out += [make_verifier("token", rule=r, tree=None if is_iid else tree)
+                    for r in _names(args.rules, "--rules")]
+        elif name == "multipath":
+            out.append(make_verifier("multipath", rule=args.selection))
+        elif name == "traversal":
+            out.append(make_verifier("traversal", tree=None if is_iid else tree))
+        else:
+            out.append(make_verifier(name))
+    return out
+
+
+def _print(row: dict, as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(row))
+        return
+    head = (f"{row['rule']:24s} K={row['drafts']} L={row['length']}  "
+            f"block efficiency {row['block_efficiency']:.4f}")
+    if row.get("exact"):
+        line = f"{head}  (exact; validity TV {row['validity_tv']:.1e})"
+    else:
+        lo, hi = row["ci95"]
+        how = {"replicates": f"over {row['replicates']} texts", "batch-means": "batch means of one text",
+               "none": "too few calls"}[row["interval"]]
+        line = (f"{head}  [{lo:.3f}, {hi:.3f}] ({how})  "
+                f"({row['tokens']} tokens / {row['target_calls']} target calls)")
+    for key, label in (("optimum", "optimum"), ("optimum_bound", "optimum <=")):
+        if key in row:
+            line += f"  {label} {row[key]:.4f}"
+    print(line)
+
+
 def run(args) -> int:
-    rules = [r.strip() for r in args.rules.split(",") if r.strip()]
-    if not rules:
-        raise InvalidInputError("--rules names no rule")
-    _check_sizes(args.drafts, args.length, args.steps)
-    for rule in rules:
-        _check_rule(rule, args.sampling)
+    if isinstance(args.steps, bool) or args.steps < 1:
+        raise InvalidInputError(f"--steps must be an integer >= 1, got {args.steps}")
+    tree = _tree(args)
+    verifiers = _verifiers(args, tree)
+    if args.instance is not None:
+        target, draft = parse_instance(args.instance)
+        for row in exact_rows(target, draft, verifiers, tree, optimum=args.optimum):
+            _print(row, args.json)
+        return 0
+    replicates = min(8, args.steps) if args.replicates is None else args.replicates
+    if not 1 <= replicates <= args.steps:
+        raise InvalidInputError(f"--replicates must be in 1 .. --steps = {args.steps}, got {replicates}")
     model = load_char_lstm()
     target = LSTMLaw(model, args.target_temperature)
+    temperature = args.draft_temperature
+    if temperature is None and args.draft == "tempered":
+        temperature = DRAFT_TEMPERATURE_FACTOR * args.target_temperature
     drafter = make_drafter(args.draft, target, np.random.default_rng([args.seed, 1]),
-                           temperature=args.draft_temperature, top_k=args.top_k, quiet=args.quiet)
+                           temperature=temperature, top_k=args.top_k, quiet=args.quiet)
+    if drafter_equals_target(target, drafter):
+        print("note: the drafter equals the target (the same LSTM at the same temperature): every single "
+              "draft is accepted", file=sys.stderr if args.json else sys.stdout)
     start = (model.vocab[META],)
-    for rule in rules:  # every rule's estimate before any runs
-        _budget.require(estimate(rule, target.V, args.drafts, args.length, args.steps),
-                        args.max_seconds)
-    for rule in rules:
-        res = block_efficiency(target, drafter, rule, args.drafts, args.length, args.steps,
-                               np.random.default_rng(args.seed), args.sampling, start, args.quiet,
-                               max_seconds=args.max_seconds)
-        row = res.row()
-        if args.json:
-            print(json.dumps(row))
-        else:
-            lo, hi = row["ci95"]
-            print(f"{rule:12s} K={args.drafts} L={args.length}  block efficiency "
-                  f"{row['block_efficiency']:.3f}  [{lo:.3f}, {hi:.3f}]  "
-                  f"({row['tokens']} tokens / {row['target_calls']} target calls)")
+    for v in verifiers:  # every estimate before any run
+        est = estimate(v.rule, target.V, tree.n, tree.length, args.steps) if v.name == "token" \
+            else estimate_verifier(target.V, tree, args.steps)
+        _budget.require(est, args.max_seconds)
+    top = ceiling(target, drafter, tree) if args.optimum else (None, None)
+    for v in verifiers:
+        res = simulate(target, drafter, v, tree, args.steps, np.random.default_rng(args.seed),
+                       replicates=replicates, start=start, quiet=args.quiet,
+                       ceiling=top[0], ceiling_kind=top[1])
+        _print(res.row(), args.json)
     return 0

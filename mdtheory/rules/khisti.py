@@ -1,30 +1,51 @@
 """Khisti et al.'s importance-sampling rule with the truncated LP (ICLR 2025, §4 and Appendix G).
 
 Details follow a third-party implementation of the paper's appendix as papers/theory.md §6 records them, not
-the paper text itself.
+the paper text itself. The truncated program is stored compactly (papers/theory.md, "The truncated LP
+without a V x V state"): a stage is its s tokens with LP variables, an s x s block of keep-probabilities and
+a fixed rule for every pair that touches the rest, so preparation is O(V) per stage plus an LP whose size
+depends on s only.
 """
 
 from __future__ import annotations
 
+import math
+from typing import NamedTuple
+
 import numpy as np
 from scipy import sparse
 
-from .. import _budget
-from .._highs import solve_lp
-from ..errors import InvalidInputError, ProblemTooLargeError
+from .._jit import njit
+from ..errors import InvalidInputError
 from .base import SelectionRule, speculative_step
 
-__all__ = ["KhistiLP", "tournament_stage", "nucleus_truncation", "MAX_KHISTI_V", "NUCLEUS_TOP_P"]
+__all__ = ["KhistiLP", "Stage", "truncated_stage", "tournament_stage", "nucleus_truncation",
+           "default_truncation", "stage_lp", "bucket_score", "keep_first", "DEFAULT_S", "FLOW_S",
+           "NUCLEUS_TOP_P", "RESTS", "BUCKET_EDGES", "BUCKETS"]
 
-#: Largest alphabet for the tournament, which stores a dense V x V keep-probability matrix per stage.
-MAX_KHISTI_V = 5000
+#: Largest truncation of the default (Khisti et al. report s = 5 best): its LP has s(s - 1)/2 pair
+#: variables whatever the vocabulary.
+DEFAULT_S = 5
+#: Largest truncation whose stage flow runs by augmenting paths (numba); larger ones go to HiGHS.
+FLOW_S = 16
 #: Nucleus of the default truncation: Khisti et al.'s experiments sample with top-p, p = 0.95, and
 #: run the truncated LP on the tokens that survive it.
 NUCLEUS_TOP_P = 0.95
+#: How a pair of two tokens outside the truncation is settled: the token with the higher score keeps,
+#: the left one (the previous winner) on a tie. ``"bucket"``: the score is :math:`p - \ell r`'s bucket
+#: (:func:`bucket_score`: no sort, the sort-free variant); ``"rank"``: the rank of :math:`p - \ell r`
+#: (a full sort, the third-party reading).
+RESTS = ("bucket", "rank")
+#: Bucket edges of the sort-free score: 0 and ±m 2^e for m in {1, 1.25, 1.5, 1.75}, e = -126..0, all
+#: exact in float32 and float64 (so a key scores the same in either).
+BUCKET_EDGES = np.sort(np.concatenate([[0.0], *[
+    s * m * np.ldexp(1.0, np.arange(-126, 1)) for s in (-1.0, 1.0) for m in (1.0, 1.25, 1.5, 1.75)]]))
+#: Levels of the bucket score.
+BUCKETS = BUCKET_EDGES.size + 1
 
 
 def nucleus_truncation(p: np.ndarray, q: np.ndarray, top_p: float = NUCLEUS_TOP_P) -> int:
-    """The default truncation size: the tokens of the union of the top-p nuclei of p and q.
+    """The tokens of the union of the top-p nuclei of p and q (a full sort of each).
 
     The nucleus of a law is the smallest set of its most likely tokens whose mass reaches top_p.
 
@@ -39,26 +60,290 @@ def nucleus_truncation(p: np.ndarray, q: np.ndarray, top_p: float = NUCLEUS_TOP_
     return int(keep.sum())
 
 
-def tournament_stage(p: np.ndarray, left: np.ndarray, right: np.ndarray, s: int
-                     ) -> tuple[np.ndarray, np.ndarray]:
+def _top(key: np.ndarray, k: int) -> np.ndarray:
+    """The k largest entries of key, by value descending, ties by index (no full sort for k < V)."""
+    if k >= key.size:
+        return np.argsort(-key, kind="stable")
+    if k <= 8:  # a few argmax passes beat a partition; argmax keeps the first of ties
+        work, out = key.astype(float), np.empty(k, dtype=np.int64)
+        for i in range(k):
+            out[i] = np.argmax(work)
+            work[out[i]] = -np.inf
+        return out
+    cand = np.argpartition(-key, k - 1)[:k]
+    return cand[np.lexsort((cand, -key[cand]))]
+
+
+def default_truncation(p: np.ndarray, q: np.ndarray, cap: int = DEFAULT_S,
+                       top_p: float = NUCLEUS_TOP_P) -> int:
+    """The default truncation size: the union of the top-p nuclei of p and q, at most ``cap``.
+
+    Only the ``cap`` most likely tokens of each law are looked at (a partition, no sort), so the cost
+    is O(V) whatever the nuclei.
+
+    >>> default_truncation(np.array([0.97, 0.02, 0.01]), np.array([0.96, 0.03, 0.01]))
+    1
+    >>> default_truncation(np.full(100, 0.01), np.full(100, 0.01))
+    5
+    """
+    keep: set[int] = set()
+    for law in (p, q):
+        top = _top(law, min(cap, law.size))
+        inside = int(np.searchsorted(np.cumsum(law[top]), top_p * law.sum())) + 1
+        keep.update(top[:inside].tolist())
+    return max(1, min(len(keep), cap))
+
+
+def bucket_score(key: np.ndarray) -> np.ndarray:
+    """A monotone integer score of key in [0, :data:`BUCKETS`): the number of
+    :data:`BUCKET_EDGES` below key, so equal scores mean keys within a factor 1.25 of each other (or
+    both below 2^-126 in magnitude): ``np.searchsorted(BUCKET_EDGES, key)``, from the binary exponent
+    and mantissa in a few passes; ``torch.bucketize`` gives the same scores on the device.
+
+    >>> bucket_score(np.array([-0.5, 0.0, 1e-30, 0.3, 0.5, 0.6])).tolist()
+    [7, 508, 615, 1006, 1009, 1010]
+    """
+    key = np.ascontiguousarray(key, dtype=float)
+    return _bucket_kernel(key, (BUCKET_EDGES.size - 1) // 2)
+
+
+@njit(cache=True, error_model="numpy")
+def _bucket_kernel(key, half):
+    """Edges below each key from its binary exponent and mantissa (``half`` edges of each sign)."""
+    out = np.empty(key.size, dtype=np.int64)
+    for k in range(key.size):
+        x = key[k]
+        if x == 0.0:
+            out[k] = half
+            continue
+        m, e = math.frexp(abs(x))  # |x| = m 2^e, m in [0.5, 1): f = 2m in [1, 2), exponent e - 1
+        f4 = m * 8.0 - 4.0  # exact: the position of f among 1, 1.25, 1.5, 1.75
+        whole = int(f4)
+        t = whole + 4 * (e + 125)  # magnitudes below |x| if f is an edge
+        if x > 0:
+            out[k] = half + 1 + min(max(t + (1 if f4 != whole else 0), 0), half)
+        else:
+            out[k] = half - min(max(t + 1, 0), half)
+    return out
+
+
+class Stage(NamedTuple):
+    """One tournament stage, stored without a V x V matrix.
+
+    The keep-left probability of a pair (left i, right j), :meth:`keep_column`: ``block`` inside
+    ``top``; 1 for i in ``top`` and j outside, 0 the other way round; both outside:
+    ``score[i] >= score[j]`` (1 where ``score`` is None: keep the previous winner).
+    """
+
+    top: np.ndarray    #: (s,) tokens with LP variables
+    block: np.ndarray  #: (s, s) keep-left probabilities among them, diagonal 1
+    score: np.ndarray | None  #: (V,) non-negative integer scores of all tokens, or None
+    V: int
+
+    def keep_column(self, x: int) -> np.ndarray:
+        """Keep-left probabilities v(i, x) of every left token i against the right token x."""
+        pos = np.flatnonzero(self.top == x)
+        if pos.size:
+            col = np.zeros(self.V)
+            col[self.top] = self.block[:, pos[0]]
+            return col
+        col = np.ones(self.V) if self.score is None else (self.score >= self.score[x]).astype(float)
+        col[self.top] = 1.0
+        return col
+
+
+def keep_first(V: int) -> Stage:
+    """The stage that always keeps the previous winner (the tournament's winner is the first draft)."""
+    return Stage(np.zeros(0, dtype=np.int64), np.ones((0, 0)), None, V)
+
+
+def stage_lp(pt: np.ndarray, mu0: np.ndarray, m: np.ndarray, a: np.ndarray, b: np.ndarray
+             ) -> np.ndarray:
+    """The truncated stage's LP as a flow (HiGHS): how much of each pair's mass goes to its first token.
+
+    Pair e of tokens (a_e, b_e) carries mass m_e; the amount y_e in [0, m_e] goes to a_e and the rest to
+    b_e. Maximise :math:`\\sum_k \\min(p_k, \\mu^0_k + \\sum_{a_e = k} y_e + \\sum_{b_e = k} (m_e - y_e))`.
+
+    Returns
+    -------
+    y : ndarray, shape (E,)
+    """
+    from .._highs import solve_lp  # HiGHS is a reference here, not a need of the rule
+
+    s, E = pt.size, m.size
+    if E == 0:
+        return np.zeros(0)
+    rows = np.concatenate([a, b])
+    vals = np.concatenate([-np.ones(E), np.ones(E)])
+    cols = np.concatenate([np.arange(E), np.arange(E)])
+    A = sparse.hstack([sparse.coo_matrix((vals, (rows, cols)), shape=(s, E)), sparse.eye(s)]).tocsc()
+    upper = mu0 + np.bincount(b, weights=m, minlength=s)
+    cost = np.concatenate([np.zeros(E), np.ones(s)])
+    sol = solve_lp(cost, A, np.full(s, -np.inf), upper, maximize=True,
+                   col_upper=np.concatenate([m, pt]))
+    return sol.x[:E]
+
+
+@njit(cache=True, error_model="numpy")
+def _stage_flow(d, m, a, b, tol, max_paths):
+    """Maximum flow from the pairs (supply m) to the tokens (capacity d) of a truncated stage, by
+    shortest augmenting paths (Edmonds-Karp). Returns the flow of each pair to its second token b_e
+    and the number of augmentations (``max_paths`` only if it stopped early: still a feasible flow)."""
+    s, E = d.size, m.size
+    fa, fb = np.zeros(E), np.zeros(E)
+    supply, room = m.copy(), d.copy()
+    via = np.empty(s, dtype=np.int64)      # the pair a token was reached from
+    back = np.empty(E, dtype=np.int64)     # the token a pair was reached from (-1: the source)
+    queue = np.empty(s, dtype=np.int64)
+    for it in range(max_paths):
+        via[:] = -1
+        back[:] = -2
+        head, tail, end = 0, 0, -1
+        for e in range(E):  # the source's pairs, then tokens, then back along flows into a token
+            if supply[e] > tol:
+                back[e] = -1
+                for k in (a[e], b[e]):
+                    if via[k] < 0:
+                        via[k] = e
+                        queue[tail] = k
+                        tail += 1
+        while head < tail and end < 0:
+            k = queue[head]
+            head += 1
+            if room[k] > tol:
+                end = k
+                break
+            for e in range(E):
+                if back[e] == -2 and ((a[e] == k and fa[e] > tol) or (b[e] == k and fb[e] > tol)):
+                    back[e] = k
+                    other = b[e] if a[e] == k else a[e]
+                    if via[other] < 0:
+                        via[other] = e
+                        queue[tail] = other
+                        tail += 1
+        if end < 0:
+            return fb, it
+        amount, k = room[end], end  # the bottleneck, walking back to the source
+        while True:
+            e = via[k]
+            if back[e] == -1:
+                amount = min(amount, supply[e])
+                break
+            prev = back[e]
+            amount = min(amount, fa[e] if a[e] == prev else fb[e])
+            k = prev
+        room[end] -= amount
+        k = end
+        while True:
+            e = via[k]
+            if a[e] == k:
+                fa[e] += amount
+            else:
+                fb[e] += amount
+            if back[e] == -1:
+                supply[e] -= amount
+                break
+            prev = back[e]
+            if a[e] == prev:
+                fa[e] -= amount
+            else:
+                fb[e] -= amount
+            k = prev
+    return fb, max_paths
+
+
+def _pairs(s: int) -> tuple[np.ndarray, np.ndarray]:
+    a, b = np.triu_indices(s, 1)
+    return a.astype(np.int64), b.astype(np.int64)
+
+
+def truncated_stage(p: np.ndarray, left: np.ndarray, right: np.ndarray, s: int, rest: str = "bucket"
+                    ) -> tuple[Stage, np.ndarray]:
     """One importance-sampling stage: keep the left token i or the right token j of an independent pair.
 
-    Chooses keep-probabilities :math:`v_{ij}` (i ≠ j) maximising :math:`\\sum_k \\min(p_k, \\mu_k)` of
-    the kept token's law
+    Tokens are ranked by :math:`p_k - \\ell_k r_k` (descending, ties by index); pairs inside the top s
+    get LP variables, which maximise :math:`\\sum_k \\min(p_k, \\mu_k)` of the kept token's law μ (a
+    maximum flow: augmenting paths up to :data:`FLOW_S`, HiGHS on :func:`stage_lp` beyond); a pair with
+    one token in the top keeps it; a pair of two tokens outside keeps the one of higher score, the
+    left one on a tie (:data:`RESTS`: ``"bucket"``, no sort; ``"rank"``, a full sort). O(V) memory; the
+    LP has s(s - 1)/2 pair variables.
 
-    .. math:: \\mu_k = \\ell_k r_k + \\sum_{j \\ne k} \\ell_k r_j v_{kj}
-                     + \\sum_{i \\ne k} \\ell_i r_k (1 - v_{ik}),
+    Returns
+    -------
+    stage : Stage
+    mu : ndarray, shape (V,)
+        The exact law of the kept token under the stage's keep-probabilities (as stored, after
+        clipping to [0, 1]).
+    """
+    if rest not in RESTS:
+        raise InvalidInputError(f"khisti-lp's rest rule must be one of {', '.join(RESTS)}, got {rest!r}")
+    V = p.size
+    s = min(int(s), V)
+    key = p - left * right
+    if rest == "rank":
+        order = np.argsort(-key, kind="stable")
+        top = order[:s]
+        score = np.empty(V, dtype=np.int64)
+        score[order] = np.arange(V - 1, -1, -1)
+    else:
+        top = _top(key, s)
+        score = bucket_score(key)
+    lt, rt = left[top], right[top]
+    lo, ro = max(left.sum() - lt.sum(), 0.0), max(right.sum() - rt.sum(), 0.0)
+    mu = _outside_law(left, right, score, top)
+    a, b = _pairs(s)
+    mass = lt[a] * rt[b] + lt[b] * rt[a]
+    mu0 = lt * rt + lt * ro + rt * lo
+    if s <= FLOW_S:
+        to_b, _ = _stage_flow(np.maximum(p[top] - mu0, 0.0), mass, a, b, 1e-300, 64 * (s * s + 1))
+    else:  # a large explicit truncation: HiGHS's simplex beats the augmenting paths
+        live = mass > 0
+        to_b = mass.copy()
+        to_b[live] = mass[live] - stage_lp(p[top], mu0, mass[live], a[live], b[live])
+    frac = np.clip(np.divide(mass - to_b, mass, out=np.ones(a.size), where=mass > 0), 0.0, 1.0)
+    block = np.ones((s, s))
+    block[a, b], block[b, a] = frac, 1.0 - frac
+    mu[top] = _block_law(lt, rt, lo, ro, block)
+    return Stage(top, block, score, V), mu
 
-    as the LP :math:`\\max \\sum_k z_k`, :math:`z_k \\le p_k`, :math:`z_k \\le \\mu_k(v)`,
-    :math:`0 \\le v \\le 1` (HiGHS). Truncation: tokens ranked by :math:`p_k - \\ell_k r_k` (descending);
-    only pairs inside the top s get LP variables, any other pair keeps its better-ranked token.
 
-    Parameters
-    ----------
-    p, left, right : ndarray, shape (V,)
-        Target, law of the left (previous winner) token, law of the right (new draft) token.
-    s : int
-        Truncation size.
+def _outside_law(left, right, score, top) -> np.ndarray:
+    """Law of the kept token outside the top (0 on the top): an outside token k keeps against every
+    outside right token of score at most its own (itself included) as left, and against every
+    outside left token of a lower score as right: l_k R(<= score_k) + r_k L(< score_k)."""
+    inside = np.zeros(left.size, dtype=np.bool_)
+    inside[top] = True
+    return _outside_kernel(left, right, score, inside, int(score.max()) + 1)
+
+
+@njit(cache=True, error_model="numpy")
+def _outside_kernel(left, right, score, inside, nb):
+    R, L = np.zeros(nb), np.zeros(nb + 1)
+    for k in range(left.size):  # per-score sums over the outside tokens
+        if not inside[k]:
+            R[score[k]] += right[k]
+            L[score[k] + 1] += left[k]
+    for c in range(1, nb):
+        R[c] += R[c - 1]
+        L[c + 1] += L[c]
+    mu = np.zeros(left.size)
+    for k in range(left.size):
+        if not inside[k]:
+            mu[k] = left[k] * R[score[k]] + right[k] * L[score[k]]
+    return mu
+
+
+def _block_law(lt, rt, lo, ro, block) -> np.ndarray:
+    """Law of the kept token on the top tokens: mu_k = l_k r_k + l_k r(out) + r_k l(out) + the pairs."""
+    joint = lt[:, None] * rt[None, :]
+    np.fill_diagonal(block, 1.0)
+    return (joint * block).sum(axis=1) + (joint * (1.0 - block)).sum(axis=0) + lt * ro + rt * lo
+
+
+def tournament_stage(p: np.ndarray, left: np.ndarray, right: np.ndarray, s: int
+                     ) -> tuple[np.ndarray, np.ndarray]:
+    """The same stage with ``rest="rank"`` written densely: a V x V keep matrix and the LP on every
+    token (HiGHS). A reference for small V (tests): it costs O(V^2).
 
     Returns
     -------
@@ -67,6 +352,8 @@ def tournament_stage(p: np.ndarray, left: np.ndarray, right: np.ndarray, s: int
     mu : ndarray, shape (V,)
         The exact law of the kept token under v.
     """
+    from .._highs import solve_lp
+
     V = p.size
     rank = np.empty(V, dtype=np.int64)
     rank[np.argsort(-(p - left * right), kind="stable")] = np.arange(V)
@@ -76,9 +363,7 @@ def tournament_stage(p: np.ndarray, left: np.ndarray, right: np.ndarray, s: int
     pairs = [(i, j) for i in top for j in top if i != j and left[i] * right[j] > 0]
     if pairs:
         for i, j in pairs:
-            v[i, j] = 0.0  # LP variables enter mu below; their constant part is zero
-        # with v_ij = 0 the pair's mass l_i r_j goes to j; v_ij moves that fraction to i, so
-        # z_k <= mu_k reads z_k + sum_c (-w_c on k = i, +w_c on k = j) v_c <= mu0_k
+            v[i, j] = 0.0
         mu0 = _kept_law(left, right, v)
         P = len(pairs)
         rows, cols, vals = [], [], []
@@ -87,11 +372,10 @@ def tournament_stage(p: np.ndarray, left: np.ndarray, right: np.ndarray, s: int
             rows += [i, j]
             cols += [c, c]
             vals += [-w, w]
-        A_mu = sparse.coo_matrix((vals, (rows, cols)), shape=(V, P))
-        A = sparse.hstack([A_mu, sparse.eye(V)]).tocsc()
+        A = sparse.hstack([sparse.coo_matrix((vals, (rows, cols)), shape=(V, P)), sparse.eye(V)]).tocsc()
         cost = np.concatenate([np.zeros(P), np.ones(V)])
-        upper = np.concatenate([np.ones(P), p])
-        sol = solve_lp(cost, A, np.full(V, -np.inf), mu0, maximize=True, col_upper=upper)
+        sol = solve_lp(cost, A, np.full(V, -np.inf), mu0, maximize=True,
+                       col_upper=np.concatenate([np.ones(P), p]))
         for c, (i, j) in enumerate(pairs):
             v[i, j] = min(max(sol.x[c], 0.0), 1.0)
     return v, _kept_law(left, right, v)
@@ -107,7 +391,7 @@ class KhistiLP(SelectionRule):
     """Importance sampling by a pairwise tournament of truncated LPs, then one speculative step.
 
     Stage 1 keeps one of :math:`(X_1, X_2)`; stage t keeps the previous winner or :math:`X_{t+1}`,
-    each stage's keep-probabilities from :func:`tournament_stage` against the previous stage's
+    each stage's keep-probabilities from :func:`truncated_stage` against the previous stage's
     winner law. The final winner Y' has the exact law μ of the probabilities actually used; accept
     it with probability :math:`\\min(1, p(Y')/\\mu(Y'))`, else sample :math:`\\mathrm{norm}((p - \\mu)^+)`.
     Output law p for any keep-probabilities; acceptance :math:`\\sum_y \\min(p(y), \\mu(y))`.
@@ -116,15 +400,17 @@ class KhistiLP(SelectionRule):
     ----------
     s : int, optional
         Truncation size. A fixed s runs the tournament as described above (Khisti et al. report
-        s = 5 best on a 40-token alphabet). Default (None): s from :func:`nucleus_truncation`, the
-        union of the top-0.95 nuclei of p and q (their experiments run the LP on the tokens of a
-        top-p = 0.95 nucleus), and a guard: where the tournament's acceptance
-        :math:`\\sum_y \\min(p, \\mu)` is below single-draft speculative sampling's
+        s = 5 best on a 40-token alphabet). Default (None): s from :func:`default_truncation`, the
+        union of the top-0.95 nuclei of p and q capped at :data:`DEFAULT_S` (their experiments run
+        the LP on the tokens of a top-p = 0.95 nucleus), and a guard: where the tournament's
+        acceptance :math:`\\sum_y \\min(p, \\mu)` is below single-draft speculative sampling's
         :math:`\\sum_y \\min(p, q)`, every stage keeps the previous winner instead (μ = q, the first
         draft). The choice depends on (p, q) only, so the rule stays lossless, and the default is
-        never below single-draft. On the pretrained char-LSTM's pairs (V = 465) s = 5 fell below
-        single-draft on up to 59 of 80 positions and the nucleus alone on up to 62 (an int8 drafter,
-        q close to p); ``benchmarks/bench_khisti_truncation.py`` has the evidence.
+        never below single-draft. ``benchmarks/bench_khisti_truncation.py`` has the evidence on the
+        pretrained char-LSTM's pairs.
+    rest : {"bucket", "rank"}
+        How a pair of two tokens outside the top s is settled (:data:`RESTS`): ``"bucket"``
+        (default, sort-free) or ``"rank"`` (the third-party reading, a full sort per stage).
 
     Attributes
     ----------
@@ -132,6 +418,7 @@ class KhistiLP(SelectionRule):
         The truncation used.
     fallback : bool
         The default's guard replaced the tournament by the first draft.
+    stages : list of Stage
 
     References
     ----------
@@ -140,29 +427,21 @@ class KhistiLP(SelectionRule):
 
     name = "khisti-lp"
 
-    def _prepare(self, s: int | None = None):
+    def _prepare(self, s: int | None = None, rest: str = "bucket"):
         guard = s is None
         if guard:
-            s = nucleus_truncation(self.p, self.q)
+            s = default_truncation(self.p, self.q)
         if isinstance(s, bool) or not isinstance(s, (int, np.integer)) or s < 1:
             raise InvalidInputError(f"khisti-lp needs an integer truncation s >= 1, got {s!r}")
-        self.s = int(s)
-        if self.V > MAX_KHISTI_V:
-            raise ProblemTooLargeError(
-                f"khisti-lp stores a {self.V} x {self.V} keep matrix per stage; V is over the limit "
-                f"{MAX_KHISTI_V}"
-            )
-        _budget.require(_budget.stored_floats(
-            f"khisti-lp keeps n - 1 = {self.n - 1} stages of a {self.V} x {self.V} keep matrix",
-            (self.n - 1) * self.V**2))
+        self.s, self.rest = int(min(s, self.V)), rest
         self.stages = []
         law = self.q
         for _ in range(self.n - 1):
-            v, law = tournament_stage(self.p, law, self.q, self.s)
-            self.stages.append(v)
+            stage, law = truncated_stage(self.p, law, self.q, self.s, rest)
+            self.stages.append(stage)
         self.fallback = guard and np.minimum(self.p, law).sum() < np.minimum(self.p, self.q).sum()
         if self.fallback:  # keep the previous winner at every stage: the first draft, law q
-            self.stages = [np.ones((self.V, self.V)) for _ in self.stages]
+            self.stages = [keep_first(self.V)] * (self.n - 1)
             law = self.q
         self.mu = law
         self.accept_ratio, self.res = speculative_step(self.p, law)
@@ -171,9 +450,10 @@ class KhistiLP(SelectionRule):
         """Exact law of the tournament winner Y' given the drafts."""
         cur = np.zeros(self.V)
         cur[drafts[0]] = 1.0
-        for v, x in zip(self.stages, drafts[1:], strict=True):
-            moved = cur @ (1.0 - v[:, x])
-            cur = cur * v[:, x]
+        for stage, x in zip(self.stages, drafts[1:], strict=True):
+            col = stage.keep_column(int(x))
+            moved = cur @ (1.0 - col)
+            cur = cur * col
             cur[x] += moved
         return cur
 

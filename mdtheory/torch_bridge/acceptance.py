@@ -35,8 +35,14 @@ def alpha_star(p, q, n: int):
         _check_rows(torch, t, name)
     if p.shape != q.shape:
         raise InvalidDistributionError(f"p has shape {tuple(p.shape)} but q has {tuple(q.shape)}")
-    order = torch.argsort(p.detach() / q.detach(), dim=-1)  # NaN (p = q = 0) sorts last
-    Q = torch.gather(q, -1, order).cumsum(-1).clamp(max=1.0)
-    P = torch.gather(p, -1, order).cumsum(-1)
-    gain = (Q**n - P).amax(dim=-1)
+    if not (p.requires_grad or q.requires_grad):
+        # p = (p/q) q: the sorted ratios give the sorted p, one gather fewer (a token with q = 0 sorts
+        # last and adds to P only; taking its p as 0 repeats the value of the prefix before it)
+        ratio, order = torch.sort(p / q, dim=-1)  # NaN (p = q = 0) sorts last
+        qs = q.gather(-1, order)
+        ps = torch.where(qs > 0, ratio * qs, 0.0)
+    else:
+        order = torch.argsort(p.detach() / q.detach(), dim=-1)
+        qs, ps = torch.gather(q, -1, order), torch.gather(p, -1, order)
+    gain = (qs.cumsum(-1).clamp(max=1.0) ** n - ps.cumsum(-1)).amax(dim=-1)
     return 1.0 - gain.clamp(min=0.0)

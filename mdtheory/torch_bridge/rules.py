@@ -92,7 +92,10 @@ class TorchRRS(TorchRule):
 
 
 class TorchKSeq(TorchRule):
-    """SpecTr's K-SEQ, batched; ρ* by batched bisection keeping the residual a distribution."""
+    """SpecTr's K-SEQ, batched. ρ* solves :math:`1 - (1 - \\beta(\\rho))^n = \\rho \\beta(\\rho)`,
+    :math:`\\beta(\\rho) = \\sum \\min(p/\\rho, q)`: one sort of p/q finds the two knots of β around
+    ρ* (β is :math:`A/\\rho + C` between knots), then a bisection of that closed form on (B,)
+    scalars, keeping the residual a distribution (ρ from above)."""
 
     name = "k-seq"
 
@@ -101,24 +104,38 @@ class TorchKSeq(TorchRule):
 
     def prepare(self):
         torch = _torch()
-        B = self.p.shape[0]
-        lo = torch.ones(B, dtype=self.p.dtype, device=self.p.device)
-        hi = torch.full_like(lo, float(self.n))
+        n = float(self.n)
+        c, order = torch.sort(self.p / self.q, dim=-1)  # q = 0: inf or NaN, last; never a knot below n
+        ps, qs = self.p.gather(-1, order), self.q.gather(-1, order)
+        A = ps.cumsum(-1)  # p of the tokens with ratio <= the knot
+        C = (qs.sum(-1, keepdim=True) - qs.cumsum(-1)).clamp(min=0.0)  # q of those above it
 
-        def excess(rho):
-            b = self._beta(rho)
-            return 1 - (1 - b) ** self.n - rho * b
+        def excess(rho, a, cq):
+            b = a / rho + cq
+            return 1 - (1 - b).clamp(min=0.0) ** self.n - rho * b
 
-        hi = torch.where(excess(lo) <= 0, lo, hi)
-        for _ in range(200):
+        knot = (c > 1) & (c < n)
+        positive = knot & (excess(c.clamp(min=1e-300), A, C) > 0)
+        # lo: the last knot where the excess is positive (else 1); hi: the next knot (else n)
+        j = torch.where(positive, torch.arange(c.shape[-1], device=c.device), -1).amax(-1)
+        one = torch.ones_like(c[:, 0])
+        lo = torch.where(j >= 0, c.gather(-1, j.clamp(min=0)[:, None]).squeeze(-1), one)
+        nxt = torch.where(knot & (c > lo[:, None]), c, torch.full_like(c, n)).amin(-1)
+        hi = nxt
+        k = (c <= lo[:, None]).sum(-1) - 1  # tokens at or below lo: the closed form's constants
+        a = torch.where(k >= 0, A.gather(-1, k.clamp(min=0)[:, None]).squeeze(-1), torch.zeros_like(one))
+        total_q = qs.sum(-1)
+        cq = torch.where(k >= 0, C.gather(-1, k.clamp(min=0)[:, None]).squeeze(-1), total_q)
+        at_one = excess(one, a, cq) <= 0
+        for _ in range(64 if self.p.dtype == torch.float64 else 32):
             mid = 0.5 * (lo + hi)
-            pos = excess(mid) > 0
+            pos = excess(mid, a, cq) > 0
             lo, hi = torch.where(pos, mid, lo), torch.where(pos, hi, mid)
-        self.rho = hi
-        beta = self._beta(hi)
+        self.rho = torch.where(at_one & (j < 0), one, hi)
+        beta = self._beta(self.rho)
         scale = torch.where(beta > 0, (1 - (1 - beta) ** self.n) / beta.clamp(min=1e-300),
                             torch.zeros_like(beta))
-        accepted = scale[:, None] * torch.minimum(self.q, self.p / hi[:, None])
+        accepted = scale[:, None] * torch.minimum(self.q, self.p / self.rho[:, None])
         self.res = _residual(self.p, accepted)
 
     def step(self, drafts, generator=None):
@@ -128,22 +145,54 @@ class TorchKSeq(TorchRule):
 
 
 class TorchKhisti(TorchRule):
-    """Khisti et al.'s tournament: stage LPs per position on the CPU, the tournament on the device."""
+    """Khisti et al.'s tournament, solved on the device (:mod:`mdtheory.torch_bridge.khisti`).
+
+    Class attributes ``s`` (None: the numpy rule's default truncation and guard, row by row) and
+    ``rest`` (``"bucket"``, sort-free; or ``"rank"``) choose the program, as the numpy rule's keywords.
+    Every stage keeps the top s tokens (``torch.topk``), a block of keep-probabilities from the batched
+    flow, and the scores of the rest; nothing of size V x V. ``unsolved`` counts the stage solves that
+    stopped short of their optimum (none expected: the simplex ends by Bland's rule).
+    """
 
     name = "khisti-lp"
     s = None  # the numpy rule's default truncation
+    rest = "bucket"
 
     def prepare(self):
-        from ..rules import make_rule
+        from ..rules.khisti import DEFAULT_S
+        from .khisti import default_truncation, truncated_stage
 
         torch = _torch()
-        rules = [make_rule("khisti-lp", p, q, self.n, s=self.s, normalize=True)
-                 for p, q in zip(_rows_numpy(self.p), _rows_numpy(self.q), strict=True)]
-        kw = {"dtype": self.p.dtype, "device": self.p.device}
-        self.stages = [torch.as_tensor(np.stack([r.stages[t] for r in rules]), **kw)
-                       for t in range(self.n - 1)]
-        self.mu = torch.as_tensor(np.stack([r.mu for r in rules]), **kw)
+        B, V = self.p.shape
+        dev = self.p.device
+        if self.s is None:
+            s = default_truncation(self.p, self.q)
+            S = min(DEFAULT_S, V)
+        else:
+            S = min(int(self.s), V)
+            s = torch.full((B,), S, dtype=torch.long, device=dev)
+        self.stages = []
+        law, self.unsolved = self.q, 0
+        for _ in range(self.n - 1):
+            stage, law = truncated_stage(self.p, law, self.q, s, S, self.rest)
+            self.unsolved += int((~stage.pop("done")).sum())
+            self.stages.append(stage)
+        if self.s is None:  # the guard: below single-draft, keep the first draft
+            self.first = (torch.minimum(self.p, law).sum(-1)
+                          < torch.minimum(self.p, self.q).sum(-1))
+            law = torch.where(self.first[:, None], self.q, law)
+        else:
+            self.first = torch.zeros(B, dtype=torch.bool, device=dev)
+        self.mu = law
         self.res = _residual(self.p, self.mu)
+        self._flat = [t for st in self.stages for t in (st["top"], st["active"], st["block"],
+                                                         st["score"])]
+
+    def repeat_rows(self, k):
+        new = super().repeat_rows(k)
+        new.stages = [dict(zip(("top", "active", "block", "score"), new._flat[4 * i:4 * i + 4],
+                               strict=True)) for i in range(len(self.stages))]
+        return new
 
     def step(self, drafts, generator=None):
         torch = _torch()
@@ -151,9 +200,18 @@ class TorchKhisti(TorchRule):
         rows = torch.arange(B, device=drafts.device)
         u = torch.rand(B, self.n, generator=generator, device=drafts.device, dtype=self.p.dtype)
         winner = drafts[:, 0]
-        for t, v in enumerate(self.stages):
+        for t, st in enumerate(self.stages):
             x = drafts[:, t + 1]
-            winner = torch.where(u[:, t] < v[rows, winner, x], winner, x)
+            hit_w = (st["top"] == winner[:, None]) & st["active"]
+            hit_x = (st["top"] == x[:, None]) & st["active"]
+            in_w, in_x = hit_w.any(1), hit_x.any(1)
+            inside = st["block"][rows, hit_w.int().argmax(1), hit_x.int().argmax(1)]
+            score = st["score"]
+            rest = (_pick(score, winner) >= _pick(score, x)).to(self.p.dtype)
+            keep = torch.where(in_w & in_x, inside,
+                               torch.where(in_w, 1.0, torch.where(in_x, 0.0, rest)))
+            keep = torch.where(self.first, 1.0, keep)
+            winner = torch.where(u[:, t] < keep, winner, x)
         accept = u[:, -1] < (_pick(self.p, winner) / _pick(self.mu, winner)).clamp(max=1.0)
         fallback = torch.multinomial(self.res, 1, generator=generator).squeeze(-1)
         return torch.where(accept, winner, fallback), accept
