@@ -50,7 +50,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from . import _budget
-from ._validate import as_distribution, as_drafts
+from ._validate import as_distribution, as_drafts, batch_rows
 from .drafts import SAMPLINGS as _MODELS
 from .drafts import make_draft_model, sampling_names
 from .errors import InvalidDistributionError, InvalidInputError, ProblemTooLargeError
@@ -728,11 +728,7 @@ def audit(f: Callable | type, p: ArrayLike, q: ArrayLike, n: int, *, sampling: s
     P, Q = _rows(p, "p", normalize), _rows(q, "q", normalize)
     if P.shape[1] != Q.shape[1]:
         raise InvalidDistributionError(f"p has {P.shape[1]} tokens but q has {Q.shape[1]}")
-    if len(P) != len(Q) and 1 not in (len(P), len(Q)):
-        raise InvalidDistributionError(
-            f"p has {len(P)} rows but q has {len(Q)}; give equal batches or one row to broadcast"
-        )
-    B = max(len(P), len(Q))
+    B = batch_rows(len(P), len(Q))
     P, Q = np.broadcast_to(P, (B, P.shape[1])).copy(), np.broadcast_to(Q, (B, Q.shape[1])).copy()
     if rule_cls is not None:
         rules = [rule_cls(P[b], Q[b], n) for b in range(B)]

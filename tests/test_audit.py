@@ -327,3 +327,10 @@ def test_a_verifier_that_slows_down_after_the_pilot_is_stopped(capsys, pq, tmp_p
                          "--max-seconds", "1")
     assert code == 2 and out == "" and "stopped after" in err and "Traceback" not in err
     assert int(re.search(r"after ([\d,]+) of", err).group(1).replace(",", "")) < 1000
+
+
+def test_batches_of_different_lengths_are_refused():
+    """p and q batches broadcast only from one row: 2 rows against 3 is refused before any run."""
+    P = np.tile(P3, (2, 1))
+    with pytest.raises(md.InvalidDistributionError, match="p has 2 rows but q has 3; give equal"):
+        md.audit(lambda p, q, d, rng: int(d[0]), P, np.tile(Q3, (3, 1)), 2, samples=10)

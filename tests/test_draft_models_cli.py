@@ -254,3 +254,21 @@ def test_rules_table_names_an_unproven_optimum(capsys, monkeypatch, small):
                             "--max-seconds", "0.01")
     assert code == 0 and re.search(r"without-replacement drafts: alpha\* is an upper bound, not "
                                    r"proved by method 'mnp': .*estimated", out), out
+
+
+def test_sampling_all_reads_the_registry_when_it_runs(capsys, small):
+    """A one-law model registered after the CLI was imported is in ``--sampling all``."""
+    from mdtheory.drafts import SAMPLINGS, register_sampling
+
+    class IIDAgain(md.IID):
+        sampling = "iid-again"
+
+    register_sampling(IIDAgain)
+    try:
+        code, out, _ = run_main(capsys, "compare-selectors", small[2], small[3], "--sampling", "all",
+                                "--json")
+    finally:
+        SAMPLINGS.pop("iid-again")
+    rows = {r["sampling"]: r for r in json_rows(out)}
+    assert code == 0 and rows["iid-again"]["alpha_star"] == rows["iid"]["alpha_star"]
+    assert list(rows)[-1] == "iid-again"  # registry order: after the built-in models

@@ -127,11 +127,17 @@ def _monte_carlo(rule, samples: int, rng) -> tuple[float, bool, list]:
     return mc["acceptance"], False, list(mc["ci95"])
 
 
-#: The draft models of ``compare-selectors --sampling all``, each built from the one law q (the
-#: registered one-law models), and with ``--draft-temperatures`` those with one law per draft
-#: (``independent``: q tempered once per draft).
-ONE_LAW_MODELS = sampling_names(lambda cls: cls.single_q)
-PER_DRAFT_MODELS = sampling_names(lambda cls: cls.rows_per_draft and not cls.single_q)
+def one_law_models() -> tuple[str, ...]:
+    """The draft models of ``compare-selectors --sampling all`` built from the one law q: the
+    registered one-law models, read when the command runs (a model registered after the CLI was
+    imported is listed)."""
+    return sampling_names(lambda cls: cls.single_q)
+
+
+def per_draft_models() -> tuple[str, ...]:
+    """With ``--draft-temperatures``: the registered models with one law per draft
+    (``independent``: q tempered once per draft)."""
+    return sampling_names(lambda cls: cls.rows_per_draft and not cls.single_q)
 
 
 def _temperatures(text: str) -> tuple[float, ...]:
@@ -149,13 +155,14 @@ def _draft_models(args: argparse.Namespace, Q: np.ndarray, q_ndim: int) -> list[
     """The draft models that ``--sampling`` names (``all`` or comma-separated names), built from q:
     (name, model) pairs, or (name, error) for a model that this q and n cannot build (successive
     sampling, conditional Poisson and greedy sets need n tokens with q > 0)."""
-    valid = (*ONE_LAW_MODELS, *PER_DRAFT_MODELS)
+    one_law, per_draft_names = one_law_models(), per_draft_models()
+    valid = (*one_law, *per_draft_names)
     names = []
     for name in args.sampling.split(","):
         name = name.strip()
         name = SAMPLINGS[name].sampling if name in SAMPLINGS else name  # aliases: wor
         if name == "all":
-            names += [*ONE_LAW_MODELS, *(PER_DRAFT_MODELS if args.draft_temperatures else [])]
+            names += [*one_law, *(per_draft_names if args.draft_temperatures else [])]
         elif name in valid:
             names.append(name)
         else:
@@ -163,7 +170,7 @@ def _draft_models(args: argparse.Namespace, Q: np.ndarray, q_ndim: int) -> list[
                                     f"{', '.join(valid)} (wor is short for without-replacement)")
     names = list(dict.fromkeys(names))
     temps = args.draft_temperatures
-    per_draft = [name for name in names if name in PER_DRAFT_MODELS]
+    per_draft = [name for name in names if name in per_draft_names]
     if q_ndim == 2:  # one law per draft: only the independent model reads it
         if len(names) != 1 or names != per_draft or temps:
             raise InvalidInputError(
@@ -190,7 +197,7 @@ def _draft_models(args: argparse.Namespace, Q: np.ndarray, q_ndim: int) -> list[
     for name in names:
         try:
             models.append((name, make_draft_model(np.array([tempered(Q[0], t) for t in temps]),
-                                                  sampling=name) if name in PER_DRAFT_MODELS
+                                                  sampling=name) if name in per_draft_names
                            else make_draft_model(Q[0], n, name)))
         except InvalidDistributionError:
             raise
@@ -248,7 +255,7 @@ def _compare_drafts(args: argparse.Namespace, p: np.ndarray, Q: np.ndarray, q_nd
     rows = []
     for name, model in pairs:
         head = {"sampling": name, "drafts": n, "vocab": int(p.size)}
-        if name in PER_DRAFT_MODELS and args.draft_temperatures:
+        if name in per_draft_models() and args.draft_temperatures:
             head["temperatures"] = list(args.draft_temperatures)
         if isinstance(model, Exception):
             rows.append({**head, "alpha_star": None, "status": None, "error": str(model)})
