@@ -38,7 +38,7 @@ def load(name, attr):
 def instances():
     yield "toy", *sun_toy()
     for seed in (1, 2, 3):
-        yield f"random:{seed}:3", *random_instance(3, seed)
+        yield f"random:3:{seed}", *random_instance(3, seed)
 
 
 def main():
@@ -68,7 +68,7 @@ def main():
                                      "block_efficiency": r.block_efficiency, "bound": bound,
                                      "seconds_min_of_3": min(times)})
 
-    print("2. sampled mode at the audit's own sample size (seed 0), random:1:3, n = 1, L = 2")
+    print("2. sampled mode at the audit's own sample size (seed 0), random:3:1, n = 1, L = 2")
     print(f"   {'verifier':<28s} {'detect_tv':>9s} {'samples':>8s} {'verdict':<12s} {'p-value':>9s} "
           f"{'tv_upper':>8s} {'seconds':>8s}")
     target, draft = random_instance(3, 1)
@@ -85,7 +85,7 @@ def main():
                                "verdict": r.verdict, "pvalue": r.pvalue, "tv_upper": r.tv_upper,
                                "seconds": sec})
 
-    print(f"3. power and level over {args.seeds} seeds (random:1:3, n = 1, L = 2)")
+    print(f"3. power and level over {args.seeds} seeds (random:3:1, n = 1, L = 2)")
     for name in LOSSY:
         f = load(name, "verify")
         hits = sum(audit_block(f, target, draft, n=1, length=2, detect_tv=exact_tv[name],

@@ -486,7 +486,7 @@ def test_cli_block_tree(capsys, laws):
                        "--tree", "2,2")
     assert code == 0 and "a draft tree 2x2 (iid)" in out and "lossless" in out
     code, out, _ = run(capsys, "--block", f"{EXAMPLES}/tree_traversal.py:verify_tree", "--instance",
-                       "random:1:3", "--tree", "2,2", "--sampling", "without-replacement",
+                       "random:3:1", "--tree", "2,2", "--sampling", "without-replacement",
                        "--detect-tv", "0.1", "--json")
     res = json.loads(out)  # the example assumes iid children: lossy on distinct siblings here
     assert code == 1 and res["verdict"] == "lossy" and res["sampling"] == "without-replacement"
@@ -505,7 +505,7 @@ def test_cli_block_invalid_blocks_exit_1(capsys, laws, tmp_path):
     (["-L", "2"], "needs --drafts/-n and --length/-L"),
     (["-n", "1", "-L", "2", "p.npy", "q.npy"], "takes no TARGET P Q"),
     (["-n", "1", "-L", "2", "--instance", "toy"], "either --target and --draft, or --instance"),
-    (["-n", "1", "-L", "2", "--instance", "bogus", "NOLAWS"], "expected toy or random:SEED:V"),
+    (["-n", "1", "-L", "2", "--instance", "bogus", "NOLAWS"], "--instance must be toy"),
     (["-L", "2", "--tree", "2,x"], "expected integers"),
     (["-n", "3", "-L", "2", "--tree", "2,2"], "branching"),
     (["-n", "1", "-L", "2", "--detect-tv", "2"], "detect_tv must be"),

@@ -5,7 +5,7 @@ sequence-level acceptance.
     mdtheory audit --block examples/verifiers/tree_traversal.py:verify --instance toy -n 2 -L 2
     mdtheory audit --block examples/verifiers/tree_traversal.py:law --exact --instance toy -n 2 -L 2
     mdtheory audit --block examples/verifiers/tree_traversal.py:verify_tree --tree 2,2 \\
-        --instance random:1:3
+        --instance random:3:1
 
 Each node a (token x below its parent b) carries a weight w_a = min(1, w_b P_b(x) / q_b(x)), w = 1 at
 the root, and a law P_a of its next token, first the target's law after a; q_b is the draft's law

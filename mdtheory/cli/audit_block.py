@@ -22,7 +22,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group(
         "block and tree verifiers",
         "mdtheory audit --block FILE.py:f (--target FILE.py:law --draft FILE.py:law | --instance "
-        "toy|random:SEED:V) -n K -L L: f(target, draft, drafts, rng) -> block (1-D int array), "
+        "toy|random:V:SEED) -n K -L L: f(target, draft, drafts, rng) -> block (1-D int array), "
         "drafts (K, L) drawn by the audit; each block is completed with fresh target tokens and "
         "tested against the target's law on V^(L+1). With --exact, f is law(target, draft, drafts) "
         "-> {block tuple: probability} and every draft array is enumerated. --sampling "
@@ -36,7 +36,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="the draft's next-token law: law(context tuple) -> (V,)")
     g.add_argument("--instance", metavar="NAME",
                    help="a built-in pair instead: toy (Sun et al.'s V = 2 example) or "
-                        "random:SEED:V (seeded context-dependent Dirichlet laws)")
+                        "random:V:SEED (seeded context-dependent Dirichlet laws)")
     g.add_argument("--length", "-L", type=int, metavar="L",
                    help="tokens per draft (default with --tree: its depth)")
     g.add_argument("--tree", metavar="B1,...,BL",
@@ -54,15 +54,10 @@ def refuse_block_options(args: argparse.Namespace) -> None:
 
 
 def instance_laws(spec: str) -> tuple[Callable, Callable]:
-    """``toy`` or ``random:SEED:V`` -> (target, draft)."""
-    from ..blocks.markov import random_instance, sun_toy
+    """``toy`` or ``random:V:SEED`` -> (target, draft), as ``block-efficiency --instance`` reads them."""
+    from ..blockeff import parse_instance
 
-    if spec == "toy":
-        return sun_toy()
-    parts = spec.split(":")
-    if len(parts) == 3 and parts[0] == "random" and parts[1].isdigit() and parts[2].isdigit():
-        return random_instance(int(parts[2]), int(parts[1]))
-    raise InvalidInputError(f"--instance {spec!r}: expected toy or random:SEED:V (integers)")
+    return parse_instance(spec)
 
 
 def run(args: argparse.Namespace) -> int:
