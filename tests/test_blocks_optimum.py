@@ -326,10 +326,10 @@ def test_bound_reads_batched_laws_like_per_context_laws():
 
     class Batched:
         def batch(self, contexts):
-            return law([np.asarray(c) for c in contexts])
+            return law.laws([tuple(c) for c in contexts])
 
     target, _ = random_instance(5, 1, concentration=1.0)
-    per_context = lambda c: law([np.asarray(c)])[0]  # noqa: E731
+    per_context = lambda c: np.asarray(law(tuple(c)))  # noqa: E731
     a = block_efficiency_bound(target, law, n=2, length=3, context=(1, 2), expansions=9, batch=4)
     b = block_efficiency_bound(target, per_context, n=2, length=3, context=(1, 2), expansions=9, batch=4)
     c = block_efficiency_bound(target, Batched(), n=2, length=3, context=(1, 2), expansions=9, batch=4)

@@ -371,13 +371,23 @@ def test_negative_seed_is_a_usage_error(capsys, pair, tmp_path, argv):
     assert code == 2 and "--seed: must be a non-negative integer" in err and "Traceback" not in err
 
 
+def fake_models(target):
+    """A stand-in for ``cli.lm_pairs.models_from_args``: ``target`` and no drafter, after the
+    command's own check of the target (``before_drafter``), as the real one runs it."""
+    def models_from_args(args, rng, before_drafter=None):
+        if before_drafter is not None:
+            before_drafter(target)
+        return target, None
+    return models_from_args
+
+
 def test_unwritable_output_path_is_one_line(capsys, monkeypatch, tmp_path):
     """An output path that cannot be written is exit 2 with one line naming it."""
     from mdtheory.cli import lm_pairs as drafters
 
     def refuse(*_args, **_kw):
         raise FileNotFoundError(2, "No such file or directory", "/proc/nope")
-    monkeypatch.setattr(drafters, "models_from_args", lambda args, rng: (type("Law", (), {"V": 2}), None))
+    monkeypatch.setattr(drafters, "models_from_args", fake_models(type("Law", (), {"V": 2})))
     monkeypatch.setattr(drafters, "lm_pairs", lambda *a, **k: (np.ones((1, 2)), np.ones((1, 2))))
     monkeypatch.setattr(Path, "mkdir", refuse)
     code, out, err = run_main(capsys, "lm-pairs", "--positions", "1", "--draft", "tempered",
@@ -418,7 +428,7 @@ def test_lm_pairs_refuses_positions_beyond_memory(capsys, monkeypatch, tmp_path)
 
     from mdtheory.cli import lm_pairs as drafters
 
-    monkeypatch.setattr(drafters, "models_from_args", lambda args, rng: (SimpleNamespace(V=465), None))
+    monkeypatch.setattr(drafters, "models_from_args", fake_models(SimpleNamespace(V=465)))
     code, out, err = run_main(capsys, "lm-pairs", "--positions", "100000000", "--draft", "tempered",
                               "--out", tmp_path / "x")
     one_line_error(code, err, ESTIMATE, "100000000 positions")

@@ -106,23 +106,21 @@ def random_instance(V: int, seed: int = 0, concentration: float = 1.0) -> tuple[
 
 
 def batched(law) -> Callable[[list], np.ndarray]:
-    """``contexts -> (B, V)`` for ``law``: its ``batch`` method if it has one, the package's batched
-    language-model laws (:class:`mdtheory.drafters.LSTMLaw`, :class:`~mdtheory.drafters.NGramLaw`,
-    called with a list of contexts), else one call per context."""
+    """``contexts -> (B, V)`` for ``law``: its ``batch`` method if it has one, the batched laws of the
+    package's language models (:meth:`mdtheory.langmodel.LanguageModel.laws`), else one call per
+    context."""
     if hasattr(law, "batch"):
         return law.batch
-    from ..drafters import LSTMLaw, NGramLaw
+    from ..langmodel import LanguageModel
 
-    if isinstance(law, LSTMLaw | NGramLaw):
-        return lambda contexts: law([np.asarray(c, dtype=np.int64) for c in contexts])
+    if isinstance(law, LanguageModel):
+        return lambda contexts: law.laws([tuple(int(t) for t in c) for c in contexts])
     return lambda contexts: np.stack([np.asarray(law(tuple(c)), dtype=np.float64) for c in contexts])
 
 
 def context_law(law) -> Law:
     """``law`` as a per-context callable ``context -> (V,)`` (see :func:`batched`)."""
-    from ..drafters import LSTMLaw, NGramLaw
-
-    if hasattr(law, "batch") or isinstance(law, LSTMLaw | NGramLaw):
+    if hasattr(law, "batch"):
         fn = batched(law)
         return lambda context=(): np.asarray(fn([tuple(context)])[0], dtype=np.float64)
     return law
