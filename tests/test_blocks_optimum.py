@@ -26,7 +26,12 @@ from mdtheory.blocks.markov import (
     sequence_probs,
     sun_toy,
 )
-from mdtheory.errors import InvalidDistributionError, InvalidInputError, ProblemTooLargeError
+from mdtheory.errors import (
+    InvalidDistributionError,
+    InvalidInputError,
+    OptimalityGapError,
+    ProblemTooLargeError,
+)
 from tests.tolerances import ROUNDING, SOLVER
 
 
@@ -216,6 +221,29 @@ def test_any_potentials_give_an_upper_bound():
     assert res.upper_bound == pytest.approx(res.value, abs=CERT_TOL)
 
 
+# (V, L, seed) whose LP the solver still cannot prove optimal: HiGHS's duals give a bound far above
+# the (valid) plan's value; they must raise OptimalityGapError, never answer
+_UNPROVEN_SPARSE = {(3, 3, 1), (4, 2, 19)}
+
+
+@pytest.mark.parametrize("seed", range(20))
+@pytest.mark.parametrize(("V", "L"), [(3, 3), (4, 2), (2, 3)])
+def test_sparse_laws_single_draft_is_block_verification(V, L, seed):
+    """Dirichlet(0.1) laws put masses down to 1e-38 on some tokens; the LP still answers, and at
+    K = 1 it equals block verification (Sun et al.)."""
+    target, draft = random_instance(V, seed, concentration=0.1)
+    law = block_verification_law(target, draft, V, L)
+    assert block_law_tv(law, target, L) <= ROUNDING
+    if (V, L, seed) in _UNPROVEN_SPARSE:
+        with pytest.raises(OptimalityGapError) as info:
+            md.optimal_block_efficiency(target, draft, n=1, length=L)
+        assert info.value.lower <= efficiency(law) + SOLVER
+        return
+    res = md.optimal_block_efficiency(target, draft, n=1, length=L)
+    assert res.success
+    assert res.value == pytest.approx(efficiency(law), abs=SOLVER)
+
+
 def test_presolve_failure_is_recovered():
     """With the implied validity row kept, HiGHS's presolve calls this feasible LP infeasible; the
     solve falls back to presolve off, and the LP as built (that row left out) solves with presolve."""
@@ -226,8 +254,8 @@ def test_presolve_failure_is_recovered():
     row, bid, blen, offsets = optimum._columns(members, V, L)
     args = (blen, row, bid, probs, sequence_probs(target, V, L + 1, tables),
             continuation_probs(target, V, L + 1, tables), members.shape[0], int(offsets[-1]), V, L)
-    x_full, _, presolve_full = optimum._solve(*optimum._lp(*args, redundant=True))
-    x, _, presolve = optimum._solve(*optimum._lp(*args))
+    x_full, _, _, presolve_full = optimum._solve(*optimum._lp(*args, redundant=True))
+    x, _, _, presolve = optimum._solve(*optimum._lp(*args))
     if presolve_full == "on":
         pytest.skip("this HiGHS's presolve solves the LP with its dependent row: nothing to recover")
     assert presolve_full == "off" and presolve == "on"
