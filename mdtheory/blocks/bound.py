@@ -31,11 +31,10 @@ import numpy as np
 
 from ..errors import InvalidDistributionError, InvalidInputError
 from ..result import to_jsonable
-from .markov import Law, _check_length, batched
+from .markov import Law, _check_length, batched, row_tolerance
 
 __all__ = ["BlockBoundResult", "block_efficiency_bound", "coarse_alpha_bound"]
 
-_SUM_TOL = 1e-6
 
 
 @dataclass
@@ -122,12 +121,14 @@ def coarse_alpha_bound(p: np.ndarray, q: np.ndarray, n: int) -> tuple[float, int
 
 
 def _rows(fn, contexts: list[tuple], V: int | None, name: str) -> np.ndarray:
-    rows = np.asarray(fn(contexts), dtype=np.float64)
+    raw = fn(contexts)
+    tol = row_tolerance(raw)
+    rows = np.asarray(raw, dtype=np.float64)
     if rows.ndim != 2 or rows.shape[0] != len(contexts) or (V is not None and rows.shape[1] != V):
         raise InvalidInputError(f"the {name} law returned shape {rows.shape} for {len(contexts)} contexts")
-    if not np.all(np.isfinite(rows)) or np.any(rows < 0) or np.any(np.abs(rows.sum(axis=1) - 1) > _SUM_TOL):
+    if not np.all(np.isfinite(rows)) or np.any(rows < 0) or np.any(np.abs(rows.sum(axis=1) - 1) > tol):
         raise InvalidDistributionError(f"the {name} law returned a row that is not a probability vector")
-    return rows
+    return rows / rows.sum(axis=1, keepdims=True)
 
 
 def block_efficiency_bound(target: Law, draft: Law, n: int, length: int, *, context: tuple = (),
