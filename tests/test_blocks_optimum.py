@@ -412,3 +412,35 @@ def test_float32_laws_are_accepted_by_the_optimum_and_the_bound():
     assert b32.value == pytest.approx(b64.value, abs=SOLVER)
     with pytest.raises(InvalidDistributionError):
         md.optimal_block_efficiency(lambda c: np.array([0.1, 0.2, 0.7003]), lambda c: x, n=1, length=1)
+
+
+def _raises_at_depth_one(context):
+    if len(context) == 1:
+        raise ValueError("no law here")
+    return np.array([0.5, 0.5])
+
+
+@pytest.mark.parametrize("law", [_raises_at_depth_one, lambda c: None, lambda c: 0.5, lambda c: "ab", 5])
+def test_bad_law_callables_are_named_errors(law):
+    _, draft = sun_toy()
+    with pytest.raises(InvalidInputError):
+        md.optimal_block_efficiency(law, draft, n=1, length=2)
+    with pytest.raises(InvalidInputError):
+        block_efficiency_bound(law, draft, 1, 2)
+
+
+@pytest.mark.parametrize(("n", "length"), [(1000, 30), (10**9, 10**9), (1, 10**9)])
+def test_huge_sizes_are_refused_by_estimate(n, length):
+    with pytest.raises(ProblemTooLargeError):
+        md.optimal_block_efficiency(*sun_toy(), n=n, length=length)
+
+
+def test_huge_bound_is_refused_by_estimate():
+    """Its work grows with L times the tree's size; the estimate (about 30 s for L = 10**6 on the toy)
+    is compared with the limit before the tree is grown."""
+    with pytest.raises(ProblemTooLargeError):
+        block_efficiency_bound(*sun_toy(), 10**9, 10**6, max_seconds=5)
+    with pytest.raises(ProblemTooLargeError):
+        block_efficiency_bound(*sun_toy(), 10**9, 10**6, expansions=10**9)
+    with pytest.raises(ProblemTooLargeError):
+        block_efficiency_bound(*sun_toy(), 10**9, 10**9)

@@ -23,7 +23,7 @@ from itertools import combinations_with_replacement
 import numpy as np
 
 from .._validate import sum_tolerance
-from ..errors import InvalidDistributionError, InvalidInputError
+from ..errors import InvalidDistributionError, InvalidInputError, MdtheoryError
 
 __all__ = ["Law", "batched", "context_law", "ConstantLaw", "RandomLaw", "sun_toy", "random_instance",
            "vocabulary_size",
@@ -125,9 +125,27 @@ def context_law(law) -> Law:
     return law
 
 
+def call_law(law: Law, context: tuple):
+    """``law(context)``, with anything it raises (other than the package's own errors) turned into
+    :class:`~mdtheory.errors.InvalidInputError` naming the context."""
+    if not callable(law):
+        raise InvalidInputError(f"a law must be a callable law(context) -> (V,), got {type(law).__name__}")
+    try:
+        return law(context)
+    except MdtheoryError:
+        raise
+    except Exception as exc:  # noqa: BLE001 -- a user's callable may raise anything
+        raise InvalidInputError(
+            f"the law raised {type(exc).__name__} at context {tuple(context)}: {exc}") from None
+
+
 def vocabulary_size(law: Law) -> int:
     """V, read off the law at the root."""
-    return int(np.asarray(law(())).shape[-1])
+    row = call_law(law, ())
+    shape = np.shape(row) if not isinstance(row, str) else ()
+    if len(shape) != 1 or shape[0] < 1:
+        raise InvalidInputError(f"the law at the root returned {type(row).__name__}, not a vector")
+    return int(shape[0])
 
 
 def row_tolerance(row) -> float:
@@ -188,7 +206,7 @@ def conditional_tables(law: Law, V: int, length: int) -> list[np.ndarray]:
     lexicographic order of the contexts. Each row is checked to be a probability vector."""
     tables = []
     for j in range(length):
-        rows = [_check_law_row(law(tuple(c.tolist())), c, V) for c in all_sequences(V, j)]
+        rows = [_check_law_row(call_law(law, tuple(c.tolist())), c, V) for c in all_sequences(V, j)]
         tables.append(np.stack(rows))
     return tables
 

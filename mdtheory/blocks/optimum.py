@@ -159,10 +159,23 @@ def lp_size(V: int, n: int, length: int) -> dict:
     return {"multisets": M, "variables": pi + blocks, "rows": rows, "nonzeros": nonzeros}
 
 
+#: log2 of a multiset count past which :func:`estimate` does not count exactly (no such LP is solvable)
+_LOG2_CAP = 48.0
+
+
 def estimate(V: int, n: int, length: int) -> _budget.Estimate:
-    """Seconds and bytes of :func:`optimal_block_efficiency` from sizes alone."""
+    """Seconds and bytes of :func:`optimal_block_efficiency` from sizes alone; sizes whose multiset
+    count is over 2**48 (judged by logarithms, before any exact count) are estimated as infinite."""
+    S_log = length * math.log(V)
+    # log C(S + n - 1, n) <= min(n log S, S log(n + 1)), S = V^L: cheap in logs, for any n and L
+    M_log = min(n * S_log, math.exp(min(S_log, 700.0)) * math.log(n + 1)) if V > 1 else 0.0
+    if M_log > _LOG2_CAP * math.log(2):
+        return _budget.Estimate(
+            f"the block-efficiency LP (V = {V}, K = {n}, L = {length}: up to 2^{M_log / math.log(2):.3g} "
+            "draft multisets)", math.inf, math.inf,
+            "the bound mdtheory.blocks.bound.block_efficiency_bound fits any size")
     size = lp_size(V, n, length)
-    cols = size["variables"]
+    cols = float(size["variables"])
     seconds = _LP_COLUMN * cols ** 1.32 + _BUILD_COLUMN * cols
     return _budget.Estimate(
         f"the block-efficiency LP (V = {V}, K = {n}, L = {length}: {size['multisets']} draft multisets, "
