@@ -22,7 +22,8 @@ from itertools import combinations_with_replacement
 
 import numpy as np
 
-from ..errors import InvalidDistributionError, InvalidInputError
+from .._validate import sum_tolerance
+from ..errors import InvalidDistributionError, InvalidInputError, MdtheoryError
 
 __all__ = ["Law", "batched", "context_law", "ConstantLaw", "RandomLaw", "sun_toy", "random_instance",
            "vocabulary_size",
@@ -30,10 +31,6 @@ __all__ = ["Law", "batched", "context_law", "ConstantLaw", "RandomLaw", "sun_toy
            "block_law_tv", "continuation_probs"]
 
 Law = Callable[[tuple], np.ndarray]
-
-#: A law's row must sum to one within this.
-_SUM_TOL = 1e-9
-
 
 class ConstantLaw:
     """The same next-token law at every context.
@@ -47,9 +44,9 @@ class ConstantLaw:
     def __init__(self, probs):
         p = np.asarray(probs, dtype=np.float64)
         if p.ndim != 1 or p.size < 1 or not np.all(np.isfinite(p)) or np.any(p < 0) \
-                or abs(p.sum() - 1.0) > _SUM_TOL:
+                or abs(p.sum() - 1.0) > row_tolerance(probs):
             raise InvalidDistributionError(f"a law must be a probability vector, got {probs!r}")
-        self.probs = p
+        self.probs = p / p.sum()
         self.probs.setflags(write=False)
 
     def __call__(self, context: tuple = ()) -> np.ndarray:
@@ -126,17 +123,60 @@ def context_law(law) -> Law:
     return law
 
 
+def call_law(law: Law, context: tuple):
+    """``law(context)``, with anything it raises (other than the package's own errors) turned into
+    :class:`~mdtheory.errors.InvalidInputError` naming the context."""
+    if not callable(law):
+        raise InvalidInputError(f"a law must be a callable law(context) -> (V,), got {type(law).__name__}")
+    try:
+        return law(context)
+    except MdtheoryError:
+        raise
+    except Exception as exc:  # noqa: BLE001 -- a user's callable may raise anything
+        raise InvalidInputError(
+            f"the law raised {type(exc).__name__} at context {tuple(context)}: {exc}") from None
+
+
 def vocabulary_size(law: Law) -> int:
     """V, read off the law at the root."""
-    return int(np.asarray(law(())).shape[-1])
+    row = call_law(law, ())
+    shape = np.shape(row) if not isinstance(row, str) else ()
+    if len(shape) != 1 or shape[0] < 1:
+        raise InvalidInputError(f"the law at the root returned {type(row).__name__}, not a vector")
+    return int(shape[0])
+
+
+def row_tolerance(row) -> float:
+    """The sum tolerance of a law's row, by the precision it arrives in (the package's sum rule,
+    :func:`mdtheory._validate.sum_tolerance`): 1e-6 for float64, sqrt(eps) for narrower floats
+    (3.5e-4 for float32, whose softmax misses sum 1 by more than float64's tolerance)."""
+    dtype = getattr(row, "dtype", None)
+    eps = np.finfo(np.float64).eps
+    try:
+        if dtype is not None and np.issubdtype(np.dtype(dtype), np.floating):
+            eps = np.finfo(np.dtype(dtype)).eps
+    except TypeError:       # a torch dtype
+        import torch
+
+        if isinstance(dtype, torch.dtype) and dtype.is_floating_point:
+            eps = torch.finfo(dtype).eps
+    return sum_tolerance(float(eps))
 
 
 def _check_law_row(row, context, V: int) -> np.ndarray:
-    row = np.asarray(row, dtype=np.float64)
-    if row.shape != (V,) or not np.all(np.isfinite(row)) or np.any(row < 0) or abs(row.sum() - 1) > _SUM_TOL:
+    """The row as float64, rescaled to sum 1 when it sums to 1 within :func:`row_tolerance`."""
+    tol = row_tolerance(row)
+    try:
+        arr = np.asarray(row, dtype=np.float64)
+    except (TypeError, ValueError):
+        arr = None
+    if arr is None or arr.ndim != 1:
+        raise InvalidInputError(
+            f"the law at context {tuple(context)} returned {type(row).__name__}, not a vector of length {V}")
+    if arr.shape != (V,) or not np.all(np.isfinite(arr)) or np.any(arr < 0) or abs(arr.sum() - 1) > tol:
         raise InvalidDistributionError(
             f"the law at context {tuple(context)} is not a probability vector of length {V}")
-    return row
+    return arr / arr.sum()
 
 
 def _check_length(length, name: str = "length", low: int = 1) -> int:
@@ -164,7 +204,7 @@ def conditional_tables(law: Law, V: int, length: int) -> list[np.ndarray]:
     lexicographic order of the contexts. Each row is checked to be a probability vector."""
     tables = []
     for j in range(length):
-        rows = [_check_law_row(law(tuple(c.tolist())), c, V) for c in all_sequences(V, j)]
+        rows = [_check_law_row(call_law(law, tuple(c.tolist())), c, V) for c in all_sequences(V, j)]
         tables.append(np.stack(rows))
     return tables
 

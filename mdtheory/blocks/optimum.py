@@ -98,7 +98,7 @@ class BlockOptimumResult:
         ``"on"``, or ``"off"`` when the LP had to be re-solved without presolve because HiGHS's
         presolve did not return an optimum (it declares some of these feasible LPs infeasible).
     timings : dict
-        Seconds by phase (``build``, ``solve``, ``certify``, ``total``).
+        Seconds by phase (``build``, ``solve and certify``, ``total``).
     """
 
     value: float
@@ -159,10 +159,23 @@ def lp_size(V: int, n: int, length: int) -> dict:
     return {"multisets": M, "variables": pi + blocks, "rows": rows, "nonzeros": nonzeros}
 
 
+#: log2 of a multiset count past which :func:`estimate` does not count exactly (no such LP is solvable)
+_LOG2_CAP = 48.0
+
+
 def estimate(V: int, n: int, length: int) -> _budget.Estimate:
-    """Seconds and bytes of :func:`optimal_block_efficiency` from sizes alone."""
+    """Seconds and bytes of :func:`optimal_block_efficiency` from sizes alone; sizes whose multiset
+    count is over 2**48 (judged by logarithms, before any exact count) are estimated as infinite."""
+    S_log = length * math.log(V)
+    # log C(S + n - 1, n) <= min(n log S, S log(n + 1)), S = V^L: cheap in logs, for any n and L
+    M_log = min(n * S_log, math.exp(min(S_log, 700.0)) * math.log(n + 1)) if V > 1 else 0.0
+    if M_log > _LOG2_CAP * math.log(2):
+        return _budget.Estimate(
+            f"the block-efficiency LP (V = {V}, K = {n}, L = {length}: up to 2^{M_log / math.log(2):.3g} "
+            "draft multisets)", math.inf, math.inf,
+            "the bound mdtheory.blocks.bound.block_efficiency_bound fits any size")
     size = lp_size(V, n, length)
-    cols = size["variables"]
+    cols = float(size["variables"])
     seconds = _LP_COLUMN * cols ** 1.32 + _BUILD_COLUMN * cols
     return _budget.Estimate(
         f"the block-efficiency LP (V = {V}, K = {n}, L = {length}: {size['multisets']} draft multisets, "
@@ -208,16 +221,39 @@ def _block_tuples(V: int, length: int) -> list[tuple]:
     return [tuple(s) for j in range(1, length + 2) for s in all_sequences(V, j).tolist()]
 
 
-def _solve(cost, A, rhs) -> tuple[np.ndarray, np.ndarray, str]:
-    """min cost @ x s.t. A x = rhs, x >= 0 with HiGHS's interior point method and crossover; presolve on,
+def _scales(A, col_scale: np.ndarray) -> np.ndarray:
+    """Row factors r making the largest entry of each row of A diag(col_scale) one in magnitude (1 for
+    an empty row)."""
+    from scipy import sparse
+
+    B = sparse.csr_matrix(A) @ sparse.diags(col_scale)
+    big = np.asarray(abs(B).max(axis=1).todense()).ravel()
+    return np.where(big > 0, 1.0 / np.where(big > 0, big, 1.0), 1.0)
+
+
+def _solve(cost, A, rhs, col_scale=None,
+           method: str = "ipm") -> tuple[np.ndarray, np.ndarray, np.ndarray, str]:
+    """min cost @ x s.t. A x = rhs, x >= 0 with HiGHS's ``method`` ("ipm" with crossover, or
+    "simplex"); presolve on,
     and the LP solved again with presolve off if presolve did not end in an optimum (the LP is always
-    feasible, so "infeasible" from presolve is presolve's error). Returns (x, row duals, presolve)."""
+    feasible, so "infeasible" from presolve is presolve's error). Returns (x, row duals, row factors,
+    presolve).
+
+    The LP is solved as the equivalent LP in x = diag(col_scale) x', rows multiplied by positive
+    factors r (:func:`_scales`); x and the duals are mapped back (row dual = r * scaled dual). The
+    laws' probabilities reach 1e-38 and below, under the threshold at which HiGHS drops a matrix
+    entry; with the plan entries scaled by Q(X) and the block aggregates by p(B) the marginal and
+    validity rows become rows of ones."""
     import highspy
     from scipy import sparse
 
     from .._highs import FEAS_TOL, _new_highs
 
-    A = sparse.csc_matrix(A)
+    c = np.ones(A.shape[1]) if col_scale is None else np.asarray(col_scale, dtype=np.float64)
+    r = _scales(A, c)
+    A = sparse.csc_matrix(sparse.diags(r) @ sparse.csr_matrix(A) @ sparse.diags(c))
+    cost = np.asarray(cost, dtype=np.float64) * c
+    rhs = np.asarray(rhs, dtype=np.float64) * r
     lp = highspy.HighsLp()
     lp.num_col_, lp.num_row_ = A.shape[1], A.shape[0]
     lp.col_cost_ = np.asarray(cost, dtype=np.float64)
@@ -237,14 +273,15 @@ def _solve(cost, A, rhs) -> tuple[np.ndarray, np.ndarray, str]:
         h.setOptionValue("primal_feasibility_tolerance", FEAS_TOL)
         h.setOptionValue("dual_feasibility_tolerance", FEAS_TOL)
         h.setOptionValue("presolve", presolve)
-        h.setOptionValue("solver", "ipm")   # with crossover: a vertex and its duals
+        h.setOptionValue("small_matrix_value", 1e-12)   # the smallest HiGHS accepts
+        h.setOptionValue("solver", method)
         h.passModel(lp)
         h.run()
         status = h.getModelStatus()
         statuses.append(f"presolve {presolve}: {h.modelStatusToString(status)}")
         if status == highspy.HighsModelStatus.kOptimal:
             sol = h.getSolution()
-            return np.asarray(sol.col_value), np.asarray(sol.row_dual), presolve
+            return np.asarray(sol.col_value) * c, np.asarray(sol.row_dual) * r, r, presolve
     raise SolverError("HiGHS did not solve the block-efficiency LP, which is always feasible (token-by-token "
                       f"verification is a feasible point): {'; '.join(statuses)}")
 
@@ -393,26 +430,52 @@ def optimal_block_efficiency(target: Law, draft: Law, n: int, length: int, *,
     cost, A, rhs = _lp(blen, row, bid, probs, p_full, cont, M, nB, V, length)
     t1 = time.perf_counter()
 
-    x, row_dual, presolve = _solve(cost, A, rhs)
-    t2 = time.perf_counter()
+    p_block = np.concatenate([sequence_probs(target, V, j, ttables[:j]) for j in range(1, L1 + 1)])
+    col_scale = np.concatenate([probs[row], np.where(p_block > 0, p_block, 1.0)])
+    # the simplex method first (its duals are basic, hence exact up to rounding), then interior point
+    # with crossover; the first answer proven is kept, else the one with the smallest gap is reported
+    failures, best = [], None
+    for method in ("simplex", "ipm"):
+        try:
+            x, row_dual, row_factor, presolve = _solve(cost, A, rhs, col_scale, method)
+        except SolverError as err:
+            failures.append(err)
+            continue
 
-    # certificate: the plan, checked on its own
-    plan = sparse.csr_matrix((x[:npi], (row, bid)), shape=(M, nB))
-    plan.sum_duplicates()
-    blocks = _block_tuples(V, length)
-    min_mass, marginal = _check_plan(plan, blocks, drafts, probs)
-    law_of_b = np.asarray(plan.sum(axis=0)).ravel()
-    block_law = {blocks[i]: float(law_of_b[i]) for i in np.nonzero(law_of_b)[0]}
-    tv = block_law_tv(block_law, target, length, V)
-    lengths = np.array([len(b) for b in blocks])
-    value = float(law_of_b @ lengths)
-    acceptance = np.array([law_of_b[lengths >= m + 1].sum() for m in range(1, L1)])
-    # and the bound: weak duality holds for any w, so both sign conventions of HiGHS's duals are tried
-    w = np.append(row_dual[M + nB:], 0.0)  # the dropped (implied) validity row has potential 0
-    upper = min(dual_bound(w, target, drafts, probs, V, length),
-                dual_bound(-w, target, drafts, probs, V, length))
+        # certificate: the plan, checked on its own
+        plan = sparse.csr_matrix((x[:npi], (row, bid)), shape=(M, nB))
+        plan.sum_duplicates()
+        blocks = _block_tuples(V, length)
+        min_mass, marginal = _check_plan(plan, blocks, drafts, probs)
+        law_of_b = np.asarray(plan.sum(axis=0)).ravel()
+        block_law = {blocks[i]: float(law_of_b[i]) for i in np.nonzero(law_of_b)[0]}
+        tv = block_law_tv(block_law, target, length, V)
+        lengths = np.array([len(b) for b in blocks])
+        value = float(law_of_b @ lengths)
+        acceptance = np.array([law_of_b[lengths >= m + 1].sum() for m in range(1, L1)])
+        # and the bound: weak duality holds for any w, so both sign conventions of HiGHS's duals are tried,
+        # with w read off two rows of the dual: the validity rows' duals (the dropped, implied row has
+        # potential 0), and the aggregate rows' duals of the full-length blocks, which equal -w at a dual
+        # optimum and are the accurate ones where p(y) is tiny (w_y is a scaled dual divided by p(y))
+        w_valid = np.append(row_dual[M + nB:], 0.0)
+        w_blocks = -row_dual[M + int(offsets[length]):M + nB]
+        # entry by entry, the one whose row factor (the factor its scaled dual's error is multiplied by)
+        # is smaller
+        f_valid = np.append(row_factor[M + nB:], np.inf)
+        w_mixed = np.where(row_factor[M + int(offsets[length]):M + nB] < f_valid, w_blocks, w_valid)
+        upper = min(dual_bound(s * w, target, drafts, probs, V, length)
+                    for w in (w_valid, w_blocks, w_mixed) for s in (1.0, -1.0))
+        gap = upper - value
+        proven = tv <= CERT_TOL and marginal <= CERT_TOL and min_mass >= -CERT_TOL and abs(gap) <= CERT_TOL
+        if best is None or proven or abs(gap) < abs(best[-1]):
+            best = (x, presolve, plan, blocks, min_mass, marginal, block_law, tv, value, acceptance,
+                    upper, gap)
+        if proven:
+            break
+    if best is None:
+        raise failures[-1]
+    x, presolve, plan, blocks, min_mass, marginal, block_law, tv, value, acceptance, upper, gap = best
     t3 = time.perf_counter()
-    gap = upper - value
     if tv > CERT_TOL or marginal > CERT_TOL or min_mass < -CERT_TOL or abs(gap) > CERT_TOL:
         raise OptimalityGapError(
             f"the block-efficiency LP's answer is not proven: plan TV {tv:.2e}, "
@@ -425,4 +488,4 @@ def optimal_block_efficiency(target: Law, draft: Law, n: int, length: int, *,
         support=drafts, support_probs=probs, blocks=blocks, plan=plan, block_law=block_law,
         lp={"multisets": int(M), "variables": int(npi + nB), "rows": int(A.shape[0]), "nonzeros": int(A.nnz)},
         presolve=presolve,
-        timings={"build": t1 - t0, "solve": t2 - t1, "certify": t3 - t2, "total": t3 - t0})
+        timings={"build": t1 - t0, "solve and certify": t3 - t1, "total": t3 - t0})
