@@ -107,7 +107,7 @@ class LanguageModel:
     max_length: int | None = None
 
     def _logits(self, contexts: list[tuple[int, ...]]) -> np.ndarray:
-        raise NotImplementedError
+        raise TypeError(f"{type(self).__name__} defines neither _logits nor _laws")
 
     def _laws(self, contexts: list[tuple[int, ...]]) -> np.ndarray:
         z = np.asarray(self._logits(contexts), dtype=np.float64)

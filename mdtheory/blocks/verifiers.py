@@ -38,6 +38,7 @@ replacement.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from fractions import Fraction
 
@@ -111,7 +112,7 @@ def _check_drafts(drafts, V: int) -> np.ndarray:
     return x
 
 
-class BlockVerifier:
+class BlockVerifier(ABC):
     """A sequence-level verifier: ``sample`` and ``law`` forms, exact block efficiency.
 
     Attributes
@@ -164,11 +165,13 @@ class BlockVerifier:
         """Exact E|B| over every draw of the drafts (:func:`block_efficiency`)."""
         return block_efficiency(self, target, draft, n, length)
 
+    @abstractmethod
     def _sample(self, laws, x, rng) -> list[int]:
-        raise NotImplementedError
+        """One emitted block for the drafts ``x`` (the ``sample`` form, laws cached in ``laws``)."""
 
+    @abstractmethod
     def _law(self, laws, x, out: dict) -> None:
-        raise NotImplementedError
+        """Add the emitted block's law given the drafts ``x`` into ``out`` (the ``law`` form)."""
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.label!r})"
@@ -411,10 +414,10 @@ class _Recursive(BlockVerifier):
     to its parent. The root holds t = p(. | ()) and never rejects.
     """
 
+    @abstractmethod
     def _children(self, x, depth: int, rows: np.ndarray) -> tuple[list[tuple[int, np.ndarray]], bool]:
         """The node's children in order, ``[(token, rows), ...]``, and whether each later child is
         drawn off the earlier siblings' tokens (without replacement)."""
-        raise NotImplementedError
 
     def _step(self, laws, ctx, q, u, used, t, y):
         """Child y's weight, and the proposal law u of this child."""
