@@ -141,6 +141,15 @@ class TupleLaw(NamedTuple):
     tuples: np.ndarray
     probs: np.ndarray
 
+    def sets(self, V: int) -> SetLaw:
+        """The law of the set of distinct drafted tokens: tuples grouped by their token set."""
+        members = np.zeros((len(self.probs), V), dtype=bool)
+        rows = np.arange(len(self.probs))
+        for j in range(self.tuples.shape[1]):
+            members[rows, self.tuples[:, j]] = True
+        sets, inverse = np.unique(members, axis=0, return_inverse=True)
+        return SetLaw(sets, np.bincount(inverse.ravel(), weights=self.probs, minlength=len(sets)))
+
 
 class DraftModel(ABC):
     """Joint law of n drafts over V tokens.
@@ -903,12 +912,7 @@ class Joint(DraftModel):
         return TupleLaw(idx.astype(np.int64), self.table[tuple(idx.T)])
 
     def set_law(self):
-        law = self.tuple_law()
-        members = np.zeros((len(law.probs), self.V), dtype=bool)
-        for j in range(self.n):
-            members[np.arange(len(law.probs)), law.tuples[:, j]] = True
-        sets, inverse = np.unique(members, axis=0, return_inverse=True)
-        return SetLaw(sets, np.bincount(inverse.ravel(), weights=law.probs, minlength=len(sets)))
+        return self.tuple_law().sets(self.V)
 
     def first_draft_law(self):
         return self.table.reshape(self.V, -1).sum(axis=1)

@@ -18,7 +18,7 @@ import pytest
 from scipy.optimize import linprog
 
 import mdtheory as md
-from mdtheory.drafts import SAMPLINGS, SetLaw, TupleLaw, register_sampling
+from mdtheory.drafts import SAMPLINGS, TupleLaw, register_sampling
 from mdtheory.rules import RULES, make_rule
 
 from .tolerances import SOLVER
@@ -50,12 +50,7 @@ class TwoOfAKind(md.DraftModel):
         return TupleLaw(tuples[keep], probs[keep])
 
     def set_law(self):
-        law = self.tuple_law()
-        members = np.zeros((len(law.probs), self.V), dtype=bool)
-        for j in range(self.n):
-            members[np.arange(len(law.probs)), law.tuples[:, j]] = True
-        sets, inverse = np.unique(members, axis=0, return_inverse=True)
-        return SetLaw(sets, np.bincount(inverse.ravel(), weights=law.probs, minlength=len(sets)))
+        return self.tuple_law().sets(self.V)
 
     def count_tuples(self):
         return int(np.count_nonzero(self.q)) ** self.n
@@ -88,12 +83,7 @@ class PairTable(md.DraftModel):
         return TupleLaw(idx.astype(np.int64), self.table[tuple(idx.T)])
 
     def set_law(self):
-        law = self.tuple_law()
-        members = np.zeros((len(law.probs), self.V), dtype=bool)
-        members[np.arange(len(law.probs)), law.tuples[:, 0]] = True
-        members[np.arange(len(law.probs)), law.tuples[:, 1]] = True
-        sets, inverse = np.unique(members, axis=0, return_inverse=True)
-        return SetLaw(sets, np.bincount(inverse.ravel(), weights=law.probs, minlength=len(sets)))
+        return self.tuple_law().sets(self.V)
 
     def count_tuples(self):
         return int(np.count_nonzero(self.table))
