@@ -83,6 +83,3 @@ def sample_drafts(q, n: int, generator=None):
     torch = _torch()
     return torch.multinomial(q, n, replacement=True, generator=generator)
 
-
-def _rows_numpy(t):
-    return t.detach().to("cpu", dtype=_torch().float64).numpy()
