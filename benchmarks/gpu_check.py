@@ -10,8 +10,9 @@
 4. Where the time goes: the profiler's top kernels for one alpha* (1024 x 128000) and one khisti-lp
    preparation and step (4096 x 32000).
 
-Writes ``torch_cuda.json`` (device name, torch version, the pytest summary, rows, goals) into
-``--out`` (default benchmarks/results/). Meant to finish within 5 minutes on one H100/H200.
+Writes ``torch_<device type>.json`` (``torch_cuda.json`` on a GPU; device name, torch version, the
+pytest summary, rows, goals) into ``--out`` (default benchmarks/results/), so a CPU run never
+overwrites a GPU's results. Meant to finish within 5 minutes on one H100/H200.
 """
 
 from __future__ import annotations
@@ -132,8 +133,9 @@ def main():
     report["seconds"] = time.perf_counter() - t0
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "torch_cuda.json").write_text(json.dumps(report, indent=1) + "\n")
-    print(f"wrote {out / 'torch_cuda.json'} in {report['seconds']:.0f} s", flush=True)
+    path = out / f"torch_{torch.device(dev).type}.json"
+    path.write_text(json.dumps(report, indent=1) + "\n")
+    print(f"wrote {path} in {report['seconds']:.0f} s", flush=True)
 
 
 if __name__ == "__main__":

@@ -502,3 +502,27 @@ def test_optimal_candidates_follow_the_plan(device):
     assert (mu * steps >= 5).all()  # no sparse cell to pool
     expected, observed = mu * steps, counts
     assert chisquare(observed, expected * observed.sum() / expected.sum()).pvalue >= 1e-4
+
+
+def test_optimal_plan_in_row_blocks_is_the_same(monkeypatch):
+    """On the CPU the plan is built a block of rows at a time: the same tensors as in one piece."""
+    from mdtheory.torch_bridge import optimal as TO
+
+    P, Q = (torch.tensor(x) for x in llm_pairs(np.random.default_rng(15), 7, 50))
+    whole = TO.optimal_plan(P, Q, 3)
+    monkeypatch.setattr(TO, "CPU_CHUNK", 100)  # two rows a block
+    blocks = TO.optimal_plan(P, Q, 3)
+    assert vars(whole).keys() == vars(blocks).keys()
+    assert all(torch.equal(vars(whole)[k], vars(blocks)[k]) for k in vars(whole))
+
+
+def test_optimal_plan_with_torch_sorts_is_the_same(monkeypatch):
+    """The device's route (torch.sort, as on a GPU) gives the plan of the CPU's numpy sorts (no ties
+    in q/p here, so the orders agree)."""
+    from mdtheory.torch_bridge import optimal as TO
+
+    P, Q = (torch.tensor(x) for x in llm_pairs(np.random.default_rng(16), 5, 300))
+    ref = TO.optimal_plan(P, Q, 4)
+    monkeypatch.setattr(TO, "_NUMPY_SORT_ON_CPU", False)
+    got = TO.optimal_plan(P, Q, 4)
+    assert all(torch.equal(vars(ref)[k], vars(got)[k]) for k in vars(ref))

@@ -164,7 +164,7 @@ class TorchKhisti(TorchRule):
         B, V = self.p.shape
         dev = self.p.device
         if self.s is None:
-            s = default_truncation(self.p, self.q)
+            s = default_truncation(self.p, self.q, DEFAULT_S)
             S = min(DEFAULT_S, V)
         else:
             S = min(int(self.s), V)
