@@ -7,8 +7,8 @@
    solvers) runs there as well as on the CPU.
 2. benchmarks/bench_torch.py's table at the GPU sizes (``--full``), one line per row.
 3. The goals, each with its measured value and whether it is met.
-4. Where the time goes: the profiler's top kernels for one alpha* (1024 x 128000) and one khisti-lp
-   preparation and step (4096 x 32000).
+4. Where the time goes: the profiler's top kernels for one alpha* (1024 x 128000), one khisti-lp
+   preparation and step (4096 x 32000) and one optimal preparation and step (1024 x 32000).
 
 Writes ``torch_<device type>.json`` (``torch_cuda.json`` on a GPU; device name, torch version, the
 pytest summary, rows, goals) into ``--out`` (default benchmarks/results/), so a CPU run never
@@ -86,7 +86,7 @@ def goals(rows) -> list[dict]:
 
 
 def profile(device: str) -> dict:
-    """The profiler's kernel table (top 12 by device time) for alpha* and khisti-lp."""
+    """The profiler's kernel table (top 12 by device time) for alpha*, khisti-lp and optimal."""
     from bench_torch import logit_pairs
 
     from mdtheory import torch_bridge as tb
@@ -97,7 +97,9 @@ def profile(device: str) -> dict:
     for label, B, V, fn in [
             ("alpha_star 1024 x 128000", 1024, 128_000, lambda p, q: tb.alpha_star(p, q, 4)),
             ("khisti-lp 4096 x 32000", 4096, 32_000,
-             lambda p, q: tb.TorchKhisti(p, q, 4).step(tb.sample_drafts(q, 4)))]:
+             lambda p, q: tb.TorchKhisti(p, q, 4).step(tb.sample_drafts(q, 4))),
+            ("optimal 1024 x 32000", 1024, 32_000,
+             lambda p, q: tb.TorchOptimal(p, q, 4).step(tb.sample_drafts(q, 4)))]:
         p, q = logit_pairs(B, V, device, torch.float32)
         fn(p, q)
         torch.cuda.synchronize()

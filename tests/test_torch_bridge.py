@@ -29,8 +29,9 @@ def test_importing_mdtheory_does_not_import_torch():
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("method", ["sort", "select"])
 @pytest.mark.parametrize("dtype,tol", [("float64", ROUNDING), ("float32", FLOAT32)])
-def test_alpha_star_matches_numpy(device, dtype, tol):
+def test_alpha_star_matches_numpy(device, dtype, tol, method):
     rng = np.random.default_rng(0)
     P, Q = rng.dirichlet(np.full(40, 0.5), size=32), rng.dirichlet(np.full(40, 0.5), size=32)
     P[0, :3] = 0
@@ -41,12 +42,50 @@ def test_alpha_star_matches_numpy(device, dtype, tol):
     dt = getattr(torch, dtype)
     for n in (1, 2, 5):
         got = tb.alpha_star(torch.tensor(P, dtype=dt, device=device),
-                            torch.tensor(Q, dtype=dt, device=device), n)
+                            torch.tensor(Q, dtype=dt, device=device), n, method)
         assert got.dtype == dt and got.device.type == device and got.shape == (32,)
-        ref = np.array([md.md.alpha_star(p, q, n) for p, q in zip(P, Q, strict=True)])
+        ref = np.array([md.alpha_star(p, q, n) for p, q in zip(P, Q, strict=True)])
         assert np.abs(got.cpu().double().numpy() - ref).max() <= tol
-    single = tb.alpha_star(torch.tensor([1.0, 0.0]), torch.tensor([0.0, 1.0]), 3)
+    single = tb.alpha_star(torch.tensor([1.0, 0.0]), torch.tensor([0.0, 1.0]), 3, method)
     assert single.shape == () and single.item() == 0.0
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_alpha_star_by_selection_is_the_sort_route(device, monkeypatch):
+    """The selection route gives the sort route's value on LLM-like and softmax pairs up to V = 20000,
+    p = q (every ratio in one bin), ratios beyond n and q = 0, n = 1..16; on the LLM-like pairs it
+    sorts a small part of each row only."""
+    rng = np.random.default_rng(17)
+    P, Q = llm_pairs(rng, 6, 20_000)
+    z = rng.normal(size=(4, 20_000)) * 2
+    S, T = (np.exp(x) / np.exp(x).sum(1, keepdims=True) for x in (z, z + rng.normal(size=z.shape)))
+    P, Q = np.vstack([P, S, P[:1]]), np.vstack([Q, T, P[:1]])
+    Q[7, :5000] = 0.0
+    Q[7] /= Q[7].sum()
+    sizes = []
+    real_sort = torch.sort
+
+    def sort(x, *args, **kw):
+        sizes.append(x.shape[-1])
+        return real_sort(x, *args, **kw)
+
+    Pt, Qt = torch.tensor(P, device=device), torch.tensor(Q, device=device)
+    for n in (1, 2, 4, 16):
+        ref = tb.alpha_star(Pt, Qt, n, "sort").cpu().numpy()
+        monkeypatch.setattr(torch, "sort", sort)
+        got = tb.alpha_star(Pt, Qt, n, "select").cpu().numpy()
+        monkeypatch.setattr(torch, "sort", real_sort)
+        assert np.abs(got - ref).max() <= ROUNDING
+        numpy_ref = [md.alpha_star(p, q, n) for p, q in zip(P, Q, strict=True)]
+        assert np.abs(got - numpy_ref).max() <= ROUNDING
+    few = tb.alpha_star(Pt[:6], Qt[:6], 4, "select")
+    assert few.shape == (6,)
+    sizes.clear()
+    monkeypatch.setattr(torch, "sort", sort)
+    tb.alpha_star(Pt[:6], Qt[:6], 4, "select")
+    assert sizes and max(sizes) < 20_000 // 10
+    with pytest.raises(md.InvalidInputError, match="method must be one of"):
+        tb.alpha_star(Pt, Qt, 4, "heap")
 
 
 @pytest.mark.parametrize("n", [1, 2, 3, 5])
@@ -62,7 +101,7 @@ def test_alpha_star_gradients_are_the_closed_form(n):
             continue
         p = torch.tensor(p0, requires_grad=True)
         q = torch.tensor(q0, requires_grad=True)
-        tb.md.alpha_star(p, q, n).backward()
+        tb.alpha_star(p, q, n).backward()
         in_cut = np.zeros(12, dtype=bool)
         in_cut[res.cut] = True
         dq = -n * q0[in_cut].sum() ** (n - 1)
