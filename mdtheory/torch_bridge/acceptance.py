@@ -87,9 +87,11 @@ def _select(p, q, n: int):
     K = BINS
     ratio = p / q  # q = 0: inf or NaN, beyond every bin
     scale = K / n
-    # bin of each ratio in [0, n), K for the rest (NaN compares False)
-    b = torch.where(ratio < n, (ratio * scale).floor().clamp(max=K - 1), float(K)).long()
-    flat = (b + (K + 1) * torch.arange(B, device=dev)[:, None]).view(-1)
+    # bin of each ratio in [0, n) (a floor: truncation of a non-negative value), K for the rest,
+    # as an index into the rows' bins laid end to end
+    flat = (ratio * scale).nan_to_num_(nan=float(K)).clamp_(max=float(K)).long()
+    flat += (K + 1) * torch.arange(B, device=dev)[:, None]
+    flat = flat.view(-1)
     qbin = torch.zeros(B * (K + 1), dtype=dt, device=dev).index_add_(0, flat, q.reshape(-1))
     pbin = torch.zeros(B * (K + 1), dtype=dt, device=dev).index_add_(0, flat, p.reshape(-1))
     qbin, pbin = qbin.view(B, K + 1)[:, :K], pbin.view(B, K + 1)[:, :K]
@@ -104,17 +106,18 @@ def _select(p, q, n: int):
     open_ = (bound >= best[:, None] - MARGIN_EPS * eps) & (qbin > 0)
     if not bool(open_.any()):
         return 1.0 - best
-    # the tokens of the open bins, gathered row by row (padding: ratio inf, masses 0)
-    member = open_.gather(1, b.clamp(max=K - 1)) & (b < K)
-    count = member.sum(-1)
-    m = int(count.max())
-    slot = torch.where(member, member.long().cumsum(-1) - 1, m)
+    # the tokens of the open bins, gathered row by row (padding: ratio inf, q 0)
+    shut = torch.zeros_like(open_[:, :1])
+    member = torch.cat([open_, shut], -1).view(-1)[flat].view(B, V)
+    slot = member.cumsum(-1)
+    m = int(slot[:, -1].max())
+    slot.sub_(1).masked_fill_(~member, m)
     r_sel = torch.full((B, m + 1), float("inf"), dtype=dt, device=dev).scatter_(1, slot, ratio)
     q_sel = torch.zeros((B, m + 1), dtype=dt, device=dev).scatter_(1, slot, q)
-    b_sel = torch.full((B, m + 1), K, dtype=torch.long, device=dev).scatter_(1, slot, b)
     r_sel, order = torch.sort(r_sel[:, :m], dim=-1)
-    q_sel, b_sel = q_sel.gather(1, order), b_sel.gather(1, order)
+    q_sel = q_sel.gather(1, order)
     p_sel = torch.where(q_sel > 0, r_sel * q_sel, 0.0)
+    b_sel = (r_sel * scale).nan_to_num_(nan=float(K)).clamp_(max=float(K)).long()  # as above
     real = b_sel < K
     bk = b_sel.clamp(max=K - 1)
     # running sums within each open bin, from the bin's lower boundary
