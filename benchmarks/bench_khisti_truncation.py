@@ -13,12 +13,12 @@ acceptance of the default, how often its guard fires (the tournament below singl
 s = 5 program's mean; then each cap's costs: the ``--speed`` ratio and the torch rule's positions per
 second on the CPU, one thread, B = 256, V = 1,000, n = 4 (prepare + one step, minimum of 3).
 
-Pairs: the pretrained char-LSTM (``mdtheory.lm``, V = 465) as target and each drafter of
-``mdtheory.drafters``, at N positions of texts sampled from the target (``lm_pairs``, seed 0), and
+Pairs: the pretrained char-LSTM (``mdtheory.language.lm``, V = 465) as target and each drafter of
+``mdtheory.language.drafters``, at N positions of texts sampled from the target (``lm_pairs``, seed 0), and
 LLM-like pairs (``mdtheory._synthetic.llm_pairs``, V = 1000). For each truncation ("5 rank": the
 paper's s = 5 program as the third-party reading has it, pairs outside the top ranked by a full sort;
 "5", "10", "20": the sort-free stage, pairs outside settled by bucketed keys; "nucleus": s = the union
-of the top-0.95 nuclei of p and q, sort-free, no guard; "default": that union capped at 5, with the
+of the top-0.95 nuclei of p and q, sort-free, no guard; "default": that union capped at 8, with the
 guard, which falls back to the first draft where the tournament is below single-draft) and each number
 of drafts n, prints the mean exact acceptance of ``khisti-lp`` (its closed form sum_y min(p, mu)), the
 number of positions where it falls below single-draft speculative sampling (1 - TV(p, q), by more than
@@ -36,8 +36,8 @@ import numpy as np
 
 import mdtheory as md
 from mdtheory._synthetic import llm_pairs
-from mdtheory.drafters import LSTMLaw, lm_pairs, make_drafter
-from mdtheory.lm import load_char_lstm
+from mdtheory.language.drafters import LSTMLaw, lm_pairs, make_drafter
+from mdtheory.language.lm import load_char_lstm
 from mdtheory.rules import make_rule
 from mdtheory.rules.khisti import nucleus_truncation
 
