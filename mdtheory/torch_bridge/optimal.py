@@ -1,9 +1,9 @@
 """The optimal rule's construction for a whole batch on the device: sorts, running sums, one merge.
 
-For iid drafts (papers/theory.md, "The optimal rule batched: cells and swaps"): tokens in order of
-q/p increasing own consecutive *cells* of time, token k the cell of length q_k that a priority order
-gives it, of G-mass Δ_k (G(t) = 1 - (1 - t)^n, the law of the earliest of n uniform times). The
-target marginal is μ_k = M_k - M_{k-1} with
+For iid drafts (papers/theory.md, "The optimal rule batched: cells of time and swaps between
+them"): tokens in order of q/p increasing own consecutive *cells* of time, token k the cell of
+length q_k that a priority order gives it, of G-mass Δ_k (G(t) = 1 - (1 - t)^n, the law of the
+earliest of n uniform times). The target marginal is μ_k = M_k - M_{k-1} with
 
     M_k = P_k + min_{j <= k} (G_j - P_j)  (k <= k*),   M_k = P_k + min_{j >= k} (G_j - P_j)  (k >= k*),
 
