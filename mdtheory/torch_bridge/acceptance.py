@@ -27,9 +27,9 @@ def alpha_star(p, q, n: int, method: str = "auto"):
         dtype, :func:`mdtheory._validate.sum_tolerance` (:func:`to_probs` gives such rows).
     n : int
     method : {"auto", "sort", "select"}
-        ``"sort"``: one sort of p/q and running sums. ``"select"``: no full sort (see Notes).
-        ``"auto"`` (default): ``"select"`` unless a gradient is needed (autograd then follows the
-        sort route).
+        ``"sort"``: one sort of p/q and running sums. ``"select"``: no full sort (see Notes), no
+        gradient. ``"auto"`` (default): ``"select"`` unless a gradient is needed (autograd then
+        follows the sort route).
 
     Returns
     -------

@@ -83,4 +83,3 @@ def sample_drafts(q, n: int, generator=None):
     """n iid drafts per row of q (B, V): a long tensor (B, n) on q's device."""
     torch = _torch()
     return torch.multinomial(q, n, replacement=True, generator=generator)
-
