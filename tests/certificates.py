@@ -85,8 +85,7 @@ def check_proof(result, p: np.ndarray, model, tol: float = TOL) -> None:
     expected = certificate_for(p, model, result.method)
     assert result.certificate == expected, (result.method, result.certificate, expected)
     assert result.status == "optimal", f"{result.method}: status {result.status}"
-    if result.certificate != "exhaustive":
-        assert abs(result.certificate_gap) <= CERT_TOL, f"{result.method}: gap {result.certificate_gap}"
+    assert abs(result.certificate_gap) <= CERT_TOL, f"{result.method}: gap {result.certificate_gap}"
     if result.certificate == "base":
         assert abs(np.minimum(p, result.base).sum() - result.value) <= tol, "base misses the value"
         if model.V <= MAX_EXHAUSTIVE_V:

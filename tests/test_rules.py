@@ -222,3 +222,40 @@ def test_optimal_plan_rows_capped_at_subnormal_set_probabilities():
     acceptance, output = rule.enumerate()
     assert abs(acceptance - np.minimum(p, q).sum()) <= ROUNDING  # one draft: alpha* = 1 - TV(p, q)
     assert np.abs(output - p).sum() <= ROUNDING
+
+
+@pytest.mark.parametrize("name", list(RULES))
+def test_every_rule_estimates_its_own_preparation(name):
+    """Each rule class states its preparation's cost; none is free, and the ones that enumerate draft
+    sets grow with them."""
+    cls = RULES[name]
+    q = np.full(6, 1 / 6)
+    small = cls.estimate(md.make_draft_model(q, 2, cls.sampling))
+    large = cls.estimate(md.make_draft_model(np.full(60, 1 / 60), 4, cls.sampling))
+    assert small.seconds > 0 and small.bytes > 0 and name in small.what
+    assert large.seconds > small.seconds and large.bytes > small.bytes
+
+
+def test_an_estimate_over_the_limit_refuses_the_rule():
+    q = np.full(400, 1 / 400)
+    est = RULES["gr-softmax"].estimate(md.IID(q, 4))
+    assert est.seconds > 60
+    with pytest.raises(md.ProblemTooLargeError, match="gr-softmax: fits over"):
+        make_rule("gr-softmax", q, q, 4)
+
+
+def test_greedy_rule_runs_on_any_model_declaring_fixed_top():
+    """The greedy rule reads the declared capability, not the model's name."""
+
+    class TopTwo(md.Greedy):  # the same drafts under another, unregistered name
+        sampling = "top-two"
+
+    rng = np.random.default_rng(5)
+    p, q = rng.dirichlet(np.ones(6)), rng.dirichlet(np.ones(6))
+    own = make_rule("greedy", p, q, 3)
+    other = make_rule("greedy", p, TopTwo(q, 3), 3)
+    assert other.model.sampling == "top-two"
+    assert other.exact_acceptance() == pytest.approx(own.exact_acceptance(), abs=ROUNDING)
+    assert np.allclose(other.exact_output_law(), p, atol=ROUNDING)
+    with pytest.raises(md.InvalidInputError, match="greedy is a rule for draft models with fixed_top"):
+        make_rule("greedy", p, md.IID(q, 3), 3)

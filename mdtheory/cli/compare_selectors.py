@@ -388,8 +388,7 @@ def _position_row(args, name: str, p: np.ndarray, q: np.ndarray, rng, times: int
     params = {"s": args.truncation} if name == "khisti-lp" else {}
     try:
         model = make_draft_model(q, args.drafts, RULES[name].sampling)
-        own = getattr(RULES[name], "estimate", None)
-        est = own(model) if own is not None else _budget.rule_preparation(name, model)
+        est = RULES[name].estimate(model)
         _budget.require(_scaled(est, times), args.max_seconds)
         if times == 1 and est.seconds <= WARM_SECONDS:  # a first preparation at this size loads kernels
             make_rule(name, p, q, args.drafts, max_seconds=args.max_seconds, **params)

@@ -345,11 +345,12 @@ def _check_rule(rule: str, sampling: str) -> None:
 def estimate(rule: str, V: int, K: int, L: int, steps: int) -> _budget.Estimate:
     """``steps`` target calls with ``rule``: each drafts K x L tokens (about 2 ms an LSTM call,
     measured with ``lm-pairs``), keeps K (L + 1) target laws and prepares the rule at up to L
-    prefixes (:func:`mdtheory._budget.rule_preparation` with K drafts, an upper bound)."""
+    prefixes (the rule's :meth:`~mdtheory.rules.base.SelectionRule.estimate` with K drafts, an upper
+    bound)."""
     from .. import rules
 
-    prep = _budget.rule_preparation(
-        rule, make_draft_model(np.full(V, 1.0 / V), K, rules.RULES[rule].sampling))
+    cls = rules.RULES[rule]
+    prep = cls.estimate(make_draft_model(np.full(V, 1.0 / V), K, cls.sampling))
     return _budget.Estimate(
         f"block-efficiency with {rule}: {steps} target calls of K = {K} drafts of L = {L} tokens "
         f"over V = {V}", steps * L * (2 * 2e-3 + prep.seconds), 8.0 * K * (L + 1) * V + prep.bytes)

@@ -66,9 +66,8 @@ def make_rule(name: str, p: ArrayLike, q: ArrayLike | DraftModel, n: int, *, nor
     normalize : bool
         Rescale p and q to sum one instead of refusing sums off one.
     max_seconds, max_bytes : float
-        Limits of the preparation's estimate (the rule class's own ``estimate(model)`` where it has
-        one, else :func:`mdtheory._budget.rule_preparation`: the rules it estimates by their work
-        are :data:`mdtheory._budget.ESTIMATED_RULES`, the others as a sort), checked before any
+        Limits of the preparation's estimate (the rule class's
+        :meth:`~mdtheory.rules.base.SelectionRule.estimate` on the draft model), checked before any
         work; default 60 s and 4 GiB, as the CLI's.
     **params
         The rule's own keywords (``s`` for ``khisti-lp``; :func:`rule_keywords` lists them).
@@ -107,14 +106,14 @@ def make_rule(name: str, p: ArrayLike, q: ArrayLike | DraftModel, n: int, *, nor
             f"rule {name!r} takes no keyword {', '.join(map(repr, unknown))}; valid keywords: "
             + ", ".join(["normalize", *valid])
         )
-    own = getattr(cls, "estimate", None)
-    if own is not None or name in _budget.ESTIMATED_RULES:  # one draft model: estimate, prepare
-        q = make_draft_model(q, n, params.get("sampling", cls.sampling), normalize=normalize)
-        est = own(q) if own is not None else _budget.rule_preparation(name, q)
-        _budget.require(est, max_seconds, max_bytes=max_bytes, flag="max_seconds")
+    if cls.needs is not None and isinstance(q, DraftModel):  # any name: the rule checks the capability
+        model = make_draft_model(q, n)
+    else:
+        model = make_draft_model(q, n, params.get("sampling", cls.sampling), normalize=normalize)
+    _budget.require(cls.estimate(model), max_seconds, max_bytes=max_bytes, flag="max_seconds")
     if name == "optimal":
         params["max_seconds"] = max_seconds
-    return cls(p, q, n, normalize=normalize, **params)
+    return cls(p, model, n, normalize=normalize, **params)
 
 
 def rule_keywords(cls: type[SelectionRule]) -> list[str]:
