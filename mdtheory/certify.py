@@ -461,32 +461,14 @@ def check_base_iid(p: np.ndarray, model: DraftModel, order: np.ndarray, mu: np.n
                    who: str = "base") -> tuple[float, np.ndarray]:
     """Check a base μ of B(g) for iid drafts by one scan and return the lower bound on α* it proves.
 
-    For iid drafts :math:`g(S) = h(q(S))` with :math:`h(t) = 1 - (1 - t)^n` concave.
-
-    **Lower bound.** If :math:`\\mu(S) \\le g(S) + \\eta` for every S, then for every T,
-    :math:`\\sum_y \\min(p, \\mu) \\le p(T) + \\mu(\\Omega \\setminus T) \\le p(T) + 1 - Q(T) + \\eta`,
-    so :math:`\\alpha^* \\ge \\sum_y \\min(p, \\mu) - \\eta` (polymatroid max-flow/min-cut; this needs
-    neither μ >= 0 nor μ(Ω) = 1, which are checked so that μ is also a rule's marginal).
-
-    **η by one scan.** Let σ be any order (here the reverse of the route's: q/p increasing), G_k the
-    value of g on its first k tokens, and cut σ into consecutive runs B_1, B_2, ... Within run B_j
-    let :math:`\\tilde r` be the running minimum of μ/q and :math:`\\tilde\\mu = \\min(\\mu, \\tilde r q)`
-    (a token with q = 0 < μ has μ/q = +∞ and starts a run; one with q = 0, μ <= 0 gets
-    :math:`\\tilde\\mu = 0`), :math:`w_j = \\sum_{B_j} (\\mu - \\tilde\\mu)^+`, F_j the tokens before B_j
-    and :math:`e_j = \\max_{k \\in B_j} [\\tilde\\mu(B_j \\cap \\sigma_{\\le k}) - (G_k - g(F_j))]^+`. Then
-    :math:`\\eta = \\sum_j (e_j + w_j)`. Proof: take S and S_j = S ∩ B_j. (i)
-    :math:`\\mu(S_j) \\le \\tilde\\mu(S_j) + w_j`, and :math:`\\tilde\\mu / q` does not increase along B_j,
-    so the most :math:`\\tilde\\mu` a subset of B_j of q-mass t can hold is the piecewise-linear
-    interpolation of the run's prefix points (fractional knapsack); at those points it is at most
-    :math:`H_j(t) + e_j`, :math:`H_j(t) = h(q(F_j) + t) - h(q(F_j))`, and H_j is concave, so it lies
-    above its chords: :math:`\\mu(S_j) \\le H_j(q(S_j)) + e_j + w_j`. (ii) h is concave and
-    :math:`S \\cap F_j \\subseteq F_j`, so
-    :math:`H_j(q(S_j)) \\le g((S \\cap F_j) \\cup S_j) - g(S \\cap F_j)`.
-    (iii) Summing over j, the right sides telescope to g(S): :math:`\\mu(S) \\le g(S) + \\eta`. This
-    holds for any order, any runs and any μ; runs start where μ/q rises past its run's least value by
-    more than :data:`RATIO_TOL` (relative), which only affects how tight η is. For the
-    lexicographically optimal base along q/p increasing, μ/q = slope · p/q falls within each of its
-    blocks, μ meets g at block ends and stays below inside, so η is rounding.
+    For iid drafts :math:`g(S) = h(q(S))` with :math:`h(t) = 1 - (1 - t)^n` concave. If
+    :math:`\\mu(S) \\le g(S) + \\eta` for every S, then :math:`\\alpha^* \\ge \\sum_y \\min(p, \\mu) - \\eta`.
+    η comes from one scan along the reverse of the route's order, cut into runs where μ/q rises
+    past its run's least value by more than :data:`RATIO_TOL` (relative): per run, the excess of μ
+    over the running minimum of μ/q times q, plus the largest excess of that capped μ's prefix sums
+    over g's increments. The bound holds for any order, runs and μ; for the lexicographically
+    optimal base η is rounding. Proof: papers/theory.md, section "The iid base certificate: a lower
+    bound by one scan".
 
     Parameters
     ----------

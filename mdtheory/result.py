@@ -20,8 +20,8 @@ class Duals(dict):
     """The dual LP's optimal potentials: ``"token"`` (a_y, shape (V,)) and ``"set"`` (b_U, shape (M,)).
 
     ``token[y] = 1`` exactly for the tokens of the cut T; ``set[k] = 1`` exactly for the draft sets
-    ``support[k]`` not inside T (Hu et al. 2025, §3; :mod:`mdtheory.routes.dual`). The old keys ``"a"`` and
-    ``"b"`` still read the same arrays.
+    ``support[k]`` not inside T (Hu et al. 2025, §3; :mod:`mdtheory.routes.dual`). The keys ``"a"`` and
+    ``"b"`` are aliases of the same arrays.
     """
 
     ALIASES = {"a": "token", "b": "set"}
@@ -118,7 +118,7 @@ class AcceptanceResult:
         Their probabilities, Q(x) for tuples, :math:`w_U = P(\\mathrm{set}(X) = U)` for sets.
     duals : Duals or None
         ``dual`` only: the min-cut LP's 0/1 potentials, ``{"token": a (V,), "set": b (M,)}``
-        (:class:`Duals`; the old keys ``"a"``, ``"b"`` still work).
+        (:class:`Duals`; ``"a"``, ``"b"`` are aliases).
     duality_gap : float or None
         Primal objective minus dual objective of the solve that produced the value, where the route
         has both.

@@ -13,9 +13,7 @@ from mdtheory.certify import CERT_TOL
 from mdtheory.models.polymatroid import MAX_EXHAUSTIVE_V, base_polytope_violation
 
 from .registry import certificate_for
-
-#: Tolerance for feasibility and objective checks of float solutions.
-TOL = 1e-8
+from .tolerances import FEASIBILITY as TOL  # feasibility and objective of float solutions
 
 
 def support_members(result, V: int) -> np.ndarray:

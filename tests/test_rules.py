@@ -210,8 +210,8 @@ def test_residual_part_is_never_negative():
 
 
 def test_optimal_plan_rows_capped_at_subnormal_set_probabilities():
-    """The LP's plan S(U, y) exceeded a draft set's probability w_U = 2e-322 by its tolerance
-    (~1e-10): S/w was inf, the plan's row NaN and the rule's acceptance NaN."""
+    """The LP's plan S(U, y) may exceed a draft set's probability w_U = 2e-322 by its tolerance
+    (~1e-10); capped, S/w stays finite and the rule's acceptance is a number, not NaN."""
     rng = np.random.default_rng(6)
     V = 50
     logits = rng.normal(0, 2, V) / rng.choice([0.1, 1, 3])
