@@ -259,3 +259,24 @@ def test_greedy_rule_runs_on_any_model_declaring_fixed_top():
     assert np.allclose(other.exact_output_law(), p, atol=ROUNDING)
     with pytest.raises(md.InvalidInputError, match="greedy is a rule for draft models with fixed_top"):
         make_rule("greedy", p, md.IID(q, 3), 3)
+
+
+def test_make_rule_passes_its_time_limit_to_rules_that_take_one(monkeypatch):
+    """A rule whose constructor takes ``max_seconds`` gets make_rule's limit, whatever its name."""
+    from mdtheory.rules import SelectionRule, residual
+
+    class Patient(SelectionRule):
+        name = "patient"
+
+        def __init__(self, p, q, n, *, normalize=False, max_seconds=None):
+            self.limit = max_seconds
+            super().__init__(p, q, n, normalize=normalize)
+
+        def _prepare(self):
+            self.res = residual(self.p, self.q)
+
+        def conditional(self, drafts):
+            return np.zeros(self.V), self.res
+
+    monkeypatch.setitem(RULES, "patient", Patient)
+    assert make_rule("patient", [0.5, 0.5], [0.5, 0.5], 2, max_seconds=7.0).limit == 7.0

@@ -383,9 +383,9 @@ def _position_row(args, name: str, p: np.ndarray, q: np.ndarray, rng, times: int
     """One rule at one position: its acceptance, alpha* of its draft model and the gap, or why it
     did not run. ``times`` scales the work estimates (a batch's positions); ``optimum`` caches
     alpha* by draft model at this position."""
-    from ..rules import RULES, make_rule
+    from ..rules import RULES, make_rule, rule_keywords
 
-    params = {"s": args.truncation} if name == "khisti-lp" else {}
+    params = {"s": args.truncation} if "s" in rule_keywords(RULES[name]) else {}  # --truncation
     try:
         model = make_draft_model(q, args.drafts, RULES[name].sampling)
         est = RULES[name].estimate(model)

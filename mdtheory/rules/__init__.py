@@ -16,6 +16,7 @@ name           rule                                                             
 
 from __future__ import annotations
 
+import functools
 import inspect
 from typing import Any
 
@@ -99,7 +100,7 @@ def make_rule(name: str, p: ArrayLike, q: ArrayLike | DraftModel, n: int, *, nor
         raise InvalidInputError(
             f"unknown selection rule {name!r}; valid choices: {', '.join(RULES)}"
         ) from None
-    valid = rule_keywords(cls) if params else []  # inspect.signature costs tens of microseconds
+    valid = _keywords(cls) if params else ()
     unknown = sorted(set(params) - set(valid))
     if unknown:
         raise InvalidInputError(
@@ -111,17 +112,23 @@ def make_rule(name: str, p: ArrayLike, q: ArrayLike | DraftModel, n: int, *, nor
     else:
         model = make_draft_model(q, n, params.get("sampling", cls.sampling), normalize=normalize)
     _budget.require(cls.estimate(model), max_seconds, max_bytes=max_bytes, flag="max_seconds")
-    if name == "optimal":
+    if "max_seconds" in _keywords(cls):  # a rule that bounds its own preparation's time
         params["max_seconds"] = max_seconds
     return cls(p, model, n, normalize=normalize, **params)
 
 
 def rule_keywords(cls: type[SelectionRule]) -> list[str]:
     """The keyword parameters a rule class takes besides (p, q, n, normalize)."""
+    return list(_keywords(cls))
+
+
+@functools.cache
+def _keywords(cls: type[SelectionRule]) -> tuple[str, ...]:
+    """:func:`rule_keywords`, read once per class (inspect.signature costs tens of microseconds)."""
     names = []
     for func in (cls.__init__, cls._prepare):
         for par in inspect.signature(func).parameters.values():
             if par.kind in (par.KEYWORD_ONLY, par.POSITIONAL_OR_KEYWORD) and par.name not in (
                     "self", "p", "q", "n", "normalize") and par.name not in names:
                 names.append(par.name)
-    return names
+    return tuple(names)
