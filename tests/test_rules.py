@@ -280,3 +280,25 @@ def test_make_rule_passes_its_time_limit_to_rules_that_take_one(monkeypatch):
 
     monkeypatch.setitem(RULES, "patient", Patient)
     assert make_rule("patient", [0.5, 0.5], [0.5, 0.5], 2, max_seconds=7.0).limit == 7.0
+
+
+def test_block_simulation_reads_the_rules_declarations(monkeypatch):
+    """Which rules a block simulation runs on without-replacement drafts comes from the rule's
+    declarations (its own sampling, first_draft_only, a sampling keyword), not from its name."""
+    from mdtheory.language.blockeff import _check_rule
+    from mdtheory.rules import SelectionRule
+
+    class FirstOnly(SelectionRule):
+        name, first_draft_only = "first-only", True
+
+        def _prepare(self):
+            pass
+
+        def conditional(self, drafts):
+            return np.eye(self.V)[drafts[0]], np.zeros(self.V)
+
+    monkeypatch.setitem(RULES, "first-only", FirstOnly)
+    for name in ("first-only", "single", "optimal", "rrs-wor"):
+        _check_rule(name, "without-replacement")
+    with pytest.raises(md.InvalidInputError, match="rule 'rrs' expects iid drafts, not without-replacement"):
+        _check_rule("rrs", "without-replacement")

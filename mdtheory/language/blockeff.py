@@ -150,8 +150,8 @@ def speculative_step(target, drafter, context: tuple, rule: str, K: int, L: int,
         here = context + tuple(emitted)
         kind = sampling if d == 0 else "iid"
         params = dict(rule_params or {})
-        if rule == "optimal" and kind != "iid":
-            params["sampling"] = kind
+        if kind != "iid" and "sampling" in rules.rule_keywords(rules.RULES[rule]):
+            params["sampling"] = kind  # a rule for any draft model (optimal) is told which
         key = (here, alive.size)
         if prepared is not None and key in prepared:
             r = prepared[key]
@@ -336,9 +336,10 @@ def _check_rule(rule: str, sampling: str) -> None:
     if rule not in rules.RULES:
         raise InvalidInputError(
             f"unknown selection rule {rule!r}; valid choices: {', '.join(rules.RULES)}")
-    expects = rules.RULES[rule].sampling
-    if rule in ("optimal", "single") or expects == sampling:  # single: the first draft has law q
+    cls = rules.RULES[rule]
+    if cls.sampling == sampling or cls.first_draft_only or "sampling" in rules.rule_keywords(cls):
         return
+    expects = cls.sampling
     raise InvalidInputError(f"rule {rule!r} expects {expects} drafts, not {sampling}")
 
 

@@ -113,6 +113,10 @@ class SelectionRule(ABC):
         boolean class attribute of :class:`~mdtheory.models.base.DraftModel`, e.g.
         ``"fixed_top"``): a ready draft model that declares it is accepted whatever its name.
         None: only the model ``sampling`` names.
+    first_draft_only : bool
+        Class attribute: the rule reads the first draft alone and needs its law to be q, so it runs
+        on the drafts of every model whose first draft has law q (iid, without replacement), not
+        only on its own ``sampling``.
     model : DraftModel
         That draft model built from q and n.
     prepare_seconds : float
@@ -122,6 +126,7 @@ class SelectionRule(ABC):
     name: ClassVar[str] = ""
     sampling: ClassVar[str] = "iid"
     needs: ClassVar[str | None] = None
+    first_draft_only: ClassVar[bool] = False
 
     @classmethod
     def estimate(cls, model: DraftModel) -> _budget.Estimate:

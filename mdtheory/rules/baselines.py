@@ -52,6 +52,7 @@ class SingleDraft(SelectionRule):
     """
 
     name = "single"
+    first_draft_only = True
 
     def _prepare(self):
         self.res = residual(self.p, self.q)
