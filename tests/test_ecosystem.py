@@ -170,7 +170,7 @@ def test_to_dict_of_chosen_keys():
         res.to_dict(["alpha"])
 
 
-def test_duals_named_with_old_keys_kept():
+def test_duals_named_with_alias_keys():
     res = md.optimal_acceptance(P3, Q3, 2, method="dual")
     assert set(res.duals) == {"token", "set"}
     assert res.duals["a"] is res.duals["token"] and res.duals["b"] is res.duals["set"]
