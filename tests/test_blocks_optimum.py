@@ -29,7 +29,6 @@ from mdtheory.blocks.markov import (
 from mdtheory.errors import (
     InvalidDistributionError,
     InvalidInputError,
-    OptimalityGapError,
     ProblemTooLargeError,
 )
 from tests.tolerances import ROUNDING, SOLVER
@@ -222,25 +221,42 @@ def test_any_potentials_give_an_upper_bound():
 
 
 def test_sparse_laws_single_draft_is_block_verification():
-    """Dirichlet(0.1) laws put masses down to 1e-38 on some tokens. Over 60 such instances the LP
-    answers on all but at most 3 (its duals give a loose bound there: OptimalityGapError, whose
-    interval must still hold the truth), and at K = 1 every answer equals block verification
-    (Sun et al.)."""
-    unproven = []
+    """Dirichlet(0.1) laws put masses down to 1e-38 on some tokens. Over 60 such instances every
+    answer is proven (where the primal LP's duals are not accurate enough the dual LP gives the
+    bound) and at K = 1 equals block verification (Sun et al.)."""
+    routes = set()
     for (V, L), seed in itertools.product([(3, 3), (4, 2), (2, 3)], range(20)):
         target, draft = random_instance(V, seed, concentration=0.1)
         law = block_verification_law(target, draft, V, L)
         assert block_law_tv(law, target, L) <= ROUNDING
-        try:
-            res = md.optimal_block_efficiency(target, draft, n=1, length=L)
-        except OptimalityGapError as err:
-            unproven.append((V, L, seed))
-            assert err.lower - SOLVER <= efficiency(law) <= err.upper + SOLVER
-            continue
-        assert res.success
+        res = md.optimal_block_efficiency(target, draft, n=1, length=L)
+        assert res.success and abs(res.certificate_gap) <= CERT_TOL and res.validity_tv <= CERT_TOL
         assert res.value == pytest.approx(efficiency(law), abs=SOLVER)
-    assert (3, 3, 0) not in unproven and (2, 3, 41) not in unproven
-    assert len(unproven) <= 3, unproven
+        routes.add(res.dual_from)
+    assert routes == {"primal duals", "dual LP"}
+
+
+@pytest.mark.parametrize(("V", "seed", "L"), [(3, 1, 3), (3, 9, 3), (4, 19, 2)])
+def test_sparse_laws_proven_by_the_dual_lp(V, seed, L):
+    """The primal LP's duals, mapped back from the scaled LP, bound these at 5.16, 2.19 and 2.59
+    against optima 2.98, 1.29 and 1.46; the dual LP solved in its own variables proves them."""
+    target, draft = random_instance(V, seed, concentration=0.1)
+    res = md.optimal_block_efficiency(target, draft, n=1, length=L)
+    assert res.success and res.dual_from == "dual LP" and abs(res.certificate_gap) <= CERT_TOL
+    assert res.value == pytest.approx(efficiency(block_verification_law(target, draft, V, L)), abs=SOLVER)
+
+
+def test_dual_lp_potentials_bound_any_instance():
+    """The dual LP's potentials are a valid bound (weak duality) and meet the optimum on a dense
+    instance too, where the primal duals already prove it."""
+    V, K, L = 3, 2, 2
+    target, draft = random_instance(V, 4, concentration=0.8)
+    res = md.optimal_block_efficiency(target, draft, n=K, length=L)
+    tables = conditional_tables(target, V, L + 1)
+    members, drafts, probs = draft_multisets(draft, K, L, V)
+    row, bid, blen, offsets = optimum._columns(members, V, L)
+    w = optimum._dual_lp_potentials(row, bid, blen, probs, tables, offsets, members.shape[0], V, L)
+    assert optimum.dual_bound(w, target, drafts, probs, V, L) == pytest.approx(res.value, abs=CERT_TOL)
 
 
 @pytest.mark.parametrize(("V", "seed"), [(3, 0), (2, 41)])

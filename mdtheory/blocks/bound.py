@@ -24,6 +24,7 @@ alpha*_m bound exactly and, at K = 1, matched the LP optimum on every instance t
 from __future__ import annotations
 
 import heapq
+import math
 import time
 from dataclasses import dataclass, field, fields
 
@@ -33,6 +34,8 @@ from .. import _budget
 from ..errors import InvalidDistributionError, InvalidInputError, MdtheoryError
 from ..result import to_jsonable
 from .markov import Law, _check_length, batched, row_tolerance
+from .prefixsets import prefix_presence, wor_inclusion
+from .trees import DraftTree
 
 __all__ = ["BlockBoundResult", "block_efficiency_bound", "coarse_alpha_bound", "estimate"]
 
@@ -40,7 +43,7 @@ __all__ = ["BlockBoundResult", "block_efficiency_bound", "coarse_alpha_bound", "
 
 @dataclass
 class BlockBoundResult:
-    """A proven upper bound on the optimal block efficiency of K iid drafts of L tokens.
+    """A proven upper bound on the optimal block efficiency of K iid drafts of L tokens (or of a tree).
 
     Attributes
     ----------
@@ -60,6 +63,12 @@ class BlockBoundResult:
         Whether every node of depth < L was expanded: then ``prefix_set`` holds the sequence-level
         alpha*_m themselves.
     drafts, length, V : int
+    tree : DraftTree or None
+        The draft tree, or None for K iid drafts.
+    presence_exact : bool
+        Whether the caps P(some path starts with y) were exact; False where, without replacement,
+        an inclusion probability was replaced by its upper bound
+        (:func:`~mdtheory.blocks.prefixsets.wor_inclusion`; the bound stays valid).
     status : str
         ``"upper-bound"``.
     timings : dict
@@ -76,6 +85,8 @@ class BlockBoundResult:
     drafts: int
     length: int
     V: int
+    tree: DraftTree | None = None
+    presence_exact: bool = True
     status: str = "upper-bound"
     timings: dict = field(default_factory=dict)
 
@@ -155,11 +166,13 @@ def estimate(V: int, length: int, expansions: int) -> _budget.Estimate:
         80.0 * nodes + 32.0 * float(length), "fewer expansions or a shorter length")
 
 
-def block_efficiency_bound(target: Law, draft: Law, n: int, length: int, *, context: tuple = (),
+def block_efficiency_bound(target: Law, draft: Law, n: int | None = None, length: int | None = None, *,
+                           tree: DraftTree | None = None, context: tuple = (),
                            expansions: int = 256, batch: int = 64,
                            max_seconds: float = _budget.MAX_SECONDS,
                            max_bytes: float = _budget.MAX_BYTES) -> BlockBoundResult:
-    """A proven upper bound on the optimal E|B| of ``n`` iid drafts of ``length`` tokens after ``context``.
+    """A proven upper bound on the optimal E|B| of ``n`` iid drafts of ``length`` tokens (or of a draft
+    tree) after ``context``.
 
     Parameters
     ----------
@@ -168,7 +181,15 @@ def block_efficiency_bound(target: Law, draft: Law, n: int, length: int, *, cont
         (:class:`mdtheory.drafters.LSTMLaw`, :class:`~mdtheory.drafters.NGramLaw`), or any object with
         a ``batch(contexts) -> (B, V)`` method.
     n, length : int
-        K and L.
+        K and L (optional with ``tree``; if given they must be the tree's).
+    tree : DraftTree, optional
+        Draw the drafts as this tree (iid or without-replacement children, branching factors per
+        depth; :class:`~mdtheory.blocks.trees.DraftTree`). The nested recursion's cap
+        1 - (1 - q_m(y))^K becomes P(some path of the tree starts with y)
+        (:func:`~mdtheory.blocks.prefixsets.prefix_presence`); the prefix-set bound uses
+        b_1 ... b_m iid nodes at depth m for iid trees and is left out (1) for trees without
+        replacement at depths with more than one node (papers/blocks.md, "Draft trees in the bound").
+        Default: K iid drafts, the tree (K, 1, ..., 1).
     context : tuple of int
         The text before the block (the root of the prefix tree).
     expansions : int
@@ -202,6 +223,15 @@ def block_efficiency_bound(target: Law, draft: Law, n: int, length: int, *, cont
     (20.0, 21.0, True)
     """
     t0 = time.perf_counter()
+    if tree is not None:
+        if not isinstance(tree, DraftTree):
+            raise InvalidInputError(f"tree must be a DraftTree, got {tree!r}")
+        for value, name, own in ((n, "n", tree.n), (length, "length", tree.length)):
+            if value is not None and _check_length(value, name) != own:
+                raise InvalidInputError(f"{name} = {value} does not match {tree!r} ({name} = {own})")
+        n, length = tree.n, tree.length
+    if n is None or length is None:
+        raise InvalidInputError("give n and length (K iid drafts of L tokens), or a tree")
     n, length = _check_length(n, "n"), _check_length(length)
     expansions = _check_length(expansions, "expansions")
     batch = _check_length(batch, "batch")
@@ -213,9 +243,12 @@ def block_efficiency_bound(target: Law, draft: Law, n: int, length: int, *, cont
     pt, qd = batched(target), batched(draft)
     spent = 0.0
 
-    # the tree: parent, token, depth, p_m, q_m and the nested bound G of every node; node 0 the root
+    # the tree: parent, token, depth, p_m, q_m, the step into the node (q(v | u) for iid trees, v's
+    # inclusion among its siblings without replacement) and the nested bound G of every node; node 0
+    # the root
     parent, token, depth = [-1], [-1], [0]
-    pm, qm, G = [1.0], [1.0], [1.0]
+    pm, qm, G, step = [1.0], [1.0], [1.0], [1.0]
+    exact = True
     expanded = [False]
     heap = [(-float(length), 0)]
     done, V = 0, None
@@ -243,15 +276,32 @@ def block_efficiency_bound(target: Law, draft: Law, n: int, length: int, *, cont
             expanded[i] = True
             v = np.nonzero((prow > 0) | (qrow > 0))[0]
             cp, cq = pm[i] * prow[v], qm[i] * qrow[v]
-            with np.errstate(divide="ignore"):
-                cg = np.minimum(G[i] * prow[v], -np.expm1(n * np.log1p(-np.minimum(cq, 1.0))))
-            first, d = len(parent), depth[i] + 1
+            d = depth[i] + 1
+            if tree is None:    # K iid drafts: 1 - (1 - q_m)^K
+                cs = qrow[v]
+                with np.errstate(divide="ignore"):
+                    cover = -np.expm1(n * np.log1p(-np.minimum(cq, 1.0)))
+            else:
+                if tree.sampling == "wor":
+                    incl, is_exact = wor_inclusion(qrow, tree.branching[d - 1])
+                    exact = exact and is_exact
+                    cs = incl[v]
+                else:
+                    cs = qrow[v]
+                chain, j = [], i
+                while j > 0:
+                    chain.append(step[j])
+                    j = parent[j]
+                cover = prefix_presence(tree, chain[::-1] + [cs])
+            cg = np.minimum(G[i] * prow[v], cover)
+            first = len(parent)
             parent.extend([i] * v.size)
             token.extend(v.tolist())
             depth.extend([d] * v.size)
             pm.extend(cp.tolist())
             qm.extend(cq.tolist())
             G.extend(cg.tolist())
+            step.extend(np.asarray(cs, dtype=np.float64).tolist())
             expanded.extend([False] * v.size)
             if d < length:
                 for j, g in enumerate(cg.tolist()):
@@ -266,10 +316,15 @@ def block_efficiency_bound(target: Law, draft: Law, n: int, length: int, *, cont
     for m in range(1, length + 1):
         cell = (depth_a == m) | ((depth_a < m) & ~exp_a)
         nested[m - 1] = min(1.0, float(G_a[cell].sum()))
-        beta[m - 1] = coarse_alpha_bound(pm_a[cell], qm_a[cell], n)[0]
+        # nodes of the tree at depth m: b_1 ... b_m, iid as the prefix-set bound needs them (K iid
+        # drafts: K)
+        width = n if tree is None else math.prod(tree.branching[:m])
+        if tree is None or tree.sampling == "iid" or width == 1:
+            beta[m - 1] = coarse_alpha_bound(pm_a[cell], qm_a[cell], width)[0]
         cells[m - 1] = int(cell.sum())
     acceptance = np.minimum.accumulate(np.minimum(nested, beta))
     return BlockBoundResult(
         value=float(1.0 + acceptance.sum()), acceptance=acceptance, nested=nested, prefix_set=beta,
         cells=cells, expansions=done, complete=not heap, drafts=n, length=length, V=int(V or 0),
+        tree=tree, presence_exact=exact,
         timings={"laws": spent, "total": time.perf_counter() - t0})

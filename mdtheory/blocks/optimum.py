@@ -45,8 +45,11 @@ from .markov import (
     sequence_probs,
     vocabulary_size,
 )
+from .prefixsets import count_prefix_sets, estimate_law, prefix_set_law
+from .trees import DraftTree
 
-__all__ = ["BlockOptimumResult", "optimal_block_efficiency", "estimate", "lp_size", "dual_bound"]
+__all__ = ["BlockOptimumResult", "optimal_block_efficiency", "estimate", "tree_estimate", "lp_size",
+           "tree_lp_size", "dual_bound"]
 
 # Measured on a 2-core x86 machine (HiGHS 1.x, dual simplex), fitted by a power law; a factor of a
 # few either way (see mdtheory._budget).
@@ -57,7 +60,7 @@ _COLUMN_BYTES = 400.0   # plan, matrix and HiGHS working set, per column
 
 @dataclass
 class BlockOptimumResult:
-    """The optimal block efficiency of K iid drafts of length L, with its certificates.
+    """The optimal block efficiency of K iid drafts of length L (or of a draft tree), with its certificates.
 
     Attributes
     ----------
@@ -68,12 +71,15 @@ class BlockOptimumResult:
         ``acceptance[m - 1]`` = P(k >= m): the probability that the optimal verifier accepts at least
         m draft tokens, m = 1..L.
     drafts, length, V : int
-        K, L and the vocabulary size.
+        K (a tree's number of root-to-leaf paths), L and the vocabulary size.
+    tree : DraftTree or None
+        The draft tree, or None for K iid drafts (the multiset route).
     status : str
         ``"optimal"``: the plan is valid (``validity_tv``) and meets the dual bound within
         :data:`~mdtheory._certify.CERT_TOL`. A solve that cannot be proven raises instead.
     upper_bound : float
-        The weak-duality bound recomputed from the LP's validity duals (:func:`dual_bound`).
+        The weak-duality bound recomputed from potentials w (:func:`dual_bound`): the LP's duals, or
+        the dual LP's solution where those do not prove the plan (``dual_from``).
     certificate_gap : float
         ``upper_bound - value``.
     validity_tv : float
@@ -82,9 +88,11 @@ class BlockOptimumResult:
     marginal_error, min_mass : float
         The plan's largest deviation from the draft marginals Q(X), and its smallest entry.
     support : ndarray of int, (M, K, L)
-        The draft multisets with positive probability (each as K sorted draft sequences).
+        The draft multisets with positive probability (each as K sorted draft sequences); for a tree,
+        its prefix sets (each as its sorted distinct root-to-leaf paths, the last repeated up to K).
     support_probs : ndarray, (M,)
-        Their probabilities Q(X) (with the multiplicity of their orderings).
+        Their probabilities Q(X) (with the multiplicity of their orderings; for a tree the
+        probability of drawing that prefix set).
     blocks : list of tuple
         Every block the plan can emit, indexing the columns of ``plan``.
     plan : scipy.sparse.csr_matrix, (M, len(blocks))
@@ -97,6 +105,9 @@ class BlockOptimumResult:
     presolve : str
         ``"on"``, or ``"off"`` when the LP had to be re-solved without presolve because HiGHS's
         presolve did not return an optimum (it declares some of these feasible LPs infeasible).
+    dual_from : str
+        Where the bound's potentials came from: ``"primal duals"`` (the LP's row duals) or
+        ``"dual LP"`` (:func:`_dual_lp_potentials`, solved when the first did not prove the plan).
     timings : dict
         Seconds by phase (``build``, ``solve and certify``, ``total``).
     """
@@ -106,6 +117,7 @@ class BlockOptimumResult:
     drafts: int
     length: int
     V: int
+    tree: DraftTree | None
     status: str
     upper_bound: float
     certificate_gap: float
@@ -119,6 +131,7 @@ class BlockOptimumResult:
     block_law: dict
     lp: dict
     presolve: str
+    dual_from: str = "primal duals"
     timings: dict = field(default_factory=dict)
 
     @property
@@ -181,6 +194,55 @@ def estimate(V: int, n: int, length: int) -> _budget.Estimate:
         f"the block-efficiency LP (V = {V}, K = {n}, L = {length}: {size['multisets']} draft multisets, "
         f"{cols} variables, {size['nonzeros']} nonzeros)", seconds, _COLUMN_BYTES * cols,
         "the bound mdtheory.blocks.bound.block_efficiency_bound fits any size")
+
+
+def tree_lp_size(V: int, tree: DraftTree) -> dict:
+    """Upper bounds on the LP's size for a draft tree, from (V, tree) alone: prefix sets
+    (:func:`~mdtheory.blocks.prefixsets.count_prefix_sets`, as a float: it may be astronomically
+    large), variables (each prefix set has at most min(b_1 ... b_k, V^k) nodes of depth k, each
+    followed by V tokens, plus one aggregate per block), rows and nonzeros."""
+    length = tree.length
+    M = math.exp(min(count_prefix_sets(V, tree)[0], 700.0))
+    nodes, width = 1, 1
+    for k in range(1, length + 1):
+        width *= tree.branching[k - 1]
+        nodes += min(width, V ** k)
+    blocks = sum(V ** j for j in range(1, length + 2))
+    pi = M * V * nodes
+    return {"prefix_sets": M, "variables": pi + blocks, "rows": M + blocks + V ** (length + 1),
+            "nonzeros": 2 * pi + blocks + (length + 1) * V ** (length + 1)}
+
+
+def tree_estimate(V: int, tree: DraftTree) -> _budget.Estimate:
+    """Seconds and bytes of :func:`optimal_block_efficiency` on a draft tree: the prefix-set law
+    (:func:`~mdtheory.blocks.prefixsets.estimate_law`) plus the LP (columns as :func:`estimate`)."""
+    law_seconds, log_sets = estimate_law(V, tree)
+    what = f"the block-efficiency LP of {tree!r} (V = {V}"
+    hint = "the bound mdtheory.blocks.bound.block_efficiency_bound(..., tree=) fits any size"
+    if log_sets > _LOG2_CAP * math.log(2):
+        return _budget.Estimate(f"{what}: up to 2^{log_sets / math.log(2):.3g} prefix sets)", math.inf,
+                                math.inf, hint)
+    size = tree_lp_size(V, tree)
+    cols = float(size["variables"])
+    seconds = law_seconds + _LP_COLUMN * cols ** 1.32 + _BUILD_COLUMN * cols
+    return _budget.Estimate(f"{what}: up to {size['prefix_sets']:.4g} prefix sets, {cols:.4g} variables)",
+                            seconds, _COLUMN_BYTES * cols + 200.0 * size["prefix_sets"] * tree.n, hint)
+
+
+def _tree_members(draft, tree: DraftTree, V: int) -> tuple[np.ndarray, np.ndarray]:
+    """The prefix sets of the tree's draws as (M, K) sorted path indices (a set of j < K paths padded
+    by repeating its last path) and their probabilities."""
+    law = prefix_set_law(draft, tree, V)
+    base = V ** np.arange(tree.length - 1, -1, -1)
+    members = np.zeros((len(law), tree.n), dtype=np.int64)
+    probs = np.zeros(len(law))
+    for i, (paths, w) in enumerate(law.items()):
+        idx = sorted(int(np.dot(path, base)) for path in paths)
+        members[i, :len(idx)] = idx
+        members[i, len(idx):] = idx[-1]
+        probs[i] = w
+    order = np.lexsort(members.T[::-1])
+    return members[order], probs[order]
 
 
 def _check_laws(target, draft) -> int:
@@ -353,6 +415,87 @@ def dual_bound(w: np.ndarray, target: Law, drafts: np.ndarray, probs: np.ndarray
     return total
 
 
+def _dual_lp_potentials(row, bid, blen, probs, ttables, offsets, M: int, V: int,
+                        length: int) -> np.ndarray | None:
+    """Potentials w on V^(L+1) from the dual LP solved as an LP of its own, in its natural variables.
+
+    The dual of the block-efficiency LP is
+
+    .. math:: \\min_{W, u} \\sum_v p(v) W(v) + \\sum_X Q(X) u_X \\quad\\text{s.t.}\\quad
+              u_X + W(B) \\ge |B| \\text{ for allowed } (X, B),\\;
+              W(a) = \\sum_v p(v \\mid a) W(av) \\text{ for } |a| \\le L,
+
+    with W and u free; w is W on the full-length blocks. Its variables are O(1) (a potential per
+    block, tokens to go), where the primal's duals of the scaled validity rows must be divided by
+    p(y) down to 1e-38; the coefficients p(v | a) that HiGHS drops (under 1e-12) move W by at most
+    that times |W|, and :func:`dual_bound` recomputes W from w with every coefficient anyway. Used
+    when the primal's duals do not prove the plan; None if HiGHS does not solve it.
+    """
+    import highspy
+    from scipy import sparse
+
+    from .._highs import FEAS_TOL, _new_highs
+
+    nB = int(offsets[-1])
+    npi = row.size
+    # inequality rows u_X + W(B) >= |B|; columns: W (nB), then u (M)
+    r = np.concatenate([np.arange(npi), np.arange(npi)])
+    c = np.concatenate([bid, nB + row])
+    v = np.ones(2 * npi)
+    # equality rows W(a) - sum_v p(v | a) W(av) = 0 for blocks a of length j = 1..L
+    eq_r, eq_c, eq_v = [], [], []
+    first = npi
+    for j in range(1, length + 1):
+        count = V ** j
+        ids = np.arange(count)
+        eq_r.append(first + ids)
+        eq_c.append(offsets[j - 1] + ids)
+        eq_v.append(np.ones(count))
+        eq_r.append(np.repeat(first + ids, V))
+        eq_c.append(offsets[j] + np.arange(count * V))
+        eq_v.append(-np.asarray(ttables[j], dtype=np.float64).reshape(-1))
+        first += count
+    r = np.concatenate([r, *eq_r])
+    c = np.concatenate([c, *eq_c])
+    v = np.concatenate([v, *eq_v])
+    keep = v != 0
+    A = sparse.csc_matrix((v[keep], (r[keep], c[keep])), shape=(first, nB + M))
+    lower = np.concatenate([np.asarray(blen, dtype=np.float64), np.zeros(first - npi)])
+    upper = np.concatenate([np.full(npi, highspy.kHighsInf), np.zeros(first - npi)])
+    cost = np.zeros(nB + M)
+    cost[:V] = np.asarray(ttables[0][0], dtype=np.float64)
+    cost[nB:] = probs
+    lp = highspy.HighsLp()
+    lp.num_col_, lp.num_row_ = nB + M, first
+    lp.col_cost_ = cost
+    # shifting every W by t and every u by -t changes the objective by t (sum p - sum Q), zero up to
+    # rounding, which may make the LP "unbounded": one u is fixed at 0 (no loss in exact arithmetic)
+    col_lower = np.full(nB + M, -highspy.kHighsInf)
+    col_upper = np.full(nB + M, highspy.kHighsInf)
+    col_lower[nB + int(np.argmax(probs))] = col_upper[nB + int(np.argmax(probs))] = 0.0
+    lp.col_lower_ = col_lower
+    lp.col_upper_ = col_upper
+    lp.row_lower_ = lower
+    lp.row_upper_ = upper
+    lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
+    lp.a_matrix_.start_ = A.indptr.astype(np.int32)
+    lp.a_matrix_.index_ = A.indices.astype(np.int32)
+    lp.a_matrix_.value_ = A.data.astype(np.float64)
+    for presolve in ("on", "off"):
+        h = _new_highs()
+        h.setOptionValue("output_flag", False)
+        h.setOptionValue("threads", 1)
+        h.setOptionValue("primal_feasibility_tolerance", FEAS_TOL)
+        h.setOptionValue("dual_feasibility_tolerance", FEAS_TOL)
+        h.setOptionValue("presolve", presolve)
+        h.setOptionValue("solver", "simplex")
+        h.passModel(lp)
+        h.run()
+        if h.getModelStatus() == highspy.HighsModelStatus.kOptimal:
+            return np.asarray(h.getSolution().col_value)[int(offsets[length]):nB]
+    return None
+
+
 def _check_plan(plan, blocks: list, drafts: np.ndarray, probs: np.ndarray):
     """Smallest entry, largest marginal error, and that every positive entry's block starts with a
     prefix of one of the row's drafts (raises SolverError otherwise)."""
@@ -369,19 +512,29 @@ def _check_plan(plan, blocks: list, drafts: np.ndarray, probs: np.ndarray):
     return min_mass, marginal
 
 
-def optimal_block_efficiency(target: Law, draft: Law, n: int, length: int, *,
+def optimal_block_efficiency(target: Law, draft: Law, n: int | None = None, length: int | None = None, *,
+                             tree: DraftTree | None = None,
                              max_seconds: float = _budget.MAX_SECONDS,
                              max_bytes: float = _budget.MAX_BYTES) -> BlockOptimumResult:
-    """The largest block efficiency E|B| of any valid verifier of ``n`` iid drafts of ``length`` tokens.
+    """The largest block efficiency E|B| of any valid verifier of ``n`` iid drafts of ``length`` tokens,
+    or of a draft tree.
 
     Parameters
     ----------
     target, draft : callable
         Next-token laws ``law(context: tuple[int, ...]) -> ndarray (V,)`` (the root context is ``()``).
     n : int
-        Number of drafts K, each drawn autoregressively from ``draft`` at the root.
+        Number of drafts K, each drawn autoregressively from ``draft`` at the root (with ``tree``:
+        optional, and if given it must be the tree's number of root-to-leaf paths).
     length : int
-        Draft length L (the block has at most L + 1 tokens).
+        Draft length L (the block has at most L + 1 tokens; with ``tree``: optional, its depth).
+    tree : DraftTree, optional
+        Draw the drafts as this tree (:class:`~mdtheory.blocks.trees.DraftTree`: at each node the
+        children drawn from the draft's law there, iid or without replacement, with branching
+        factors per depth; the object the traversal verifier takes). The LP then runs over the
+        tree's *prefix sets* (its distinct root-to-leaf paths), which carry everything a verifier may
+        use (:mod:`mdtheory.blocks.prefixsets`). ``DraftTree((K, 1, ..., 1), "iid")`` is K iid
+        drafts by this second route.
     max_seconds, max_bytes : float
         Refuse, before any work, an LP whose estimate (:func:`estimate`) exceeds these.
 
@@ -405,21 +558,41 @@ def optimal_block_efficiency(target: Law, draft: Law, n: int, length: int, *,
     >>> res = optimal_block_efficiency(*sun_toy(), n=1, length=2)
     >>> round(res.value * 9, 9), res.success
     (20.0, True)
+
+    A tree of two tokens then one each, children without replacement (the two first tokens differ):
+
+    >>> res = optimal_block_efficiency(*sun_toy(), tree=DraftTree((2, 1), "wor"))
+    >>> res.lp["multisets"], round(res.value, 6)
+    (4, 2.888889)
     """
     from scipy import sparse
 
     t0 = time.perf_counter()
+    if tree is not None:
+        if not isinstance(tree, DraftTree):
+            raise InvalidInputError(f"tree must be a DraftTree, got {tree!r}")
+        for value, name, own in ((n, "n", tree.n), (length, "length", tree.length)):
+            if value is not None and _check_length(value, name) != own:
+                raise InvalidInputError(f"{name} = {value} does not match {tree!r} ({name} = {own})")
+        n, length = tree.n, tree.length
+    if n is None or length is None:
+        raise InvalidInputError("give n and length (K iid drafts of L tokens), or a tree")
     n = _check_length(n, "n")
     length = _check_length(length)
     V = _check_laws(target, draft)
     target, draft = context_law(target), context_law(draft)
-    _budget.require(estimate(V, n, length), max_seconds, max_bytes=max_bytes)
+    _budget.require(estimate(V, n, length) if tree is None else tree_estimate(V, tree), max_seconds,
+                    max_bytes=max_bytes)
 
     L1 = length + 1
     ttables = conditional_tables(target, V, L1)
     p_full = sequence_probs(target, V, L1, ttables)
     cont = continuation_probs(target, V, L1, ttables)
-    members, drafts, probs = draft_multisets(draft, n, length, V)
+    if tree is None:
+        members, drafts, probs = draft_multisets(draft, n, length, V)
+    else:
+        members, probs = _tree_members(draft, tree, V)
+        drafts = all_sequences(V, length)[members]
     keep = probs > 0
     members, drafts, probs = members[keep], drafts[keep], probs[keep]
     M = members.shape[0]
@@ -475,6 +648,15 @@ def optimal_block_efficiency(target: Law, draft: Law, n: int, length: int, *,
     if best is None:
         raise failures[-1]
     x, presolve, plan, blocks, min_mass, marginal, block_law, tv, value, acceptance, upper, gap = best
+    dual_from = "primal duals"
+    if abs(gap) > CERT_TOL:
+        # the plan may be optimal while the duals, mapped back from the scaled LP, are not accurate
+        # enough: solve the dual LP in its own variables and take its bound if it is tighter
+        w = _dual_lp_potentials(row, bid, blen, probs, ttables, offsets, M, V, length)
+        if w is not None:
+            second = dual_bound(w, target, drafts, probs, V, length)
+            if second < upper:
+                upper, gap, dual_from = second, second - value, "dual LP"
     t3 = time.perf_counter()
     if tv > CERT_TOL or marginal > CERT_TOL or min_mass < -CERT_TOL or abs(gap) > CERT_TOL:
         raise OptimalityGapError(
@@ -483,9 +665,9 @@ def optimal_block_efficiency(target: Law, draft: Law, n: int, length: int, *,
             f"smallest entry {min_mass:.2e}, dual bound {upper:.12g} vs plan value {value:.12g}",
             lower=value - max(tv, marginal) * L1, upper=upper)
     return BlockOptimumResult(
-        value=value, acceptance=acceptance, drafts=n, length=length, V=V, status="optimal",
+        value=value, acceptance=acceptance, drafts=n, length=length, V=V, tree=tree, status="optimal",
         upper_bound=upper, certificate_gap=gap, validity_tv=tv, marginal_error=marginal, min_mass=min_mass,
         support=drafts, support_probs=probs, blocks=blocks, plan=plan, block_law=block_law,
         lp={"multisets": int(M), "variables": int(npi + nB), "rows": int(A.shape[0]), "nonzeros": int(A.nnz)},
-        presolve=presolve,
+        presolve=presolve, dual_from=dual_from,
         timings={"build": t1 - t0, "solve and certify": t3 - t1, "total": t3 - t0})
