@@ -14,6 +14,7 @@ import mdtheory as md
 from mdtheory._certify import CERT_TOL
 from mdtheory.blocks import optimum
 from mdtheory.blocks.bound import block_efficiency_bound
+from mdtheory.blocks.bound import estimate as bound_estimate
 from mdtheory.blocks.markov import (
     ConstantLaw,
     all_sequences,
@@ -452,11 +453,28 @@ def test_huge_sizes_are_refused_by_estimate(n, length):
 
 
 def test_huge_bound_is_refused_by_estimate():
-    """Its work grows with L times the tree's size; the estimate (about 30 s for L = 10**6 on the toy)
-    is compared with the limit before the tree is grown."""
+    """Its work grows with the tree (expansions x V) and, up to the tree's depth, with the depths;
+    deeper depths repeat the last, so L = 10**6 is cheap, while a tree of 10**9 expansions or arrays
+    of L = 10**9 depths are refused (memory) before the tree is grown."""
+    res = block_efficiency_bound(*sun_toy(), 10**9, 10**6)
+    assert res.acceptance.shape == (10**6,) and 1 <= res.value <= 1 + 10**6
+    assert np.all(np.diff(res.acceptance) <= 0) and res.acceptance[-1] == res.acceptance[res.expansions + 1]
+    assert bound_estimate(2, 10**6, 256).seconds < 1
     with pytest.raises(ProblemTooLargeError):
-        block_efficiency_bound(*sun_toy(), 10**9, 10**6, max_seconds=5)
+        block_efficiency_bound(*sun_toy(), 10**9, 10**6, max_seconds=1e-3)
     with pytest.raises(ProblemTooLargeError):
         block_efficiency_bound(*sun_toy(), 10**9, 10**6, expansions=10**9)
     with pytest.raises(ProblemTooLargeError):
         block_efficiency_bound(*sun_toy(), 10**9, 10**9)
+
+
+def test_bound_past_the_trees_depth_repeats_the_last_depth():
+    """With few expansions the tree stops at depth D; depths past D + 1 have the same cells. The
+    shortcut (K iid drafts) against the depth-by-depth sums (the same drafts given as a tree)."""
+    from mdtheory.blocks.trees import iid_drafts
+
+    target, draft = random_instance(3, 0, concentration=0.8)
+    fast = block_efficiency_bound(target, draft, 2, 40, expansions=5)
+    every = block_efficiency_bound(target, draft, tree=iid_drafts(2, 40), expansions=5)
+    assert fast.acceptance == pytest.approx(every.acceptance, abs=ROUNDING)
+    assert np.all(fast.cells == every.cells) and fast.acceptance[-1] < fast.acceptance[0]

@@ -149,21 +149,36 @@ def _rows(fn, contexts: list[tuple], V: int | None, name: str) -> np.ndarray:
     return rows / rows.sum(axis=1, keepdims=True)
 
 
-#: seconds per depth and per (depth, tree node) of the per-depth sums: measured 3.5e-5 s per depth
-#: with 513 nodes (Sun's toy, 256 expansions, L = 2000 and 20000) on a 2-core x86 machine; the
-#: per-node term is a numpy pass's order of magnitude
-_DEPTH_SECONDS = 3e-5
+#: Per-unit costs of the bound besides the models' own calls, measured on a 2-core x86 machine over
+#: V in {2, 20}, L in {10^3 .. 10^7}, 16 to 1024 expansions (``python benchmarks/bench_blocks.py
+#: bound-estimate``; papers/blocks.md): per expansion (a heap pop, the prefix walk, V children
+#: pushed), per (depth, node) and per depth of the per-depth sums (at most min(L, expansions + 1)
+#: depths: deeper ones repeat the last), and per depth of the (L,) arrays.
+_EXPANSION_SECONDS = 2e-4
+_CHILD_SECONDS = 1e-4
+_DEPTH_SECONDS = 5e-5
 _CELL_SECONDS = 1e-8
+_LENGTH_SECONDS = 2.5e-8
+#: bytes per tree node (eight Python lists and their numpy copies), per depth (the (L,) arrays), and
+#: a fixed working set (the laws' rows and caches)
+_NODE_BYTES = 400.0
+_LENGTH_BYTES = 48.0
+_BASE_BYTES = 1e6
 
 
-def estimate(V: int, length: int, expansions: int) -> _budget.Estimate:
-    """Seconds and bytes of :func:`block_efficiency_bound`: its tree has at most
-    1 + ``expansions`` * V nodes, and the per-depth sums pass over the tree once per depth."""
+def estimate(V: int, length: int, expansions: int, tree: DraftTree | None = None) -> _budget.Estimate:
+    """Seconds and bytes of :func:`block_efficiency_bound` besides the models' calls: its tree has
+    at most 1 + ``expansions`` * V nodes and depth at most ``expansions``; the per-depth sums pass
+    over it once per depth up to that depth (every depth of a given ``tree``)."""
     nodes = 1.0 + float(expansions) * V
+    depths = float(length) if tree is not None else float(min(length, expansions + 1))
+    seconds = (float(expansions) * (_EXPANSION_SECONDS + _CHILD_SECONDS * V)
+               + depths * (_DEPTH_SECONDS + _CELL_SECONDS * nodes) + _LENGTH_SECONDS * float(length))
     return _budget.Estimate(
         f"the block-efficiency bound (V = {V}, L = {length}, {expansions} expansions: up to "
-        f"{nodes:.3g} tree nodes, {length} depths)", (_DEPTH_SECONDS + _CELL_SECONDS * nodes) * float(length),
-        80.0 * nodes + 32.0 * float(length), "fewer expansions or a shorter length")
+        f"{nodes:.3g} tree nodes, {depths:.3g} depths summed)", seconds,
+        _BASE_BYTES + _NODE_BYTES * nodes + _LENGTH_BYTES * float(length),
+        "fewer expansions or a shorter length")
 
 
 def block_efficiency_bound(target: Law, draft: Law, n: int | None = None, length: int | None = None, *,
@@ -269,7 +284,7 @@ def block_efficiency_bound(target: Law, draft: Law, n: int | None = None, length
         P = _rows(pt, ctx, V, "target")
         if V is None:
             V = P.shape[1]
-            _budget.require(estimate(V, length, expansions), max_seconds, max_bytes=max_bytes)
+            _budget.require(estimate(V, length, expansions, tree), max_seconds, max_bytes=max_bytes)
         Q = _rows(qd, ctx, V, "draft")
         spent += time.perf_counter() - s
         for i, prow, qrow in zip(take, P, Q, strict=True):
@@ -313,7 +328,10 @@ def block_efficiency_bound(target: Law, draft: Law, n: int | None = None, length
     pm_a, qm_a, exp_a = np.array(pm), np.array(qm), np.array(expanded)
     nested, beta = np.ones(length), np.ones(length)
     cells = np.zeros(length, dtype=np.int64)
-    for m in range(1, length + 1):
+    # past the tree's deepest node D every depth m > D has the same cells (the unexpanded nodes) and,
+    # for K iid drafts, the same number of drafts: depths D + 2 .. L repeat depth D + 1
+    top = length if tree is not None else min(length, int(depth_a.max()) + 1)
+    for m in range(1, top + 1):
         cell = (depth_a == m) | ((depth_a < m) & ~exp_a)
         nested[m - 1] = min(1.0, float(G_a[cell].sum()))
         # nodes of the tree at depth m: b_1 ... b_m, iid as the prefix-set bound needs them (K iid
@@ -322,6 +340,7 @@ def block_efficiency_bound(target: Law, draft: Law, n: int | None = None, length
         if tree is None or tree.sampling == "iid" or width == 1:
             beta[m - 1] = coarse_alpha_bound(pm_a[cell], qm_a[cell], width)[0]
         cells[m - 1] = int(cell.sum())
+    nested[top:], beta[top:], cells[top:] = nested[top - 1], beta[top - 1], cells[top - 1]
     acceptance = np.minimum.accumulate(np.minimum(nested, beta))
     return BlockBoundResult(
         value=float(1.0 + acceptance.sum()), acceptance=acceptance, nested=nested, prefix_set=beta,
