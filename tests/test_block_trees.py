@@ -8,13 +8,13 @@ import numpy as np
 import pytest
 
 import mdtheory as md
-from mdtheory._certify import CERT_TOL
 from mdtheory.blocks import make_verifier
 from mdtheory.blocks.bound import block_efficiency_bound
 from mdtheory.blocks.markov import ConstantLaw, block_law_tv, random_instance, sun_toy
 from mdtheory.blocks.optimum import tree_estimate
 from mdtheory.blocks.prefixsets import prefix_presence, prefix_set_law, wor_inclusion
 from mdtheory.blocks.trees import DraftTree, iid_drafts
+from mdtheory.certify import CERT_TOL
 from mdtheory.errors import InvalidInputError, ProblemTooLargeError
 from tests.tolerances import ROUNDING, SOLVER
 
