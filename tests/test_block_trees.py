@@ -124,6 +124,18 @@ def test_tree_optimum_grows_with_the_tree(sampling):
         assert value[small] <= value[large] + SOLVER
 
 
+def test_tree_results_are_json_ready():
+    import json
+
+    tree = DraftTree((2, 1), "wor")
+    res = md.optimal_block_efficiency(*sun_toy(), tree=tree)
+    bound = block_efficiency_bound(*sun_toy(), tree=tree)
+    for out in (json.loads(json.dumps(res.to_dict())), json.loads(json.dumps(bound.to_dict()))):
+        assert out["tree"] == {"branching": [2, 1], "sampling": "wor"}
+    plain = md.optimal_block_efficiency(*sun_toy(), n=1, length=1).to_dict()
+    assert json.loads(json.dumps(plain))["tree"] is None
+
+
 def test_tree_input_is_checked():
     target, draft = sun_toy()
     with pytest.raises(InvalidInputError, match="does not match"):
@@ -217,3 +229,20 @@ def test_constant_law_tree_optimum_is_exact_on_identical_laws():
     law = ConstantLaw([0.2, 0.5, 0.3])
     res = md.optimal_block_efficiency(law, law, tree=DraftTree((2, 1), "wor"))
     assert res.value == pytest.approx(3.0, abs=SOLVER)
+
+
+def test_cli_prints_the_tree_optimum_beside_the_tree_verifiers(capsys):
+    import json
+
+    from mdtheory.blocks.markov import random_instance as instance
+    from tests.cli_helpers import run_main
+
+    code, out, err = run_main(capsys, "block-efficiency", "--instance", "random:3:0", "--tree", "2,2",
+                              "--sampling", "without-replacement", "--verifier", "traversal,token",
+                              "--rules", "optimal", "--optimum", "--json")
+    assert code == 0, err
+    rows = [json.loads(line) for line in out.splitlines()]
+    target, draft = instance(3, 0)
+    best = md.optimal_block_efficiency(target, draft, tree=DraftTree((2, 2), "wor")).value
+    assert len(rows) == 2 and all(abs(r["optimum"] - best) <= SOLVER for r in rows)
+    assert all(r["block_efficiency"] <= best + SOLVER for r in rows)

@@ -18,7 +18,13 @@ unexpanded node z of depth j bounds all its descendants at every depth m > j by 
 (explored m-prefixes, and the m-prefixes under each unexpanded shallower node, with that node's p and
 q), exactly, by one sort by q/p. The result is 1 + sum_m min_{j <= m} min(g_j, beta_j), g_m the nested
 bound's mass at depth m. Every value is a valid bound whatever the tree; a complete tree gives the
-alpha*_m bound exactly and, at K = 1, matched the LP optimum on every instance tested.
+alpha*_m bound exactly and, at K = 1, the optimum itself (block verification attains it; proof in
+papers/blocks.md).
+
+A draft tree (branching factors per depth, iid or without-replacement children) replaces the cap
+1 - (1 - q_m(y))^K by P(some path of the tree starts with y) (:mod:`mdtheory.blocks.prefixsets`)
+and K by the number of depth-m nodes b_1 ... b_m in the prefix-set bound of iid trees (left out for
+trees without replacement).
 """
 
 from __future__ import annotations
@@ -103,6 +109,8 @@ class BlockBoundResult:
 
     def to_dict(self) -> dict:
         out = {f.name: getattr(self, f.name) for f in fields(self)}
+        out["tree"] = None if self.tree is None else {"branching": list(self.tree.branching),
+                                                      "sampling": self.tree.sampling}
         out.update(success=self.success, message=self.message)
         return to_jsonable(out)
 

@@ -12,7 +12,9 @@ E|B| is the value of the LP
 
 with π(X, B) present only when b_{1:k} is a prefix of a draft in X. The drafts are exchangeable, so X
 runs over multisets of draft sequences (a plan for ordered tuples is obtained by giving every ordering
-of a multiset the multiset's conditional law). Feasibility (token-by-token verification is a feasible
+of a multiset the multiset's conditional law). For a draft tree X runs over the tree's prefix sets
+(its distinct root-to-leaf paths, :mod:`mdtheory.blocks.prefixsets`), which determine the allowed
+blocks. Feasibility (token-by-token verification is a feasible
 point), weak duality and the certificate are in papers/blocks.md.
 
 The value is proven as at the front door: the plan is checked for validity, non-negativity, its
@@ -101,7 +103,8 @@ class BlockOptimumResult:
     block_law : dict
         The law of the emitted block, ``{block: probability}`` (positive entries).
     lp : dict
-        The LP's size: ``multisets``, ``variables``, ``rows``, ``nonzeros``.
+        The LP's size: ``multisets`` (for a tree: its prefix sets), ``variables``, ``rows``,
+        ``nonzeros``.
     presolve : str
         ``"on"``, or ``"off"`` when the LP had to be re-solved without presolve because HiGHS's
         presolve did not return an optimum (it declares some of these feasible LPs infeasible).
@@ -146,16 +149,22 @@ class BlockOptimumResult:
 
     def to_dict(self) -> dict:
         """Every field (the plan as ``{"rows", "cols", "mass"}`` triplets, the block law as a list of
-        ``{"block", "probability"}``), plus ``success`` and ``message``, as JSON-ready objects."""
+        ``{"block", "probability"}``, the tree as ``{"branching", "sampling"}`` or None), plus
+        ``success`` and ``message``, as JSON-ready objects."""
         out = {f.name: getattr(self, f.name) for f in fields(self)}
         coo = self.plan.tocoo()
         out["plan"] = {"rows": coo.row, "cols": coo.col, "mass": coo.data}
         out["block_law"] = [{"block": list(b), "probability": p} for b, p in self.block_law.items()]
+        out["tree"] = _tree_dict(self.tree)
         out.update(success=self.success, message=self.message)
         return to_jsonable(out)
 
     def __float__(self) -> float:
         return float(self.value)
+
+
+def _tree_dict(tree: DraftTree | None) -> dict | None:
+    return None if tree is None else {"branching": list(tree.branching), "sampling": tree.sampling}
 
 
 def lp_size(V: int, n: int, length: int) -> dict:
@@ -536,7 +545,8 @@ def optimal_block_efficiency(target: Law, draft: Law, n: int | None = None, leng
         use (:mod:`mdtheory.blocks.prefixsets`). ``DraftTree((K, 1, ..., 1), "iid")`` is K iid
         drafts by this second route.
     max_seconds, max_bytes : float
-        Refuse, before any work, an LP whose estimate (:func:`estimate`) exceeds these.
+        Refuse, before any work, an LP whose estimate (:func:`estimate`, :func:`tree_estimate`)
+        exceeds these.
 
     Returns
     -------
