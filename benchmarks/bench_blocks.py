@@ -6,6 +6,7 @@
     .venv/bin/python benchmarks/bench_blocks.py lstm        # char-LSTM: bound vs measured verifiers
     .venv/bin/python benchmarks/bench_blocks.py trees       # draft trees: optimum, traversal, bound
     .venv/bin/python benchmarks/bench_blocks.py bound-estimate  # the bound's cost vs its estimate
+    .venv/bin/python benchmarks/bench_blocks.py lstm-trees  # char-LSTM: the bound for trees of 8 leaves
 
 Instances: Sun et al.'s toy (V = 2, target (1/3, 2/3), draft (2/3, 1/3) at every context) and three
 seeded context-dependent instances (V = 3, a Dirichlet(0.8) law per context, seeds 0, 1, 2;
@@ -221,6 +222,36 @@ def bound_estimate(args) -> None:
     _save("bound_estimate", rows)
 
 
+def lstm_trees(args) -> None:
+    """The bound for draft trees of K = 8 leaves and L = 4 on the char-LSTM (the lstm section's target,
+    drafter and contexts), 1024 expanded nodes per (context, tree)."""
+    from mdtheory.blocks import DraftTree
+    from mdtheory.language.drafters import LSTMLaw, make_drafter, sample_texts
+    from mdtheory.language.lm import META, load_char_lstm
+
+    model = load_char_lstm()
+    target = LSTMLaw(model, 1.0)
+    drafter = make_drafter("ngram", target, np.random.default_rng([0, 1]), temperature=1.2)
+    text = sample_texts(target, 1, 20 + 10 * args.contexts, np.random.default_rng(1), model.vocab[META])[0]
+    shapes = ((8, 1, 1, 1), (4, 2, 1, 1), (2, 2, 2, 1))
+    trees = [DraftTree(b, s) for b in shapes for s in ("iid", "wor")]
+    rows = []
+    print("| context | " + " | ".join(f"{t.branching} {t.sampling}" for t in trees) + " |")
+    print("|---|" + "---|" * len(trees))
+    for c in range(args.contexts):
+        root = tuple(text[:20 + 10 * c].tolist())
+        row = {"context": c}
+        for tree in trees:
+            b = block_efficiency_bound(target, drafter, tree=tree, context=root, expansions=args.expansions)
+            row[repr(tree)] = {"bound": b.value, "exact_caps": b.presence_exact,
+                               "seconds": b.timings["total"]}
+        rows.append(row)
+        print(f"| {c} | " + " | ".join(f"{row[repr(t)]['bound']:.3f}" for t in trees) + " |")
+    means = [f"{t.branching} {t.sampling} {np.mean([r[repr(t)]['bound'] for r in rows]):.3f}" for t in trees]
+    print("\nmeans: " + ", ".join(means))
+    _save("lstm_trees", rows, expansions=args.expansions, drafter="ngram T=1.2", target="char-LSTM T=1.0")
+
+
 def lstm(args) -> None:
     from mdtheory.language.drafters import LSTMLaw, make_drafter, sample_texts
     from mdtheory.language.lm import META, load_char_lstm
@@ -271,7 +302,8 @@ def lstm(args) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("section", choices=("optimum", "verifiers", "sizes", "lstm", "trees", "bound-estimate"))
+    ap.add_argument("section", choices=("optimum", "verifiers", "sizes", "lstm", "trees", "bound-estimate",
+                                               "lstm-trees"))
     ap.add_argument("--max-tuples", type=int, default=5000,
                     help="verifiers: skip sizes with more than this many ordered draft tuples V^(KL)")
     ap.add_argument("--contexts", type=int, default=6, help="lstm: contexts")
@@ -284,7 +316,7 @@ def main() -> None:
     ap.add_argument("--tag", default="", help="lstm: suffix of the results file")
     args = ap.parse_args()
     {"optimum": optimum, "verifiers": verifiers, "sizes": sizes, "lstm": lstm, "trees": trees,
-     "bound-estimate": bound_estimate}[args.section](args)
+     "bound-estimate": bound_estimate, "lstm-trees": lstm_trees}[args.section](args)
 
 
 if __name__ == "__main__":
