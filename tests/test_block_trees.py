@@ -148,6 +148,24 @@ def test_tree_input_is_checked():
         block_efficiency_bound(target, draft, 2, 3, tree=DraftTree((2, 2)))
 
 
+@pytest.mark.parametrize("sampling", ["iid", "wor"])
+@pytest.mark.parametrize("branching", [(2, 2), (3, 1), (2, 1, 1), (3, 2), (2, 2, 1), (4,)])
+def test_prefix_set_count_bounds_the_law(branching, sampling):
+    """The estimate's count of prefix sets is an upper bound on those drawn (and exact here: every
+    law has full support, V = 3)."""
+    from mdtheory.blocks.prefixsets import count_prefix_sets
+
+    tree = DraftTree(branching, sampling)
+    if sampling == "wor" and max(branching) > 3:
+        assert count_prefix_sets(3, tree)[0] == -np.inf
+        return
+    _, draft = random_instance(3, 0, concentration=0.8)
+    drawn = len(prefix_set_law(draft, tree, 3))
+    assert drawn <= np.exp(count_prefix_sets(3, tree)[0]) * (1 + ROUNDING)
+    if branching != (3, 2):
+        assert round(float(np.exp(count_prefix_sets(3, tree)[0]))) == drawn
+
+
 def test_large_trees_are_refused_by_estimate():
     target, draft = random_instance(4, 0)
     with pytest.raises(ProblemTooLargeError, match="prefix sets"):

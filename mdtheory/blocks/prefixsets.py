@@ -49,42 +49,63 @@ def _log_sets_of_paths(paths_log: float, most: int) -> float:
     if most <= 0:
         return 0.0
     terms = [_log_comb(paths, j) for j in range(1, most + 1)] if most < 10_000 else [paths * math.log(2)]
+    return _log_sum(terms)
+
+
+def _log_sum(terms: list[float]) -> float:
     top = max(terms)
+    if not math.isfinite(top):
+        return top
     return top + math.log(sum(math.exp(t - top) for t in terms))
 
 
 def count_prefix_sets(V: int, tree: DraftTree) -> list[float]:
-    """Upper bounds on the number of distinct prefix sets of the subtree below a node of each depth
-    d = 0..L, as natural logarithms (``out[0]`` the whole tree's; ``out[L]`` = 0: one empty path).
+    """Upper bounds N_d on the number of distinct prefix sets of the subtree below a node of each
+    depth d = 0..L, as natural logarithms (``out[0]`` the whole tree's; ``out[L]`` = 0: one empty
+    path).
 
-    A subtree below depth d has at most K_d = b_{d+1} ... b_L leaves, so at most the number of
-    non-empty sets of at most K_d paths of V^(L-d); without replacement also C(V, b) N_{d+1}^b
-    (b distinct tokens, each with its own subtree)."""
+    A subtree below depth d has at most K_d = b_{d+1} ... b_L leaves, so N_d is at most the number
+    of non-empty sets of at most K_d paths of V^(L-d). Its b = b_{d+1} children carry j distinct
+    tokens: without replacement j = b, each token with its own subtree (C(V, b) N_{d+1}^b); iid,
+    1 <= j <= min(b, V), each token's set the union of at most b - j + 1 subtrees' sets (at most
+    (b - j + 1) K_{d+1} paths of V^(L-d-1); N_{d+1} when j = b)."""
     L = tree.length
     out = [0.0] * (L + 1)
     for d in range(L - 1, -1, -1):
         b = tree.branching[d]
-        leaves = tree.stride[d] * b
-        bound = _log_sets_of_paths((L - d) * math.log(V), leaves)
+        below = tree.stride[d]            # leaves under one child
+        bound = _log_sets_of_paths((L - d) * math.log(V), below * b)
         if tree.sampling == "wor":
             bound = min(bound, _log_comb(V, b) + b * out[d + 1] if b <= V else -math.inf)
+        else:
+            terms = []
+            for j in range(1, min(b, V) + 1):
+                each = out[d + 1] if j == b else min(
+                    _log_sets_of_paths((L - d - 1) * math.log(V), (b - j + 1) * below), b * out[d + 1])
+                terms.append(_log_comb(V, j) + j * each)
+            bound = min(bound, _log_sum(terms))
         out[d] = bound
     return out
 
 
 def estimate_law(V: int, tree: DraftTree) -> tuple[float, float]:
     """(seconds, log number of prefix sets) of :func:`prefix_set_law` from sizes alone: per depth d,
-    V^d contexts, each merging b_{d+1} - 1 times a law of at most N_d states with one of at most
-    V N_{d+1} (iid), or one product of b laws per token set (without replacement)."""
+    V^d contexts; iid, each merges its b - 1 further children into a law of at most
+    min(N_d, (V N_{d+1})^i) states after i children, one state of V N_{d+1} at a time; without
+    replacement, one product of b laws per token set, at most C(V, b) N_{d+1}^b states."""
     logs = count_prefix_sets(V, tree)
     seconds = 0.0
     for d in range(tree.length):
         b = tree.branching[d]
         ctx = d * math.log(V)
+        one = math.log(V) + logs[d + 1]
         if tree.sampling == "iid":
-            work = ctx + math.log(max(b - 1, 1)) + logs[d] + math.log(V) + logs[d + 1]
+            if b == 1:
+                work = ctx + one
+            else:
+                work = ctx + _log_sum([min(logs[d], i * one) + one for i in range(1, b)])
         else:
-            work = ctx + logs[d] + math.log(max(b, 1)) + b * math.log(V)
+            work = ctx + logs[d] + math.log(max(b, 1))
         seconds += _MERGE_SECONDS * math.exp(min(work, 700.0))
     return seconds, logs[0]
 
