@@ -136,6 +136,37 @@ def test_tree_results_are_json_ready():
     assert json.loads(json.dumps(plain))["tree"] is None
 
 
+@pytest.mark.parametrize("branching", [(2, 2), (2, 1, 1), (3, 1)])
+def test_sparse_laws_on_trees_are_proven(branching):
+    """Dirichlet(0.1) laws (masses down to 1e-38; q = (0.988, 3.6e-27, 0.0117) at one root): the
+    prefix-set law sums to one (the mass left after some draws without replacement is summed, not
+    taken as 1 minus a near-one), and every tree optimum is proven, most through the dual LP."""
+    for sampling in ("iid", "wor"):
+        tree = DraftTree(branching, sampling)
+        for seed in range(0, 20, 4):
+            target, draft = random_instance(3, seed, concentration=0.1)
+            assert sum(prefix_set_law(draft, tree, 3).values()) == pytest.approx(1.0, abs=ROUNDING)
+            res = md.optimal_block_efficiency(target, draft, tree=tree)
+            assert res.success and abs(res.certificate_gap) <= CERT_TOL and res.validity_tv <= CERT_TOL
+            bound = block_efficiency_bound(target, draft, tree=tree)
+            assert bound.value >= res.value - SOLVER
+
+
+def test_wor_inclusion_without_cancellation():
+    """Two draws from q = (1 - 1e-13 - 1e-27, 1e-13, 1e-27): the chance of the last token is
+    q_2 (1 + q_0 / (q_1 + q_2) + q_1 / (q_0 + q_2)), about 1e-14. With 1 - q_0 taken by subtraction
+    (1 - fl(1 - 1e-13) misses 1e-13 by 1e-3 relative) it would be off by 1e-3; the masses left are
+    summed instead. Reference: exact fractions of the same floats."""
+    from fractions import Fraction
+
+    q = np.array([1 - 1e-13 - 1e-27, 1e-13, 1e-27])
+    f = [Fraction(float(x)) for x in q]
+    total = sum(f)
+    ref = sum(f[a] * f[c] / (total - f[a]) for a in range(3) for c in range(3) if a != c and 2 in (a, c))
+    exact, is_exact = wor_inclusion(q, 2)
+    assert is_exact and exact[2] == pytest.approx(float(ref / total), rel=1e-12, abs=0)
+
+
 def test_tree_input_is_checked():
     target, draft = sun_toy()
     with pytest.raises(InvalidInputError, match="does not match"):

@@ -32,7 +32,7 @@ from mdtheory.errors import (
     InvalidInputError,
     ProblemTooLargeError,
 )
-from tests.tolerances import ROUNDING, SOLVER
+from tests.tolerances import FEASIBILITY, ROUNDING, SOLVER
 
 
 def _sequences(V, L):
@@ -247,17 +247,38 @@ def test_sparse_laws_proven_by_the_dual_lp(V, seed, L):
     assert res.value == pytest.approx(efficiency(block_verification_law(target, draft, V, L)), abs=SOLVER)
 
 
-def test_dual_lp_potentials_bound_any_instance():
-    """The dual LP's potentials are a valid bound (weak duality) and meet the optimum on a dense
-    instance too, where the primal duals already prove it."""
+def test_dual_lp_gives_a_bound_and_a_plan_on_any_instance():
+    """The dual LP's potentials are a valid bound (weak duality) and its row duals a valid plan; both
+    meet the optimum on a dense instance too, where the primal LP already proves it."""
     V, K, L = 3, 2, 2
     target, draft = random_instance(V, 4, concentration=0.8)
     res = md.optimal_block_efficiency(target, draft, n=K, length=L)
+    assert res.plan_from == "simplex" and res.dual_from == "primal duals"
     tables = conditional_tables(target, V, L + 1)
     members, drafts, probs = draft_multisets(draft, K, L, V)
     row, bid, blen, offsets = optimum._columns(members, V, L)
-    w = optimum._dual_lp_potentials(row, bid, blen, probs, tables, offsets, members.shape[0], V, L)
+    w, x, _ = optimum._dual_lp(row, bid, blen, probs, tables, offsets, members.shape[0], V, L)
     assert optimum.dual_bound(w, target, drafts, probs, V, L) == pytest.approx(res.value, abs=CERT_TOL)
+    law: dict = {}
+    blocks = optimum._block_tuples(V, L)
+    for b, m in zip(bid, x, strict=True):
+        law[blocks[b]] = law.get(blocks[b], 0.0) + m
+    assert min(x) >= -FEASIBILITY and block_law_tv(law, target, L) <= CERT_TOL
+    assert efficiency(law) == pytest.approx(res.value, abs=CERT_TOL)
+
+
+def test_sparse_laws_where_the_scaled_primal_fails():
+    """HiGHS returns no proven optimum for the scaled primal LP of these (status Unknown, or duals
+    too inaccurate, with presolve on and off, simplex and interior point); the dual LP, solved on its
+    own, gives a plan that passes the plan's own checks and a bound that meets it."""
+    sources = set()
+    for V, L, K, seed in [(2, 3, 2, 7), (4, 2, 2, 1), (3, 2, 3, 0)]:
+        target, draft = random_instance(V, seed, concentration=0.1)
+        res = md.optimal_block_efficiency(target, draft, n=K, length=L)
+        assert res.success and abs(res.certificate_gap) <= CERT_TOL and res.validity_tv <= CERT_TOL
+        assert 1 - SOLVER <= res.value <= 1 + L + SOLVER
+        sources.add(res.plan_from)
+    assert "dual LP" in sources
 
 
 @pytest.mark.parametrize(("V", "seed"), [(3, 0), (2, 41)])

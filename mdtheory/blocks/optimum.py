@@ -106,11 +106,15 @@ class BlockOptimumResult:
         The LP's size: ``multisets`` (for a tree: its prefix sets), ``variables``, ``rows``,
         ``nonzeros``.
     presolve : str
-        ``"on"``, or ``"off"`` when the LP had to be re-solved without presolve because HiGHS's
-        presolve did not return an optimum (it declares some of these feasible LPs infeasible).
+        ``"on"``, or ``"off"`` when the LP that gave the plan had to be re-solved without presolve
+        because HiGHS's presolve did not return an optimum (it declares some of these feasible LPs
+        infeasible).
+    plan_from : str
+        Which solve gave the plan: ``"simplex"``, ``"ipm"`` (the primal LP) or ``"dual LP"`` (the row
+        duals of :func:`_dual_lp`, solved when the primal LP did not prove its answer).
     dual_from : str
-        Where the bound's potentials came from: ``"primal duals"`` (the LP's row duals) or
-        ``"dual LP"`` (:func:`_dual_lp_potentials`, solved when the first did not prove the plan).
+        Where the bound's potentials came from: ``"primal duals"`` (the primal LP's row duals) or
+        ``"dual LP"``.
     timings : dict
         Seconds by phase (``build``, ``solve and certify``, ``total``).
     """
@@ -134,6 +138,7 @@ class BlockOptimumResult:
     block_law: dict
     lp: dict
     presolve: str
+    plan_from: str = "simplex"
     dual_from: str = "primal duals"
     timings: dict = field(default_factory=dict)
 
@@ -424,9 +429,10 @@ def dual_bound(w: np.ndarray, target: Law, drafts: np.ndarray, probs: np.ndarray
     return total
 
 
-def _dual_lp_potentials(row, bid, blen, probs, ttables, offsets, M: int, V: int,
-                        length: int) -> np.ndarray | None:
-    """Potentials w on V^(L+1) from the dual LP solved as an LP of its own, in its natural variables.
+def _dual_lp(row, bid, blen, probs, ttables, offsets, M: int, V: int,
+            length: int) -> tuple[np.ndarray, np.ndarray, str] | None:
+    """Potentials w on V^(L+1) and a plan from the dual LP solved as an LP of its own, in its natural
+    variables: ``(w, plan entries, presolve)``, or None if HiGHS does not solve it.
 
     The dual of the block-efficiency LP is
 
@@ -437,8 +443,10 @@ def _dual_lp_potentials(row, bid, blen, probs, ttables, offsets, M: int, V: int,
     with W and u free; w is W on the full-length blocks. Its variables are O(1) (a potential per
     block, tokens to go), where the primal's duals of the scaled validity rows must be divided by
     p(y) down to 1e-38; the coefficients p(v | a) that HiGHS drops (under 1e-12) move W by at most
-    that times |W|, and :func:`dual_bound` recomputes W from w with every coefficient anyway. Used
-    when the primal's duals do not prove the plan; None if HiGHS does not solve it.
+    that times |W|, and :func:`dual_bound` recomputes W from w with every coefficient anyway. The
+    duals of its rows u_X + W(B) >= |B| are a plan pi(X, B) (the primal), checked like any other.
+    Used when the primal LP does not prove its answer (HiGHS may fail on the scaled primal where the
+    masses span 1e-38..1, or map its duals back inaccurately).
     """
     import highspy
     from scipy import sparse
@@ -501,7 +509,10 @@ def _dual_lp_potentials(row, bid, blen, probs, ttables, offsets, M: int, V: int,
         h.passModel(lp)
         h.run()
         if h.getModelStatus() == highspy.HighsModelStatus.kOptimal:
-            return np.asarray(h.getSolution().col_value)[int(offsets[length]):nB]
+            sol = h.getSolution()
+            plan = np.asarray(sol.row_dual)[:npi]
+            plan = plan if plan.sum() >= 0 else -plan       # HiGHS's sign convention, either way
+            return np.asarray(sol.col_value)[int(offsets[length]):nB], plan, presolve
     return None
 
 
@@ -615,58 +626,68 @@ def optimal_block_efficiency(target: Law, draft: Law, n: int | None = None, leng
 
     p_block = np.concatenate([sequence_probs(target, V, j, ttables[:j]) for j in range(1, L1 + 1)])
     col_scale = np.concatenate([probs[row], np.where(p_block > 0, p_block, 1.0)])
-    # the simplex method first (its duals are basic, hence exact up to rounding), then interior point
-    # with crossover; the first answer proven is kept, else the one with the smallest gap is reported
-    failures, best = [], None
+    blocks = _block_tuples(V, length)
+    lengths = np.array([len(b) for b in blocks])
+
+    def checked(x_pi: np.ndarray, source: str, presolve: str) -> dict:
+        """The plan's own certificate, independent of the LP's matrix."""
+        plan = sparse.csr_matrix((x_pi, (row, bid)), shape=(M, nB))
+        plan.sum_duplicates()
+        min_mass, marginal = _check_plan(plan, blocks, drafts, probs)
+        law_of_b = np.asarray(plan.sum(axis=0)).ravel()
+        block_law = {blocks[i]: float(law_of_b[i]) for i in np.nonzero(law_of_b)[0]}
+        tv = block_law_tv(block_law, target, length, V)
+        return {"plan": plan, "min_mass": min_mass, "marginal": marginal, "block_law": block_law, "tv": tv,
+                "value": float(law_of_b @ lengths), "from": source, "presolve": presolve,
+                "acceptance": np.array([law_of_b[lengths >= m + 1].sum() for m in range(1, L1)]),
+                "valid": tv <= CERT_TOL and marginal <= CERT_TOL and min_mass >= -CERT_TOL}
+
+    # Candidates: plans (each checked on its own) and upper bounds (each valid by weak duality, from
+    # any potentials). The simplex method first (its duals are basic, hence exact up to rounding), then
+    # interior point with crossover, then the dual LP solved on its own (its row duals are a plan);
+    # stop once the best valid plan meets the smallest bound.
+    plans, uppers, failures = [], [], []
+
+    def proven() -> bool:
+        good = [c for c in plans if c["valid"]]
+        return bool(good) and min(u for u, _ in uppers) - max(c["value"] for c in good) <= CERT_TOL
+
     for method in ("simplex", "ipm"):
         try:
             x, row_dual, row_factor, presolve = _solve(cost, A, rhs, col_scale, method)
         except SolverError as err:
             failures.append(err)
             continue
-
-        # certificate: the plan, checked on its own
-        plan = sparse.csr_matrix((x[:npi], (row, bid)), shape=(M, nB))
-        plan.sum_duplicates()
-        blocks = _block_tuples(V, length)
-        min_mass, marginal = _check_plan(plan, blocks, drafts, probs)
-        law_of_b = np.asarray(plan.sum(axis=0)).ravel()
-        block_law = {blocks[i]: float(law_of_b[i]) for i in np.nonzero(law_of_b)[0]}
-        tv = block_law_tv(block_law, target, length, V)
-        lengths = np.array([len(b) for b in blocks])
-        value = float(law_of_b @ lengths)
-        acceptance = np.array([law_of_b[lengths >= m + 1].sum() for m in range(1, L1)])
-        # and the bound: weak duality holds for any w, so both sign conventions of HiGHS's duals are tried,
-        # with w read off two rows of the dual: the validity rows' duals (the dropped, implied row has
-        # potential 0), and the aggregate rows' duals of the full-length blocks, which equal -w at a dual
-        # optimum and are the accurate ones where p(y) is tiny (w_y is a scaled dual divided by p(y))
+        plans.append(checked(x[:npi], method, presolve))
+        # both sign conventions of HiGHS's duals are tried, with w read off two rows of the dual: the
+        # validity rows' duals (the dropped, implied row has potential 0), and the aggregate rows'
+        # duals of the full-length blocks, which equal -w at a dual optimum and are the accurate ones
+        # where p(y) is tiny (w_y is a scaled dual divided by p(y)); and entry by entry the one whose
+        # row factor (the factor its scaled dual's error is multiplied by) is smaller
         w_valid = np.append(row_dual[M + nB:], 0.0)
         w_blocks = -row_dual[M + int(offsets[length]):M + nB]
-        # entry by entry, the one whose row factor (the factor its scaled dual's error is multiplied by)
-        # is smaller
         f_valid = np.append(row_factor[M + nB:], np.inf)
         w_mixed = np.where(row_factor[M + int(offsets[length]):M + nB] < f_valid, w_blocks, w_valid)
-        upper = min(dual_bound(s * w, target, drafts, probs, V, length)
-                    for w in (w_valid, w_blocks, w_mixed) for s in (1.0, -1.0))
-        gap = upper - value
-        proven = tv <= CERT_TOL and marginal <= CERT_TOL and min_mass >= -CERT_TOL and abs(gap) <= CERT_TOL
-        if best is None or proven or abs(gap) < abs(best[-1]):
-            best = (x, presolve, plan, blocks, min_mass, marginal, block_law, tv, value, acceptance,
-                    upper, gap)
-        if proven:
+        uppers.append((min(dual_bound(sgn * w, target, drafts, probs, V, length)
+                           for w in (w_valid, w_blocks, w_mixed) for sgn in (1.0, -1.0)), "primal duals"))
+        if proven():
             break
-    if best is None:
-        raise failures[-1]
-    x, presolve, plan, blocks, min_mass, marginal, block_law, tv, value, acceptance, upper, gap = best
-    dual_from = "primal duals"
-    if abs(gap) > CERT_TOL:
-        # the plan may be optimal while the duals, mapped back from the scaled LP, are not accurate
-        # enough: solve the dual LP in its own variables and take its bound if it is tighter
-        w = _dual_lp_potentials(row, bid, blen, probs, ttables, offsets, M, V, length)
-        if w is not None:
-            second = dual_bound(w, target, drafts, probs, V, length)
-            if second < upper:
-                upper, gap, dual_from = second, second - value, "dual LP"
+    if not proven():
+        # the primal's duals, mapped back from the scaled LP, may not be accurate enough, or HiGHS
+        # may fail on the scaled primal where masses span 1e-38..1: the dual LP in its own variables
+        dual = _dual_lp(row, bid, blen, probs, ttables, offsets, M, V, length)
+        if dual is not None:
+            w, x_dual, presolve = dual
+            uppers.append((dual_bound(w, target, drafts, probs, V, length), "dual LP"))
+            plans.append(checked(x_dual, "dual LP", presolve))
+    if not plans:
+        raise failures[-1] if failures else SolverError("HiGHS solved neither the block-efficiency LP nor "
+                                                        "its dual")
+    good = [c for c in plans if c["valid"]]
+    best = max(good, key=lambda c: c["value"]) if good else min(plans, key=lambda c: c["tv"] + c["marginal"])
+    upper, dual_from = min(uppers) if uppers else (math.inf, "none")
+    value, tv, marginal, min_mass = best["value"], best["tv"], best["marginal"], best["min_mass"]
+    gap = upper - value
     t3 = time.perf_counter()
     if tv > CERT_TOL or marginal > CERT_TOL or min_mass < -CERT_TOL or abs(gap) > CERT_TOL:
         raise OptimalityGapError(
@@ -675,9 +696,9 @@ def optimal_block_efficiency(target: Law, draft: Law, n: int | None = None, leng
             f"smallest entry {min_mass:.2e}, dual bound {upper:.12g} vs plan value {value:.12g}",
             lower=value - max(tv, marginal) * L1, upper=upper)
     return BlockOptimumResult(
-        value=value, acceptance=acceptance, drafts=n, length=length, V=V, tree=tree, status="optimal",
+        value=value, acceptance=best["acceptance"], drafts=n, length=length, V=V, tree=tree, status="optimal",
         upper_bound=upper, certificate_gap=gap, validity_tv=tv, marginal_error=marginal, min_mass=min_mass,
-        support=drafts, support_probs=probs, blocks=blocks, plan=plan, block_law=block_law,
+        support=drafts, support_probs=probs, blocks=blocks, plan=best["plan"], block_law=best["block_law"],
         lp={"multisets": int(M), "variables": int(npi + nB), "rows": int(A.shape[0]), "nonzeros": int(A.nnz)},
-        presolve=presolve, dual_from=dual_from,
+        presolve=best["presolve"], plan_from=best["from"], dual_from=dual_from,
         timings={"build": t1 - t0, "solve and certify": t3 - t1, "total": t3 - t0})

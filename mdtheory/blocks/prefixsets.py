@@ -111,17 +111,23 @@ def estimate_law(V: int, tree: DraftTree) -> tuple[float, float]:
 
 
 def _child_sets(q: np.ndarray, b: int, ctx: tuple):
-    """``{frozenset of b distinct tokens: probability}`` under successive sampling from ``q``."""
+    """``{frozenset of b distinct tokens: probability}`` under successive sampling from ``q``.
+
+    The mass left after some draws is summed over the tokens not drawn, never taken as 1 minus the
+    mass drawn: that difference cancels when the drawn tokens hold all but 1e-12 of the mass (the
+    law would then miss 1 by 1e-4, or lose all its mass)."""
     support = [int(y) for y in np.flatnonzero(q > 0)]
     if len(support) < b:
         raise InvalidInputError(f"{b} children without replacement at context {ctx}, but the draft law "
                                 f"there has only {len(support)} tokens of positive mass")
+    mass = {y: float(q[y]) for y in support}
     out: dict = {}
     for order in itertools.permutations(support, b):
-        w, used = 1.0, 0.0
+        w, drawn = 1.0, set()
         for y in order:
-            w *= q[y] / (1.0 - used) if used < 1.0 else 0.0
-            used += q[y]
+            rest = math.fsum(m for z, m in mass.items() if z not in drawn)
+            w *= mass[y] / rest
+            drawn.add(y)
         key = frozenset(order)
         out[key] = out.get(key, 0.0) + w
     return out
@@ -210,22 +216,26 @@ def wor_inclusion(q: np.ndarray, b: int, *, max_orders: int = 20_000) -> tuple[n
         return (q > 0).astype(np.float64), True
     if b == 1:
         return q.copy(), True
+    # tail[k]: the mass of all but the k largest tokens, summed from the smallest (no cancellation)
+    desc = np.sort(q)[::-1]
+    tail = np.concatenate([np.cumsum(desc[::-1])[::-1], [0.0]])
     if b == 2:
+        # 1 - q_x as the sum of the other masses: the largest token's is tail[1], any other's is
+        # tail[1] + desc[0] - q_x, i.e. the total minus q_x with the largest kept out of the difference
+        others = np.where(q >= desc[0], tail[1], tail[1] - q + desc[0])
         with np.errstate(divide="ignore", invalid="ignore"):
-            ratio = np.where(q < 1, q / (1 - q), 0.0)
+            ratio = np.where(others > 0, q / others, 0.0)
         return np.minimum(1.0, q * (1 + ratio.sum() - ratio)), True
     if math.perm(support.size, b) <= max_orders:
         out = np.zeros(V)
         for tokens, w in _child_sets(q, b, ()).items():
             out[list(tokens)] += w
         return np.minimum(out, 1.0), True
-    top = np.sort(q)[::-1][:b]
-    prev = np.concatenate([[0.0], np.cumsum(top)])             # M_j of all tokens, j = 0..b
     miss = np.ones(V)
     for j in range(1, b + 1):
-        # the j - 1 largest masses other than y: the top j - 1, or the top j minus y if y is among them
-        other = np.where(q >= top[j - 2], prev[j] - q, prev[j - 1]) if j > 1 else np.zeros(V)
-        room = np.maximum(1.0 - other, q)
+        # 1 - M_{j-1}(y), the mass outside the j - 1 largest tokens other than y: outside the top
+        # j - 1, or (y among them) outside the top j, plus y
+        room = np.where(q >= desc[j - 2], tail[j] + q, tail[j - 1]) if j > 1 else np.full(V, tail[0])
         with np.errstate(divide="ignore", invalid="ignore"):
             miss *= np.clip(1.0 - np.where(room > 0, q / room, 1.0), 0.0, 1.0)
     return np.where(q > 0, 1.0 - miss, 0.0), False
