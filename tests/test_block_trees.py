@@ -152,6 +152,16 @@ def test_sparse_laws_on_trees_are_proven(branching):
             assert bound.value >= res.value - SOLVER
 
 
+@pytest.mark.parametrize("seed", [0, 2, 12])
+def test_tree_enumeration_without_replacement_sums_to_one_on_sparse_laws(seed):
+    """The root laws hold all but 1e-12 (seeds 0, 2) or 1e-27 (seed 12) of their mass on two tokens;
+    three children without replacement must still be a law."""
+    _, draft = random_instance(3, seed, concentration=0.1)
+    tree = DraftTree((3, 1), "wor")
+    assert sum(p for _, p in tree.enumerate(draft)) == pytest.approx(1.0, abs=ROUNDING)
+    assert sum(prefix_set_law(draft, tree, 3).values()) == pytest.approx(1.0, abs=ROUNDING)
+
+
 def test_wor_inclusion_without_cancellation():
     """Two draws from q = (1 - 1e-13 - 1e-27, 1e-13, 1e-27): the chance of the last token is
     q_2 (1 + q_0 / (q_1 + q_2) + q_1 / (q_0 + q_2)), about 1e-14. With 1 - q_0 taken by subtraction
