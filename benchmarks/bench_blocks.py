@@ -7,6 +7,7 @@
     .venv/bin/python benchmarks/bench_blocks.py trees       # draft trees: optimum, traversal, bound
     .venv/bin/python benchmarks/bench_blocks.py bound-estimate  # the bound's cost vs its estimate
     .venv/bin/python benchmarks/bench_blocks.py lstm-trees  # char-LSTM: the bound for trees of 8 leaves
+    .venv/bin/python benchmarks/bench_blocks.py sparse      # sparse laws: which solve proves each optimum
 
 Instances: Sun et al.'s toy (V = 2, target (1/3, 2/3), draft (2/3, 1/3) at every context) and three
 seeded context-dependent instances (V = 3, a Dirichlet(0.8) law per context, seeds 0, 1, 2;
@@ -222,6 +223,38 @@ def bound_estimate(args) -> None:
     _save("bound_estimate", rows)
 
 
+def sparse(args) -> None:
+    """Sparse laws (Dirichlet(0.1): masses down to 1e-38): which solve proves each optimum (the primal
+    LP by simplex or interior point, or the dual LP solved on its own) and which potentials bound it."""
+    from collections import Counter
+
+    from mdtheory.blocks import DraftTree
+
+    cases = [(f"V={V} L={L} K={K}", V, {"n": K, "length": L}) for V, L, K in
+             ((3, 3, 1), (4, 2, 1), (2, 3, 1), (3, 2, 2), (2, 3, 2), (4, 2, 2), (3, 2, 3))]
+    cases += [(f"V=3 tree {b} {smp}", 3, {"tree": DraftTree(b, smp)}) for b, smp in
+              (((2, 2), "iid"), ((2, 2), "wor"), ((2, 1, 1), "wor"), ((3, 1), "wor"))]
+    rows = []
+    print("| instances (20 seeds each) | proven | plan: simplex / ipm / dual LP | bound: primal duals / "
+          "dual LP | raised |")
+    print("|---|---|---|---|---|")
+    for label, V, kw in cases:
+        plan, bound, raised = Counter(), Counter(), []
+        for seed in range(20):
+            target, draft = random_instance(V, seed, 0.1)
+            try:
+                res = md.optimal_block_efficiency(target, draft, **kw)
+            except md.MdtheoryError as err:
+                raised.append((seed, type(err).__name__))
+                continue
+            plan[res.plan_from] += 1
+            bound[res.dual_from] += 1
+        rows.append({"case": label, "plan": dict(plan), "bound": dict(bound), "raised": raised})
+        print(f"| {label} | {sum(plan.values())} | {plan['simplex']} / {plan['ipm']} / {plan['dual LP']} | "
+              f"{bound['primal duals']} / {bound['dual LP']} | {raised or '-'} |")
+    _save("sparse", rows)
+
+
 def lstm_trees(args) -> None:
     """The bound for draft trees of K = 8 leaves and L = 4 on the char-LSTM (the lstm section's target,
     drafter and contexts), 1024 expanded nodes per (context, tree)."""
@@ -303,7 +336,7 @@ def lstm(args) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("section", choices=("optimum", "verifiers", "sizes", "lstm", "trees", "bound-estimate",
-                                               "lstm-trees"))
+                                               "lstm-trees", "sparse"))
     ap.add_argument("--max-tuples", type=int, default=5000,
                     help="verifiers: skip sizes with more than this many ordered draft tuples V^(KL)")
     ap.add_argument("--contexts", type=int, default=6, help="lstm: contexts")
@@ -316,7 +349,7 @@ def main() -> None:
     ap.add_argument("--tag", default="", help="lstm: suffix of the results file")
     args = ap.parse_args()
     {"optimum": optimum, "verifiers": verifiers, "sizes": sizes, "lstm": lstm, "trees": trees,
-     "bound-estimate": bound_estimate, "lstm-trees": lstm_trees}[args.section](args)
+     "bound-estimate": bound_estimate, "lstm-trees": lstm_trees, "sparse": sparse}[args.section](args)
 
 
 if __name__ == "__main__":
