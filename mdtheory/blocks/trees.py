@@ -198,25 +198,30 @@ class DraftTree:
         yield from grow([(0, 0, ())], 1)
 
     def _child_draws(self, q: np.ndarray, b: int):
-        """Every ordered tuple of b children with its probability under the node's sampling."""
+        """Every ordered tuple of b children with its probability under the node's sampling.
+
+        Without replacement the mass left is summed over the tokens not drawn (exact for fractions),
+        not taken as 1 minus the mass drawn, which cancels when the drawn tokens hold nearly all of it.
+        """
         support = [int(y) for y in np.flatnonzero(q > 0)]
 
-        def rec(prefix: list, w, used_mass):
+        def rec(prefix: list, w):
             if len(prefix) == b:
                 yield tuple(prefix), w
                 return
+            left = sum(q[z] for z in support if z not in prefix) if self.sampling == "wor" else 1
             for y in support:
                 if self.sampling == "wor":
                     if y in prefix:
                         continue
-                    yield from rec(prefix + [y], w * q[y] / (1 - used_mass), used_mass + q[y])
+                    yield from rec(prefix + [y], w * q[y] / left)
                 else:
-                    yield from rec(prefix + [y], w * q[y], used_mass)
+                    yield from rec(prefix + [y], w * q[y])
 
         if self.sampling == "wor" and len(support) < b:
             raise InvalidInputError(f"{b} children without replacement, but the draft law has only "
                                     f"{len(support)} tokens of positive mass")
-        yield from rec([], 1, 0)
+        yield from rec([], 1)
 
 
 def iid_drafts(n: int, length: int) -> DraftTree:
