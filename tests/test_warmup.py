@@ -14,12 +14,13 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_the_kernel_list_is_the_package_kernels():
     names = {name for name, _ in warmup.kernels()}
-    for name in ("mdtheory.mnp._minor_chol", "mdtheory.mnp._qr_delete", "mdtheory.schedule._earliest",
-                 "mdtheory.containment.scaled_esp_table", "mdtheory.subsets._radix_sort",
-                 "mdtheory.vertices._product_scan", "mdtheory._jit._two_sum"):
+    for name in ("mdtheory.routes.mnp._minor_chol", "mdtheory.routes.mnp._qr_delete",
+                 "mdtheory.rules.schedule._earliest", "mdtheory.models.containment.scaled_esp_table",
+                 "mdtheory.routes.subsets._radix_sort", "mdtheory.models.vertices._product_scan",
+                 "mdtheory._jit._two_sum"):
         assert name in names
     # kernels numba inlines into their callers are never compiled alone: not listed
-    assert "mdtheory.schedule._pow" not in names and "mdtheory.schedule._finish" in names
+    assert "mdtheory.rules.schedule._pow" not in names and "mdtheory.rules.schedule._finish" in names
 
 
 @pytest.mark.slow

@@ -104,10 +104,10 @@ def _commands(folder: str) -> list[list[str]]:
 def _library() -> None:
     """Calls that reach kernels with argument types the commands do not pass (writeable drafts,
     a schedule built from its pieces, a column-major table of draft laws)."""
-    from ..drafts import Independent
-    from ..mnp import min_norm_base
+    from ..models.independent import Independent
+    from ..routes.mnp import min_norm_base
     from ..rules import make_rule
-    from ..schedule import Schedule
+    from ..rules.schedule import Schedule
 
     rng = np.random.default_rng(0)
     p, q = rng.dirichlet(np.ones(12)), rng.dirichlet(np.ones(12))
