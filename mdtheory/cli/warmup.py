@@ -21,7 +21,7 @@ import time
 
 import numpy as np
 
-__all__ = ["warm", "kernels", "main"]
+__all__ = ["warm", "kernels", "uncached", "main"]
 
 #: A verifier file for the audit's warm-up: recursive rejection sampling.
 _VERIFIER = '''
@@ -133,7 +133,7 @@ def kernels() -> list[tuple[str, object]]:
 
     found = []
     for info in pkgutil.walk_packages(package_path, "mdtheory."):
-        if info.name.startswith(("mdtheory.cli", "mdtheory.hf", "mdtheory.torch_bridge")) or \
+        if info.name.startswith(("mdtheory.cli", "mdtheory.language", "mdtheory.torch_bridge")) or \
                 info.name.endswith("__main__"):
             continue  # no kernels there (torch's and transformers' imports are slow)
         module = importlib.import_module(info.name)
