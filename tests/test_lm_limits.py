@@ -69,3 +69,9 @@ def test_distilling_from_a_slow_target_is_refused_after_its_pilot(call):
 def test_distill_ngram_within_its_limits_runs():
     law = drafters.distill_ngram(Counted(), np.random.default_rng(0), order=2, streams=4, length=20)
     assert law.order == 2 and np.isclose(law.law((0,)).sum(), 1.0)
+
+
+def test_no_time_limit_takes_no_pilot_step():
+    target, drafter = Counted(), Counted()
+    drafters.lm_pairs(3, target, drafter, np.random.default_rng(0), max_seconds=None)
+    assert target.calls == 3 and drafter.calls == 3  # start and two steps, no pilot

@@ -17,10 +17,10 @@ What it cannot do. A Python signal handler runs between bytecodes of the main th
 C code that holds the GIL (a long numpy or torch kernel, a C extension's loop) is interrupted only when
 that code returns to the interpreter (``time.sleep`` and blocking I/O are woken by the signal, and
 the handler's exception propagates, PEP 475). The batched torch audit is not watched (its calls
-are few and its time is not estimated). Off the main thread, where no signal handler can be installed, on platforms
-without ``SIGALRM`` (Windows), or while another ``ITIMER_REAL`` timer is running (e.g. a test
-harness's timeout, which it would otherwise replace), the watchdog stays unarmed and the audits keep
-only their between-call pace checks.
+are few and its time is not estimated). Off the main thread, where no signal handler can be
+installed, on platforms without ``SIGALRM`` (Windows), or while another ``ITIMER_REAL`` timer is
+running (e.g. a test harness's timeout, which it would otherwise replace), the watchdog stays
+unarmed and the audits keep only their between-call pace checks.
 """
 
 from __future__ import annotations

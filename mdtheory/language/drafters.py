@@ -150,6 +150,11 @@ class NGramLaw(LanguageModel):
         return total / max(count, 1)
 
 
+def _limited(max_seconds) -> bool:
+    """Whether ``max_seconds`` is a finite limit (None or infinite: no limit, no pilot step)."""
+    return max_seconds is not None and math.isfinite(max_seconds)
+
+
 def sample_texts(law: LanguageModel, streams: int, length: int, rng: np.random.Generator,
                  meta: int, quiet: bool = True, record=None) -> list[np.ndarray]:
     """Sample ``streams`` texts of ``length`` tokens from ``law``, each starting after the token
@@ -180,7 +185,8 @@ def distill_ngram(target: LanguageModel, rng: np.random.Generator, order: int = 
     Raises
     ------
     ProblemTooLargeError
-        Before any work: the counts' memory is estimated over ``max_bytes``, or the time (the
+        Before any work: the counts' memory is estimated over ``max_bytes``, or (``max_seconds``
+        finite; None: no limit) the time (the
         sampling by :meth:`~mdtheory.language.langmodel.LanguageModel.step_seconds`, measured on a
         pilot batch, plus the counting, :func:`mdtheory._budget.ngram_distillation`) over
         ``max_seconds``; the message states the estimate.
@@ -197,8 +203,9 @@ def distill_ngram(target: LanguageModel, rng: np.random.Generator, order: int = 
         length = min(length, target.max_length - 1)
     size = _budget.ngram_distillation(order, target.V, streams, length, len(NGRAM_STRENGTHS), 0.0)
     _budget.require(size, math.inf, max_bytes=max_bytes)  # the memory, before the pilot step
-    _budget.require(size._replace(seconds=size.seconds + target.step_seconds(streams) * length),
-                    max_seconds, max_bytes=max_bytes, flag="max_seconds")
+    if _limited(max_seconds):
+        _budget.require(size._replace(seconds=size.seconds + target.step_seconds(streams) * length),
+                        max_seconds, max_bytes=max_bytes, flag="max_seconds")
     texts = sample_texts(target, streams, length, rng, meta, quiet)
     held = max(1, streams // 10)
     pad = PAD if isinstance(target, LSTMLaw) else None
@@ -301,7 +308,8 @@ def lm_pairs(positions: int, target: LanguageModel, drafter: LanguageModel, rng:
     Raises
     ------
     ProblemTooLargeError
-        Before any work: P and Q are estimated over ``max_bytes``, or the steps (each model's
+        Before any work: P and Q are estimated over ``max_bytes``, or (``max_seconds`` finite;
+        None: no limit) the steps (each model's
         :meth:`~mdtheory.language.langmodel.LanguageModel.step_seconds` on the batch of texts,
         measured on a pilot batch, times the steps) over ``max_seconds``; the message states the
         estimate.
@@ -319,9 +327,10 @@ def lm_pairs(positions: int, target: LanguageModel, drafter: LanguageModel, rng:
             length = min(length, model.max_length - 1)
     streams = -(-positions // length)
     _budget.require(_budget.lm_pairs(positions, target.V, 0.0), math.inf, max_bytes=max_bytes)
-    seconds = (target.step_seconds(streams) + drafter.step_seconds(streams)) * length
-    _budget.require(_budget.lm_pairs(positions, target.V, seconds), max_seconds, max_bytes=max_bytes,
-                    flag="max_seconds")
+    if _limited(max_seconds):  # the pilot steps, only where a limit needs them
+        seconds = (target.step_seconds(streams) + drafter.step_seconds(streams)) * length
+        _budget.require(_budget.lm_pairs(positions, target.V, seconds), max_seconds,
+                        max_bytes=max_bytes, flag="max_seconds")
     P, Q = [], []
     contexts = [(target.bos,)] * streams
     bar = progress(None, length, "lm-pairs", quiet)
