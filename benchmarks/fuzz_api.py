@@ -248,6 +248,43 @@ def cases(seeds: int) -> list[dict]:
                    audit, limit=30))
     out.append(api("audit n=1e30", "audit(lossy, P3, Q3, 10**30, samples=100)", audit))
     out.append(api("audit detect_tv=0", "audit(lossy, P3, Q3, 2, detect_tv=0)", audit))
+    # ---- verifier calls that do not return (interrupted at max_seconds by the audits' watchdog)
+    hang = audit + ("def sleeps(p, q, d, rng):\n    calls[0] += 1\n"
+                    "    if calls[0] == 300: time.sleep(10**6)\n    return int(d[0])\n"
+                    "def spins(p, q, d, rng):\n    calls[0] += 1\n"
+                    "    if calls[0] == 300:\n        for _ in range(10**12): pass\n"
+                    "    return int(d[0])\n"
+                    "def law_sleeps(p, q, d):\n    time.sleep(10**6)\n")
+    out.append(api("hung audit verifier sleeps", "audit(sleeps, P3, Q3, 2, samples=5000, "
+                   "max_seconds=2)", hang))
+    out.append(api("hung audit verifier spins", "audit(spins, P3, Q3, 2, samples=5000, "
+                   "max_seconds=2)", hang))
+    out.append(api("hung audit exact law", "audit(law_sleeps, P3, Q3, 2, exact=True, "
+                   "max_seconds=2)", hang))
+    out.append(api("hung audit_block verifier", "md.audit_block(lambda t, d, x, rng: "
+                   "time.sleep(10**6), lambda c: np.array([.6, .4]), lambda c: np.array([.5, .5]), "
+                   "1, 1, samples=100, max_seconds=2)", "import time\n"))
+    # ---- the language-model functions' limits (the char-LSTM, V = 465)
+    lm = ("from mdtheory.language import drafters\nfrom mdtheory.language.langmodel import "
+          "LanguageModel\nrng = np.random.default_rng(0)\n"
+          "class Uniform(LanguageModel):\n    V, bos = 5, 0\n"
+          "    def _laws(self, contexts):\n        return np.full((len(contexts), 5), 0.2)\n"
+          "U = Uniform()\n")
+    lstm = lm + "T = drafters.load_model('char-lstm', 1.0)\nD = drafters.make_drafter('tempered', " \
+        "T, rng, temperature=1.3)\n"
+    out.append(api("lm lm_pairs 1e9 positions", "drafters.lm_pairs(10**9, U, U, rng)", lm))
+    out.append(api("lm lm_pairs char-lstm 1e6 positions", "drafters.lm_pairs(10**6, T, D, rng, "
+                   "max_seconds=10)", lstm))
+    out.append(api("lm lm_pairs char-lstm 512 positions", """
+        estimate = _budget.lm_pairs(512, 465, (T.step_seconds(8) + D.step_seconds(8)) * 64)
+        P, Q = drafters.lm_pairs(512, T, D, rng, max_seconds=10)""", lstm,
+                   "wrong = P.shape != (512, 465) and 'shape'"))
+    out.append(api("lm distill_ngram order 1e5", "drafters.distill_ngram(T, rng, 10**5)", lstm))
+    out.append(api("lm make_drafter ngram order 1e5", "drafters.make_drafter('ngram', T, rng, "
+                   "order=10**5)", lstm))
+    out.append(api("lm distill_ngram char-lstm order 3", """
+        estimate = _budget.ngram_distillation(3, 465, 16, 300, 7, T.step_seconds(16) * 300)
+        law = drafters.distill_ngram(T, rng, 3, 16, 300, max_seconds=10)""", lstm))
     # ---- seeded random pairs: the prefix route against exact decimals and the subsets route
     for seed in range(seeds):
         rng = np.random.default_rng(seed)
@@ -277,6 +314,8 @@ def cases(seeds: int) -> list[dict]:
             "--method", "otlp"),
         cli("cli dual V=3 n=1e6", "check-acceptance", "{d}/p3.npy", "{d}/q3.npy", "-n", "1000000",
             "--method", "dual"),
+        cli("cli hung audit verifier", "audit", "{d}/hang.py:f", "{d}/p3.npy", "{d}/q3.npy", "-n",
+            "2", "--max-seconds", "2"),
         cli("cli lm-pairs ngram order 1e5", "lm-pairs", "--positions", "10", "--draft", "ngram",
             "--order", "100000", "--out", "{d}/lm", "--quiet", limit=60),
         cli("cli compare-selectors rules optimal", "compare-selectors", "{d}/p.npy", "{d}/q.npy",
@@ -310,6 +349,7 @@ def scratch(d: Path) -> None:
     np.save(d / "q30.npy", rng.dirichlet(np.ones(30)))
     (d / "bad.npy").write_bytes(b"\x93NUMPY garbage")
     (d / "lossy.py").write_text("def f(p, q, d, rng):\n    return int(d[0])\n")
+    (d / "hang.py").write_text("import time\n\n\ndef f(p, q, d, rng):\n    time.sleep(10**6)\n")
 
 
 def _limits():
@@ -364,7 +404,8 @@ def run_case(case: dict, root: Path, d: Path) -> dict:
     elif rc in (0, 1, 4, 5) or (rc == 141 and case.get("close_stdout")):
         res["outcome"] = "ok"
     elif rc in (2, 3) and len(lines) == 1 and lines[0].startswith(("mdtheory", "usage")):
-        res["outcome"] = "refused" if "estimated" in stderr or "stopped after" in stderr else "error"
+        res["outcome"] = "refused" if any(k in stderr for k in (
+            "estimated", "stopped after", "did not return")) else "error"
     elif rc == 2 and stderr.startswith("usage:"):
         res["outcome"] = "error"
     else:

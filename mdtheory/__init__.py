@@ -18,6 +18,7 @@ from .errors import (
                      OptimalityGapWarning,
                      ProblemTooLargeError,
                      SolverError,
+                     VerifierTimeoutError,
 )
 from .models.base import DraftModel
 from .models.conditional_poisson import ConditionalPoisson
@@ -58,4 +59,5 @@ __all__ = [
     "SolverError",
     "OptimalityGapError",
     "OptimalityGapWarning",
+    "VerifierTimeoutError",
 ]

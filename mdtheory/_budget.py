@@ -69,6 +69,10 @@ CONTAINMENT_SECONDS = 1.5e-5    # one generic containment Q(T) (greedy), plus LA
 _TORCH_ROW = 5e-6        # batched torch rules on the CPU: per (position, step) row of a batch,
 _TORCH_DRAFT = 1e-6      # plus per draft (khisti-lp's sequential stages: 0.8 us at n = 512),
 _TORCH_CELL = 5e-9       # plus per (draft, token) cell (rrs: 4.7 ns at V = 1000, n = 64)
+NGRAM_ROW_SECONDS = 2e-6  # n-gram counts: per (position, context length) of the training texts
+NGRAM_BPC_SECONDS = 5e-6  # n-gram held-out bits per char: per (strength, position, context length)
+SAMPLING_BYTES = 2 * 2**20  # a language model's forward pass on a batch (the char-LSTM: 1.6 MB at 8
+#                             texts), besides the laws' 4 x 8 bytes per (text, token)
 
 
 class Estimate(NamedTuple):
@@ -184,27 +188,38 @@ def batched_steps(batch: int, samples: int, V: int, n: int = 2, rules: int = 1,
                     rules * batch * samples * per_row, 4 * 8.0 * (rows * V + rows * n))
 
 
-def lm_pairs(positions: int, V: int) -> Estimate:
-    """``mdtheory lm-pairs``: the (target, draft) laws of ``positions`` positions over V tokens, kept
-    as per-step blocks and then concatenated (P and Q twice each at the peak); about 2 ms a position
-    for the char-LSTM and its drafter (an n-gram drafter adds its distillation, about 30 s)."""
-    return Estimate(f"lm-pairs: {positions} positions x {V} tokens", 2e-3 * positions,
-                    4 * 8.0 * positions * V)
+def lm_pairs(positions: int, V: int, seconds: float | None = None) -> Estimate:
+    """``lm-pairs``: the (target, draft) laws of ``positions`` positions over V tokens, kept as
+    per-step blocks and then concatenated (P and Q twice each at the peak). ``seconds``: the models'
+    own estimate (:meth:`mdtheory.language.langmodel.LanguageModel.step_seconds` times the steps);
+    default about 2 ms a position (the char-LSTM and its drafter)."""
+    return Estimate(f"lm-pairs: {positions} positions x {V} tokens",
+                    2e-3 * positions if seconds is None else seconds,
+                    4 * 8.0 * positions * V + SAMPLING_BYTES)
 
 
 def ngram_distillation(order: int, V: int, streams: int = 64, length: int = 300,
-                       strengths: int = 7) -> Estimate:
-    """Distilling an n-gram drafter (:func:`mdtheory.language.drafters.distill_ngram`): ``streams`` texts of
-    ``length`` tokens sampled from the target (about 30 s for the char-LSTM), then counts for every
-    context of up to ``order - 1`` tokens at every position of nine in ten texts (a row of V floats
-    each, at most one new row per position and context length), and the held-out bits per char
-    for each of ``strengths`` smoothing strengths (a pass over the context lengths per position)."""
+                       strengths: int = 7, sampling_seconds: float = 30.0) -> Estimate:
+    """Distilling an n-gram drafter (:func:`mdtheory.language.drafters.distill_ngram`): ``streams``
+    texts of ``length`` tokens sampled from the target (``sampling_seconds``, the target's own
+    estimate; default about 30 s, the char-LSTM's), then counts for every context of up to
+    ``order - 1`` tokens at every position of nine in ten texts (:data:`NGRAM_ROW_SECONDS` per
+    position and context length; a row of V floats per distinct context, at most one per position
+    and at most (V - 1)^m of length m), and the held-out bits per char for each of ``strengths``
+    smoothing strengths (a pass over the context lengths per position: :data:`NGRAM_BPC_SECONDS`
+    per context length). Measured against ``benchmarks/bench_lm_estimates.py`` (within 1.5x in
+    time, 1 - 6x above in memory, on the char-LSTM)."""
     held = max(1, streams // 10)
     per_text = sum(min(order, t + 1) for t in range(1, length))  # contexts of lengths 0..order-1
     rows = (streams - held) * per_text
     bpc = strengths * held * per_text
-    return Estimate(f"n-gram drafter of order {order}: up to {rows:.3g} context rows of {V} counts",
-                    30.0 + 2e-6 * rows + 5e-6 * bpc, rows * (8.0 * V + 200.0 + 8.0 * min(order, length)))
+    # distinct contexts of length m: at most one per training position, and at most (V - 1)^m
+    positions = (streams - held) * max(length - 1, 0)
+    distinct = sum(min(positions, _pow(V - 1, m)) for m in range(min(order, length)))
+    return Estimate(f"n-gram drafter of order {order}: up to {distinct:.3g} context rows of {V} counts",
+                    sampling_seconds + NGRAM_ROW_SECONDS * rows + NGRAM_BPC_SECONDS * bpc,
+                    distinct * (8.0 * V + 200.0 + 8.0 * min(order, length))
+                    + SAMPLING_BYTES + 4 * 8.0 * streams * V)
 
 
 def enumeration(count: float, n: int, V: int) -> Estimate:

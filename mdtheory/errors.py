@@ -14,6 +14,7 @@ __all__ = [
     "SolverError",
     "OptimalityGapError",
     "OptimalityGapWarning",
+    "VerifierTimeoutError",
 ]
 
 
@@ -31,6 +32,11 @@ class InvalidDistributionError(InvalidInputError):
 
 class ProblemTooLargeError(MdtheoryError, ValueError):
     """The requested method would need more memory or time than it is allowed; another route fits."""
+
+
+class VerifierTimeoutError(ProblemTooLargeError):
+    """A verifier call under audit did not return within the audit's time limit and was interrupted
+    (:mod:`mdtheory.audit.watchdog`)."""
 
 
 class SolverError(MdtheoryError, RuntimeError):

@@ -22,3 +22,5 @@ fi
 .venv/bin/python -m pip install -q -c scripts/constraints.txt -e ".[${MDTHEORY_EXTRAS:-test,torch,lm,hf}]"
 # the pretrained char-LSTM's weights and vocabulary (mdtheory.language.lm); --no-deps keeps TensorFlow out
 .venv/bin/python -m pip install -q --no-deps textgenrnn==2.0.0
+# compile every numba kernel once into numba's cache, so the first command runs as fast as the later ones
+.venv/bin/python -m mdtheory.cli.warmup

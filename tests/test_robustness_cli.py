@@ -392,7 +392,8 @@ def test_unwritable_output_path_is_one_line(capsys, monkeypatch, tmp_path):
 
     def refuse(*_args, **_kw):
         raise FileNotFoundError(2, "No such file or directory", "/proc/nope")
-    monkeypatch.setattr(drafters, "models_from_args", fake_models(type("Law", (), {"V": 2})))
+    law = type("Law", (), {"V": 2, "step_seconds": staticmethod(lambda batch: 0.0)})
+    monkeypatch.setattr(drafters, "models_from_args", fake_models(law))
     monkeypatch.setattr(drafters, "lm_pairs", lambda *a, **k: (np.ones((1, 2)), np.ones((1, 2))))
     monkeypatch.setattr(Path, "mkdir", refuse)
     code, out, err = run_main(capsys, "lm-pairs", "--positions", "1", "--draft", "tempered",

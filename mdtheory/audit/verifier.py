@@ -67,6 +67,7 @@ from .statistics import (
     samples_for,
     z_pvalues,
 )
+from .watchdog import CALLS
 
 if TYPE_CHECKING:
     from ..rules.base import SelectionRule
@@ -313,7 +314,7 @@ def _run_sampled(fs, P, models, samples, seed, max_seconds=None, quiet=True):
             if bar is not None and i % 1024 == 0:
                 bar.update(min(1024, samples - i))
             try:
-                out = f(p, q, x, rule_rng)
+                out = CALLS.call(b, x, f, p, q, x, rule_rng)  # (a call that hangs: watchdog)
             except _USER_ERRORS as exc:  # anything the user's code raises is bad input to the audit
                 raise _raised(f, exc, x, b) from None
             try:
@@ -425,7 +426,7 @@ def _run_exact(laws_by_position, P, models):
         p, q = _readonly(P[b]), _readonly(model.q)
         for x, w in zip(tuples.tuples, tuples.probs, strict=True):
             try:
-                a, r = law(p, q, x)
+                a, r = CALLS.call(b, x, law, p, q, x)
             except _USER_ERRORS as exc:  # the user's code may raise anything
                 raise _raised(law, exc, x, b) from None
             a, r = np.asarray(a, dtype=float), np.asarray(r, dtype=float)
@@ -581,7 +582,8 @@ def audit(f: Callable | type, p: ArrayLike, q: ArrayLike, n: int, *, sampling: s
         _budget.require(_budget.enumeration(count, n, P.shape[1]),
                         math.inf if max_seconds is None else max_seconds, max_bytes=max_bytes,
                         flag="max_seconds")
-        laws, acc = _run_exact(laws_by_position, P, models)
+        with CALLS.armed(max_seconds, f"audit of {_describe(f)}"):
+            laws, acc = _run_exact(laws_by_position, P, models)
         tv_rows = 0.5 * np.abs(laws - P).sum(axis=1)
         tv = float(tv_rows.max())
         return AuditResult(
@@ -609,7 +611,8 @@ def audit(f: Callable | type, p: ArrayLike, q: ArrayLike, n: int, *, sampling: s
         mode = "torch"
     else:
         samplers = [f] * B if rule_cls is None else [_select(r) for r in rules]
-        counts, hits = _run_sampled(samplers, P, models, samples, seed, max_seconds, quiet)
+        with CALLS.armed(max_seconds, f"audit of {_describe(f)}"):
+            counts, hits = _run_sampled(samplers, P, models, samples, seed, max_seconds, quiet)
         mode = "sampled"
     return _summarise(counts, hits, P, alphas, samples, seed, mode, t0, common)
 

@@ -92,6 +92,7 @@ from ..audit.verifier import (
     _one_line,
     _pilot_check,
 )
+from ..audit.watchdog import CALLS
 from ..errors import InvalidDistributionError, InvalidInputError, MdtheoryError, ProblemTooLargeError
 
 __all__ = ["audit_block", "BlockAuditResult", "SAMPLINGS", "MAX_CELLS", "MAX_TREES",
@@ -461,14 +462,16 @@ def audit_block(f: Callable, target: Callable, draft: Callable, n: int, length: 
     chains = branching[1:] == (1,) * (L - 1) and sampling == "iid"
     bound = _bound(p_full, Q, V, n, L) if chains else None
     if exact:
-        return _exact(f, P, Q, V, L, branching, step, p_full, bound, max_seconds, t0, common)
+        with CALLS.armed(max_seconds, f"block audit of {_describe(f)}"):
+            return _exact(f, P, Q, V, L, branching, step, p_full, bound, max_seconds, t0, common)
     if samples is None:
         samples = samples_for(detect_tv, p_full, level)
     if isinstance(samples, bool) or not isinstance(samples, (int, np.integer)) \
             or not 10 <= samples <= MAX_SAMPLES:
         raise InvalidInputError(f"samples must be an integer in 10..{MAX_SAMPLES}, got {samples!r}")
-    return _sampled(f, P, Q, V, L, branching, p_full, int(samples), seed, bound, max_seconds, t0,
-                    common)
+    with CALLS.armed(max_seconds, f"block audit of {_describe(f)}"):
+        return _sampled(f, P, Q, V, L, branching, p_full, int(samples), seed, bound, max_seconds,
+                        t0, common)
 
 
 def _positive(x, name: str) -> int:
@@ -510,7 +513,7 @@ def _sampled(f, P, Q, V, L, branching, p_full, samples, seed, bound, max_seconds
         drafts = _draw(Q, branching, draft_rng, common["sampling"] != "iid")
         drafts.setflags(write=False)
         try:
-            out = f(P, Q, drafts, verifier_rng)
+            out = CALLS.call(None, drafts, f, P, Q, drafts, verifier_rng)  # (watchdog)
         except _USER_ERRORS as exc:  # anything the user's code raises is bad input to the audit
             raise InvalidInputError(
                 f"TARGET {_describe(f)} raised {_one_line(exc)} on drafts {drafts.tolist()}") from None
@@ -584,7 +587,7 @@ def _exact(law, P, Q, V, L, branching, step, p_full, bound, max_seconds, t0, com
             _pilot_check(law, i, time.perf_counter() - t_pilot, len(trees), max_seconds)
         drafts.setflags(write=False)
         try:
-            out = law(P, Q, drafts)
+            out = CALLS.call(None, drafts, law, P, Q, drafts)  # (watchdog)
         except _USER_ERRORS as exc:  # the user's code may raise anything
             raise InvalidInputError(
                 f"TARGET {_describe(law)} raised {_one_line(exc)} on drafts {drafts.tolist()}") from None

@@ -4,12 +4,14 @@ options that name the two models (shared with ``block-efficiency``)."""
 from __future__ import annotations
 
 import argparse
+import math
 from pathlib import Path
 
 import numpy as np
 
 from .. import _budget
 from ..errors import InvalidInputError
+from ..language import drafters
 from ..language.drafters import CHAR_LSTM, DRAFTERS, lm_pairs, load_drafter, load_model
 from ..language.logits import check_sampling
 from ._common import _bytes, _seconds, add_seed_option
@@ -58,7 +60,8 @@ def models_from_args(args, rng: np.random.Generator, before_drafter=None):
         before_drafter(target)
     drafter = load_drafter(args.draft, target, rng, temperature=args.draft_temperature,
                            top_k=args.top_k, order=args.order, device=args.device, dtype=args.dtype,
-                           quiet=args.quiet)
+                           quiet=args.quiet, max_seconds=args.max_seconds,
+                           max_bytes=getattr(args, "max_bytes", _budget.MAX_BYTES))
     return target, drafter
 
 
@@ -94,14 +97,31 @@ def run(args) -> int:
         raise InvalidInputError(f"--out: {out} exists and is not a directory")
     rng = np.random.default_rng(args.seed)
 
-    def refuse_too_large(target) -> None:
-        steps = [_budget.lm_pairs(args.positions, target.V)]
-        if args.draft == "ngram":
-            steps.append(_budget.ngram_distillation(args.order, target.V))
-        _budget.require(_budget.combine(*steps), args.max_seconds, max_bytes=args.max_bytes)
+    def refuse_too_large(target) -> None:  # the whole command, before the drafter is built
+        length = min(drafters.PAIRS_LENGTH, args.positions)
+        streams = -(-args.positions // length)
+
+        def steps(pairs_seconds: float, sampling_seconds: float) -> list:
+            est = [_budget.lm_pairs(args.positions, target.V, pairs_seconds)]
+            if args.draft == "ngram":
+                est.append(_budget.ngram_distillation(
+                    args.order, target.V, drafters.NGRAM_STREAMS, drafters.NGRAM_LENGTH,
+                    sampling_seconds=sampling_seconds))
+            return est
+
+        # the memory from the sizes alone; then the time from the target's pilot steps, the
+        # drafter's steps estimated as the target's (the tempered and quantized drafters are the
+        # same network; lm_pairs measures the drafter itself before its steps)
+        _budget.require(_budget.combine(*steps(0.0, 0.0)), math.inf, max_bytes=args.max_bytes)
+        pairs = 2 * target.step_seconds(streams) * length
+        sampling = target.step_seconds(drafters.NGRAM_STREAMS) * drafters.NGRAM_LENGTH \
+            if args.draft == "ngram" else 0.0
+        _budget.require(_budget.combine(*steps(pairs, sampling)), args.max_seconds,
+                        max_bytes=args.max_bytes)
 
     target, drafter = models_from_args(args, rng, before_drafter=refuse_too_large)
-    P, Q = lm_pairs(args.positions, target, drafter, rng, quiet=args.quiet)
+    P, Q = lm_pairs(args.positions, target, drafter, rng, quiet=args.quiet,
+                    max_seconds=args.max_seconds, max_bytes=args.max_bytes)
     out.mkdir(parents=True, exist_ok=True)
     np.save(out / "P.npy", P)
     np.save(out / "Q.npy", Q)

@@ -16,10 +16,13 @@ Everything random takes a ``numpy.random.Generator``: the same seed gives the sa
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from .. import _budget
+from .._budget import MAX_BYTES, MAX_SECONDS
 from .._progress import progress
 from ..errors import InvalidInputError
 from .langmodel import LanguageModel, check_same_vocab, draw, sample
@@ -33,6 +36,10 @@ __all__ = ["LSTMLaw", "NGramLaw", "distill_ngram", "sample_texts", "make_drafter
 DRAFTERS = ("tempered", "ngram", "quantized")
 #: Smoothing strengths tried for the n-gram drafter (chosen on held-out text).
 NGRAM_STRENGTHS = (0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0)
+#: Texts and their length sampled from the target to distil an n-gram drafter (:func:`distill_ngram`).
+NGRAM_STREAMS, NGRAM_LENGTH = 64, 300
+#: Tokens per sampled text of :func:`lm_pairs` (the texts run side by side).
+PAIRS_LENGTH = 64
 
 
 @dataclass(frozen=True)
@@ -143,6 +150,11 @@ class NGramLaw(LanguageModel):
         return total / max(count, 1)
 
 
+def _limited(max_seconds) -> bool:
+    """Whether ``max_seconds`` is a finite limit (None or infinite: no limit, no pilot step)."""
+    return max_seconds is not None and math.isfinite(max_seconds)
+
+
 def sample_texts(law: LanguageModel, streams: int, length: int, rng: np.random.Generator,
                  meta: int, quiet: bool = True, record=None) -> list[np.ndarray]:
     """Sample ``streams`` texts of ``length`` tokens from ``law``, each starting after the token
@@ -159,22 +171,41 @@ def sample_texts(law: LanguageModel, streams: int, length: int, rng: np.random.G
     return list(np.hstack([np.full((streams, 1), meta, dtype=np.int64), tokens]))
 
 
-def distill_ngram(target: LanguageModel, rng: np.random.Generator, order: int = 3, streams: int = 64,
-                  length: int = 300, meta: int | None = None, quiet: bool = True) -> NGramLaw:
+def distill_ngram(target: LanguageModel, rng: np.random.Generator, order: int = 3,
+                  streams: int = NGRAM_STREAMS, length: int = NGRAM_LENGTH, meta: int | None = None,
+                  quiet: bool = True, *,
+                  max_seconds: float = MAX_SECONDS, max_bytes: float = MAX_BYTES) -> NGramLaw:
     """An n-gram drafter distilled from text sampled from ``target``.
 
     Samples ``streams`` texts of ``length`` tokens (batched: one forward pass of the target per
     token position, for all texts), each after ``meta`` (default: the target's ``bos``); fits the
     counts on 90% of them and picks the smoothing strength from :data:`NGRAM_STRENGTHS` with the
     fewest bits per token on the rest.
+
+    Raises
+    ------
+    ProblemTooLargeError
+        Before any work: the counts' memory is estimated over ``max_bytes``, or (``max_seconds``
+        finite; None: no limit) the time (the
+        sampling by :meth:`~mdtheory.language.langmodel.LanguageModel.step_seconds`, measured on a
+        pilot batch, plus the counting, :func:`mdtheory._budget.ngram_distillation`) over
+        ``max_seconds``; the message states the estimate.
     """
     if streams < 2:
         raise InvalidInputError(f"distilling an n-gram needs at least 2 sampled texts, got {streams}")
+    if order < 1 or length < 1:
+        raise InvalidInputError(f"an n-gram needs order >= 1 and length >= 1, got order {order}, "
+                                f"length {length}")
     meta = target.bos if meta is None else meta
     if meta is None:
         raise InvalidInputError("the target has no start token: give meta")
     if target.max_length is not None:  # a transformer's positions bound the sampled texts
         length = min(length, target.max_length - 1)
+    size = _budget.ngram_distillation(order, target.V, streams, length, len(NGRAM_STRENGTHS), 0.0)
+    _budget.require(size, math.inf, max_bytes=max_bytes)  # the memory, before the pilot step
+    if _limited(max_seconds):
+        _budget.require(size._replace(seconds=size.seconds + target.step_seconds(streams) * length),
+                        max_seconds, max_bytes=max_bytes, flag="max_seconds")
     texts = sample_texts(target, streams, length, rng, meta, quiet)
     held = max(1, streams // 10)
     pad = PAD if isinstance(target, LSTMLaw) else None
@@ -189,14 +220,16 @@ def distill_ngram(target: LanguageModel, rng: np.random.Generator, order: int = 
 
 def make_drafter(kind, target: LanguageModel, rng: np.random.Generator, *,
                  temperature: float | None = None, top_k: int | None = None, order: int = 3,
-                 quantization: str = "int8", quiet: bool = True) -> LanguageModel:
+                 quantization: str = "int8", quiet: bool = True, max_seconds: float = MAX_SECONDS,
+                 max_bytes: float = MAX_BYTES) -> LanguageModel:
     """The drafter ``kind`` (one of :data:`DRAFTERS`, or a :class:`LanguageModel` to draft with)
     for ``target``.
 
     ``temperature`` defaults to the target's; ``top_k`` applies to the tempered and quantized
     drafters; ``order`` and ``rng`` to the n-gram, which is fitted to text sampled from the target
     and then tempered by ``temperature / target.temperature``. A model given as ``kind`` is tempered
-    likewise where it has ``with_sampling``; its vocabulary must be the target's.
+    likewise where it has ``with_sampling``; its vocabulary must be the target's. ``max_seconds``
+    and ``max_bytes`` bound the n-gram's distillation (:func:`distill_ngram`, refused up front).
     """
     temperature = target.temperature if temperature is None else temperature
     check_sampling(temperature, top_k)
@@ -215,7 +248,8 @@ def make_drafter(kind, target: LanguageModel, rng: np.random.Generator, *,
                                     "weights); for another target give a drafter model")
         return LSTMLaw(target.model.quantized(quantization), temperature, top_k)
     if kind == "ngram":
-        ngram = distill_ngram(target, rng, order, quiet=quiet)
+        ngram = distill_ngram(target, rng, order, quiet=quiet, max_seconds=max_seconds,
+                              max_bytes=max_bytes)
         ngram.temperature = temperature / target.temperature
         return ngram
     raise InvalidInputError(f"unknown drafter {kind!r}; valid choices: {', '.join(DRAFTERS)}")
@@ -248,28 +282,42 @@ def load_model(spec: str = CHAR_LSTM, temperature: float = 1.0, top_k: int | Non
 
 def load_drafter(spec: str, target: LanguageModel, rng: np.random.Generator, *,
                  temperature: float | None = None, top_k: int | None = None, order: int = 3,
-                 device: str = "cpu", dtype: str = "float32", quiet: bool = True) -> LanguageModel:
-    """The drafter ``spec`` for ``target``: one of :data:`DRAFTERS` (:func:`make_drafter`) or
-    ``hf:PATH``, a second checkpoint whose vocabulary must be the target's."""
+                 device: str = "cpu", dtype: str = "float32", quiet: bool = True,
+                 max_seconds: float = MAX_SECONDS, max_bytes: float = MAX_BYTES) -> LanguageModel:
+    """The drafter ``spec`` for ``target``: one of :data:`DRAFTERS` (:func:`make_drafter`, with the
+    limits) or ``hf:PATH``, a second checkpoint whose vocabulary must be the target's."""
     from .hf import is_hf, load_hf
 
     if is_hf(spec):
         check_sampling(target.temperature if temperature is None else temperature, top_k)
         spec = load_hf(spec, device=device, dtype=dtype)
     return make_drafter(spec, target, rng, temperature=temperature, top_k=top_k, order=order,
-                        quiet=quiet)
+                        quiet=quiet, max_seconds=max_seconds, max_bytes=max_bytes)
 
 
 def lm_pairs(positions: int, target: LanguageModel, drafter: LanguageModel, rng: np.random.Generator,
-             length: int = 64, quiet: bool = True) -> tuple[np.ndarray, np.ndarray]:
+             length: int = PAIRS_LENGTH, quiet: bool = True, *, max_seconds: float = MAX_SECONDS,
+             max_bytes: float = MAX_BYTES) -> tuple[np.ndarray, np.ndarray]:
     """Target and draft laws (P, Q), each (positions, V), at the positions of texts sampled from the
     target: ceil(positions / length) texts of ``length`` tokens (at most the models'
     ``max_length`` - 1) side by side, each after the target's ``bos``; rows in time-major order
     (every text's first position, then every text's second ...), the last step cut to make
     ``positions`` rows. Both models advance by their own
-    incremental state (:meth:`~mdtheory.language.langmodel.LanguageModel.step`)."""
+    incremental state (:meth:`~mdtheory.language.langmodel.LanguageModel.step`).
+
+    Raises
+    ------
+    ProblemTooLargeError
+        Before any work: P and Q are estimated over ``max_bytes``, or (``max_seconds`` finite;
+        None: no limit) the steps (each model's
+        :meth:`~mdtheory.language.langmodel.LanguageModel.step_seconds` on the batch of texts,
+        measured on a pilot batch, times the steps) over ``max_seconds``; the message states the
+        estimate.
+    """
     if positions < 1:
         raise InvalidInputError(f"--positions must be >= 1, got {positions}")
+    if length < 1:
+        raise InvalidInputError(f"length must be >= 1, got {length}")
     check_same_vocab(target, drafter)
     if target.bos is None:
         raise InvalidInputError("the target has no start token (bos) to sample texts after")
@@ -278,6 +326,11 @@ def lm_pairs(positions: int, target: LanguageModel, drafter: LanguageModel, rng:
         if model.max_length is not None:
             length = min(length, model.max_length - 1)
     streams = -(-positions // length)
+    _budget.require(_budget.lm_pairs(positions, target.V, 0.0), math.inf, max_bytes=max_bytes)
+    if _limited(max_seconds):  # the pilot steps, only where a limit needs them
+        seconds = (target.step_seconds(streams) + drafter.step_seconds(streams)) * length
+        _budget.require(_budget.lm_pairs(positions, target.V, seconds), max_seconds,
+                        max_bytes=max_bytes, flag="max_seconds")
     P, Q = [], []
     contexts = [(target.bos,)] * streams
     bar = progress(None, length, "lm-pairs", quiet)

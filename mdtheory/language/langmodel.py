@@ -24,6 +24,7 @@ A plain callable ``law(context) -> (V,)`` is wrapped by :func:`as_model`.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -84,6 +85,10 @@ def _as_tokens(tokens, B: int, V: int) -> np.ndarray:
     return tokens.astype(np.int64)
 
 
+#: Texts in the pilot batch of :meth:`LanguageModel.step_seconds`.
+PILOT_BATCH = 64
+
+
 class LanguageModel:
     """Base class of the package's language models.
 
@@ -139,6 +144,24 @@ class LanguageModel:
     def __call__(self, context) -> np.ndarray:
         """The next-token law (V,) after one context (a tuple of token ids)."""
         return self.laws([context])[0]
+
+    def step_seconds(self, batch: int) -> float:
+        """Seconds of one batched step of ``batch`` texts, measured: the faster of two :meth:`start`
+        calls on min(batch, :data:`PILOT_BATCH`) one-token texts, scaled linearly to ``batch``.
+
+        The size estimate of sampling from the model (:func:`mdtheory.language.drafters.lm_pairs`,
+        :func:`~mdtheory.language.drafters.distill_ngram`), taken before the work starts; a model
+        whose later steps cost more than its first (a transformer's attention over a growing
+        context) may override it.
+        """
+        token = self.bos if self.bos is not None else 0
+        pilot = max(1, min(int(batch), PILOT_BATCH))
+        best = float("inf")
+        for _ in range(2):
+            t0 = time.perf_counter()
+            self.start([(token,)] * pilot)
+            best = min(best, time.perf_counter() - t0)
+        return best * max(int(batch), 1) / pilot
 
 
 class CallableModel(LanguageModel):

@@ -1,0 +1,77 @@
+"""The library's language-model functions refuse work over their limits before doing it."""
+
+import numpy as np
+import pytest
+
+from mdtheory.errors import ProblemTooLargeError
+from mdtheory.language import drafters
+from mdtheory.language.langmodel import PILOT_BATCH, LanguageModel
+
+
+class Counted(LanguageModel):
+    """A uniform law over V tokens that counts its batched calls and their texts; ``wait`` seconds
+    a call (a model slower than the limit allows)."""
+
+    def __init__(self, V: int = 5, wait: float = 0.0):
+        self.V, self.bos, self.wait = V, 0, wait
+        self.calls, self.texts = 0, 0
+
+    def _laws(self, contexts):
+        import time
+
+        self.calls += 1
+        self.texts += len(contexts)
+        time.sleep(self.wait)
+        return np.full((len(contexts), self.V), 1.0 / self.V)
+
+
+def test_lm_pairs_refuses_memory_before_any_call():
+    target, drafter = Counted(), Counted()
+    with pytest.raises(ProblemTooLargeError, match="lm-pairs: 1000000000 positions.*memory"):
+        drafters.lm_pairs(10**9, target, drafter, np.random.default_rng(0), max_bytes=2**30)
+    assert target.calls == drafter.calls == 0
+
+
+def test_lm_pairs_refuses_time_after_its_pilot_steps_only():
+    """64 steps of two models at 20 ms a step: about 2.6 s, over a limit of 0.5 s. Refused after
+    the pilot (two calls of each model on a batch of at most PILOT_BATCH texts), before any step."""
+    target, drafter = Counted(wait=0.02), Counted(wait=0.02)
+    with pytest.raises(ProblemTooLargeError, match=r"lm-pairs: 64 positions.*estimated.*max_seconds"):
+        drafters.lm_pairs(64, target, drafter, np.random.default_rng(0), max_seconds=0.5)
+    assert target.calls == drafter.calls == 2 and target.texts <= 2 * PILOT_BATCH
+
+
+def test_lm_pairs_within_its_limits_runs():
+    target, drafter = Counted(), Counted()
+    P, Q = drafters.lm_pairs(10, target, drafter, np.random.default_rng(0), max_seconds=60)
+    assert P.shape == Q.shape == (10, 5) and np.allclose(P, 0.2)
+
+
+def test_distill_ngram_refuses_a_huge_order_by_memory_before_sampling():
+    target = Counted(V=465)
+    with pytest.raises(ProblemTooLargeError, match="n-gram drafter of order 100000.*memory"):
+        drafters.distill_ngram(target, np.random.default_rng(0), order=100_000)
+    assert target.calls == 0
+
+
+@pytest.mark.parametrize("call", [
+    lambda t: drafters.distill_ngram(t, np.random.default_rng(0), order=2, max_seconds=0.5),
+    lambda t: drafters.make_drafter("ngram", t, np.random.default_rng(0), order=2, max_seconds=0.5),
+])
+def test_distilling_from_a_slow_target_is_refused_after_its_pilot(call):
+    """300 sampled steps at 20 ms each: 6 s, over 0.5 s."""
+    target = Counted(wait=0.02)
+    with pytest.raises(ProblemTooLargeError, match="n-gram drafter of order 2.*estimated"):
+        call(target)
+    assert target.calls == 2
+
+
+def test_distill_ngram_within_its_limits_runs():
+    law = drafters.distill_ngram(Counted(), np.random.default_rng(0), order=2, streams=4, length=20)
+    assert law.order == 2 and np.isclose(law.law((0,)).sum(), 1.0)
+
+
+def test_no_time_limit_takes_no_pilot_step():
+    target, drafter = Counted(), Counted()
+    drafters.lm_pairs(3, target, drafter, np.random.default_rng(0), max_seconds=None)
+    assert target.calls == 3 and drafter.calls == 3  # start and two steps, no pilot

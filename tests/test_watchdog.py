@@ -1,0 +1,119 @@
+"""A verifier call that does not return is interrupted at the audit's limit."""
+
+import signal
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import mdtheory as md
+from mdtheory.audit import watchdog
+from mdtheory.errors import VerifierTimeoutError
+
+from .cli_helpers import one_line_error, run_main
+
+P, Q = np.array([0.5, 0.3, 0.2]), np.array([0.2, 0.3, 0.5])
+
+
+def hangs_on(call: int, hang):
+    """A verifier whose output is drawn from p (lossless) that runs ``hang()`` on its
+    ``call``-th call."""
+    state = {"calls": 0}
+
+    def verify(p, q, drafts, rng):
+        state["calls"] += 1
+        if state["calls"] == call:
+            hang()
+        return int(rng.choice(len(p), p=p)), False
+    return verify
+
+
+def sleep_long():
+    time.sleep(5)  # the limit below is 0.5 s; before the watchdog the audit waited the 5 s out
+
+
+def spin_long():
+    for _ in range(10**8):  # pure Python, several seconds
+        pass
+
+
+def sleep_catching_everything_it_can():
+    try:
+        time.sleep(5)
+    except Exception:  # a verifier's own handler does not swallow the interrupt
+        pass
+
+
+@pytest.mark.skipif(not watchdog.can_arm(), reason="no SIGALRM timer here (not POSIX, not the "
+                    "main thread, or an ITIMER_REAL timer already running)")
+@pytest.mark.parametrize("hang", [sleep_long, spin_long, sleep_catching_everything_it_can])
+def test_a_call_that_does_not_return_is_interrupted(hang):
+    with pytest.raises(VerifierTimeoutError, match=r"verifier call at position 0 on drafts "
+                       r"\[\d, \d\] did not return within .* limit of 0\.5 s"):
+        md.audit(hangs_on(300, hang), P, Q, 2, samples=2000, max_seconds=0.5)
+    assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+
+
+@pytest.mark.skipif(not watchdog.can_arm(), reason="no SIGALRM timer here")
+def test_the_previous_alarm_handler_is_restored():
+    def mine(signum, frame):
+        pass
+    previous = signal.signal(signal.SIGALRM, mine)
+    try:
+        with pytest.raises(VerifierTimeoutError):
+            md.audit(hangs_on(300, sleep_long), P, Q, 2, samples=2000, max_seconds=0.5)
+        assert signal.getsignal(signal.SIGALRM) is mine
+        res = md.audit(hangs_on(10**9, sleep_long), P, Q, 2, samples=200, max_seconds=30)
+        assert res.samples == 200 and signal.getsignal(signal.SIGALRM) is mine
+    finally:
+        signal.signal(signal.SIGALRM, previous)
+
+
+@pytest.mark.skipif(not watchdog.can_arm(), reason="no SIGALRM timer here")
+def test_an_exact_law_that_does_not_return_is_interrupted():
+    def law(p, q, drafts):
+        time.sleep(5)
+        return p, np.zeros_like(p)
+    with pytest.raises(VerifierTimeoutError, match="position 0"):
+        md.audit(law, P, Q, 2, exact=True, max_seconds=0.5)
+
+
+@pytest.mark.skipif(not watchdog.can_arm(), reason="no SIGALRM timer here")
+def test_a_block_verifier_that_does_not_return_is_interrupted():
+    def target(ctx):
+        return np.array([0.6, 0.4])
+
+    def draft(ctx):
+        return np.array([0.5, 0.5])
+
+    def verify(target, draft, drafts, rng):
+        time.sleep(5)
+        return np.array([0])
+    with pytest.raises(VerifierTimeoutError, match="block audit of .* did not return"):
+        md.audit_block(verify, target, draft, 1, 1, samples=100, max_seconds=0.5)
+
+
+@pytest.mark.skipif(not watchdog.can_arm(), reason="no SIGALRM timer here")
+def test_the_command_line_says_one_line_and_exits_2(capsys, tmp_path):
+    (tmp_path / "hang.py").write_text(
+        "import time\n\n\ndef verify(p, q, drafts, rng):\n    time.sleep(5)\n    return 0\n")
+    np.save(tmp_path / "p.npy", P)
+    np.save(tmp_path / "q.npy", Q)
+    code, out, err = run_main(capsys, "audit", f"{tmp_path / 'hang.py'}:verify", tmp_path / "p.npy",
+                              tmp_path / "q.npy", "-n", "2", "--max-seconds", "0.5", "-q")
+    one_line_error(code, err, "did not return within", "interrupted", "limit of 0.5 s")
+
+
+def test_off_the_main_thread_the_watchdog_stays_unarmed_and_the_audit_runs():
+    found = {}
+
+    def run():
+        found["can_arm"] = watchdog.can_arm()
+        found["result"] = md.audit(hangs_on(10**9, sleep_long), P, Q, 2, samples=200,
+                                   max_seconds=30)
+    worker = threading.Thread(target=run)
+    worker.start()
+    worker.join(timeout=120)
+    assert not worker.is_alive()
+    assert found["can_arm"] is False and found["result"].samples == 200
