@@ -568,8 +568,8 @@ class GreedyMultiPath(BlockVerifier):
             ctx = tuple(path)
             q = laws.q(ctx)
             rank, below = self._ranks(laws, ctx)
-            if R == float("inf"):  # the prefix has draft probability 0: any law will do
-                mu = q
+            if R == float("inf"):  # R past the float range (or a prefix of draft probability 0):
+                mu = q                # mu is q to within 1 / R
             else:
                 scale = R + 1  # S is homogeneous of degree K - 1: divide every argument by R + 1
                 hi, lo, r0 = (R + below + q) / scale, (R + below) / scale, R / scale
@@ -579,7 +579,8 @@ class GreedyMultiPath(BlockVerifier):
             rows = rows[tokens == y]
             path.append(y)
             mus.append(mu)
-            R = (R + below[y]) / q[y] if q[y] > 0 else float("inf")
+            with np.errstate(over="ignore"):
+                R = (R + below[y]) / q[y] if q[y] > 0 else float("inf")
         return path, mus
 
     def _law(self, laws, x, out):
