@@ -1,6 +1,6 @@
-"""Precision audit of the draft models (mdtheory.drafts) and mdtheory.containment against exact rationals.
+"""Precision audit of the draft models (mdtheory.models, mdtheory.models.containment) against rationals.
 
-Every public method of every draft model, and the public functions of :mod:`mdtheory.containment`, on
+Every public method of every draft model, and the public functions of :mod:`mdtheory.models.containment`, on
 adversarial masses (spanning 1e-320..1, subnormal tails, two heavy tokens and a subnormal rest, masses
 near 1e308 whose sum overflows, float32-rounded masses, exact ties, zeros, n = 1, n = V, n above the
 support) at V <= 8, compared with references in :class:`fractions.Fraction` over the exact values of
@@ -28,8 +28,10 @@ from fractions import Fraction
 import numpy as np
 
 import mdtheory as md
-from mdtheory import containment as cm
-from mdtheory.drafts import ConditionalPoisson, Independent, Joint
+from mdtheory.models import containment as cm
+from mdtheory.models.conditional_poisson import ConditionalPoisson
+from mdtheory.models.independent import Independent
+from mdtheory.models.joint import Joint
 
 TINY = Fraction(2) ** -1022
 U = 2.0**-53

@@ -24,7 +24,8 @@ from pathlib import Path
 import numpy as np
 
 import mdtheory as md
-from mdtheory.audit import DEFAULT_LEVEL, law_test, load_target, samples_for
+from mdtheory.audit.statistics import DEFAULT_LEVEL, law_test, samples_for
+from mdtheory.audit.verifier import load_target
 
 ROOT = Path(__file__).resolve().parent.parent
 EX = ROOT / "examples" / "verifiers"

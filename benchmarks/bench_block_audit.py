@@ -21,7 +21,7 @@ import json
 import time
 from pathlib import Path
 
-from mdtheory.audit import load_target
+from mdtheory.audit.verifier import load_target
 from mdtheory.blocks import audit_block
 from mdtheory.blocks.markov import random_instance, sun_toy
 

@@ -133,8 +133,8 @@ def sizes(args) -> None:
 
 
 def lstm(args) -> None:
-    from mdtheory.drafters import LSTMLaw, make_drafter, sample_texts
-    from mdtheory.lm import META, load_char_lstm
+    from mdtheory.language.drafters import LSTMLaw, make_drafter, sample_texts
+    from mdtheory.language.lm import META, load_char_lstm
 
     model = load_char_lstm()
     target = LSTMLaw(model, 1.0)

@@ -7,7 +7,7 @@ Every time is the minimum over ``--repeats`` runs of this process's CPU time, as
 own cost is one argsort and two linear passes). Rows: the bare prefix scan; the front door with its
 default certificate (the base pooled along the route's own order); the front door with
 ``certify="full"`` (the lexicographically optimal base of
-:func:`~mdtheory.polymatroid.lex_optimal_base_iid`, with its own sort). The pair is
+:func:`~mdtheory.models.polymatroid.lex_optimal_base_iid`, with its own sort). The pair is
 ``bench_core.llm_pair`` (Zipf-like target, perturbed tempered draft), iid drafts, n = 4.
 """
 
@@ -20,7 +20,7 @@ import time
 import numpy as np
 
 import mdtheory as md
-from mdtheory.subsets import prefix_scan
+from mdtheory.routes.subsets import prefix_scan
 
 try:
     from bench_core import llm_pair

@@ -9,7 +9,7 @@ For each (V, n) in (465, 4), (465, 8), (32000, 8) and each model (successive sam
 
     alpha* = 1 - max(0, max_k [Q(T_k) - p(T_k)]),   T_k = the first k tokens by q/p decreasing,
 
-with the one-pass prefix containment (:mod:`mdtheory.containment`, called directly) against the
+with the one-pass prefix containment (:mod:`mdtheory.models.containment`, called directly) against the
 generic ``DraftModel.prefix_containment`` (one per-set containment per prefix: the old path), minimum
 of repeats in one process, and writes ``benchmarks/results/containment.json`` with machine facts.
 The successive-sampling rows also time ``optimal_acceptance(p, q, n, "without-replacement")``, the
@@ -40,9 +40,9 @@ from pathlib import Path
 import numpy as np
 
 import mdtheory as md
-from mdtheory.containment import conditional_poisson_prefix_containment, successive_prefix_containment
-from mdtheory.drafts import DraftModel
-from mdtheory.subsets import prefix_order
+from mdtheory.models.base import DraftModel
+from mdtheory.models.containment import conditional_poisson_prefix_containment, successive_prefix_containment
+from mdtheory.routes.subsets import prefix_order
 
 sys.path.insert(0, str(Path(__file__).parent))
 from bench_core import llm_pair  # noqa: E402

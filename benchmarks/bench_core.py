@@ -21,7 +21,7 @@ import numpy as np
 
 import mdtheory as md
 from mdtheory._synthetic import SERVING, llm_pairs
-from mdtheory.subsets import prefix_scan
+from mdtheory.routes.subsets import prefix_scan
 
 
 def llm_pair(V: int, seed: int = 0):

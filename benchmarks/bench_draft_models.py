@@ -49,10 +49,10 @@ from pathlib import Path
 import numpy as np
 
 import mdtheory as md
-from mdtheory.logits import tempered
-from mdtheory.mnp import min_norm_base
+from mdtheory.language.logits import tempered
+from mdtheory.models.vertices import model_vertex
+from mdtheory.routes.mnp import min_norm_base
 from mdtheory.rules import make_rule
-from mdtheory.vertices import model_vertex
 
 sys.path.insert(0, str(Path(__file__).parent))
 from bench_core import llm_pair  # noqa: E402

@@ -6,7 +6,7 @@ For each size, pairs p, q = softmax of logits with standard deviation 2 at tempe
 one pair per seed. Columns (max over the seeds):
 
 * ``base gap``: alpha* - sum min(p, mu*) for the lexicographically optimal base mu*
-  (:func:`mdtheory.polymatroid.lex_optimal_base_iid`);
+  (:func:`mdtheory.models.polymatroid.lex_optimal_base_iid`);
 * ``rule gap``: alpha* - acceptance of the optimal rule, sum min(p, mu) with mu the exact marginal
   of its time schedule (:meth:`SelectionRule.closed_form_acceptance`);
 * ``|rule gap|``: the same in absolute value (a negative gap would mean a marginal claimed too high);

@@ -6,8 +6,8 @@
 ``--speed``: the default's numpy preparation at V = 32,000, n = 4 (LLM-like pairs) against one
 ``np.argsort`` of p, minima of 40 interleaved repeats, and nothing else.
 
-Pairs: the pretrained char-LSTM (``mdtheory.lm``, V = 465) as target and each drafter of
-``mdtheory.drafters``, at N positions of texts sampled from the target (``lm_pairs``, seed 0), and
+Pairs: the pretrained char-LSTM (``mdtheory.language.lm``, V = 465) as target and each drafter of
+``mdtheory.language.drafters``, at N positions of texts sampled from the target (``lm_pairs``, seed 0), and
 LLM-like pairs (``mdtheory._synthetic.llm_pairs``, V = 1000). For each truncation ("5 rank": the
 paper's s = 5 program as the third-party reading has it, pairs outside the top ranked by a full sort;
 "5", "10", "20": the sort-free stage, pairs outside settled by bucketed keys; "nucleus": s = the union
@@ -29,8 +29,8 @@ import numpy as np
 
 import mdtheory as md
 from mdtheory._synthetic import llm_pairs
-from mdtheory.drafters import LSTMLaw, lm_pairs, make_drafter
-from mdtheory.lm import load_char_lstm
+from mdtheory.language.drafters import LSTMLaw, lm_pairs, make_drafter
+from mdtheory.language.lm import load_char_lstm
 from mdtheory.rules import make_rule
 from mdtheory.rules.khisti import nucleus_truncation
 

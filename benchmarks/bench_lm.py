@@ -5,7 +5,7 @@
 Prints (1) the forward pass's milliseconds per window, one window at a time and in batches of 256,
 float32 and float64; (2) bits per char of the target and the drafters on a fixed paragraph; (3) for
 each (target temperature, drafter) the mean alpha* over N positions of texts sampled from the target
-(``mdtheory.drafters.lm_pairs``, the pairs ``mdtheory lm-pairs`` writes) for n = 1, 2, 4, 8 iid
+(``mdtheory.language.drafters.lm_pairs``, the pairs ``mdtheory lm-pairs`` writes) for n = 1, 2, 4, 8 iid
 drafts, and the share of positions where acceptance is exactly one. Writes no files.
 """
 
@@ -17,8 +17,8 @@ import time
 import numpy as np
 
 import mdtheory as md
-from mdtheory.drafters import LSTMLaw, lm_pairs, make_drafter
-from mdtheory.lm import load_char_lstm
+from mdtheory.language.drafters import LSTMLaw, lm_pairs, make_drafter
+from mdtheory.language.lm import load_char_lstm
 
 PARAGRAPH = (
     "The city council met on Tuesday night to discuss the new budget for the coming year. Several "

@@ -5,7 +5,7 @@
 
 For each draft model, V and n: an llm-like pair (``bench_core.llm_pair``; independent drafts are q
 at the temperatures of :data:`TEMPERATURES`) and a Dirichlet(0.5) pair; Wolfe's iterations, the
-final corral size, the CPU seconds of :func:`mdtheory.mnp.min_norm_base` (process time, so
+final corral size, the CPU seconds of :func:`mdtheory.routes.mnp.min_norm_base` (process time, so
 that other work on a shared machine does not count), the estimate, and the
 ratios iterations / sqrt(V) and measured / estimated seconds. The estimate is meant to tell seconds
 from hours; the ratio shows how far off it is. Writes ``benchmarks/results/mnp_estimate.json``.
@@ -24,9 +24,9 @@ import numpy as np
 
 import mdtheory as md
 from mdtheory import _budget
-from mdtheory.drafts import make_draft_model
-from mdtheory.logits import tempered
-from mdtheory.mnp import min_norm_base
+from mdtheory.language.logits import tempered
+from mdtheory.models.registry import make_draft_model
+from mdtheory.routes.mnp import min_norm_base
 
 sys.path.insert(0, str(Path(__file__).parent))
 from bench_core import llm_pair  # noqa: E402

@@ -52,9 +52,9 @@ import numpy as np
 from scipy import integrate, optimize
 
 import mdtheory as md
-from mdtheory.drafts import WithoutReplacement
-from mdtheory.mnp import min_norm_base
-from mdtheory.vertices import model_vertex
+from mdtheory.models.vertices import model_vertex
+from mdtheory.models.without_replacement import WithoutReplacement
+from mdtheory.routes.mnp import min_norm_base
 
 LOG_C_BOUND = 40.0  # |log c_y| at most this in the searches (scale ratios up to e^80)
 

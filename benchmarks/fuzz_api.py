@@ -230,7 +230,7 @@ def cases(seeds: int) -> list[dict]:
             r = make_rule('optimal', Q[0], Q, 8, sampling='independent', max_seconds=10)""",
                    rules + "Q = np.random.default_rng(0).dirichlet(np.full(1000, .3), size=8)", limit=45))
     # ---- audit
-    audit = ("from mdtheory.audit import audit\nimport time\n"
+    audit = ("from mdtheory import audit\nimport time\n"
              "P3, Q3 = np.array([.2, .4, .4]), np.array([.6, .3, .1])\n"
              "def lossy(p, q, d, rng):\n    return int(d[0])\n"
              "def raising(p, q, d, rng):\n    raise RuntimeError('boom')\n"

@@ -186,7 +186,7 @@ def rule_outputs() -> dict[str, bytes]:
 
 def route_outputs() -> dict[str, bytes]:
     import mdtheory as md
-    from mdtheory.drafts import make_draft_model
+    from mdtheory.models.registry import make_draft_model
 
     out = {}
     for label, p, q, n in instances():
@@ -212,7 +212,7 @@ def main() -> int:
     ap.add_argument("--verbose", action="store_true", help="print one hash per case")
     args = ap.parse_args()
     from mdtheory.errors import MdtheoryError
-    from mdtheory.lm import textgenrnn_files
+    from mdtheory.language.lm import textgenrnn_files
 
     parts: dict[str, bytes] = {}
     with tempfile.TemporaryDirectory() as d:

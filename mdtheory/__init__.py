@@ -1,25 +1,15 @@
 """mdtheory: the theory of multi-draft speculative sampling, computed exactly.
 
-Headline names only; formulations live in their own modules (``drafts``, ``otlp``, ``dual``,
-``maxflow``, ``subsets``). The torch bridge is never imported here; the solvers behind the LP and
+Headline names only; draft models live in :mod:`mdtheory.models`, the routes in :mod:`mdtheory.routes`
+(one module each). The torch bridge is never imported here; the solvers behind the LP and
 flow routes (scipy, HiGHS, networkx, pycddlib) are imported by the routes that run them, and numba by
 the first kernel call on a large input (:mod:`mdtheory._jit`): ``import mdtheory`` costs little more
 than ``import numpy``.
 """
 
-from .audit import AuditResult, audit
+from .audit.verifier import AuditResult, audit
 from .blocks.audit import BlockAuditResult, audit_block
 from .blocks.optimum import BlockOptimumResult, optimal_block_efficiency
-from .drafts import (
-                     IID,
-                     ConditionalPoisson,
-                     DraftModel,
-                     Greedy,
-                     Independent,
-                     Joint,
-                     WithoutReplacement,
-                     make_draft_model,
-)
 from .errors import (
                      InvalidDistributionError,
                      InvalidInputError,
@@ -29,6 +19,14 @@ from .errors import (
                      ProblemTooLargeError,
                      SolverError,
 )
+from .models.base import DraftModel
+from .models.conditional_poisson import ConditionalPoisson
+from .models.greedy import Greedy
+from .models.iid import IID
+from .models.independent import Independent
+from .models.joint import Joint
+from .models.registry import make_draft_model
+from .models.without_replacement import WithoutReplacement
 from .result import AcceptanceResult
 from .solve import METHODS, alpha_star, optimal_acceptance
 

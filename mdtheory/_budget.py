@@ -57,7 +57,7 @@ _CDD_REDUNDANCY = 8e-7  # Hall comparison: seconds = _CDD_REDUNDANCY * rows ** 3
 _SOFTMAX_FIT = 2e-9      # gr-softmax's L-BFGS-B fits: seconds = _SOFTMAX_FIT * _pow(sets * V, 1.5)
 _KHISTI_TOKEN = 5e-8     # khisti-lp: per token of one stage (a partition and a few passes over V)
 _KHISTI_LP = 1e-3        # plus one stage's LP (HiGHS, s(s - 1)/2 pair variables, s <= 5 by default)
-# mnp (Wolfe's minimum-norm point, mdtheory.mnp): one iteration costs _MNP_STEP + _MNP_CELL per
+# mnp (Wolfe's minimum-norm point, mdtheory.routes.mnp): one iteration costs _MNP_STEP + _MNP_CELL per
 # (corral vertex, token) + _MNP_CUBE per corral vertex cubed + the model's prefix containments of one
 # order; about model.mnp_iterations * sqrt(V) iterations (default MNP_ITER_DEFAULT) with a corral of
 # about _MNP_CORRAL * sqrt(V) vertices
@@ -65,7 +65,7 @@ _MNP_STEP = 1e-4
 _MNP_CELL = 3e-9
 _MNP_CUBE = 4e-11
 MNP_ITER_DEFAULT = 15.0  # (a model's own: DraftModel.mnp_iterations)
-#: Major iterations (one vertex each) of the minimum-norm-point route at most (:mod:`mdtheory.mnp`).
+#: Major iterations (one vertex each) of the minimum-norm-point route at most (:mod:`mdtheory.routes.mnp`).
 MNP_MAX_ITER = 10_000
 _MNP_CORRAL = 1.5
 PRODUCT_TOKEN_SECONDS = 1e-8    # prefix containments of a product model (cumulative sums), per (token, law)
@@ -98,7 +98,7 @@ def combine(*estimates: Estimate, what: str | None = None) -> Estimate:
 
 def _pow(x: float, e: float) -> float:
     """x ** e for x >= 0, capped near 1e304 instead of raising OverflowError (counts saturate at
-    :data:`mdtheory.drafts.COUNT_CAP` = 1e300)."""
+    :data:`mdtheory.models.base.COUNT_CAP` = 1e300)."""
     return math.exp(min(e * math.log(x), 700.0)) if x > 0 else 0.0
 
 
@@ -196,7 +196,7 @@ def lm_pairs(positions: int, V: int) -> Estimate:
 
 def ngram_distillation(order: int, V: int, streams: int = 64, length: int = 300,
                        strengths: int = 7) -> Estimate:
-    """Distilling an n-gram drafter (:func:`mdtheory.drafters.distill_ngram`): ``streams`` texts of
+    """Distilling an n-gram drafter (:func:`mdtheory.language.drafters.distill_ngram`): ``streams`` texts of
     ``length`` tokens sampled from the target (about 30 s for the char-LSTM), then counts for every
     context of up to ``order - 1`` tokens at every position of nine in ten texts (a row of V floats
     each, at most one new row per position and context length), and the held-out bits per char
@@ -239,7 +239,7 @@ def _head(model, method: str) -> str:
 
 def prefix_route(model) -> Estimate:
     """The ``prefix`` route: a sort and one scan of V prefixes (for a model without a closed-form
-    containment, one :meth:`~mdtheory.drafts.DraftModel.prefix_pass`, and once more for the
+    containment, one :meth:`~mdtheory.models.base.DraftModel.prefix_pass`, and once more for the
     certificate's cut)."""
     V, n, head = model.V, model.n, _head(model, "prefix")
     if model.lex_base_closed_form:
@@ -262,7 +262,7 @@ def closed_form_route(model) -> Estimate:
 
 def subsets_route(model) -> Estimate:
     """The ``subsets`` route: all 2^V token sets, one vectorised containment row each
-    (:meth:`~mdtheory.drafts.DraftModel.subset_row_seconds`)."""
+    (:meth:`~mdtheory.models.base.DraftModel.subset_row_seconds`)."""
     V = model.V
     sets = _pow(2.0, V)
     return Estimate(f"{_head(model, 'subsets')}: 2^{V} token sets", sets * model.subset_row_seconds(),
@@ -275,7 +275,7 @@ def law_route(model, method: str) -> Estimate:
     """The routes over the enumerated draft law: ``otlp`` (an LP over draft sets x tokens),
     ``otlp-literal`` (over ordered tuples x tokens), ``dual`` (a min-cut LP, one row per set and
     member) and ``maxflow`` (a flow network, one edge per set and member); the law's enumeration
-    by :meth:`~mdtheory.drafts.DraftModel.law_seconds`.
+    by :meth:`~mdtheory.models.base.DraftModel.law_seconds`.
 
     Raises
     ------
@@ -308,11 +308,11 @@ def law_route(model, method: str) -> Estimate:
 
 
 def min_norm_point(model) -> Estimate:
-    """The ``mnp`` route on ``model``: Wolfe's minimum-norm point (:mod:`mdtheory.mnp`).
+    """The ``mnp`` route on ``model``: Wolfe's minimum-norm point (:mod:`mdtheory.routes.mnp`).
 
     An estimate, not a bound: the number of iterations is not known before the run. Each
     iteration sorts the gradient, computes the V prefix containments of the order
-    (:meth:`~mdtheory.drafts.DraftModel.prefix_pass_seconds`) and runs Wolfe's minor cycle on the
+    (:meth:`~mdtheory.models.base.DraftModel.prefix_pass_seconds`) and runs Wolfe's minor cycle on the
     corral of K vertices (products with K rows of V tokens, a (K+1)-square solve). Measured in CPU time by
     ``benchmarks/bench_mnp_estimate.py`` (``benchmarks/results/mnp_estimate.json``: llm-like and
     Dirichlet(0.5) pairs, V = 100 to 30,000, n = 2 to 8): independent drafts took 0.5 to 64 sqrt(V)

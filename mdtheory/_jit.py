@@ -11,7 +11,7 @@ kernel it calls compiled too). A process never pays more than about twice the be
 Both run the same code on IEEE doubles; they could differ
 only where numba's arithmetic differs from CPython's: ``x ** n`` for an integer n (numba squares
 repeatedly, CPython calls ``pow``), which the kernels therefore write as
-:func:`mdtheory.subsets._ipow`. tests/test_speed_paths.py checks that both give the same bits.
+:func:`mdtheory.routes.subsets._ipow`. tests/test_speed_paths.py checks that both give the same bits.
 """
 
 from __future__ import annotations

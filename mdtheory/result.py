@@ -16,7 +16,7 @@ class Duals(dict):
     """The dual LP's optimal potentials: ``"token"`` (a_y, shape (V,)) and ``"set"`` (b_U, shape (M,)).
 
     ``token[y] = 1`` exactly for the tokens of the cut T; ``set[k] = 1`` exactly for the draft sets
-    ``support[k]`` not inside T (Hu et al. 2025, §3; :mod:`mdtheory.dual`). The old keys ``"a"`` and
+    ``support[k]`` not inside T (Hu et al. 2025, §3; :mod:`mdtheory.routes.dual`). The old keys ``"a"`` and
     ``"b"`` still read the same arrays.
     """
 
@@ -73,17 +73,17 @@ class AcceptanceResult:
         Number of drafts n.
     status : str
         ``"optimal"``: the value is proven, its cut and a feasible primal object (``certificate``)
-        meet within :data:`~mdtheory._certify.CERT_TOL`, or the route evaluated every cut, or (conditional
-        Poisson beyond :data:`~mdtheory._certify.MAX_CERT_SETS` sets) the prefix property is proved
+        meet within :data:`~mdtheory.certify.CERT_TOL`, or the route evaluated every cut, or (conditional
+        Poisson beyond :data:`~mdtheory.certify.MAX_CERT_SETS` sets) the prefix property is proved
         for the model and the best prefix's value is checked against its cut.
         ``"upper-bound"``: only the cut is checked, so the value is a proven upper bound on
         :math:`\\alpha^*` (the without-replacement prefix route beyond
-        :data:`~mdtheory._certify.MAX_CERT_SETS` draft sets). A route that cannot be proven raises
+        :data:`~mdtheory.certify.MAX_CERT_SETS` draft sets). A route that cannot be proven raises
         :class:`~mdtheory.errors.SolverError` instead.
     certificate : str
-        The primal object that proved the value (:mod:`mdtheory._certify`): ``"plan"`` (OTLP
+        The primal object that proved the value (:mod:`mdtheory.certify`): ``"plan"`` (OTLP
         routes), ``"flow"`` (``dual``, ``maxflow``, and ``prefix`` for without-replacement drafts
-        up to :data:`~mdtheory._certify.MAX_CERT_SETS` sets), ``"base"`` / ``"lex-base"``
+        up to :data:`~mdtheory.certify.MAX_CERT_SETS` sets), ``"base"`` / ``"lex-base"``
         (``prefix``, iid: a base μ of the coverage polytope, see ``base``), ``"exhaustive"``
         (``subsets``: all :math:`2^V` cuts evaluated), ``"prefix-theorem"`` (``prefix``, conditional
         Poisson: the proved prefix property; no primal object) or ``"cut"`` (none; status
@@ -91,7 +91,7 @@ class AcceptanceResult:
     certificate_gap : float or None
         Cut value :math:`1 + p(T) - Q(T)` minus the primal object's lower bound on
         :math:`\\alpha^*` (its objective less its infeasibility): the width of the proven interval,
-        at most :data:`~mdtheory._certify.CERT_TOL` in absolute value. None for ``"exhaustive"`` and
+        at most :data:`~mdtheory.certify.CERT_TOL` in absolute value. None for ``"exhaustive"`` and
         ``"cut"``.
     base : ndarray or None
         For ``prefix`` with iid drafts, the base μ of the coverage polytope B(g) that proved the

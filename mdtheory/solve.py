@@ -8,12 +8,10 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from . import _budget
-from . import _certify as _certificates
-from ._certify import CERT_TOL, CERTIFY_MODES
-from ._certify import certify as _certify
-from ._route import Route
+from . import certify as _certificates
 from ._validate import as_distribution
-from .drafts import SAMPLINGS, DraftModel, make_draft_model
+from .certify import CERT_TOL, CERTIFY_MODES
+from .certify import certify as _certify
 from .errors import (
     InvalidDistributionError,
     InvalidInputError,
@@ -21,8 +19,11 @@ from .errors import (
     OptimalityGapError,
     ProblemTooLargeError,
 )
+from .models.base import DraftModel
+from .models.registry import SAMPLINGS, make_draft_model
 from .result import AcceptanceResult
-from .subsets import prefix_scan, subsets_exhaustive
+from .routes.proofs import Route
+from .routes.subsets import prefix_scan, subsets_exhaustive
 
 __all__ = ["optimal_acceptance", "alpha_star", "route_estimate", "METHODS", "CERT_TOL"]
 
@@ -32,37 +33,37 @@ AUTO_SUBSET_V = 16
 
 # The LP and flow routes import scipy, HiGHS or networkx: loaded when first run, not with the package.
 def _otlp(p, model, literal=False):
-    from .otlp import otlp
+    from .routes.otlp import otlp
 
     return otlp(p, model, literal=literal)
 
 
 def _dual(p, model):
-    from .dual import dual_lp
+    from .routes.dual import dual_lp
 
     return dual_lp(p, model)
 
 
 def _mnp(p, model, deadline=None):
-    from .mnp import mnp_route
+    from .routes.mnp import mnp_route
 
     return mnp_route(p, model, deadline)
 
 
 def _closed_form(p, model):
-    from .greedy import greedy_closed_form
+    from .routes.greedy import greedy_closed_form
 
     return greedy_closed_form(p, model)
 
 
 def _maxflow(p, model):
-    from .maxflow import maxflow
+    from .routes.maxflow import maxflow
 
     return maxflow(p, model)
 
 
-#: The exact routes by name, each a :class:`~mdtheory._route.Route`: called as ``route(p, model)``
-#: it returns a :class:`~mdtheory._route.RouteOutput` whose proof the certifier checks by its type;
+#: The exact routes by name, each a :class:`~mdtheory.routes.proofs.Route`: called as ``route(p, model)``
+#: it returns a :class:`~mdtheory.routes.proofs.RouteOutput` whose proof the certifier checks by its type;
 #: ``route.estimate(model)`` is its size estimate; ``method="auto"`` picks, among the routes whose
 #: ``auto`` admits the model (from its declared capabilities), the one of lowest ``rank``.
 METHODS: dict[str, Route] = {r.name: r for r in (
@@ -93,7 +94,7 @@ def _auto(model: DraftModel) -> str:
 
 def route_estimate(model: DraftModel, method: str = "auto") -> _budget.Estimate:
     """The size estimate of the route ``method`` (``"auto"``: the one ``method="auto"`` picks) on
-    ``model``: :meth:`mdtheory._route.Route.estimate`, from sizes alone; nothing is run.
+    ``model``: :meth:`mdtheory.routes.proofs.Route.estimate`, from sizes alone; nothing is run.
 
     Raises
     ------
@@ -193,25 +194,25 @@ def optimal_acceptance(p: ArrayLike, q: ArrayLike | DraftModel, n: int | None = 
     q : array_like or DraftModel
         Draft distribution: shape (V,) for ``iid``, ``without-replacement`` and
         ``conditional-poisson``; (n, V) for ``independent``; (V,) * n for ``joint``; or a ready
-        :class:`~mdtheory.drafts.DraftModel`. For the models built from one law (``iid``,
+        :class:`~mdtheory.models.base.DraftModel`. For the models built from one law (``iid``,
         ``without-replacement``, ``conditional-poisson``, ``greedy``) a q of shape (B, V) is a batch.
         A batch of one side is matched row by row with an equal batch of the other, or shares the
         other's single row (broadcast).
     n : int, optional
         Number of drafts (implied by the shape of q for ``independent`` and ``joint``).
     sampling : str
-        Draft model, a key of :data:`mdtheory.drafts.SAMPLINGS`. Default ``"iid"``.
+        Draft model, a key of :data:`mdtheory.models.registry.SAMPLINGS`. Default ``"iid"``.
     method : str
         ``"auto"`` (default): ``"prefix"`` for iid, without-replacement and conditional-Poisson
         drafts, ``"closed-form"`` for the greedy set, else ``"subsets"`` up to V = 16, else
         ``"mnp"`` for independent drafts and ``"dual"`` for the others. ``"closed-form"``: Hu et
-        al.'s O(V) formula for the greedy draft set (:mod:`mdtheory.greedy`), certified by a
+        al.'s O(V) formula for the greedy draft set (:mod:`mdtheory.routes.greedy`), certified by a
         factored flow. ``"prefix"``: sorted-prefix scan, O(V log V) (a linear radix sort for large V).
         ``"subsets"``: all 2^V sets. ``"otlp"``: the OTLP over draft sets (HiGHS), with the optimal
         plan. ``"otlp-literal"``: the OTLP over ordered tuples, V^n x V variables. ``"dual"``: the
         min-cut LP (HiGHS simplex), 0/1 by total unimodularity. ``"maxflow"``: networkx
         preflow-push. ``"mnp"``: Wolfe's minimum-norm point over the coverage polytope, certified
-        by an order-mixture base (:mod:`mdtheory.mnp`), no enumeration; any model but
+        by an order-mixture base (:mod:`mdtheory.routes.mnp`), no enumeration; any model but
         ``joint``.
     normalize : bool
         Rescale p and q to sum one instead of refusing sums off one by more than 1e-6.
@@ -219,9 +220,10 @@ def optimal_acceptance(p: ArrayLike, q: ArrayLike | DraftModel, n: int | None = 
         ``"fast"`` (default): each route's own primal object, and for the iid prefix route a base
         pooled along the route's own order (O(V) beyond the route). ``"full"``: for the iid prefix
         route the lexicographically optimal base of
-        :func:`~mdtheory.polymatroid.lex_optimal_base_iid` (its own stable sort; several times the route's
+        :func:`~mdtheory.models.polymatroid.lex_optimal_base_iid` (its own stable sort; several times the
+        route's
         cost), and for the without-replacement prefix route the flow proof at any size (see
-        :mod:`mdtheory._certify`).
+        :mod:`mdtheory.certify`).
     max_seconds, max_bytes : float
         Limits checked before any work starts (as the CLI's ``--max-seconds``, default 60 s, and
         4 GiB): the route's estimate (:func:`route_estimate`, a batch's rows
@@ -247,7 +249,7 @@ def optimal_acceptance(p: ArrayLike, q: ArrayLike | DraftModel, n: int | None = 
     SolverError
         A solver fails, or the result is not proven: its value leaves [0, 1], its cut set does not
         reproduce it, or its primal object is infeasible or misses the cut value by more than
-        :data:`~mdtheory._certify.CERT_TOL` (:func:`mdtheory._certify.certify`).
+        :data:`~mdtheory.certify.CERT_TOL` (:func:`mdtheory.certify.certify`).
 
     Notes
     -----
@@ -256,9 +258,9 @@ def optimal_acceptance(p: ArrayLike, q: ArrayLike | DraftModel, n: int | None = 
     :math:`\\alpha^* \\le 1 + p(T) - Q(T)` (Q(T) recomputed by the draft model), a primal object
     checked for feasibility (the plan, the flow, or a base μ of the coverage polytope with
     :math:`\\sum_y \\min(p, \\mu)`) gives the lower bound, and both must meet the value within
-    :data:`~mdtheory._certify.CERT_TOL`; ``certificate`` names the primal object and
+    :data:`~mdtheory.certify.CERT_TOL`; ``certificate`` names the primal object and
     ``certificate_gap`` is the difference of the two bounds. The value is not clamped. Without-
-    replacement drafts with more than :data:`~mdtheory._certify.MAX_CERT_SETS` draft sets get only
+    replacement drafts with more than :data:`~mdtheory.certify.MAX_CERT_SETS` draft sets get only
     the cut by default: ``status="upper-bound"``.
 
     References

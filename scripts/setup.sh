@@ -20,5 +20,5 @@ fi
 .venv/bin/python -m pip install -q --upgrade pip
 # constraints.txt pins torch to the CPU wheel (an unpinned torch pulls a multi-GB CUDA build)
 .venv/bin/python -m pip install -q -c scripts/constraints.txt -e ".[${MDTHEORY_EXTRAS:-test,torch,lm,hf}]"
-# the pretrained char-LSTM's weights and vocabulary (mdtheory.lm); --no-deps keeps TensorFlow out
+# the pretrained char-LSTM's weights and vocabulary (mdtheory.language.lm); --no-deps keeps TensorFlow out
 .venv/bin/python -m pip install -q --no-deps textgenrnn==2.0.0

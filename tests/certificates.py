@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from mdtheory._certify import CERT_TOL
-from mdtheory.polymatroid import MAX_EXHAUSTIVE_V, base_polytope_violation
+from mdtheory.certify import CERT_TOL
+from mdtheory.models.polymatroid import MAX_EXHAUSTIVE_V, base_polytope_violation
 
 from .registry import certificate_for
 

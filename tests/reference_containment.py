@@ -1,6 +1,6 @@
 """An independent quadrature of the successive-sampling containment, kept as a test reference.
 
-:mod:`mdtheory.containment` evaluates
+:mod:`mdtheory.models.containment` evaluates
 
 .. math:: Q(T) = \\int_0^\\infty c\\, e^{-ct}\\, P(N_T(t) \\ge n)\\, dt, \\qquad c = 1 - q(T),
 

@@ -1,7 +1,7 @@
 """What the registry-driven tests iterate over: one test instance per registered draft model, the
 certificate each proof type earns, and the routes a model admits.
 
-A draft model registered in :data:`mdtheory.drafts.SAMPLINGS` without an entry in
+A draft model registered in :data:`mdtheory.models.registry.SAMPLINGS` without an entry in
 :data:`MODEL_INSTANCES`, or a proof type with a registered check but no entry in
 :data:`CERTIFICATES`, fails ``test_every_registry_entry_is_covered`` (tests/test_routes.py).
 """
@@ -13,8 +13,8 @@ from itertools import combinations
 import numpy as np
 
 import mdtheory as md
-from mdtheory._route import Exhaustive, PrefixOrder, PriorityOrders, SetFlow, TopAndDraw, TransportPlan
-from mdtheory.drafts import sampling_names
+from mdtheory.models.registry import sampling_names
+from mdtheory.routes.proofs import Exhaustive, PrefixOrder, PriorityOrders, SetFlow, TopAndDraw, TransportPlan
 
 
 def _one_law(sampling):
@@ -58,7 +58,7 @@ def registered_models() -> tuple[str, ...]:
 
 def certificate_for(p, model, method: str, mode: str = "fast") -> str:
     """The certificate the front door must report for route ``method`` on a small model (at most
-    :data:`mdtheory._certify.MAX_CERT_SETS` draft sets), from the type of the proof the route
+    :data:`mdtheory.certify.MAX_CERT_SETS` draft sets), from the type of the proof the route
     returns."""
     kind = type(md.METHODS[method](p, model).proof)
     if kind is PrefixOrder:

@@ -1,4 +1,5 @@
-"""The package's import graph: the CLI sits on top, and no two modules import each other.
+"""The package's import graph: the layers import only downwards, the CLI sits on top, and no two
+modules import each other.
 
 The graph is read from the source with :mod:`ast`: every ``import`` and ``from ... import`` anywhere
 in a module (inside functions too, so lazy imports count), relative imports resolved. An edge goes
@@ -23,6 +24,45 @@ PACKAGE = ROOT / "mdtheory"
 #: estimates import nothing above them, the routes' registry lives in solve, the models carry
 #: their exact laws and _two_sum lives in _jit.)
 ALLOWED_CYCLES: list[set[str]] = []
+
+
+#: The layers, lowest first: a module may import modules of its own layer and of the layers below,
+#: never of a layer above. An entry names a module and the modules below it (``mdtheory.models``:
+#: the package and its modules); ``=name`` names that module alone. A module takes the layer of its
+#: longest entry. The torch bridge's tensors and rules sit below the audit, which draws through them;
+#: its cross-validation harness (and the package, which exports it) runs the audit, so sits above it.
+#: The simulations of language models run block verifiers, so sit above the blocks.
+LAYERS: list[tuple[str, list[str]]] = [
+    ("infrastructure", ["mdtheory.errors", "mdtheory._validate", "mdtheory._budget", "mdtheory._highs",
+                        "mdtheory._jit", "mdtheory._progress", "mdtheory._synthetic"]),
+    ("draft models", ["mdtheory.models"]),
+    ("routes", ["mdtheory.routes"]),
+    ("certificate and front door", ["mdtheory.certify", "mdtheory.result", "mdtheory.solve"]),
+    ("rules", ["mdtheory.rules"]),
+    ("claims", ["mdtheory.claims"]),
+    ("language models", ["mdtheory.language"]),
+    ("torch bridge", ["mdtheory.torch_bridge"]),
+    ("audit", ["mdtheory.audit"]),
+    ("blocks", ["mdtheory.blocks"]),
+    ("simulations", ["mdtheory.language.blockeff"]),
+    ("cross-validation", ["mdtheory.torch_bridge.harness", "=mdtheory.torch_bridge"]),
+    ("public API", ["=mdtheory"]),
+    ("command line", ["mdtheory.cli", "mdtheory.__main__"]),
+]
+
+
+def layer_of(module: str) -> int | None:
+    """Index in :data:`LAYERS` of the module's longest entry (None: no entry names it)."""
+    best, best_key = None, (-1, False)
+    for index, (_, entries) in enumerate(LAYERS):
+        for entry in entries:
+            exact = entry.startswith("=")
+            name = entry.lstrip("=")
+            if module == name or (not exact and module.startswith(name + ".")):
+                key = (len(name), exact)
+                if key > best_key:
+                    best, best_key = index, key
+    return best
 
 
 def module_name(path: Path) -> str:
@@ -69,7 +109,7 @@ def import_graph() -> nx.DiGraph:
 def test_the_graph_sees_lazy_and_relative_imports():
     graph = import_graph()
     assert graph.has_edge("mdtheory.cli.check_acceptance", "mdtheory.solve")  # from ..solve import
-    assert graph.has_edge("mdtheory.cli.verify", "mdtheory.verify")  # inside a function
+    assert graph.has_edge("mdtheory.cli.verify", "mdtheory.claims.verify")  # inside a function
     assert graph.has_edge("mdtheory.cli", "mdtheory.cli.dd")  # from . import dd
     assert graph.has_edge("mdtheory.__main__", "mdtheory.cli")
     assert graph.number_of_nodes() == len(MODULES) > 40
@@ -81,6 +121,40 @@ def test_no_module_below_the_cli_imports_it():
     above = cli | {"mdtheory.__main__"}
     offenders = sorted((u, v) for u, v in graph.edges if v in cli and u not in above)
     assert offenders == []
+
+
+def test_every_module_has_a_layer():
+    assert sorted(m for m in MODULES if layer_of(m) is None) == []
+
+
+def test_the_layer_lookup():
+    names = [name for name, _ in LAYERS]
+    assert names[layer_of("mdtheory.models.iid")] == "draft models"
+    assert names[layer_of("mdtheory.language.blockeff")] == "simulations"
+    assert names[layer_of("mdtheory.language.lm")] == "language models"
+    assert names[layer_of("mdtheory.torch_bridge")] == "cross-validation"
+    assert names[layer_of("mdtheory.torch_bridge.rules")] == "torch bridge"
+    assert names[layer_of("mdtheory")] == "public API"
+    assert layer_of("mdtheory.nowhere") is None
+    assert layer_of("mdtheory.modelsx") is None  # an entry names a package, not a prefix of a name
+
+
+def test_no_module_imports_a_layer_above_its_own():
+    graph = import_graph()
+    names = [name for name, _ in LAYERS]
+    upward = sorted(f"{u} ({names[layer_of(u)]}) -> {v} ({names[layer_of(v)]})"
+                    for u, v in graph.edges if layer_of(u) < layer_of(v))
+    assert upward == []
+
+
+def test_the_layer_check_sees_an_upward_import():
+    """A lazy import of the command line inside a draft model's function is an upward edge."""
+    module = "mdtheory.models.iid"
+    source = "def f():\n    from ..cli import main\n    return main\n"
+    nodes = [n for n in ast.walk(ast.parse(source)) if isinstance(n, ast.ImportFrom)]
+    targets = imported(module, MODULES[module], nodes[0])
+    assert targets == ["mdtheory.cli"]
+    assert layer_of(module) < layer_of(targets[0])
 
 
 def test_no_import_cycles_but_the_listed_ones():

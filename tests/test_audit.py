@@ -9,17 +9,16 @@ import numpy as np
 import pytest
 
 import mdtheory as md
-from mdtheory.audit import (
+from mdtheory.audit.statistics import (
     DEFAULT_LEVEL,
-    EXIT_INCONCLUSIVE,
     TARGET_TV,
     _tv_upper,
     detectable_tv,
     law_test,
-    load_target,
     pool_cells,
     samples_for,
 )
+from mdtheory.audit.verifier import EXIT_INCONCLUSIVE, load_target
 from mdtheory.cli import main
 from mdtheory.rules import RULES
 

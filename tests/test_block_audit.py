@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 import mdtheory as md
-from mdtheory.audit import DEFAULT_LEVEL, load_target, samples_for
+from mdtheory.audit.statistics import DEFAULT_LEVEL, samples_for
+from mdtheory.audit.verifier import load_target
 from mdtheory.blocks import (
     BlockAuditResult,
     ConstantLaw,
@@ -374,7 +375,7 @@ def test_without_replacement_drafts():
 def test_drawn_trees_follow_the_enumerated_law(wor):
     """The sampler of draft trees against the enumeration (two independent routes): Pearson's test
     of 4,000 draws of a (2, 1) tree over V = 3 does not reject at 0.001."""
-    from mdtheory.audit import law_test
+    from mdtheory.audit.statistics import law_test
     from mdtheory.blocks.audit import _draw
 
     target, draft = seeded(V=3, seed=3)

@@ -246,7 +246,7 @@ def _markov_pair(V=3, seed=11):
 
 @pytest.mark.parametrize("tree", [iid_drafts(2, 2), DraftTree((2, 2), "wor"), DraftTree((2, 1), "iid")])
 def test_drafted_trees_have_the_tree_law(tree):
-    from mdtheory import blockeff
+    from mdtheory.language import blockeff
 
     _, drafter = _markov_pair()
     rng = np.random.default_rng(3)
@@ -268,7 +268,7 @@ def test_drafted_trees_have_the_tree_law(tree):
                                            (Traversal(DraftTree((2, 2), "wor")), DraftTree((2, 2), "wor"))])
 def test_decoding_with_a_verifier_keeps_the_targets_law(verifier, tree):
     """The first two tokens emitted from a fixed context, block after block, follow the target."""
-    from mdtheory import blockeff
+    from mdtheory.language import blockeff
 
     target, drafter = _markov_pair()
     rng = np.random.default_rng(5)
@@ -287,7 +287,7 @@ def test_decoding_with_a_verifier_keeps_the_targets_law(verifier, tree):
 
 
 def test_intervals_come_from_replicates_or_batch_means():
-    from mdtheory import blockeff
+    from mdtheory.language import blockeff
 
     counts = np.arange(40) % 4 + 1
     lo, hi, method = blockeff.block_interval(counts, replicates=4)
@@ -302,7 +302,7 @@ def test_intervals_come_from_replicates_or_batch_means():
 
 
 def test_simulate_runs_independent_texts():
-    from mdtheory import blockeff
+    from mdtheory.language import blockeff
 
     target, drafter = _markov_pair()
     res = blockeff.simulate(target, drafter, SelectedPath(), iid_drafts(2, 2), 60, np.random.default_rng(1),
@@ -318,7 +318,7 @@ def test_simulate_runs_independent_texts():
 
 
 def test_exact_rows_on_the_toy():
-    from mdtheory import blockeff
+    from mdtheory.language import blockeff
 
     target, draft = blockeff.parse_instance("toy")
     rows = blockeff.exact_rows(target, draft, [BlockVerification(), TokenByToken("single")], iid_drafts(1, 2))
@@ -379,8 +379,8 @@ def test_cli_bad_input_exits_2_with_one_line(argv, culprit, capsys):
 
 
 def _have_model() -> bool:
-    from mdtheory import lm
     from mdtheory.errors import MdtheoryError
+    from mdtheory.language import lm
 
     try:
         lm.textgenrnn_files()

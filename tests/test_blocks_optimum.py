@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 
 import mdtheory as md
-from mdtheory._certify import CERT_TOL
 from mdtheory.blocks import optimum
 from mdtheory.blocks.bound import block_efficiency_bound
 from mdtheory.blocks.markov import (
@@ -26,6 +25,7 @@ from mdtheory.blocks.markov import (
     sequence_probs,
     sun_toy,
 )
+from mdtheory.certify import CERT_TOL
 from mdtheory.errors import (
     InvalidDistributionError,
     InvalidInputError,
@@ -353,7 +353,7 @@ def test_the_alpha_star_sum_alone_is_loose_on_the_toy():
 
 
 def test_bound_reads_batched_laws_like_per_context_laws():
-    from mdtheory.drafters import NGramLaw
+    from mdtheory.language.drafters import NGramLaw
 
     rng = np.random.default_rng(0)
     texts = [rng.integers(1, 5, size=40) for _ in range(6)]

@@ -15,10 +15,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import mdtheory as md
-from mdtheory import _certify, cli, solve
-from mdtheory._route import Exhaustive, Proof, RouteOutput, SetFlow, TransportPlan, cut_from_flow
-from mdtheory.exact import exact_otlp
-from mdtheory.polymatroid import base_polytope_violation, lex_optimal_base_iid, priority_marginal
+from mdtheory import certify, cli, solve
+from mdtheory.claims.exact import exact_otlp
+from mdtheory.models.polymatroid import base_polytope_violation, lex_optimal_base_iid, priority_marginal
+from mdtheory.routes.proofs import Exhaustive, Proof, RouteOutput, SetFlow, TransportPlan, cut_from_flow
 
 from .instances import random_pair
 from .registry import MODEL_INSTANCES, admitted_routes, certificate_for, registered_models
@@ -90,7 +90,7 @@ def test_every_route_is_proven(method):
         if expected == "exhaustive":
             assert res.certificate_gap is None
         else:
-            assert abs(res.certificate_gap) <= _certify.CERT_TOL
+            assert abs(res.certificate_gap) <= certify.CERT_TOL
         assert 0.0 < res.value < 1.0 and res.cut.size > 0  # a real cut: the checks are not vacuous
         proven += 1
     assert proven > 0, f"no registered model admits method {method!r}"
@@ -105,9 +105,9 @@ def test_base_is_the_lexicographic_base_and_attains_the_value():
         if p.sum() == 0:
             p[0] = 1.0
         p /= p.sum()
-        for certify in ("fast", "full"):
-            res = md.optimal_acceptance(p, q, n, certify=certify)
-            assert res.certificate == {"fast": "base", "full": "lex-base"}[certify]
+        for mode in ("fast", "full"):
+            res = md.optimal_acceptance(p, q, n, certify=mode)
+            assert res.certificate == {"fast": "base", "full": "lex-base"}[mode]
             assert abs(np.minimum(p, res.base).sum() - res.value) <= 1e-12
             assert base_polytope_violation(res.base, md.IID(q, n)) <= 1e-12
             assert np.abs(res.base - lex_optimal_base_iid(p, q, n).mu).max() <= 1e-12
@@ -134,7 +134,7 @@ def test_scan_bound_dominates_the_true_violation(V, n, seed):
         mu = np.abs(mu + 1e-3 * rng.standard_normal(V))
         mu /= mu.sum()
     order = rng.permutation(V)
-    _, eta, _, _, _ = _certify._base_bounds(np.full(V, 1.0 / V), model, order, mu, "test")
+    _, eta, _, _, _ = certify._base_bounds(np.full(V, 1.0 / V), model, order, mu, "test")
     assert eta >= base_polytope_violation(mu, model) - 1e-12
 
 
@@ -153,7 +153,7 @@ def test_value_is_not_clamped(monkeypatch):
 
 
 def test_without_replacement_beyond_the_set_limit_is_an_upper_bound(monkeypatch):
-    monkeypatch.setattr(_certify, "MAX_CERT_SETS", 0)
+    monkeypatch.setattr(certify, "MAX_CERT_SETS", 0)
     res = md.optimal_acceptance(P, Q, N, "without-replacement", method="prefix")
     assert (res.status, res.certificate, res.certificate_gap) == ("upper-bound", "cut", None)
     assert res.value == pytest.approx(md.alpha_star(P, Q, N, "without-replacement", method="dual"),
@@ -196,7 +196,7 @@ def test_non_optimal_cut_with_its_own_value(monkeypatch, method):
     (base, plan or flow of the real optimum) proves a smaller value."""
     def change(out, p, model):
         T = np.array([2, 3])  # gives 0.81; the optimum is 0.79 at {1, 2, 3}
-        out.update(cut=T, value=_certify.cut_value(p, model, T))
+        out.update(cut=T, value=certify.cut_value(p, model, T))
 
     corrupt(monkeypatch, method, change)
     raises("proves alpha\\* >= .* but its cut set gives", method)
@@ -283,7 +283,7 @@ def test_wrong_flow(monkeypatch, method, kind, match):
 def test_flow_over_a_draft_set_capacity():
     members = np.array([[True, True]])
     with pytest.raises(md.SolverError, match="a draft set receives more than w_U"):
-        _certify.check_flow(np.array([0.5, 0.5]), members, np.array([0.5]), np.array([[0.3, 0.3]]))
+        certify.check_flow(np.array([0.5, 0.5]), members, np.array([0.5]), np.array([[0.3, 0.3]]))
 
 
 def test_missing_flow(monkeypatch):
@@ -292,12 +292,12 @@ def test_missing_flow(monkeypatch):
 
 
 def test_without_replacement_prefix_flow_is_checked(monkeypatch):
-    real = _certify.dual_lp
+    real = certify.dual_lp
 
     def halved(p, model):
         return edited(real(p, model), lambda out: out.update(flow=out["flow"] * 0.5))
 
-    monkeypatch.setattr(_certify, "dual_lp", halved)
+    monkeypatch.setattr(certify, "dual_lp", halved)
     raises("its flow proves alpha\\* >=", "prefix", sampling="without-replacement")
 
 
@@ -327,12 +327,12 @@ def test_wrong_base(mu, match):
     model = md.IID(Q, N)
     order = np.argsort(P / Q)
     with pytest.raises(md.SolverError, match=match):
-        _certify.check_base_iid(P, model, order, mu)
+        certify.check_base_iid(P, model, order, mu)
 
 
 def test_full_certificate_checks_the_lex_base(monkeypatch):
     """certify="full" checks lex_optimal_base_iid's base: a wrong one raises."""
-    monkeypatch.setattr(_certify, "lex_optimal_base_iid",
+    monkeypatch.setattr(certify, "lex_optimal_base_iid",
                         lambda p, q, n: type("B", (), {"mu": np.eye(q.size)[0]})())
     raises(r"exceeds the coverage g\(S\)", certify="full")
 
@@ -366,7 +366,8 @@ def test_solver_paths_inside_the_routes(monkeypatch):
     vertex, a flow that is not maximum, cdd without an optimum."""
     from scipy import sparse
 
-    from mdtheory import _highs, dual
+    from mdtheory import _highs
+    from mdtheory.routes import dual
 
     with pytest.raises(md.SolverError, match="HiGHS did not prove optimality: Infeasible"):
         _highs.solve_lp(np.ones(1), sparse.csc_matrix(np.ones((1, 1))), np.array([2.0]),
@@ -403,7 +404,7 @@ def test_every_subset_of_a_small_alphabet_is_bounded_by_the_certificate():
     lower = res.value - res.certificate_gap
     for k in range(P.size + 1):
         for T in combinations(range(P.size), k):
-            assert _certify.cut_value(P, model, list(T)) >= lower - 1e-15
+            assert certify.cut_value(P, model, list(T)) >= lower - 1e-15
 
 
 SUBNORMAL = [  # subnormal and overflowing masses, and the extremes of the property tests
@@ -421,7 +422,7 @@ def test_subnormal_masses_are_proven(p, q, n):
     vertical block as rise * (q / block q): neither overflows."""
     p, q = np.array(p) / np.sum(p), np.array(q) / np.sum(q)
     res = md.optimal_acceptance(p, q, n)
-    assert res.certificate == "base" and abs(res.certificate_gap) <= _certify.CERT_TOL
+    assert res.certificate == "base" and abs(res.certificate_gap) <= certify.CERT_TOL
     assert np.isfinite(res.base).all()
     assert res.value == pytest.approx(md.alpha_star(p, q, n, method="subsets"), abs=1e-12)
 
@@ -430,12 +431,12 @@ def test_subnormal_masses_are_proven(p, q, n):
 def test_subnormal_masses_full_certificate(p, q, n):
     p, q = np.array(p) / np.sum(p), np.array(q) / np.sum(q)
     res = md.optimal_acceptance(p, q, n, certify="full")
-    assert res.certificate == "lex-base" and abs(res.certificate_gap) <= _certify.CERT_TOL
+    assert res.certificate == "lex-base" and abs(res.certificate_gap) <= certify.CERT_TOL
 
 
 def test_base_check_needs_iid_drafts():
     with pytest.raises(md.InvalidInputError, match="needs iid drafts, not 'without-replacement'"):
-        _certify.check_base_iid(P, md.WithoutReplacement(Q, N), np.arange(4))
+        certify.check_base_iid(P, md.WithoutReplacement(Q, N), np.arange(4))
 
 
 def test_json_stdout_is_clean_with_an_lp_route(tmp_path):
@@ -470,9 +471,9 @@ def test_prefix_theorem_checks_the_exact_ratio_order(monkeypatch):
     """Conditional Poisson beyond MAX_CERT_SETS: the theorem proves the best prefix of the exact p/q
     order, so a route scanning another order (here the iid one, which reads masses below TINY as
     zero) is refused even with a value and cut that agree."""
-    from mdtheory.subsets import prefix_order
+    from mdtheory.routes.subsets import prefix_order
 
-    monkeypatch.setattr(_certify, "MAX_CERT_SETS", 0)
+    monkeypatch.setattr(certify, "MAX_CERT_SETS", 0)
     q = np.array([1.0, 1e-200, 1e-200, 1e-200])
     p = np.array([0.5, 0.5, 0.0, 0.0])
     assert md.optimal_acceptance(p, q, 2, "conditional-poisson", method="prefix").certificate \

@@ -1,4 +1,5 @@
-"""One-pass prefix containment (mdtheory.containment) against exact rationals and the per-set routes."""
+"""One-pass prefix containment (mdtheory.models.containment) against exact rationals and the per-set
+routes."""
 
 from __future__ import annotations
 
@@ -10,13 +11,13 @@ import numpy as np
 import pytest
 
 import mdtheory as md
-from mdtheory.containment import (
+from mdtheory.claims.exact import elementary_symmetric
+from mdtheory.models.containment import (
     REL_TOL,
     _nodes_per_octave,
     conditional_poisson_prefix_containment,
     successive_prefix_containment,
 )
-from mdtheory.exact import elementary_symmetric
 
 from .reference_containment import successive_containment_gl
 from .tolerances import QUADRATURE_EXACT as EXACT_TOL
@@ -224,7 +225,7 @@ def test_two_draft_closed_form_beside_a_mass_near_one():
 def test_conditional_poisson_few_and_many_sets_against_exact_rationals():
     """ConditionalPoisson.containment: the compiled per-set pass (a few sets, the certificate's
     call) and the recurrence vectorised over sets (many) both equal e_n(q|T) / e_n(q) exactly."""
-    from mdtheory.drafts import FEW_SETS
+    from mdtheory.models.base import FEW_SETS
 
     rng = np.random.default_rng(7)
     V, n = 9, 3
@@ -241,7 +242,7 @@ def test_conditional_poisson_few_and_many_sets_against_exact_rationals():
 
 
 def test_esp_table_against_exact_rationals():
-    from mdtheory.containment import esp_table
+    from mdtheory.models.containment import esp_table
 
     w = np.random.default_rng(8).dirichlet(np.ones(12))
     table = esp_table(w, 4)
@@ -257,7 +258,7 @@ def test_node_values_against_mpmath():
     Cody-Waite reduction) within 4 eps relative of 50-digit values, v from 2^-70 to 2^9."""
     import mpmath
 
-    from mdtheory.containment import _LIM_G, _LIM_H, SAT_E, _exp_nodes
+    from mdtheory.models.containment import _LIM_G, _LIM_H, SAT_E, _exp_nodes
 
     mpmath.mp.dps = 50
     m, octaves = 4, 90
@@ -280,7 +281,7 @@ def test_node_values_against_mpmath():
 
 def test_fused_update_is_the_row_update():
     """The per-n compiled fused pass gives the row-by-row pass's bits, n = 2..9."""
-    from mdtheory.containment import _update_rows, _update_token
+    from mdtheory.models.containment import _update_rows, _update_token
 
     rng = np.random.default_rng(5)
     for n in range(2, 10):
@@ -297,7 +298,7 @@ def test_bit_casts_are_ldexp_and_frexp():
     """_pow2(k) is 2^k over the normal range, and _as_bits gives the exponent frexp gives."""
     from numba import njit
 
-    from mdtheory.containment import _as_bits, _pow2
+    from mdtheory.models.containment import _as_bits, _pow2
 
     @njit
     def table(ks, xs):

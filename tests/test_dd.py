@@ -5,9 +5,9 @@ from fractions import Fraction
 
 import pytest
 
-from mdtheory.dd import acceptance_one_cone, canonical, compare_with_hall, draft_supports, sparsest
+from mdtheory.claims.dd import acceptance_one_cone, canonical, compare_with_hall, draft_supports, sparsest
+from mdtheory.claims.exact import exact_otlp
 from mdtheory.errors import InvalidInputError, ProblemTooLargeError
-from mdtheory.exact import exact_otlp
 
 #: (alphabet, drafts) checked for both models; SLOW: (alphabet, drafts, model) beyond those, which
 #: with FAST cover the Theorem 2 grid of ``mdtheory verify all`` (tests/test_verify.py checks that).

@@ -97,7 +97,7 @@ def test_sampling_all_against_exhaustive(capsys, small):
 
 
 def test_draft_temperatures_add_independent_drafts(capsys, small):
-    from mdtheory.logits import tempered
+    from mdtheory.language.logits import tempered
 
     p, q, pf, qf = small
     code, out, _ = run_main(capsys, "compare-selectors", pf, qf, "--sampling", "all",
@@ -131,7 +131,7 @@ def test_sampling_text_table(capsys, small):
 def test_upper_bound_is_proved_by_mnp_or_named(capsys, monkeypatch, small):
     """Successive sampling beyond the flow certificate's size: the prefix route only bounds alpha*;
     the table proves it by method 'mnp', or says 'upper bound' when mnp's estimate is over the limit."""
-    import mdtheory._certify as certify
+    import mdtheory.certify as certify
 
     p, q, pf, qf = small
     monkeypatch.setattr(certify, "MAX_CERT_SETS", 0)
@@ -208,7 +208,7 @@ def test_mnp_estimate_per_model():
     from mdtheory import _budget
 
     q = np.full(1000, 1e-3)
-    secs = {s: _budget.min_norm_point(md.drafts.make_draft_model(q, 4, s)).seconds
+    secs = {s: _budget.min_norm_point(md.make_draft_model(q, 4, s)).seconds
             for s in ("iid", "without-replacement", "conditional-poisson", "greedy")}
     assert secs["iid"] < secs["conditional-poisson"] < secs["without-replacement"]
     assert all(0 < s < 60 for s in secs.values())  # V = 1000, n = 4 runs by default (seconds)
@@ -239,7 +239,7 @@ def test_model_that_cannot_be_built_is_a_row(capsys, npy):
 
 def test_rules_table_names_an_unproven_optimum(capsys, monkeypatch, small):
     """The rules table's alpha* of successive sampling is proved by mnp too, or marked a bound."""
-    import mdtheory._certify as certify
+    import mdtheory.certify as certify
 
     p, q, pf, qf = small
     monkeypatch.setattr(certify, "MAX_CERT_SETS", 0)
@@ -258,7 +258,7 @@ def test_rules_table_names_an_unproven_optimum(capsys, monkeypatch, small):
 
 def test_sampling_all_reads_the_registry_when_it_runs(capsys, small):
     """A one-law model registered after the CLI was imported is in ``--sampling all``."""
-    from mdtheory.drafts import SAMPLINGS, register_sampling
+    from mdtheory.models.registry import SAMPLINGS, register_sampling
 
     class IIDAgain(md.IID):
         sampling = "iid-again"

@@ -138,7 +138,7 @@ def test_conditional_poisson_set_law_beyond_the_float_range():
     Every set holds both heavy tokens and 3 of the 6 subnormal ones, each with probability 1/20."""
     q = np.full(8, 1e-323)
     q[:2] = 0.6, 0.4
-    model = md.drafts.ConditionalPoisson(q, 5)
+    model = md.ConditionalPoisson(q, 5)
     law = model.set_law()
     both = law.members[:, :2].all(axis=1)
     assert np.abs(law.probs - np.where(both, 1 / 20, 0.0)).max() <= 1e-15
@@ -159,7 +159,7 @@ def test_conditional_poisson_set_law_with_subnormal_partial_products():
     tokens has probability 1/3."""
     q = np.array([1.5e-323, 1.5e-323, 0.8871210113377904, 1.5e-323, 0.11287898866220959])
     p = np.array([0.0, 0.0, 0.06444495390947043, 0.9355550460905295, 0.0])
-    law = md.drafts.ConditionalPoisson(q, 4).set_law()
+    law = md.ConditionalPoisson(q, 4).set_law()
     both = law.members[:, [2, 4]].all(axis=1)
     assert np.abs(law.probs - np.where(both, 1 / 3, 0.0)).max() <= 1e-15
     values = [md.optimal_acceptance(p, q, 4, "conditional-poisson", method=m).value
@@ -204,7 +204,7 @@ def test_invalid_orders_token_sets_and_sample_sizes_are_refused():
     (IID's prefix containment of the order (0, 0, 1) gave Q({0}) = (2 q_0)^n = 1)."""
     q = np.array([0.5, 0.3, 0.2])
     for model in (md.IID(q, 2), md.WithoutReplacement(q, 2), md.ConditionalPoisson(q, 2),
-                  md.drafts.Greedy(q, 2), md.Independent(np.stack([q, q[::-1]])),
+                  md.Greedy(q, 2), md.Independent(np.stack([q, q[::-1]])),
                   md.Joint(np.outer(q, q))):
         for order, message in (([0, 5], r"holds 5, outside 0\.\.2"), ([1, -1], "holds -1, outside"),
                                ([0, 0, 1], "repeats a token"), ([0.0, 1.0], "1-D array of integers"),
@@ -221,7 +221,7 @@ def test_invalid_orders_token_sets_and_sample_sizes_are_refused():
 
 @pytest.mark.parametrize("fn", ["successive_prefix_containment", "conditional_poisson_prefix_containment"])
 def test_prefix_functions_refuse_invalid_input(fn):
-    from mdtheory import containment
+    from mdtheory.models import containment
 
     f = getattr(containment, fn)
     q = np.array([0.5, 0.3, 0.2])
@@ -243,7 +243,7 @@ def test_greedy_prefix_containment_is_the_per_set_containment():
     rng = np.random.default_rng(5)
     q = rng.dirichlet(np.full(40, 0.3))
     for n in (1, 2, 5):
-        model = md.drafts.Greedy(q, n)
+        model = md.Greedy(q, n)
         for order in (np.argsort(-q), rng.permutation(40), rng.permutation(40)[:25]):
             masks = np.zeros((order.size, 40), dtype=bool)
             for k in range(order.size):
@@ -280,7 +280,7 @@ def test_containment_never_exceeds_one():
         V = int(rng.integers(3, 40))
         q = rng.dirichlet(np.full(V, 0.5))
         full = np.ones((20, V), dtype=bool)
-        for model in (md.drafts.Greedy(q, 2), md.Independent(rng.dirichlet(np.ones(V), size=2)),
+        for model in (md.Greedy(q, 2), md.Independent(rng.dirichlet(np.ones(V), size=2)),
                       md.Joint(np.outer(q, rng.dirichlet(np.ones(V))))):
             assert model.containment(full).max() <= 1.0 and model.containment(full[0]) <= 1.0
             assert model.coverage(~full).min() >= 0.0

@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 
 import mdtheory as md
-from mdtheory import _certify
+from mdtheory import certify
 from mdtheory._validate import SUM_TOL
+from mdtheory.claims.verify import CLAIMS, RECORDED
 from mdtheory.cli import EXIT_BROKEN_PIPE, build_parser
 from mdtheory.rules import RULES, make_rule
-from mdtheory.verify import CLAIMS, RECORDED
 
 from .cli_helpers import run_main
 
@@ -168,7 +168,7 @@ def test_duals_named_with_old_keys_kept():
 
 
 def test_upper_bound_is_not_success(monkeypatch):
-    monkeypatch.setattr(_certify, "MAX_CERT_SETS", 0)
+    monkeypatch.setattr(certify, "MAX_CERT_SETS", 0)
     res = md.optimal_acceptance(P3, Q3, 2, "without-replacement", method="prefix")
     assert res.status == "upper-bound" and res.success is False
     assert "optimality is not proven" in res.message
@@ -283,7 +283,7 @@ def fake_records(hu_wor_verified):
 
 @pytest.mark.parametrize("hu_wor_verified, code", [(False, 0), (True, 1)])
 def test_verify_all_exit_code_is_against_the_record(capsys, monkeypatch, hu_wor_verified, code):
-    import mdtheory.verify as verify
+    import mdtheory.claims.verify as verify
     monkeypatch.setattr(verify, "verify_all", lambda progress=None: fake_records(hu_wor_verified))
     got, out, err = run_main(capsys, "verify", "all", "--json")
     assert got == code

@@ -17,9 +17,9 @@ from hypothesis import strategies as st
 
 import mdtheory as md
 from mdtheory.errors import InvalidInputError, SolverError
-from mdtheory.polymatroid import lex_optimal_base_iid
+from mdtheory.models.polymatroid import lex_optimal_base_iid
 from mdtheory.rules import make_rule
-from mdtheory.schedule import realise_iid
+from mdtheory.rules.schedule import realise_iid
 
 # |acceptance - alpha*|, and sum-to-one, non-negativity and output law of the exact law API
 from .tolerances import ROUNDING as LAW_TOL
@@ -211,7 +211,7 @@ def test_schedule_refuses_non_finite_targets():
 
 
 def test_kernel_status_becomes_solver_error(monkeypatch):
-    import mdtheory.schedule as schedule
+    import mdtheory.rules.schedule as schedule
 
     def stuck(qs, mus, n, nfront, *work):
         return 1, 0

@@ -7,7 +7,7 @@ import pytest
 from scipy import stats
 
 import mdtheory as md
-from mdtheory.drafts import Greedy
+from mdtheory.models.greedy import Greedy
 from mdtheory.rules import make_rule, optimal
 
 from .tolerances import ROUNDING, SOLVER
@@ -175,7 +175,7 @@ def test_first_draft_law_at_large_v():
     assert np.array_equal(Greedy(q, 1).first_draft_law(), Greedy(q, 1).tail)
 
 
-# --- the closed-form route (mdtheory.greedy) and its greedy-flow certificate -------------------------
+# --- the closed-form route (mdtheory.routes.greedy) and its greedy-flow certificate -------------------------
 
 
 @pytest.mark.parametrize("case", range(len(cases())))
@@ -203,8 +203,8 @@ def test_closed_form_route_enumerates_nothing_at_large_vocab(monkeypatch):
 
 def test_greedy_flow_certificate_refuses_a_suboptimal_cut(monkeypatch):
     """A route that returns every token as its cut, with that cut's value 1, is caught by the flow."""
-    import mdtheory.greedy as greedy
-    from mdtheory._route import RouteOutput, TopAndDraw
+    import mdtheory.routes.greedy as greedy
+    from mdtheory.routes.proofs import RouteOutput, TopAndDraw
 
     p, q, n = np.array([0.1, 0.2, 0.3, 0.4, 0.0]), Q5, 3
     model = Greedy(q, n)

@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from mdtheory import hf
 from mdtheory.cli import main
 from mdtheory.errors import InvalidInputError
-from mdtheory.langmodel import check_same_vocab, sample
+from mdtheory.language import hf
+from mdtheory.language.langmodel import check_same_vocab, sample
 
 from .tolerances import BATCH_FLOAT32, KV_CACHE, ROUNDING
 

@@ -12,19 +12,21 @@ import pytest
 
 from mdtheory import optimal_acceptance
 from mdtheory.cli import main
-from mdtheory.drafts import IID, Greedy, Independent
 from mdtheory.errors import (
     InvalidInputError,
     OptimalityGapError,
     OptimalityGapWarning,
     SolverError,
 )
-from mdtheory.independent import uniform_time_bound
-from mdtheory.mixture import OrderMixture, check_mixture
-from mdtheory.mnp import _race, min_norm_base
-from mdtheory.polymatroid import base_polytope_violation, priority_marginal
+from mdtheory.models.greedy import Greedy
+from mdtheory.models.iid import IID
+from mdtheory.models.independent import Independent
+from mdtheory.models.mixture import OrderMixture, check_mixture
+from mdtheory.models.polymatroid import base_polytope_violation, priority_marginal
+from mdtheory.models.vertices import model_vertex
+from mdtheory.routes.mnp import _race, min_norm_base
 from mdtheory.rules import make_rule
-from mdtheory.vertices import model_vertex
+from mdtheory.rules.uniform_time import uniform_time_bound
 
 from .tolerances import SOLVER as TOL  # agreement with the exhaustive route; acceptance vs α*
 
@@ -196,7 +198,7 @@ def test_mnp_on_other_draft_models(sampling):
 def test_base_vertices_are_the_orders_vertices(sampling):
     """The solver hands its vertices to the rule's mixture: they are model_vertex's, bit for bit,
     so the rule's marginal is the one recomputed from the orders alone."""
-    from mdtheory.drafts import make_draft_model
+    from mdtheory.models.registry import make_draft_model
     from mdtheory.rules.optimal import MAX_PLAN_SETS
 
     rng = np.random.default_rng(21)
@@ -238,7 +240,7 @@ def test_optimal_rule_order_mixture_for_successive_sampling(monkeypatch):
 def test_face_phase_with_early_and_wrong_cuts(monkeypatch, patience, face_iter, switch):
     """The face of a cut found too early may not hold the optimum: the free run resumes, or the
     face run moves to the better cut it finds, and the result still matches the exhaustive route."""
-    import mdtheory.mnp as mnp
+    import mdtheory.routes.mnp as mnp
 
     monkeypatch.setattr(mnp, "PATIENCE", patience)
     monkeypatch.setattr(mnp, "FACE_ITER", face_iter)
@@ -272,7 +274,7 @@ def test_cli_mnp_proves_successive_sampling(capsys):
 def test_corral_cholesky_matches_the_bordered_solve():
     """The affine minimum from the Cholesky factor of G + 1 1ᵀ (extended per vertex, refactored
     after a swap-deletion) equals the bordered solve; a repeated vertex falls back to the solve."""
-    import mdtheory.mnp as mnp
+    import mdtheory.routes.mnp as mnp
 
     rng = np.random.default_rng(14)
     V = 30
@@ -296,7 +298,7 @@ def test_corral_cholesky_matches_the_bordered_solve():
 def test_face_warm_start_is_the_resorted_mixture():
     """A face run started from the free run's orders holds their mixture, each order re-sorted with
     the cut last, and the solver still matches the exhaustive route."""
-    import mdtheory.mnp as mnp
+    import mdtheory.routes.mnp as mnp
 
     rng = np.random.default_rng(15)
     V = 9
@@ -319,7 +321,7 @@ def test_face_warm_start_is_the_resorted_mixture():
 def test_face_starts_at_the_free_runs_point():
     """After drops the corral's storage rows are permuted (``slot``); the face run's warm start
     pairs each weight with its own order, not with the order in the same storage row."""
-    import mdtheory.mnp as mnp
+    import mdtheory.routes.mnp as mnp
 
     rng = np.random.default_rng(16)
     V = 40
@@ -351,7 +353,7 @@ def test_conditional_poisson_two_tokens_and_subnormal_rest():
     """Was a ValueError traceback from the minor cycle: the first-draft law (the raced norm's weights)
     was NaN, its elementary symmetric polynomials overflowing even after rescaling (every draft set
     holds both heavy tokens and 3 of the 18 subnormal ones)."""
-    from mdtheory.drafts import ConditionalPoisson
+    from mdtheory.models.conditional_poisson import ConditionalPoisson
 
     V, n = 20, 5
     q = np.full(V, 1e-323)
@@ -368,7 +370,7 @@ def test_least_squares_route_keeps_its_qr_through_appends_and_drops():
     """The accurate route's affine minimum from its incrementally kept QR factorisation (Gram-Schmidt
     twice per vertex, Givens rotations per drop) equals the SVD least squares on the vertices it
     replaces, and the kept factors stay a QR factorisation of the bordered corral."""
-    import mdtheory.mnp as mnp
+    import mdtheory.routes.mnp as mnp
 
     rng = np.random.default_rng(15)
     V = 40
@@ -408,7 +410,7 @@ def test_gradient_order_is_the_stable_sort():
     """The solver's sort (unstable when g has no ties) is the stable argsort / lexsort it replaces,
     with and without ties and with a face's 0/1 ``late`` key; and the triangular solves are the
     textbook ones."""
-    from mdtheory.mnp import _backward, _forward, _gradient_order
+    from mdtheory.routes.mnp import _backward, _forward, _gradient_order
 
     rng = np.random.default_rng(16)
     for ties in (False, True):
@@ -431,8 +433,8 @@ def test_fused_vertex_kernels_match_numpy():
     """The compiled vertex step (vertex, its scaled difference from p, norms) and the corral
     insertion (G's row and column, the factor's new row; a repeated vertex refused) give the numpy
     steps' numbers."""
-    from mdtheory.mnp import _insert_vertex, _vertex_and_gradient, _Wolfe
-    from mdtheory.vertices import suffix_containments
+    from mdtheory.models.vertices import suffix_containments
+    from mdtheory.routes.mnp import _insert_vertex, _vertex_and_gradient, _Wolfe
 
     rng = np.random.default_rng(18)
     V = 50
@@ -461,7 +463,7 @@ def test_fused_vertex_kernels_match_numpy():
 def test_kept_forward_solve_is_the_fresh_one():
     """The minor cycle's kept solve of L y = 1 (rows appended, rows from a drop on re-solved) has the
     fresh solve's exact numbers."""
-    from mdtheory.mnp import _chol_delete, _forward, _forward_ones
+    from mdtheory.routes.mnp import _chol_delete, _forward, _forward_ones
 
     rng = np.random.default_rng(19)
     A = rng.standard_normal((12, 30))
@@ -480,7 +482,7 @@ def test_kept_forward_solve_is_the_fresh_one():
 def test_cholesky_row_removal_matches_refactoring():
     """Removing vertex j from the factor (rank-one update) gives the factor of G without row and
     column j."""
-    from mdtheory.mnp import _chol_delete
+    from mdtheory.routes.mnp import _chol_delete
 
     rng = np.random.default_rng(17)
     A = rng.standard_normal((9, 20))
@@ -495,7 +497,7 @@ def test_cholesky_row_removal_matches_refactoring():
 def test_product_scan_is_the_generic_scan():
     """The fused pass for independent drafts gives the same numbers as the suffix products and
     cumulative sums it replaces."""
-    from mdtheory.vertices import _scan, suffix_containments
+    from mdtheory.models.vertices import _scan, suffix_containments
 
     rng = np.random.default_rng(18)
     for V, n in ((1, 1), (7, 3), (300, 5)):
@@ -527,7 +529,7 @@ def test_mnp_closes_near_alpha_one_conditional_poisson(V, seed):
     """Conditional Poisson at a cold temperature, α* = 1 to 1e-9: the minimum-norm point is ~0,
     where the Gram route's affine minimum (accurate to ~sqrt(ε)) stalls with a gap of 1e-9; least
     squares on the vertices closes it."""
-    from mdtheory.drafts import make_draft_model
+    from mdtheory.models.registry import make_draft_model
     rng = np.random.default_rng(seed)
     z = rng.normal(size=V) * 3
     q = np.exp((z - z.max()) / 0.1)
@@ -545,7 +547,7 @@ def test_mnp_retries_in_the_scaled_norm():
     is still open at the iteration cap (gap 4e-11 to 2e-9 at 400, by BLAS) is closed by the run in
     the norm weighted by 1 / (p + q̄) raced beside it; the certificate is recomputed
     independently."""
-    from mdtheory.mnp import _phases, _race
+    from mdtheory.routes.mnp import _phases, _race
     rng = np.random.default_rng(0)
     z = rng.normal(size=80) * 3
     p = np.exp((z + 0.3 * rng.normal(size=80) - z.max()) / 0.5)

@@ -5,10 +5,11 @@ import io
 import numpy as np
 import pytest
 
-from mdtheory import _progress, drafters, lm
+from mdtheory import _progress
 from mdtheory.errors import InvalidInputError, MdtheoryError
-from mdtheory.langmodel import CallableModel, LanguageModel, as_model, check_same_vocab, sample
-from mdtheory.logits import to_probs
+from mdtheory.language import drafters, lm
+from mdtheory.language.langmodel import CallableModel, LanguageModel, as_model, check_same_vocab, sample
+from mdtheory.language.logits import to_probs
 
 from .tolerances import BATCH_FLOAT32, FLOAT32, ROUNDING
 

@@ -15,10 +15,10 @@ import pytest
 
 import mdtheory as md
 from mdtheory import _budget, _jit
-from mdtheory._certify import CERT_TOL, MAX_CERT_SETS
 from mdtheory._validate import as_distribution
-from mdtheory.drafts import IID
+from mdtheory.certify import CERT_TOL, MAX_CERT_SETS
 from mdtheory.errors import InvalidInputError, ProblemTooLargeError
+from mdtheory.models.iid import IID
 from mdtheory.rules import make_rule
 from mdtheory.solve import route_estimate
 from tests.tolerances import ROUNDING, SOLVER
@@ -181,7 +181,7 @@ def test_a_command_started_with_stdout_closed_exits_141_quietly(tmp_path, extra)
 def test_lm_pairs_refuses_a_huge_ngram_order_up_front(capsys):
     pytest.importorskip("h5py")
     try:
-        from mdtheory.lm import textgenrnn_files
+        from mdtheory.language.lm import textgenrnn_files
 
         textgenrnn_files()
     except md.MdtheoryError as exc:

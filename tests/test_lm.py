@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from mdtheory import blockeff, drafters, lm
 from mdtheory.cli import main
 from mdtheory.errors import InvalidInputError, MdtheoryError
-from mdtheory.logits import to_probs
+from mdtheory.language import blockeff, drafters, lm
+from mdtheory.language.logits import to_probs
 from mdtheory.rules import make_rule
 
 try:  # the skip names what is missing: textgenrnn's data files or h5py

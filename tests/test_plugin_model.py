@@ -18,7 +18,8 @@ import pytest
 from scipy.optimize import linprog
 
 import mdtheory as md
-from mdtheory.drafts import SAMPLINGS, TupleLaw, register_sampling
+from mdtheory.models.base import TupleLaw
+from mdtheory.models.registry import SAMPLINGS, register_sampling
 from mdtheory.rules import RULES, make_rule
 
 from .tolerances import SOLVER
@@ -262,7 +263,7 @@ def test_a_route_defined_here(registered, monkeypatch):
     containment per token set) is certified by the proof type it returns, estimated by its own
     estimator, and picked by method="auto" when its capability test and rank say so."""
     from mdtheory import _budget
-    from mdtheory._route import Exhaustive, Route, RouteOutput
+    from mdtheory.routes.proofs import Exhaustive, Route, RouteOutput
     from mdtheory.solve import route_estimate
 
     def scan(p, model):

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 import mdtheory as md
-from mdtheory.crosscheck import lex_optimal_base_cvxpy, lex_optimal_base_mnp
-from mdtheory.polymatroid import base_polytope_violation, lex_optimal_base_iid, priority_marginal
+from mdtheory.models.crosscheck import lex_optimal_base_cvxpy, lex_optimal_base_mnp
+from mdtheory.models.polymatroid import base_polytope_violation, lex_optimal_base_iid, priority_marginal
 from mdtheory.rules import make_rule
 
 

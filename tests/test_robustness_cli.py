@@ -15,8 +15,11 @@ import pytest
 
 import mdtheory as md
 from mdtheory import _budget, cli
+from mdtheory._validate import as_distribution
 from mdtheory.cli import main
-from mdtheory.drafts import ConditionalPoisson, WithoutReplacement
+from mdtheory.models.base import COUNT_CAP
+from mdtheory.models.conditional_poisson import ConditionalPoisson
+from mdtheory.models.without_replacement import WithoutReplacement
 from mdtheory.rules import make_rule
 
 from .cli_helpers import one_line_error, run_main
@@ -48,7 +51,7 @@ def test_empty_batch_exit_2(capsys, npy):
     one_line_error(code, err, r"p is empty \(shape \(0, 5\)\)")
     assert out == ""
     with pytest.raises(md.InvalidDistributionError, match=r"q is empty \(shape \(3, 0\)\)"):
-        md.drafts.as_distribution(np.zeros((3, 0)), "q", ndim=2)
+        as_distribution(np.zeros((3, 0)), "q", ndim=2)
 
 
 @pytest.mark.parametrize("method,size", [("otlp", r"2.3e\+07 variables"),
@@ -323,10 +326,10 @@ def test_counts_saturate_instead_of_building_huge_integers():
     """Sizes are compared with limits before anything runs; at n = 10^6 the exact counts would be
     integers of millions of digits (seconds to build, and float() overflows)."""
     q = np.full(1000, 1e-3)
-    assert md.IID(q, 10**6).count_tuples() == md.drafts.COUNT_CAP
-    assert md.IID(q, 10**6).count_sets() == md.drafts.COUNT_CAP
+    assert md.IID(q, 10**6).count_tuples() == COUNT_CAP
+    assert md.IID(q, 10**6).count_sets() == COUNT_CAP
     assert md.IID(q, 3).count_sets() == 1000 + 499_500 + 166_167_000
-    assert ConditionalPoisson(q, 500).count_tuples() == md.drafts.COUNT_CAP
+    assert ConditionalPoisson(q, 500).count_tuples() == COUNT_CAP
     assert WithoutReplacement(q, 3).count_tuples() == 1000 * 999 * 998
     with pytest.raises(md.ProblemTooLargeError, match=r"the set law has over 1e\+300 sets"):
         md.IID(q, 10**6).set_law()
@@ -404,7 +407,7 @@ def test_cross_validate_memory_estimate_counts_the_drafts(capsys):
 def test_torch_allocation_failure_is_one_line(monkeypatch):
     """An allocation torch refuses is a ProblemTooLargeError, not a RuntimeError."""
     torch = pytest.importorskip("torch")
-    from mdtheory.audit import audit
+    from mdtheory.audit.verifier import audit
 
     def refuse(*_a, **_k):
         raise RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to allocate 1 bytes")
@@ -444,8 +447,8 @@ def test_block_efficiency_refuses_long_runs_up_front(capsys, monkeypatch, argv, 
     drafting, the refusal naming the estimate and --max-seconds."""
     from types import SimpleNamespace
 
-    from mdtheory import blockeff
     from mdtheory.cli import block_efficiency as command
+    from mdtheory.language import blockeff
 
     def never(*_a, **_k):
         raise AssertionError("the run must be refused before any drafting")
@@ -468,8 +471,8 @@ def test_cross_validate_time_estimate_counts_the_drafts(capsys):
 def test_audit_draws_the_drafts_in_bounded_chunks(monkeypatch):
     """audit --drafts 1000000 drew every draft tuple of a position at once (a MemoryError was the
     only guard); the tuples now come in chunks of at most CHUNK_BYTES, the same draws in order."""
-    from mdtheory.audit import audit
-    from mdtheory.drafts import IID
+    from mdtheory.audit.verifier import audit
+    from mdtheory.models.iid import IID
 
     sizes = []
     real = IID.sample

@@ -1,7 +1,7 @@
 """Every route to alpha* agrees with every other, with certificates, on each draft model.
 
 The routes, draft models and proof types come from the package's registries (``md.METHODS``,
-``mdtheory.drafts.SAMPLINGS``, ``mdtheory._certify.CHECKS``) through tests/registry.py; an entry that
+``mdtheory.models.registry.SAMPLINGS``, ``mdtheory.certify.CHECKS``) through tests/registry.py; an entry that
 no test instance or agreement run reaches fails ``test_every_registry_entry_is_covered``.
 """
 
@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 import mdtheory as md
-from mdtheory import _certify
-from mdtheory.drafts import SAMPLINGS
+from mdtheory import certify
+from mdtheory.models.registry import SAMPLINGS
 
 from .certificates import check_all
 from .instances import CANONICAL, canonical, random_pair
@@ -226,9 +226,9 @@ def test_prefix_with_masses_below_tiny_renormalised_laws(monkeypatch, tiny):
     {0, j}, so the tiny tokens are drafted with probability 1/7 each; reading them as zero put them
     last and 'proved' alpha* = 1. The prefix route (theorem certificate) meets the exact rational
     1 + 1/2 - 6/7; without replacement (same sets, up to 1e-200) its upper bound meets it too."""
-    from mdtheory import _certify
+    from mdtheory import certify
 
-    monkeypatch.setattr(_certify, "MAX_CERT_SETS", 0)
+    monkeypatch.setattr(certify, "MAX_CERT_SETS", 0)
     V = 8
     q = np.full(V, tiny)
     q[0] = 1.0
@@ -264,7 +264,7 @@ def test_every_registry_entry_is_covered():
     an expected certificate, and every registered route is admitted by some model's instance, so the
     agreement runs above reach it (a new entry without coverage fails here)."""
     assert set(MODELS) <= set(MODEL_INSTANCES), set(MODELS) - set(MODEL_INSTANCES)
-    assert set(_certify.CHECKS) <= set(CERTIFICATES), set(_certify.CHECKS) - set(CERTIFICATES)
+    assert set(certify.CHECKS) <= set(CERTIFICATES), set(certify.CHECKS) - set(CERTIFICATES)
     rng = np.random.default_rng(0)
     reached = set()
     for sampling in MODELS:

@@ -6,9 +6,9 @@ from scipy import stats
 
 import mdtheory as md
 from mdtheory._synthetic import SERVING, llm_pairs
-from mdtheory.polymatroid import lex_optimal_base_iid, priority_marginal, stable_ties
+from mdtheory.models.polymatroid import lex_optimal_base_iid, priority_marginal, stable_ties
 from mdtheory.rules import make_rule
-from mdtheory.schedule import Schedule, _realise, realise_iid
+from mdtheory.rules.schedule import Schedule, _realise, realise_iid
 
 
 def check_tiling(s, q):
@@ -156,7 +156,7 @@ def test_optimal_rule_at_a_million_drafts():
 def test_schedule_refuses_more_drafts_than_its_precision_allows():
     """At n = 2^62 the marginal summed to 103 (acceptance 0.97 below alpha*): the G-masses are
     powers of degree n, exact to about n 2^-53, so the schedule stops at MAX_DRAFTS."""
-    from mdtheory.schedule import MAX_DRAFTS
+    from mdtheory.rules.schedule import MAX_DRAFTS
 
     p, q = np.array([0.2, 0.5, 0.3]), np.array([0.5, 0.1, 0.4])
     assert make_rule("optimal", p, q, MAX_DRAFTS).marginal.sum() == pytest.approx(1.0, abs=1e-9)

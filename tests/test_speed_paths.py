@@ -16,8 +16,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mdtheory import _certify, _jit, alpha_star, optimal_acceptance, subsets
-from mdtheory.drafts import IID
+from mdtheory import _jit, alpha_star, certify, optimal_acceptance
+from mdtheory.models.iid import IID
+from mdtheory.routes import subsets
 
 ROOT = Path(__file__).resolve().parents[1]
 HEAVY = ("numba", "scipy", "networkx", "highspy", "cdd", "cvxpy", "sympy", "torch", "tqdm")
@@ -59,7 +60,7 @@ def test_kernels_interpreted_and_compiled_agree(seed, monkeypatch):
     for mode in ("python", "numba"):  # everything interpreted, then everything compiled
         monkeypatch.setattr(_jit, "FORCE", mode)
         out = subsets.prefix_scan(p, model)
-        runs.append((out, _certify.check_base_iid(p, model, out.proof.order)))
+        runs.append((out, certify.check_base_iid(p, model, out.proof.order)))
     (a, (lo_a, mu_a)), (b, (lo_b, mu_b)) = runs
     assert a.value == b.value and np.array_equal(a.cut, b.cut)
     assert lo_a == lo_b  # the same operations on IEEE doubles: the same bits
@@ -69,7 +70,8 @@ def test_kernels_interpreted_and_compiled_agree(seed, monkeypatch):
 def test_interpreted_work_is_bounded_then_numba_runs():
     """Ski rental: a fresh process interprets the CLI example, and compiles once its interpreted
     work would pass the budget."""
-    code = ("import numpy as np, sys\nimport mdtheory as md\nfrom mdtheory import _jit, subsets\n"
+    code = ("import numpy as np, sys\nimport mdtheory as md\nfrom mdtheory import _jit\n"
+            "from mdtheory.routes import subsets\n"
             "p, q = np.load('examples/p.npy'), np.load('examples/q.npy')\n"
             "md.optimal_acceptance(p, q, 4)\n"
             "first = ('numba' in sys.modules, 0 < _jit._spent <= _jit.INTERPRETED_BUDGET)\n"
@@ -101,9 +103,9 @@ def _near_ties(seed: int):
 
 
 def _stable_ratio_order(p, q):
-    """The order :func:`mdtheory.subsets.prefix_order` promises, by a stable sort of p/q (masses
+    """The order :func:`mdtheory.routes.subsets.prefix_order` promises, by a stable sort of p/q (masses
     below TINY read as zero; p = 0 < q first, q = 0 < p then p = q = 0 last)."""
-    from mdtheory.polymatroid import TINY
+    from mdtheory.models.polymatroid import TINY
 
     a, b = np.where(p >= TINY, p, 0.0), np.where(q >= TINY, q, 0.0)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -158,15 +160,15 @@ def test_radix_sort_is_np_sort_on_packed_keys(mode, monkeypatch):
 def test_pooling_runs_gives_the_token_pooling(seed):
     """The base certificate pools runs of non-increasing slope: the same blocks, and block sums
     within rounding, as pooling token by token (empty, vertical and zero-rise tokens included)."""
-    from mdtheory.polymatroid import _lex_blocks
+    from mdtheory.models.polymatroid import _lex_blocks
 
     p, q = (_near_ties, lambda s: _instance(400, s), lambda s: _softmax_pair(3000, s))[seed % 3](seed)
     model = IID(q, (1, 4, 64)[seed % 3] + seed % 2)
     order = subsets.prefix_order(p, q)
-    ps, _, contained = _certify._iid_points(order, p, q, model.n)
+    ps, _, contained = certify._iid_points(order, p, q, model.n)
     g = np.concatenate([[0.0], 1.0 - contained[::-1][1:], [1.0]])  # g along order[::-1]
     ref = _lex_blocks(np.where(ps >= 2.0 ** -600, ps, 0.0), np.diff(g))
-    starts, run_p, run_g = _certify._runs(ps, contained)
+    starts, run_p, run_g = certify._runs(ps, contained)
     bounds, dP, dG = _lex_blocks(run_p, run_g)
     np.testing.assert_array_equal(starts[bounds], ref[0])
     np.testing.assert_allclose(dP, ref[1], rtol=1e-14, atol=0)
@@ -252,7 +254,7 @@ def test_power_diff_is_exact_to_a_few_roundings_per_binary_digit():
     cancellation for d far below x, and the same bits interpreted and compiled."""
     from fractions import Fraction
 
-    from mdtheory.polymatroid import _power_diff
+    from mdtheory.models.polymatroid import _power_diff
 
     rng = np.random.default_rng(5)
     for n in (1, 2, 3, 4, 5, 8, 13, 16, 17, 64, 100):
@@ -270,7 +272,7 @@ def test_power_diff_is_exact_to_a_few_roundings_per_binary_digit():
 def test_compiled_rises_match_the_transcendental_form(n, monkeypatch):
     """The lexicographic base by the compiled rises of G (n <= DIFF_N) and by numpy's
     transcendental form: the same hull and the same base to a few roundings."""
-    from mdtheory import polymatroid
+    from mdtheory.models import polymatroid
 
     p, q = _instance(2000, n)
     fast = polymatroid.lex_optimal_base_iid(p, q, n)
@@ -286,8 +288,8 @@ def test_schedule_workspace_reuse_and_threads(monkeypatch):
     CACHE_TOKENS tokens are not kept."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from mdtheory import schedule
-    from mdtheory.polymatroid import lex_optimal_base_iid
+    from mdtheory.models.polymatroid import lex_optimal_base_iid
+    from mdtheory.rules import schedule
 
     cases = []
     for V, seed in ((400, 1), (60, 2), (900, 3), (60, 4)):
@@ -320,8 +322,7 @@ def test_prepared_optimal_rules_own_their_arrays():
     are bit for bit as built and share no memory with the workspace."""
     import pickle
 
-    from mdtheory import schedule
-    from mdtheory.rules import make_rule
+    from mdtheory.rules import make_rule, schedule
 
     def arrays(r):
         s = r.schedule

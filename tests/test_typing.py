@@ -2,7 +2,6 @@
 and the annotations resolve."""
 
 import inspect
-import sys
 import typing
 
 import pytest
@@ -11,7 +10,7 @@ import mdtheory as md
 from mdtheory.rules import SelectionRule, make_rule
 
 PUBLIC = [md.optimal_acceptance, md.alpha_star, md.optimal_block_efficiency, md.make_draft_model, make_rule,
-          sys.modules["mdtheory.audit"].audit, SelectionRule.__init__, SelectionRule.select,
+          md.audit, SelectionRule.__init__, SelectionRule.select,
           SelectionRule.enumerate, SelectionRule.exact_acceptance, SelectionRule.exact_output_law,
           SelectionRule.monte_carlo, SelectionRule.conditional, SelectionRule.closed_form_acceptance]
 

@@ -1,7 +1,7 @@
 """The test suite's tolerances, named once.
 
 Each says which error it absorbs; a test compares within one of these (or within a tolerance the
-package itself exports, e.g. :data:`mdtheory._certify.CERT_TOL`), never an unexplained literal.
+package itself exports, e.g. :data:`mdtheory.certify.CERT_TOL`), never an unexplained literal.
 """
 
 #: Two float64 evaluations of the same closed form: rounding of O(V) operations on masses <= 1.

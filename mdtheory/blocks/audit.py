@@ -18,7 +18,8 @@ anyone, in one of two forms, and checks it:
   per draft array drawn by the audit; each block is completed with fresh target tokens and the
   completed sequences are tested against :math:`p` on :math:`V^{L+1}` with the token-level audit's
   statistics (:mod:`mdtheory.audit`: Pearson's test with sparse cells pooled, the power bound
-  :func:`~mdtheory.audit.detectable_tv`, the sample-size rule :func:`~mdtheory.audit.samples_for`,
+  :func:`~mdtheory.audit.statistics.detectable_tv`, the sample-size rule
+  :func:`~mdtheory.audit.statistics.samples_for`,
   the upper confidence bound on TV). The cells are the :math:`V^{L+1}` sequences and one cell of
   target mass 0 for blocks that cannot be completed (a token out of range, a block of length 0 or
   over L + 1, not an integer array): one such block rejects outright.
@@ -43,16 +44,17 @@ would run over ``max_seconds``, is bad input (:class:`~mdtheory.errors.InvalidIn
 :class:`~mdtheory.errors.ProblemTooLargeError`) named in one line.
 
 **Verdicts.** Exact mode: ``"lossless"`` when the exact TV is at most
-:data:`~mdtheory.audit.EXACT_TOL`, else ``"lossy"``. Sampled mode, by the token-level audit's rule
-(:func:`mdtheory.audit.audit`): ``"lossy"`` when the test rejects at ``level``; otherwise
-``"passed"`` when the run detects every deviation of TV at least ``detect_tv`` with probability
-:data:`~mdtheory.audit.POWER` (the default sample size is the smallest that does), and
-``"inconclusive"`` when it does not (too few samples were asked for). Only ``"lossless"`` and
-``"passed"`` set ``lossless``: an inconclusive run never reads as lossless. A sampled pass is
-*lossless to within* ``detect_tv``: a verifier whose TV is below ``detect_tv`` is, by design, not
-expected to be caught (the token-level audit's sampled "lossless" means the same); to rule out a
-smaller loss, ask for it with a smaller ``detect_tv`` (the run grows as its inverse square), or
-audit the law form exactly. The word "passed" (not "lossless") says that it was sampled.
+:data:`~mdtheory.audit.verifier.EXACT_TOL`, else ``"lossy"``. Sampled mode, by the token-level audit's
+rule (:func:`mdtheory.audit.verifier.audit`): ``"lossy"`` when the test rejects at ``level``;
+otherwise ``"passed"`` when the run detects every deviation of TV at least ``detect_tv`` with
+probability :data:`~mdtheory.audit.statistics.POWER` (the default sample size is the smallest that
+does), and ``"inconclusive"`` when it does not (too few samples were asked for). Only
+``"lossless"`` and ``"passed"`` set ``lossless``: an inconclusive run never reads as lossless. A
+sampled pass is *lossless to within* ``detect_tv``: a verifier whose TV is below ``detect_tv`` is,
+by design, not expected to be caught (the token-level audit's sampled "lossless" means the same);
+to rule out a smaller loss, ask for it with a smaller ``detect_tv`` (the run grows as its inverse
+square), or audit the law form exactly. The word "passed" (not "lossless") says that it was
+sampled.
 
 **Block efficiency and its ceiling.** The result reports :math:`E|B|` (tokens per target call) and
 the accepted draft tokens :math:`E k = E|B| - 1` against the proven bound
@@ -77,22 +79,24 @@ from itertools import permutations, product
 
 import numpy as np
 
-from ..audit import (
-    _USER_ERRORS,
+from ..audit.statistics import (
     DEFAULT_LEVEL,
-    EXACT_TOL,
     MAX_SAMPLES,
-    PILOT_CALLS,
-    SHOW_WORST,
     TARGET_TV,
-    AuditResult,
-    _describe,
-    _one_line,
-    _pilot_check,
     _tv_upper,
     detectable_tv,
     law_test,
     samples_for,
+)
+from ..audit.verifier import (
+    _USER_ERRORS,
+    EXACT_TOL,
+    PILOT_CALLS,
+    SHOW_WORST,
+    AuditResult,
+    _describe,
+    _one_line,
+    _pilot_check,
 )
 from ..errors import InvalidDistributionError, InvalidInputError, MdtheoryError, ProblemTooLargeError
 from .markov import row_tolerance
@@ -114,7 +118,7 @@ SAMPLINGS = ("iid", "without-replacement")
 
 @dataclass
 class BlockAuditResult(AuditResult):
-    """What :func:`audit_block` found (an :class:`~mdtheory.audit.AuditResult` with block fields).
+    """What :func:`audit_block` found (an :class:`~mdtheory.audit.verifier.AuditResult` with block fields).
 
     The inherited fields read on blocks: ``tv``, ``tv_upper``, ``pvalue`` and ``detectable_tv`` are
     of the completed law on :math:`V^{L+1}` against the target's; ``acceptance`` is :math:`E k`, the
@@ -129,7 +133,7 @@ class BlockAuditResult(AuditResult):
     verdict : {"lossless", "lossy", "passed", "inconclusive", "invalid"}
         See the module notes; ``lossless`` is True for "lossless" (exact) and "passed" (sampled:
         no loss of TV at least ``detect_tv``, the run detecting such a loss with probability
-        :data:`~mdtheory.audit.POWER`) only.
+        :data:`~mdtheory.audit.statistics.POWER`) only.
     length : int
         L, the draft length.
     branching : list of int
@@ -140,7 +144,7 @@ class BlockAuditResult(AuditResult):
     block_efficiency_ci95 : (float, float)
         Normal interval over the independent calls (a point in exact mode).
     detect_tv : float
-        The TV the run was sized to detect with probability :data:`~mdtheory.audit.POWER`.
+        The TV the run was sized to detect with probability :data:`~mdtheory.audit.statistics.POWER`.
     cells : int
         :math:`V^{L+1}`.
     violations : dict
@@ -386,13 +390,14 @@ def audit_block(f: Callable, target: Callable, draft: Callable, n: int, length: 
     length : int
         L, the number of tokens per draft.
     samples : int, optional
-        Sampled form: verifier calls; default :func:`~mdtheory.audit.samples_for` ``(detect_tv)`` on
+        Sampled form: verifier calls; default
+        :func:`~mdtheory.audit.statistics.samples_for` ``(detect_tv)`` on
         the target's law over :math:`V^{L+1}`.
     seed : int
     level : float
         Level of the test.
     detect_tv : float
-        The TV the run must detect with probability :data:`~mdtheory.audit.POWER` to pass.
+        The TV the run must detect with probability :data:`~mdtheory.audit.statistics.POWER` to pass.
     exact : bool
         ``f`` is the law form: enumerate every draft array.
     branching : sequence of int, optional
@@ -404,7 +409,7 @@ def audit_block(f: Callable, target: Callable, draft: Callable, n: int, length: 
         The root context (default empty).
     max_seconds : float, optional
         Refuse (:class:`~mdtheory.errors.ProblemTooLargeError`, with the estimate) a run whose first
-        :data:`~mdtheory.audit.PILOT_CALLS` verifier calls predict more than this.
+        :data:`~mdtheory.audit.verifier.PILOT_CALLS` verifier calls predict more than this.
 
     Returns
     -------

@@ -165,7 +165,8 @@ def block_efficiency_bound(target: Law, draft: Law, n: int, length: int, *, cont
     ----------
     target, draft : callable
         Next-token laws ``law(context) -> (V,)``, or the package's batched LM laws
-        (:class:`mdtheory.drafters.LSTMLaw`, :class:`~mdtheory.drafters.NGramLaw`), or any object with
+        (:class:`mdtheory.language.drafters.LSTMLaw`,
+        :class:`~mdtheory.language.drafters.NGramLaw`), or any object with
         a ``batch(contexts) -> (B, V)`` method.
     n, length : int
         K and L.

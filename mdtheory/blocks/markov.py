@@ -104,11 +104,11 @@ def random_instance(V: int, seed: int = 0, concentration: float = 1.0) -> tuple[
 
 def batched(law) -> Callable[[list], np.ndarray]:
     """``contexts -> (B, V)`` for ``law``: its ``batch`` method if it has one, the batched laws of the
-    package's language models (:meth:`mdtheory.langmodel.LanguageModel.laws`), else one call per
+    package's language models (:meth:`mdtheory.language.langmodel.LanguageModel.laws`), else one call per
     context."""
     if hasattr(law, "batch"):
         return law.batch
-    from ..langmodel import LanguageModel
+    from ..language.langmodel import LanguageModel
 
     if isinstance(law, LanguageModel):
         return lambda contexts: law.laws([tuple(int(t) for t in c) for c in contexts])

@@ -18,7 +18,7 @@ point), weak duality and the certificate are in papers/blocks.md.
 The value is proven as at the front door: the plan is checked for validity, non-negativity, its
 marginals and its prefix constraint independently of the LP's matrix, and the LP's validity duals w are
 turned into an upper bound by weak duality (any w gives one; the check recomputes it from the laws);
-both must meet within :data:`~mdtheory._certify.CERT_TOL`.
+both must meet within :data:`~mdtheory.certify.CERT_TOL`.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from dataclasses import dataclass, field, fields
 import numpy as np
 
 from .. import _budget
-from .._certify import CERT_TOL
+from ..certify import CERT_TOL
 from ..errors import InvalidInputError, OptimalityGapError, SolverError
 from ..result import to_jsonable
 from .markov import (
@@ -71,7 +71,7 @@ class BlockOptimumResult:
         K, L and the vocabulary size.
     status : str
         ``"optimal"``: the plan is valid (``validity_tv``) and meets the dual bound within
-        :data:`~mdtheory._certify.CERT_TOL`. A solve that cannot be proven raises instead.
+        :data:`~mdtheory.certify.CERT_TOL`. A solve that cannot be proven raises instead.
     upper_bound : float
         The weak-duality bound recomputed from the LP's validity duals (:func:`dual_bound`).
     certificate_gap : float

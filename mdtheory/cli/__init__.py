@@ -12,7 +12,7 @@ record), 2 bad input (one line on stderr naming the culprit, never a traceback) 
 because its estimated time or memory is over the limit (``--max-seconds``; the line states the
 estimate; or, uncaught by an estimate, an allocation beyond the machine's memory), 3 a solver failure,
 4 (``check-acceptance``) a row's alpha* proven only between two bounds that did not meet (both
-printed; the minimum-norm-point route's known failure, :func:`mdtheory.independent.min_norm_base`),
+printed; the minimum-norm-point route's known failure, :func:`mdtheory.routes.mnp.min_norm_base`),
 5 (``audit``) inconclusive: not rejected, but too few samples to detect ``--detect-tv``,
 130 interrupted (Ctrl-C), 141 stdout closed early (``| head``) or closed from the start (``>&-``).
 

@@ -9,17 +9,8 @@ import json
 import sys
 
 from .. import _budget
-from ..audit import (
-    DEFAULT_LEVEL,
-    EXIT_INCONCLUSIVE,
-    PILOT_CALLS,
-    POWER,
-    SAMPLINGS,
-    TARGET_TV,
-    AuditResult,
-    audit,
-    load_target,
-)
+from ..audit.statistics import DEFAULT_LEVEL, POWER, TARGET_TV
+from ..audit.verifier import EXIT_INCONCLUSIVE, PILOT_CALLS, SAMPLINGS, AuditResult, audit, load_target
 from ..errors import InvalidInputError
 from . import audit_block
 from ._common import _seconds, add_seed_option, load_npy

@@ -9,7 +9,8 @@ import math
 import sys
 from collections.abc import Callable
 
-from ..audit import POWER, load_target
+from ..audit.statistics import POWER
+from ..audit.verifier import load_target
 from ..blocks.audit import BlockAuditResult, audit_block
 from ..errors import InvalidInputError
 
@@ -55,7 +56,7 @@ def refuse_block_options(args: argparse.Namespace) -> None:
 
 def instance_laws(spec: str) -> tuple[Callable, Callable]:
     """``toy`` or ``random:V:SEED`` -> (target, draft), as ``block-efficiency --instance`` reads them."""
-    from ..blockeff import parse_instance
+    from ..language.blockeff import parse_instance
 
     return parse_instance(spec)
 

@@ -8,7 +8,8 @@ import sys
 import numpy as np
 
 from .. import _budget
-from ..blockeff import (
+from ..errors import InvalidInputError
+from ..language.blockeff import (
     INSTANCE_HELP,
     SAMPLINGS,
     ceiling,
@@ -19,7 +20,6 @@ from ..blockeff import (
     parse_instance,
     simulate,
 )
-from ..errors import InvalidInputError
 from ._common import _seconds, add_seed_option
 from .lm_pairs import add_model_options, models_from_args
 

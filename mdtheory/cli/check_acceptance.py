@@ -7,8 +7,8 @@ import json
 
 from .. import _budget
 from .._validate import batch_rows
-from ..drafts import SAMPLINGS, file_samplings, make_draft_model
 from ..errors import MdtheoryError, OptimalityGapError
+from ..models.registry import SAMPLINGS, file_samplings, make_draft_model
 from ..solve import METHODS, optimal_acceptance, route_estimate
 from ._common import (
     EXIT_BOUNDS,

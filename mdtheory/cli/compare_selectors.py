@@ -15,14 +15,14 @@ import numpy as np
 from .. import _budget
 from .._jit import use_compiled
 from .._validate import as_drafts
-from ..drafts import SAMPLINGS, make_draft_model, sampling_names
 from ..errors import (
     InvalidDistributionError,
     InvalidInputError,
     MdtheoryError,
     ProblemTooLargeError,
 )
-from ..logits import tempered
+from ..language.logits import tempered
+from ..models.registry import SAMPLINGS, make_draft_model, sampling_names
 from ..solve import _auto, optimal_acceptance, route_estimate
 from ._common import (
     EXIT_OK,

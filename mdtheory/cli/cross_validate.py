@@ -8,7 +8,7 @@ import json
 import numpy as np
 
 from .. import _budget
-from ..drafts import make_draft_model
+from ..models.registry import make_draft_model
 from ._common import EXIT_OK, EXIT_REFUTED, add_common, add_limits, checked_names, drafts_option
 
 

@@ -6,7 +6,7 @@ import argparse
 import json
 
 from .. import _budget
-from ..dd import DD_MODELS, acceptance_one_cone, compare_with_hall, draft_supports, sparsest
+from ..claims.dd import DD_MODELS, acceptance_one_cone, compare_with_hall, draft_supports, sparsest
 from ._common import EXIT_OK, add_common, add_limits, drafts_option, vocab_option
 
 

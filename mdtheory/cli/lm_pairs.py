@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 
 from .. import _budget
-from ..drafters import CHAR_LSTM, DRAFTERS, lm_pairs, load_drafter, load_model
 from ..errors import InvalidInputError
-from ..logits import check_sampling
+from ..language.drafters import CHAR_LSTM, DRAFTERS, lm_pairs, load_drafter, load_model
+from ..language.logits import check_sampling
 from ._common import _bytes, _seconds, add_seed_option
 
 

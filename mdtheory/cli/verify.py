@@ -8,7 +8,7 @@ import sys
 import textwrap
 
 from .. import _budget
-from ..dd import DD_MODELS
+from ..claims.dd import DD_MODELS
 from ..errors import InvalidInputError
 from ._common import (
     EXIT_OK,
@@ -27,7 +27,7 @@ VERIFY_DEFAULTS = {"theorem2": (3, 2, None), "theorem3": (4, None, 20), "hu-wor"
 
 
 def _claims_epilog() -> str:
-    from ..verify import CLAIMS, RECORDED
+    from ..claims.verify import CLAIMS, RECORDED
 
     return "claims:\n" + "\n".join(
         textwrap.fill(f"{name:<9s} {text} (papers/ records it as "
@@ -61,7 +61,7 @@ def add_parser(sub) -> None:
 
 def _verify_one(args: argparse.Namespace) -> dict:
     """Check the arguments of one claim, estimate its cost, then run it with a progress bar."""
-    from ..verify import check_claim, verify_hu_wor, verify_symbolic, verify_theorem2, verify_theorem3
+    from ..claims.verify import check_claim, verify_hu_wor, verify_symbolic, verify_theorem2, verify_theorem3
 
     defaults = VERIFY_DEFAULTS[args.claim]
     for flag, value, default in zip(("--vocab", "--drafts", "--instances"),
@@ -86,7 +86,7 @@ def _verify_one(args: argparse.Namespace) -> dict:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..verify import ALL_GRID, RECORDED, verify_all
+    from ..claims.verify import ALL_GRID, RECORDED, verify_all
 
     if args.claim == "all":
         given = [flag for flag, value in (("--vocab", args.vocab), ("--drafts", args.drafts),

@@ -22,8 +22,9 @@ from typing import Any
 from numpy.typing import ArrayLike
 
 from .. import _budget
-from ..drafts import DraftModel, make_draft_model
 from ..errors import InvalidInputError
+from ..models.base import DraftModel
+from ..models.registry import make_draft_model
 from .base import SelectionRule, residual
 from .baselines import (
     GreedyDrafts,
@@ -85,7 +86,7 @@ def make_rule(name: str, p: ArrayLike, q: ArrayLike | DraftModel, n: int, *, nor
         (the message lists those it takes), or bad parameters.
     ProblemTooLargeError
         The preparation would need more memory or time than allowed.
-        ``optimal`` with iid drafts: n over :data:`mdtheory.schedule.MAX_DRAFTS` (2^20).
+        ``optimal`` with iid drafts: n over :data:`mdtheory.rules.schedule.MAX_DRAFTS` (2^20).
 
     Examples
     --------

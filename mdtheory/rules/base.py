@@ -26,8 +26,9 @@ from numpy.typing import ArrayLike
 from .. import _budget
 from .._jit import njit
 from .._validate import as_distribution, as_generator
-from ..drafts import SAMPLINGS, DraftModel, make_draft_model
 from ..errors import InvalidDistributionError, InvalidInputError, ProblemTooLargeError
+from ..models.base import DraftModel
+from ..models.registry import SAMPLINGS, make_draft_model
 
 __all__ = ["SelectionRule", "SetPlanRule", "residual", "speculative_step", "MAX_ENUMERATION"]
 
@@ -104,7 +105,7 @@ class SelectionRule(ABC):
     name : str
         Registry name.
     sampling : str
-        The draft model the rule expects (a key of :data:`mdtheory.drafts.SAMPLINGS`).
+        The draft model the rule expects (a key of :data:`mdtheory.models.registry.SAMPLINGS`).
     model : DraftModel
         That draft model built from q and n.
     prepare_seconds : float

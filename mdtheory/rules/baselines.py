@@ -248,6 +248,6 @@ class GreedyDrafts(SelectionRule):
         return y, bool(self.in_top[y])
 
     def closed_form_acceptance(self):
-        from ..greedy import greedy_closed_form
+        from ..routes.greedy import greedy_closed_form
 
         return greedy_closed_form(self.p, self.model).value

@@ -7,7 +7,7 @@ from scipy import optimize
 from scipy.special import logsumexp
 
 from ..errors import InvalidInputError
-from ..polymatroid import lex_optimal_base_iid
+from ..models.polymatroid import lex_optimal_base_iid
 from .base import SetPlanRule
 
 __all__ = ["GlobalResolution"]
@@ -30,7 +30,7 @@ class GlobalResolution(SetPlanRule):
     receive t. Φ is usually stated with p as the target (papers/theory.md §5); since the sets
     meeting O carry only :math:`1 - Q(H^*) < p(O)` when α* < 1, that Φ is unbounded below, so the
     targets here are the lexicographically optimal base on O
-    (:func:`~mdtheory.polymatroid.lex_optimal_base_iid`), which sums to 1 - Q(H*) and is at most p.
+    (:func:`~mdtheory.models.polymatroid.lex_optimal_base_iid`), which sums to 1 - Q(H*) and is at most p.
     Both programs are solved by L-BFGS-B to gradient tolerance τ, as Global Resolution does; the
     speculative step then runs against the exact marginal of the fitted weights
     (:class:`~mdtheory.rules.base.SetPlanRule`), so the rule is lossless for every τ and its

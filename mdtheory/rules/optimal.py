@@ -13,14 +13,14 @@ import numpy as np
 
 from .. import _budget
 from .._budget import MAX_SECONDS, Estimate
-from ..dual import dual_lp
 from ..errors import OptimalityGapWarning
-from ..mixture import OrderMixture
-from ..mnp import MNP_ACCEPT, min_norm_base
-from ..polymatroid import lex_optimal_base_iid
-from ..schedule import _realise
+from ..models.mixture import OrderMixture
+from ..models.polymatroid import lex_optimal_base_iid
+from ..routes.dual import dual_lp
+from ..routes.mnp import MNP_ACCEPT, min_norm_base
 from .base import SetPlanRule
 from .baselines import GreedyDrafts
+from .schedule import _realise
 
 __all__ = ["Optimal", "MAX_PLAN_SETS"]
 
@@ -32,24 +32,25 @@ class Optimal(SetPlanRule):
     """Optimal selection: acceptance α* of the draft model, output law exactly p.
 
     **iid drafts** (the default). The lexicographically optimal base μ* of the coverage polymatroid
-    (:func:`mdtheory.polymatroid.lex_optimal_base_iid`, one sort and one convex hull) attains
-    :math:`\\sum_y \\min(p, \\mu^*) = \\alpha^*`. A time schedule (:func:`mdtheory.schedule.realise_iid`)
+    (:func:`mdtheory.models.polymatroid.lex_optimal_base_iid`, one sort and one convex hull) attains
+    :math:`\\sum_y \\min(p, \\mu^*) = \\alpha^*`. A time schedule
+    (:func:`mdtheory.rules.schedule.realise_iid`)
     makes it a rule: every draft draws a time from its token's pieces of [0, 1] and the earliest draft
     is the candidate, whose law is the schedule's exact marginal μ (μ* up to rounding). One speculative
     step against μ follows: accept the candidate y with probability :math:`\\min(1, p(y)/\\mu(y))`,
     otherwise sample :math:`\\mathrm{norm}((p - \\mu)^+)`. The output law is p (Khisti et al., Thm 1) and
     the acceptance :math:`\\sum_y \\min(p, \\mu)` is α* up to float rounding, on every valid input;
     preparation is O(V log V) with no enumeration of draft sets. At most
-    :data:`mdtheory.schedule.MAX_DRAFTS` (2^20) drafts: a schedule's G-masses are powers of
+    :data:`mdtheory.rules.schedule.MAX_DRAFTS` (2^20) drafts: a schedule's G-masses are powers of
     degree n, each exact to about n 2^-53.
 
     *Every valid input* includes subnormal and underflowing masses, by design: the base treats
-    masses below :data:`mdtheory.polymatroid.TINY` (2^-600) as zero, which moves α* by less than
+    masses below :data:`mdtheory.models.polymatroid.TINY` (2^-600) as zero, which moves α* by less than
     (n + 1) V 2^-600 and keeps every ratio and slope finite; the schedule gives tokens with
-    q < :data:`mdtheory.schedule.SHORT` (2^-70) their pieces first, so every token with q > 0 owns
+    q < :data:`mdtheory.rules.schedule.SHORT` (2^-70) their pieces first, so every token with q > 0 owns
     a piece and the per-tuple law (:meth:`conditional`, closed form) is finite. The speculative
     step always uses the true p and the schedule's exact marginal, so the output law is p whatever
-    the base. Accuracy of the acceptance: :func:`mdtheory.schedule.realise_iid` (Notes); measured
+    the base. Accuracy of the acceptance: :func:`mdtheory.rules.schedule.realise_iid` (Notes); measured
     within 1e-12 of α* up to V = 128k, n = 1024 (``benchmarks/bench_gap.py``,
     ``benchmarks/fuzz_optimal.py``).
 
@@ -84,20 +85,20 @@ class Optimal(SetPlanRule):
     **Independent drafts** (``sampling="independent"``, q of shape (n, V)), and any other draft model
     with more than :data:`MAX_PLAN_SETS` draft sets (successive sampling, conditional Poisson:
     their vertices come from the one-pass prefix containments). The minimum-norm-point
-    base (:func:`mdtheory.mnp.min_norm_base`, no enumeration) is a mixture of priority
+    base (:func:`mdtheory.routes.mnp.min_norm_base`, no enumeration) is a mixture of priority
     orders; the rule draws an order and proposes the highest-ranked drafted token
-    (:class:`mdtheory.mixture.OrderMixture`), whose exact marginal μ is recomputed from the
+    (:class:`mdtheory.models.mixture.OrderMixture`), whose exact marginal μ is recomputed from the
     orders, then the same speculative step against μ: acceptance :math:`\\sum_y \\min(p, \\mu)`, within
-    :data:`mdtheory.mnp.MNP_TOL` of α* (:data:`~mdtheory.mnp.MNP_ACCEPT` where
+    :data:`mdtheory.routes.mnp.MNP_TOL` of α* (:data:`~mdtheory.routes.mnp.MNP_ACCEPT` where
     the run stalls). Where the method does not close (a known failure: p one of the drafts' laws
-    or near one, :func:`~mdtheory.mnp.min_norm_base`, Notes), the rule is still built from
+    or near one, :func:`~mdtheory.routes.mnp.min_norm_base`, Notes), the rule is still built from
     the run's order mixture: lossless (its marginal is exact), accepting with
     :math:`\\sum_y \\min(p, \\mu)`, a proven lower bound on α*, short of it by at most the gap
     reported in :attr:`alpha_bounds` and by an :class:`~mdtheory.errors.OptimalityGapWarning`.
 
     **Other draft models, small** (``sampling="without-replacement"``, ...). A maximum flow S(U, y)
     of the token/draft-set network (HiGHS, from the dual LP's row duals,
-    :func:`mdtheory.dual.dual_lp`) is an optimal relaxed OTLP plan: given the draft set U, propose
+    :func:`mdtheory.routes.dual.dual_lp`) is an optimal relaxed OTLP plan: given the draft set U, propose
     y ∈ U with probability :math:`S(U, y)/w_U`, then the same speculative step against the plan's
     exact marginal. Preparation enumerates the draft sets, so it is for small sizes (at most
     :data:`MAX_PLAN_SETS` sets).
@@ -105,7 +106,7 @@ class Optimal(SetPlanRule):
     Parameters
     ----------
     sampling : str
-        Draft model (default ``"iid"``); any model of :data:`mdtheory.drafts.SAMPLINGS` built from
+        Draft model (default ``"iid"``); any model of :data:`mdtheory.models.registry.SAMPLINGS` built from
         (q, n) works.
     max_seconds : float
         Order mixtures only: Wolfe's iterations stop this long after the rule is created, the rule
@@ -127,7 +128,7 @@ class Optimal(SetPlanRule):
     alpha_bounds : tuple of float or None
         Order mixtures only: (its acceptance :math:`\\sum_y \\min(p, \\mu)`, the best cut's value
         :math:`1 + p(T) - Q(T)`), proven bounds on α*; they differ by more than
-        :data:`~mdtheory.mnp.MNP_ACCEPT` only where the method did not close (then an
+        :data:`~mdtheory.routes.mnp.MNP_ACCEPT` only where the method did not close (then an
         :class:`~mdtheory.errors.OptimalityGapWarning` is issued). None for the other routes.
 
     References

@@ -9,7 +9,7 @@ a fifth, :mod:`~mdtheory.torch_bridge.khisti`):
   top-k and top-p applied in the order Hugging Face's samplers apply them), :func:`check_device`,
   :func:`sample_drafts`.
 * :mod:`~mdtheory.torch_bridge.acceptance`: :func:`alpha_star`, batched optimal acceptance of iid
-  drafts by the sorted-prefix route (``mdtheory.subsets.prefix_scan``), differentiable in p and q
+  drafts by the sorted-prefix route (``mdtheory.routes.subsets.prefix_scan``), differentiable in p and q
   through autograd.
 * :mod:`~mdtheory.torch_bridge.rules`: :data:`TORCH_RULES`, batched ``rrs``, ``k-seq``, ``khisti-lp``
   and ``optimal``, each written as the sequential algorithm itself (coins drawn on the device), not

@@ -15,7 +15,7 @@ __all__ = ["cross_validate"]
 def cross_validate(rules=None, *, device: str = "cpu", batch: int = 8, vocab: int = 6,
                    drafts: int = 2, samples: int = 4000, seed: int = 0, dtype=None,
                    significance: float = 1e-4, max_seconds: float | None = None) -> dict:
-    """The audit (:func:`mdtheory.audit.audit`, torch form) of each torch rule on a batch of (p, q)
+    """The audit (:func:`mdtheory.audit.verifier.audit`, torch form) of each torch rule on a batch of (p, q)
     pairs, plus a comparison of its acceptance with the numpy rule's exact value.
 
     For every position b the torch rule takes ``samples`` verification steps. Three tests per rule,
@@ -47,7 +47,8 @@ def cross_validate(rules=None, *, device: str = "cpu", batch: int = 8, vocab: in
         ``tv_upper`` (the audit's simultaneous 95% bound on TV(output law, p)) and ``passed``.
     """
     torch = _torch()
-    from ..audit import audit, bonferroni, z_pvalues
+    from ..audit.statistics import bonferroni, z_pvalues
+    from ..audit.verifier import audit
     from ..rules import make_rule
 
     for label, value, low in (("batch", batch, 1), ("vocab", vocab, 2), ("drafts", drafts, 1),

@@ -218,7 +218,7 @@ class TorchKhisti(TorchRule):
 
 
 class TorchOptimal(TorchRule):
-    """The optimal rule: a time schedule per position on the CPU (:mod:`mdtheory.schedule`); on the
+    """The optimal rule: a time schedule per position on the CPU (:mod:`mdtheory.rules.schedule`); on the
     device, every draft draws a time from its token's pieces, the earliest is the candidate, then one
     speculative step against the schedule's exact marginal.
     """

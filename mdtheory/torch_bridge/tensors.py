@@ -3,9 +3,9 @@ probabilities, device checks and draft sampling."""
 
 from __future__ import annotations
 
-from .. import logits as _logits
 from .._validate import sum_tolerance
 from ..errors import InvalidDistributionError, InvalidInputError, MdtheoryError
+from ..language import logits as _logits
 
 __all__ = ["to_probs", "check_device", "sample_drafts"]
 
@@ -24,7 +24,8 @@ def to_probs(logits, temperature: float = 1.0, top_k: int | None = None,
              top_p: float | None = None):
     """Softmax of ``logits / temperature`` after top-k, then top-p (nucleus) filtering.
 
-    The shared implementation :func:`mdtheory.logits.to_probs` (also used by :mod:`mdtheory.lm`) on
+    The shared implementation :func:`mdtheory.language.logits.to_probs` (also used by
+    :mod:`mdtheory.language.lm`) on
     a tensor: the result keeps the dtype and device of ``logits`` and stays differentiable.
     """
     _torch()

@@ -1,0 +1,374 @@
+"""Block efficiency of multi-draft speculative decoding with a real target and a drafter.
+
+One *step* (one call of the target):
+
+1. the drafter writes K drafts of L tokens from the current text: iid drafts, or (``sampling=
+   "without-replacement"``) K distinct first tokens drawn by successive sampling and then each draft
+   continued on its own, or any draft tree (:class:`mdtheory.blocks.DraftTree`, :func:`draft_tree`);
+2. the target scores, in one batch, every node of the draft tree (K (L + 1) contexts at most);
+3. a verifier emits the block. :func:`speculative_step` verifies token by token: at depth d the drafts
+   consistent with the accepted prefix offer their d-th tokens to the selection rule, prepared for
+   (p, q) at that prefix and the number of those drafts (as SpecTr and Khisti et al. do); the rule's
+   output is emitted; a rejection ends the step; after L accepted tokens the target's law at the end
+   of the block gives one bonus token. :func:`verifier_step` runs any sequence-level verifier of
+   :mod:`mdtheory.blocks.verifiers` (block, multi-path, trie, traversal, or token by token).
+
+Every verifier there is lossless (papers/blocks_verifiers.md), so the text follows the target whatever
+the verifier. Block efficiency is the mean number of tokens emitted per target call; :func:`simulate`
+measures it over independent texts and :func:`block_interval` gives an interval that does not assume
+the calls of one text independent.
+
+References
+----------
+Sun et al., SpecTr, NeurIPS 2023 (draft trees verified along consistent drafts); Khisti et al., ICLR
+2025, §5 and Table 1 (block efficiency on Dolly with K iid drafts).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import _budget
+from ..errors import InvalidInputError
+from ..models.registry import SAMPLINGS as _MODELS
+from ..models.registry import make_draft_model, sampling_names
+from .drafters import draw, progress
+from .langmodel import as_model
+
+__all__ = ["BlockResult", "speculative_step", "block_efficiency", "estimate", "block_interval",
+           "draft_tree", "verifier_step", "estimate_verifier", "simulate", "BATCHES", "ceiling",
+           "drafter_equals_target", "parse_instance", "exact_rows", "INSTANCE_HELP", "SAMPLINGS"]
+
+#: Draft samplings of the first token: the models that are a multinomial draw from the drafter's
+#: law (:attr:`~mdtheory.models.base.DraftModel.torch_replacement`).
+SAMPLINGS = sampling_names(lambda cls: cls.single_q and cls.torch_replacement is not None)
+
+
+@dataclass
+class BlockResult:
+    """Tokens emitted per target call by one rule or verifier.
+
+    ``counts`` holds ``replicates`` independent texts of equal length, one after the other. The calls
+    along one text are correlated (neighbouring contexts are alike), so the 95% interval comes from
+    the replicates' means (Student t, R - 1 degrees of freedom) when there are at least two, else from
+    :data:`BATCHES` batch means of consecutive calls; ``ci95_iid``, the interval that treats every call
+    as independent, is kept for comparison only.
+    """
+
+    rule: str
+    drafts: int
+    length: int
+    counts: np.ndarray
+    replicates: int = 1
+    #: The mean over the calls' contexts of a proven bound on (or the exact) optimal E|B|, if computed.
+    ceiling: float | None = None
+    ceiling_kind: str | None = None
+
+    def interval(self) -> tuple[float, float, str]:
+        """(low, high, method) of the 95% interval of the block efficiency."""
+        return block_interval(self.counts, self.replicates)
+
+    def row(self) -> dict:
+        m = self.counts.size
+        mean = float(self.counts.mean())
+        lo, hi, method = self.interval()
+        naive = 1.96 * float(self.counts.std(ddof=1)) / np.sqrt(m) if m > 1 else float("inf")
+        out = {"rule": self.rule, "drafts": self.drafts, "length": self.length,
+               "block_efficiency": mean, "ci95": [lo, hi], "interval": method,
+               "replicates": int(self.replicates), "ci95_iid": [mean - naive, mean + naive],
+               "target_calls": int(m), "tokens": int(self.counts.sum())}
+        if self.ceiling is not None:
+            out[self.ceiling_kind] = float(self.ceiling)
+        return out
+
+
+#: Batch means of one text: its calls in this many consecutive batches.
+BATCHES = 10
+
+
+def block_interval(counts, replicates: int = 1) -> tuple[float, float, str]:
+    """95% interval of the mean of ``counts`` (``replicates`` independent texts of equal length,
+    concatenated): Student t over the replicates' means, or over :data:`BATCHES` batch means of
+    consecutive calls for one text; infinite where there are too few calls (under 2 replicates of one
+    call each, or a single text of under 2 * BATCHES calls). Returns (low, high, method)."""
+    from scipy import stats
+
+    counts = np.asarray(counts, dtype=np.float64)
+    mean = float(counts.mean())
+    if replicates >= 2 and counts.size % replicates == 0:
+        groups, method = counts.reshape(replicates, -1).mean(axis=1), "replicates"
+    elif counts.size >= 2 * BATCHES:
+        usable = counts.size - counts.size % BATCHES
+        groups, method = counts[:usable].reshape(BATCHES, -1).mean(axis=1), "batch-means"
+    else:
+        return -float("inf"), float("inf"), "none"
+    half = float(stats.t.ppf(0.975, groups.size - 1) * groups.std(ddof=1) / np.sqrt(groups.size))
+    return mean - half, mean + half, method
+
+
+def _laws(law, contexts: list[tuple]) -> dict:
+    """law at each distinct context, in one batch."""
+    unique = list(dict.fromkeys(contexts))
+    rows = as_model(law).laws(unique)
+    return dict(zip(unique, rows, strict=True))
+
+
+def _draft(drafter, context: tuple, K: int, L: int, sampling: str, rng) -> tuple[np.ndarray, dict]:
+    """K drafts (K, L) from ``context`` and the drafter's law at every prefix it visited."""
+    drafts = np.zeros((K, L), dtype=np.int64)
+    q = {}
+    for d in range(L):
+        prefixes = [context + tuple(drafts[k, :d].tolist()) for k in range(K)]
+        q.update(_laws(drafter, prefixes))
+        rows = np.stack([q[c] for c in prefixes])
+        if d == 0 and not _MODELS[sampling].torch_replacement:  # a joint draw, not K independent
+            drafts[:, 0] = make_draft_model(rows[0], K, sampling, normalize=True).sample(rng, 1)[0]
+        else:
+            drafts[:, d] = draw(rows, rng)
+    return drafts, q
+
+
+def speculative_step(target, drafter, context: tuple, rule: str, K: int, L: int, rng,
+                     sampling: str = "iid", rule_params: dict | None = None,
+                     prepared: dict | None = None,
+                     max_seconds: float = _budget.MAX_SECONDS) -> list[int]:
+    """One target call of K-draft, L-token speculative decoding; returns the emitted tokens.
+
+    ``prepared``, if given, keeps the rules prepared at each (prefix, number of drafts) for reuse by
+    later calls (the laws at a prefix never change); useful where prefixes recur. ``max_seconds``
+    limits each rule's estimated preparation (:func:`mdtheory.rules.make_rule`).
+    """
+    from .. import rules  # loaded on use: the rules import scipy, HiGHS and numba
+
+    drafts, q = _draft(drafter, context, K, L, sampling, rng)
+    p = _laws(target, [context + tuple(drafts[k, :d].tolist()) for k in range(K) for d in range(L + 1)])
+    emitted: list[int] = []
+    alive = np.arange(K)
+    for d in range(L):
+        here = context + tuple(emitted)
+        kind = sampling if d == 0 else "iid"
+        params = dict(rule_params or {})
+        if rule == "optimal" and kind != "iid":
+            params["sampling"] = kind
+        key = (here, alive.size)
+        if prepared is not None and key in prepared:
+            r = prepared[key]
+        else:
+            r = rules.make_rule(rule, p[here], q[here], alive.size, normalize=True,
+                                max_seconds=max_seconds, **params)
+            if prepared is not None:
+                prepared[key] = r
+        y, accepted = r.select(drafts[alive, d], rng)
+        emitted.append(y)
+        alive = alive[drafts[alive, d] == y]
+        if not accepted or alive.size == 0:
+            return emitted
+    end = context + tuple(emitted)
+    emitted.append(int(draw(p[end][None, :], rng)[0]))
+    return emitted
+
+
+def draft_tree(drafter, context: tuple, tree, rng) -> tuple[np.ndarray, dict]:
+    """One draft tree (:class:`mdtheory.blocks.DraftTree`) from ``context``: the (K, L) drafts and
+    the drafter's law at every node it expanded (absolute contexts), one batch per depth."""
+    drafts = np.zeros((tree.n, tree.length), dtype=np.int64)
+    q: dict = {}
+    for d in range(tree.length):
+        width = tree.stride[d] * tree.branching[d]  # rows under one node at depth d
+        starts = range(0, tree.n, width)
+        prefixes = [context + tuple(drafts[s, :d].tolist()) for s in starts]
+        q.update(_laws(drafter, prefixes))
+        for s, ctx in zip(starts, prefixes, strict=True):
+            row = np.asarray(q[ctx], dtype=np.float64)
+            children = tree.draw_children(row, tree.branching[d], rng, ctx)
+            for (lo, hi), y in zip(tree.children_rows(d, s), children, strict=True):
+                drafts[lo:hi, d] = y
+    return drafts, q
+
+
+def verifier_step(target, drafter, context: tuple, verifier, tree, rng) -> list[int]:
+    """One target call with a sequence-level verifier (:mod:`mdtheory.blocks.verifiers`): draft the
+    tree, score every node with the target in one batch, emit the verifier's block."""
+    drafts, q = draft_tree(drafter, context, tree, rng)
+    nodes = [context + tuple(drafts[k, :d].tolist()) for k in range(tree.n) for d in range(tree.length + 1)]
+    p = _laws(target, nodes)
+
+    def at(table):
+        return lambda ctx: table[context + tuple(ctx)]
+
+    return verifier.sample(at(p), at(q), drafts, rng).tolist()
+
+
+def estimate_verifier(V: int, tree, steps: int) -> _budget.Estimate:
+    """``steps`` target calls of a sequence-level verifier on ``tree``: the drafter at each internal
+    node and the target at every node (about 2 ms an LSTM call, measured with ``lm-pairs`` on one
+    BLAS thread) and O(V) work per node."""
+    nodes = tree.n * (tree.length + 1)
+    return _budget.Estimate(
+        f"block-efficiency: {steps} target calls of a tree of K = {tree.n} paths of L = {tree.length} "
+        f"tokens over V = {V}", steps * ((tree.length + 1) * 2e-3 + nodes * V * 2e-7),
+        16.0 * nodes * V)
+
+
+def simulate(target, drafter, verifier, tree, steps: int, rng, *, replicates: int = 1,
+             start: tuple = (), quiet: bool = True, ceiling=None, ceiling_kind: str | None = None
+             ) -> BlockResult:
+    """``steps`` target calls with ``verifier`` on ``tree`` (K iid drafts: ``iid_drafts(K, L)``), in
+    ``replicates`` independent texts from ``start`` of ``steps // replicates`` calls each.
+
+    ``ceiling(context) -> float``, if given, is evaluated at every call's context (a proven bound on,
+    or the exact value of, the optimal E|B| there) and its mean kept beside the result.
+    """
+    _check_sizes(tree.n, tree.length, steps)
+    if isinstance(replicates, bool) or not isinstance(replicates, (int, np.integer)) or not \
+            1 <= replicates <= steps:
+        raise InvalidInputError(
+            f"--replicates must be an integer in 1 .. steps = {steps}, got {replicates!r}")
+    per = steps // replicates
+    counts = np.zeros(per * replicates, dtype=np.int64)
+    ceilings = []
+    streams = rng.spawn(replicates)
+    text = tuple(start)
+    for j in progress(range(per * replicates), per * replicates, verifier.label, quiet):
+        r, i = divmod(j, per)
+        if i == 0:  # a fresh, independent text
+            text = tuple(start)
+        if ceiling is not None:
+            ceilings.append(float(ceiling(text)))
+        out = verifier_step(target, drafter, text, verifier, tree, streams[r])
+        counts[j] = len(out)
+        text = text + tuple(out)
+    return BlockResult(verifier.label, tree.n, tree.length, counts, replicates,
+                       float(np.mean(ceilings)) if ceilings else None, ceiling_kind)
+
+
+def drafter_equals_target(target, drafter) -> bool:
+    """Whether the drafter is the target itself (the same LSTM at the same temperature and
+    truncation): then every single draft is accepted and block efficiencies say nothing."""
+    from .drafters import LSTMLaw
+
+    if drafter is target:
+        return True
+    same = isinstance(drafter, LSTMLaw) and isinstance(target, LSTMLaw) and drafter.model is target.model
+    return same and (drafter.temperature, drafter.top_k, drafter.top_p) == (
+        target.temperature, target.top_k, target.top_p)
+
+
+def ceiling(target, drafter, tree):
+    """``(function(context) -> float, kind)``: the best available ceiling of E|B| for K iid drafts at a
+    context of the text: a proven upper bound on the optimum (``mdtheory.blocks.block_efficiency_bound``)
+    where the build has it. Refused for draft trees other than K iid drafts (the bound is for those)."""
+    from .. import blocks
+
+    if tree != blocks.iid_drafts(tree.n, tree.length):
+        raise InvalidInputError("--optimum: the ceiling is computed for K iid drafts, not for the tree "
+                                f"{list(tree.branching)} {tree.sampling}")
+    bound = getattr(blocks, "block_efficiency_bound", None)
+    if bound is None:
+        raise InvalidInputError("--optimum needs mdtheory.blocks.block_efficiency_bound, which this build "
+                                "lacks")
+    return (lambda context: bound(target, drafter, tree.n, tree.length, context=tuple(context)).value,
+            "optimum_bound")
+
+
+#: Small exact instances of ``exact_rows``: Sun et al.'s toy, or ``random:V:SEED``.
+INSTANCE_HELP = "toy (Sun et al.: V = 2, p = (1/3, 2/3), q = (2/3, 1/3)) or random:V:SEED"
+
+
+def parse_instance(text: str):
+    """``(target, draft)`` of a small exact instance named as :data:`INSTANCE_HELP` says."""
+    from .. import blocks
+
+    if text == "toy":
+        return blocks.sun_toy()
+    parts = str(text).split(":")
+    try:
+        if len(parts) != 3 or parts[0] != "random":
+            raise ValueError
+        V, seed = int(parts[1]), int(parts[2])
+    except ValueError:
+        raise InvalidInputError(f"--instance must be {INSTANCE_HELP}; got {text!r}") from None
+    if not 2 <= V <= 8:
+        raise InvalidInputError(f"--instance random:V:SEED needs 2 <= V <= 8 for exact enumeration, got {V}")
+    return blocks.random_instance(V, seed)
+
+
+def exact_rows(target, draft, verifiers, tree, optimum: bool = False) -> list[dict]:
+    """Exact E|B| of each verifier on a small instance, by enumerating every draw of the drafts
+    (``tree``: the draft model), each checked lossless; with ``optimum``, the exact optimum of K iid
+    drafts (``mdtheory.blocks.optimal_block_efficiency``) beside them."""
+    from .. import blocks
+
+    rows = []
+    best = None
+    if optimum:
+        solve = getattr(blocks, "optimal_block_efficiency", None)
+        if solve is None:
+            raise InvalidInputError("--optimum needs mdtheory.blocks.optimal_block_efficiency, which this "
+                                    "build lacks")
+        if tree != blocks.iid_drafts(tree.n, tree.length):
+            raise InvalidInputError("--optimum: the exact optimum is for K iid drafts, not for a tree")
+        best = float(solve(target, draft, tree.n, tree.length).value)
+    for verifier in verifiers:
+        law = blocks.exact_block_law(verifier, target, draft, tree.n, tree.length)
+        row = {"rule": verifier.label, "drafts": tree.n, "length": tree.length,
+               "block_efficiency": float(sum(len(b) * w for b, w in law.items())),
+               "exact": True, "validity_tv": float(blocks.block_law_tv(law, target, tree.length))}
+        if best is not None:
+            row["optimum"] = best
+        rows.append(row)
+    return rows
+
+
+def _check_sizes(K, L, steps) -> None:
+    for name, value in (("drafts", K), ("length", L), ("steps", steps)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+            raise InvalidInputError(f"--{name} must be an integer >= 1, got {value!r}")
+
+
+def _check_rule(rule: str, sampling: str) -> None:
+    if sampling not in SAMPLINGS:
+        raise InvalidInputError(f"unknown sampling {sampling!r}; valid choices: {', '.join(SAMPLINGS)}")
+    from .. import rules  # the rules load scipy, HiGHS and numba: only when a simulation runs
+
+    if rule not in rules.RULES:
+        raise InvalidInputError(
+            f"unknown selection rule {rule!r}; valid choices: {', '.join(rules.RULES)}")
+    expects = rules.RULES[rule].sampling
+    if rule in ("optimal", "single") or expects == sampling:  # single: the first draft has law q
+        return
+    raise InvalidInputError(f"rule {rule!r} expects {expects} drafts, not {sampling}")
+
+
+def estimate(rule: str, V: int, K: int, L: int, steps: int) -> _budget.Estimate:
+    """``steps`` target calls with ``rule``: each drafts K x L tokens (about 2 ms an LSTM call,
+    measured with ``lm-pairs``), keeps K (L + 1) target laws and prepares the rule at up to L
+    prefixes (:func:`mdtheory._budget.rule_preparation` with K drafts, an upper bound)."""
+    from .. import rules
+
+    prep = _budget.rule_preparation(
+        rule, make_draft_model(np.full(V, 1.0 / V), K, rules.RULES[rule].sampling))
+    return _budget.Estimate(
+        f"block-efficiency with {rule}: {steps} target calls of K = {K} drafts of L = {L} tokens "
+        f"over V = {V}", steps * L * (2 * 2e-3 + prep.seconds), 8.0 * K * (L + 1) * V + prep.bytes)
+
+
+def block_efficiency(target, drafter, rule: str, K: int, L: int, steps: int, rng,
+                     sampling: str = "iid", start: tuple = (), quiet: bool = True,
+                     rule_params: dict | None = None,
+                     max_seconds: float = _budget.MAX_SECONDS) -> BlockResult:
+    """Run ``steps`` target calls of speculative decoding from ``start`` and count tokens per call;
+    refused first if :func:`estimate` is over ``max_seconds`` or the memory limit."""
+    _check_sizes(K, L, steps)
+    _check_rule(rule, sampling)
+    _budget.require(estimate(rule, target.V, K, L, steps), max_seconds)
+    text = tuple(start)
+    counts = np.zeros(steps, dtype=np.int64)
+    for i in progress(range(steps), steps, rule, quiet):
+        out = speculative_step(target, drafter, text, rule, K, L, rng, sampling, rule_params,
+                               max_seconds=max_seconds)
+        counts[i] = len(out)
+        text = text + tuple(out)
+    return BlockResult(rule, K, L, counts)
