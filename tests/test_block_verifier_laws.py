@@ -407,3 +407,29 @@ def test_gbv_runs_at_a_large_vocabulary():
         assert 1 <= block.size <= 5
         law = v.law(target, draft, drafts)
         assert abs(sum(law.values()) - 1) <= ROUNDING
+
+
+# ------------------------------------------------------------------ the sampled audit's pass
+@pytest.mark.slow
+def test_sampled_pass_is_lossless_only_to_within_detect_tv():
+    # block verification that emits (0,) 4.5% of the time: exact TV 0.03. A run sized to detect TV
+    # 0.1 passes it (lossless to within 0.1, by design); one sized for 0.02 rejects it
+    bv = make_verifier("block")
+    eps = 0.045
+
+    def lossy_law(target, draft, drafts):
+        law = {k: (1 - eps) * v for k, v in bv.law(target, draft, drafts).items()}
+        law[(0,)] = law.get((0,), 0) + eps
+        return law
+
+    def lossy_sample(target, draft, drafts, rng):
+        return np.array([0]) if rng.random() < eps else bv.sample(target, draft, drafts, rng)
+
+    p, q = sun_toy()
+    exact = audit_block(lossy_law, p, q, n=1, length=1, exact=True)
+    assert exact.verdict == "lossy" and exact.tv == pytest.approx(0.03, abs=ROUNDING)
+    coarse = audit_block(lossy_sample, p, q, n=1, length=1, detect_tv=0.1, seed=0)
+    assert coarse.verdict == "passed" and coarse.lossless and coarse.detectable_tv <= 0.1
+    assert exact.tv < coarse.detect_tv
+    fine = audit_block(lossy_sample, p, q, n=1, length=1, detect_tv=0.02, seed=0)
+    assert fine.verdict == "lossy" and not fine.lossless

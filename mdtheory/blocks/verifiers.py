@@ -12,7 +12,11 @@ target's law on V^(L+1) (:func:`mdtheory.blocks.block_law_tv`). Each verifier ha
   whose rules work in floats);
 
 and :meth:`BlockVerifier.block_efficiency` sums ``law`` over every draw of the drafts (small
-instances). The verifiers (derivations and proofs in ``papers/blocks_verifiers.md``):
+instances). Both forms compute in floats while every normalising divisor is at least
+:data:`FLOAT_FLOOR` and otherwise redo that draft array in exact fractions of the laws' entries, so
+that ``law`` sums to one and ``sample`` draws from it even on draft arrays of tiny probability; the
+laws are validated as they are read (:func:`mdtheory.blocks.trees.checked_row`). The verifiers
+(derivations and proofs in ``papers/blocks_verifiers.md``):
 
 =============  ===========================================================================  ========
 name           verifier                                                                     drafts
@@ -22,14 +26,16 @@ name           verifier                                                         
 ``block``      block verification (Sun et al., ICLR 2025, Algorithm 2) on the first draft  any
 ``multipath``  multi-path block verification: a token-level rule selects one drafted path  iid
                top-down, then block verification of it against the selection's law
+``gbv``        greedy multi-path block verification (Thomas & Pal, 2026): the draft of      iid
+               highest p/q ranks, block-verified against its own law
 ``trie``       block verification over the prefix trie of the drafts: at each node the      iid
                distinct next tokens are tried in order with the residual passed on
 ``traversal``  traversal verification (Weng et al., NeurIPS 2025): leaf to root over a      tree
                draft tree, residuals passed to the next sibling
 =============  ===========================================================================  ========
 
-Where they coincide (proved in the paper, checked in the tests): at K = 1 ``multipath``, ``trie``
-and ``traversal`` are ``block``; at L = 1 ``block`` is single-draft speculative sampling,
+Where they coincide (proved in the paper, checked in the tests): at K = 1 ``multipath``, ``gbv``,
+``trie`` and ``traversal`` are ``block``; at L = 1 ``block`` is single-draft speculative sampling,
 ``traversal`` on an iid tree is recursive rejection sampling (``token`` with ``rrs``), on a tree
 without replacement it is ``token`` with ``rrs-wor``, ``multipath`` with ``rrs`` is ``token`` with
 ``rrs`` and ``trie`` is recursive rejection sampling over the distinct drafted tokens, without
