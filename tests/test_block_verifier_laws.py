@@ -433,3 +433,26 @@ def test_sampled_pass_is_lossless_only_to_within_detect_tv():
     assert exact.tv < coarse.detect_tv
     fine = audit_block(lossy_sample, p, q, n=1, length=1, detect_tv=0.02, seed=0)
     assert fine.verdict == "lossy" and not fine.lossless
+
+
+# ------------------------------------------------------------------ the command
+def _run_cli(argv, capsys):
+    from mdtheory.cli import main
+
+    code = main(argv)
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_cli_gbv_rows(capsys):
+    import json
+
+    code, out, _ = _run_cli(["block-efficiency", "--instance", "toy", "-n", "2", "-L", "2",
+                             "--verifier", "gbv,block", "--json"], capsys)
+    assert code == 0
+    rows = {r["rule"]: r for r in map(json.loads, out.splitlines())}
+    assert abs(rows["gbv"]["block_efficiency"] - 212 / 81) <= ROUNDING
+    assert rows["gbv"]["validity_tv"] <= ROUNDING
+    code, _, err = _run_cli(["block-efficiency", "--instance", "toy", "--tree", "2,1", "--sampling",
+                             "without-replacement", "--verifier", "gbv"], capsys)
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "gbv" in err
