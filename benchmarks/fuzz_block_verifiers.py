@@ -9,8 +9,9 @@ of tiny draft probability are common), every verifier's ``.law`` is checked to
 - put mass only on valid blocks (1..L+1 tokens, the first k a prefix of some draft);
 
 and on every ``--chi-every``-th draft array ``.sample`` is drawn ``--draws`` times and its
-frequencies tested against ``.law`` (Pearson's chi-square, cells of expected count below 5
-pooled, rejected at p < ``--level``, default 1e-4: about one false rejection in 10,000 tests).
+frequencies tested against ``.law`` (the audits' Pearson test, :func:`mdtheory.audit.statistics.law_test`:
+cells pooled until each expects 5 draws, rejected at p < ``--level``, default 1e-4: about one
+false rejection in 10,000 tests).
 
 Prints the counts per verifier and the first failures with their instances. Run against another
 checkout to compare (verifiers it lacks are skipped):
@@ -25,8 +26,8 @@ import time
 from collections import defaultdict
 
 import numpy as np
-from scipy import stats
 
+from mdtheory.audit.statistics import law_test
 from mdtheory.blocks import iid_drafts, make_verifier
 from mdtheory.blocks.verifiers import VERIFIERS
 
@@ -107,22 +108,11 @@ def _valid(block: tuple, drafts: np.ndarray, V: int) -> bool:
 
 
 def _chi_square(counts: dict, law: dict, draws: int) -> float:
-    """p-value of the sampled blocks against the law (cells of expected count < 5 pooled)."""
+    """p-value of the sampled blocks against the law: the audits' Pearson test (sparse cells
+    pooled until each expects at least 5; a block outside the law gives 0)."""
     keys = sorted(set(law) | set(counts), key=repr)
-    exp = np.array([draws * float(law.get(k, 0.0)) for k in keys])
-    obs = np.array([counts.get(k, 0) for k in keys], dtype=float)
-    if np.any((exp == 0) & (obs > 0)):
-        return 0.0
-    small = exp < 5
-    cells_e = list(exp[~small]) + ([exp[small].sum()] if small.any() else [])
-    cells_o = list(obs[~small]) + ([obs[small].sum()] if small.any() else [])
-    cells_e, cells_o = np.array(cells_e), np.array(cells_o)
-    keep = cells_e > 0
-    cells_e, cells_o = cells_e[keep], cells_o[keep]
-    if cells_e.size < 2:
-        return 1.0
-    stat = float(((cells_o - cells_e) ** 2 / cells_e).sum())
-    return float(stats.chi2.sf(stat, cells_e.size - 1))
+    probs = np.array([float(law.get(k, 0.0)) for k in keys])
+    return law_test(np.array([counts.get(k, 0) for k in keys], dtype=float), probs / probs.sum())
 
 
 def main(argv=None) -> int:

@@ -5,8 +5,8 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-from scipy.stats import chi2
 
+from mdtheory.audit.statistics import law_test
 from mdtheory.blocks import (
     ConstantLaw,
     GreedyMultiPath,
@@ -38,22 +38,16 @@ def _exact_law(probs):
 
 
 def _chi_square_p(verifier, target, draft, drafts, draws, seed):
-    """p-value of ``draws`` samples of the verifier against its own law (sparse cells pooled)."""
+    """p-value of ``draws`` samples of the verifier against its own law (the audits' Pearson test,
+    sparse cells pooled until each expects 5 draws)."""
     law = verifier.law(target, draft, drafts)
     rng = np.random.default_rng(seed)
     counts = Counter(tuple(int(t) for t in verifier.sample(target, draft, drafts, rng))
                      for _ in range(draws))
     assert set(counts) <= set(law), f"sampled blocks {set(counts) - set(law)} missing from the law"
-    exp = np.array([draws * float(law[k]) for k in law])
-    obs = np.array([counts.get(k, 0) for k in law], dtype=float)
-    small = exp < 5
-    e = np.append(exp[~small], exp[small].sum())
-    o = np.append(obs[~small], obs[small].sum())
-    keep = e > 0
-    e, o = e[keep], o[keep]
-    if e.size < 2:
-        return 1.0
-    return float(chi2.sf(((o - e) ** 2 / e).sum(), e.size - 1))
+    keys = list(law)
+    probs = np.array([float(law[k]) for k in keys])
+    return law_test(np.array([counts.get(k, 0) for k in keys], dtype=float), probs / probs.sum())
 
 
 # ------------------------------------------------------------------ the two known failures
@@ -83,16 +77,23 @@ def test_traversal_keeps_the_root_mass_at_one():
 
 
 def test_multipath_optimal_law_has_the_block_its_sampler_emits():
-    # the selection picks token 0 (prob 1/2, of draft mass 1.5e-300) and block verification stops at
-    # the root a third of the time, correcting to token 1 from a residual of mass 5e-301 that float
-    # arithmetic rounds to zero next to 1 - 1.5e-300: computed exactly it is (1,), w.p. 1/6
     target, draft, drafts = KNOWN_MULTIPATH
     v = make_verifier("multipath", rule="optimal")
     law = v.law(target, draft, drafts)
-    assert law[(1,)] == pytest.approx(1 / 6, abs=ROUNDING)
-    assert law[(0, 1)] == pytest.approx(1 / 3, abs=ROUNDING)
-    assert law[(1, 1)] == pytest.approx(1 / 2, abs=ROUNDING)
+    assert abs(sum(law.values()) - 1) <= ROUNDING and (1,) in law
     assert _chi_square_p(v, target, draft, drafts, 3000, seed=0) > 1e-4
+
+
+def test_block_verification_keeps_a_residual_below_float_resolution():
+    # q = (1.5e-300, 1): w_1 = 2/3 on the draft 0, so the block stops at the root w.p. 1/3 and
+    # corrects from r_0 = (p - q)^+ of mass 5e-301 next to entries of size 1 (0 in floats): exactly,
+    # r_0 is on token 1 (q normalised exactly is 1 - 1.5e-300 there), so (1,) has probability 1/3
+    target, draft = ConstantLaw([1e-300, 1.0]), ConstantLaw([1.5e-300, 1.0])
+    v = make_verifier("block")
+    law = v.law(target, draft, np.array([[0]]))
+    assert law[(1,)] == pytest.approx(1 / 3, abs=ROUNDING)
+    assert law[(0, 1)] == pytest.approx(2 / 3, abs=ROUNDING)
+    assert _chi_square_p(v, target, draft, np.array([[0]]), 3000, seed=0) > 1e-4
 
 
 def test_exact_audit_accepts_the_package_verifier_on_tiny_laws():
@@ -394,14 +395,15 @@ def test_gbv_sampler_matches_its_law():
         assert _chi_square_p(v, target, draft, drafts, 2000, seed=3) > 1e-4
 
 
-def test_gbv_runs_at_a_large_vocabulary():
-    # the skewed law is a closed form over V: no tuple enumeration (multipath:optimal needs V^K)
-    target, draft = RandomLaw(465, seed=1, stream=0), RandomLaw(465, seed=1, stream=1, concentration=0.5)
-    rng = np.random.default_rng(0)
-    v = make_verifier("gbv")
+@pytest.mark.parametrize("name, kw", [("gbv", {}), ("multipath", {"rule": "optimal"})])
+def test_closed_form_selections_run_at_a_large_vocabulary(name, kw):
+    # gbv's skewed law and the optimal rule's candidate law are closed forms over V: no n-tuples
     from mdtheory.blocks import iid_drafts
 
-    for _ in range(3):
+    target, draft = RandomLaw(465, seed=1, stream=0), RandomLaw(465, seed=1, stream=1, concentration=0.5)
+    rng = np.random.default_rng(0)
+    v = make_verifier(name, **kw)
+    for _ in range(2):
         drafts = iid_drafts(4, 4).sample(draft, rng)
         block = v.sample(target, draft, drafts, rng)
         assert 1 <= block.size <= 5

@@ -102,6 +102,13 @@ def _exact_row(row: np.ndarray) -> np.ndarray:
     return np.array([v / s for v in fr], dtype=object)
 
 
+def _as_law(laws, row: np.ndarray) -> np.ndarray:
+    """A float law computed by a rule, in the laws' arithmetic: float64 rescaled to sum one, or
+    exact fractions of its entries summing to exactly one."""
+    row = np.clip(np.asarray(row, dtype=np.float64), 0, None)
+    return _exact_row(row) if laws.exact else row / row.sum()
+
+
 class _Laws:
     """The target's and draft's laws at contexts relative to the block, each read once, validated
     and cached: float64 rows rescaled to sum one, or (``exact``) fractions summing to exactly one.
@@ -386,15 +393,18 @@ class SelectedPath(BlockVerifier):
 
     Going down from the root, the drafts consistent with the path so far (n of them) offer their next
     tokens, iid from q there; the token-level rule ``rule`` run on them selects one (its accepted
-    token, or the first draft's if it rejects them all), and the drafts that drafted it stay. The
-    selected path is a draft whose next token, given the path and n, has the selection's marginal law
-    μ (closed form for ``rrs``, :func:`_rrs_selection`; for other rules by enumerating the n-tuples,
-    small V only). Block verification (Sun et al.) of the selected path with μ in place of q is
-    lossless, n being part of the draft's state (papers/blocks_verifiers.md §3). At K = 1 it is block
-    verification; at L = 1 its acceptance :math:`\sum \min(p, \mu)` is at least the rule's (equal
-    for ``rrs``, α* for ``optimal``). Path selection followed by single-path block verification is
-    the structure of Thomas & Pal's greedy multi-path block verification (2026); these selection
-    rules are ours.
+    token, or the first draft's if it rejects them all; for ``optimal``, its candidate: the earliest
+    draft of its time schedule, before the acceptance step), and the drafts that drafted it stay.
+    The selected path is a draft whose next token, given the path and n, has the selection's
+    marginal law μ (closed form for ``rrs``, :func:`_rrs_selection`, and for ``optimal``, the
+    schedule's exact marginal, with :math:`\sum \min(p, \mu) = \alpha^*`, at any V; for other
+    rules by enumerating the n-tuples, small V only). Block verification (Sun et al.) of the
+    selected path with μ in place of q is lossless, n being part of the draft's state
+    (papers/blocks_verifiers.md §3). At K = 1 it is block verification; at L = 1 its acceptance
+    :math:`\sum \min(p, \mu)` is at least the rule's (equal for ``rrs``, α* for ``optimal``).
+    Path selection followed by single-path block verification is the structure of Thomas & Pal's
+    greedy multi-path block verification (2026), whose own selection is :class:`GreedyMultiPath`;
+    these selection rules are ours.
 
     Parameters
     ----------
@@ -447,10 +457,28 @@ class SelectedPath(BlockVerifier):
                 self._rules.clear()
             got = self._rules[key] = [r, {}, laws.target, laws.draft]  # keeps the ids alive
         r, marginals = got[0], got[1]
+        schedule = getattr(r, "schedule", None)
         mu = marginals.get(laws.exact)
         if mu is None:
-            mu = marginals[laws.exact] = self._marginal(laws, ctx, r, n)
+            if schedule is not None:  # the candidate's law over iid drafts, in closed form
+                mu = _as_law(laws, schedule.marginal)
+            else:
+                mu = self._marginal(laws, ctx, r, n)
+            marginals[laws.exact] = mu
+        if schedule is not None:
+            return self._candidate(laws, schedule, ctx, tokens), mu
         return self._choice(laws, r, tokens), mu
+
+    @staticmethod
+    def _candidate(laws, schedule, ctx, tokens) -> dict:
+        """The selection of a rule with a candidate schedule: its candidate, the earliest draft of
+        the time schedule (whatever the acceptance step would do with it)."""
+        q = laws.q(ctx)
+        offered = [y for y in tokens if q[y] > 0]  # a token of q = 0 cannot have been drafted
+        if not offered:
+            return {tokens[0]: 1 + 0 * q[0]}
+        law = _as_law(laws, schedule.candidate_law(np.asarray(offered)))
+        return {int(y): law[y] for y in np.flatnonzero(law != 0)}
 
     @staticmethod
     def _choice(laws, r, tokens) -> dict:
