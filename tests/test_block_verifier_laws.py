@@ -271,8 +271,16 @@ def test_float_law_equals_the_exact_law_where_it_falls_back():
         assert all(isinstance(w, float) for w in floats.values()), v
 
 
-def test_float_floor_is_the_documented_switch():
-    assert FLOAT_FLOOR == 2.0 ** -20
+@pytest.mark.parametrize("d", [4 * FLOAT_FLOOR, FLOAT_FLOOR / 4])
+def test_residual_mass_below_the_float_floor_switches_to_exact(d):
+    # one draft of token 1 with p = (1/2 + d, 1/2 - d), q = (1/2, 1/2): the block stops at the root
+    # w.p. 2d and corrects from a residual of mass d, float above the floor, exact below it
+    target, draft = ConstantLaw([0.5 + d, 0.5 - d]), ConstantLaw([0.5, 0.5])
+    law = make_verifier("block").law(target, draft, np.array([[1]]))
+    exact = d < FLOAT_FLOOR
+    assert all(type(w) is float for w in law.values()) == exact  # exact results come back as floats
+    assert law[(0,)] == pytest.approx(2 * d, rel=1e-9)
+    assert abs(sum(law.values()) - 1) <= ROUNDING
 
 
 def test_exact_block_efficiency_is_unchanged_on_float_laws():

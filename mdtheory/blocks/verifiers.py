@@ -503,7 +503,7 @@ class SelectedPath(BlockVerifier):
         if len(support) ** n > MAX_TREE_DRAWS:
             raise ProblemTooLargeError(
                 f"multipath:{self.rule} enumerates {len(support)}^{n} draft tuples at context {ctx}, "
-                f"over {MAX_TREE_DRAWS:,}; use multipath with rrs (closed form) or gbv")
+                f"over {MAX_TREE_DRAWS:,}; rrs and optimal select in closed form, as does gbv")
         mu = 0 * q
         for t in product(support, repeat=n):
             w = 1
