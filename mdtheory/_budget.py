@@ -21,9 +21,9 @@ from .errors import InvalidInputError, ProblemTooLargeError
 
 __all__ = ["Estimate", "require", "combine", "fmt_seconds", "fmt_bytes", "stored_floats",
            "mc_chunk", "monte_carlo", "batched_steps", "lm_pairs", "ngram_distillation", "enumeration",
-           "rule_preparation", "prefix_route", "closed_form_route", "subsets_route", "law_route",
+           "capped_power", "prefix_route", "closed_form_route", "subsets_route", "law_route",
            "min_norm_point", "acceptance_cone", "verify_claim", "MAX_SECONDS",
-           "MAX_BYTES", "MNP_MAX_ITER", "CHUNK_BYTES", "MAX_CHUNK", "TORCH_CHUNK", "ESTIMATED_RULES"]
+           "MAX_BYTES", "MNP_MAX_ITER", "CHUNK_BYTES", "MAX_CHUNK", "TORCH_CHUNK"]
 
 #: Default time limit of one CLI step (``--max-seconds``).
 MAX_SECONDS = 60.0
@@ -35,8 +35,6 @@ CHUNK_BYTES = 32 * 2**20
 MAX_CHUNK = 4096
 #: Draft tuples per call of a batched torch verifier (``audit --torch``, ``cross-validate``).
 TORCH_CHUNK = 1 << 16
-#: The selection rules whose preparation :func:`rule_preparation` estimates (the others are free).
-ESTIMATED_RULES = ("gr-softmax", "khisti-lp")
 
 # Measured per-unit costs (seconds), see the module docstring.
 _MC_STEP = 2e-5          # one verification step's fixed Python overhead
@@ -54,9 +52,6 @@ CP_SET_SECONDS = 2e-6           # conditional Poisson set law: one Python step p
 LAW_STEP_SECONDS = 2.5e-4       # forward pass of a set law, per draft (1.9e-4 s measured at V = 3)
 _LP_BYTES = 800.0        # HiGHS transport LP: peak bytes per column (570 measured at V = 20, n = 4)
 _CDD_REDUNDANCY = 8e-7  # Hall comparison: seconds = _CDD_REDUNDANCY * rows ** 3 * dimension
-_SOFTMAX_FIT = 2e-9      # gr-softmax's L-BFGS-B fits: seconds = _SOFTMAX_FIT * _pow(sets * V, 1.5)
-_KHISTI_TOKEN = 5e-8     # khisti-lp: per token of one stage (a partition and a few passes over V)
-_KHISTI_LP = 1e-3        # plus one stage's LP (HiGHS, s(s - 1)/2 pair variables, s <= 5 by default)
 # mnp (Wolfe's minimum-norm point, mdtheory.routes.mnp): one iteration costs _MNP_STEP + _MNP_CELL per
 # (corral vertex, token) + _MNP_CUBE per corral vertex cubed + the model's prefix containments of one
 # order; about model.mnp_iterations * sqrt(V) iterations (default MNP_ITER_DEFAULT) with a corral of
@@ -96,10 +91,13 @@ def combine(*estimates: Estimate, what: str | None = None) -> Estimate:
                     "; ".join(dict.fromkeys(e.hint for e in estimates if e.hint)))
 
 
-def _pow(x: float, e: float) -> float:
+def capped_power(x: float, e: float) -> float:
     """x ** e for x >= 0, capped near 1e304 instead of raising OverflowError (counts saturate at
     :data:`mdtheory.models.base.COUNT_CAP` = 1e300)."""
     return math.exp(min(e * math.log(x), 700.0)) if x > 0 else 0.0
+
+
+_pow = capped_power
 
 
 def _comb(m: int, k: int) -> float:
@@ -216,23 +214,6 @@ def enumeration(count: float, n: int, V: int) -> Estimate:
                     count * per_step, count * (V * 9.0 + 8.0 * (n + 1)))
 
 
-def rule_preparation(name: str, model) -> Estimate:
-    """Preparing the selection rule ``name`` on ``model``: the rules that enumerate or fit
-    (:data:`ESTIMATED_RULES`) by their work; the others prepare in O(V log V) and are estimated so
-    (a sort and a few passes), except those whose class has an ``estimate(model)`` of its own (the
-    optimal rule), which :func:`mdtheory.rules.make_rule` reads."""
-    V, n = model.V, model.n
-    if name == "gr-softmax":  # the set law, then two softmax fits over it
-        sets = float(model.count_sets())
-        return Estimate(f"gr-softmax: fits over {sets:.3g} draft sets x {V} tokens",
-                        sets * V * LAW_CELL_SECONDS + _SOFTMAX_FIT * _pow(sets * V, 1.5), 40.0 * sets * V)
-    if name == "khisti-lp":  # n - 1 stages, each O(V) passes and a small LP
-        return Estimate(f"khisti-lp: {n - 1} truncated stages over {V} tokens",
-                        (n - 1) * (_KHISTI_TOKEN * V + _KHISTI_LP), 8.0 * (n + 8) * V)
-    return Estimate(f"{name}: a sort and a few passes over {V} tokens",
-                    1e-7 * V * max(math.log2(V), 1.0), 80.0 * V)
-
-
 def _head(model, method: str) -> str:
     return f"method {method!r} on {model.sampling} drafts, V = {model.V}, n = {model.n}"
 
@@ -262,10 +243,11 @@ def closed_form_route(model) -> Estimate:
 
 def subsets_route(model) -> Estimate:
     """The ``subsets`` route: all 2^V token sets, one vectorised containment row each
-    (:meth:`~mdtheory.models.base.DraftModel.subset_row_seconds`)."""
+    (:meth:`~mdtheory.models.base.DraftModel.subset_row_seconds`), and again for its certificate
+    (:func:`mdtheory.certify.exhaustive_minimum`)."""
     V = model.V
     sets = _pow(2.0, V)
-    return Estimate(f"{_head(model, 'subsets')}: 2^{V} token sets", sets * model.subset_row_seconds(),
+    return Estimate(f"{_head(model, 'subsets')}: 2^{V} token sets", 2 * sets * model.subset_row_seconds(),
                     sets * (V + 16), "method 'auto' picks a route that fits (use the prefix method "
                     "for iid, without-replacement and conditional-Poisson drafts, the dual method "
                     "for the others)")

@@ -26,7 +26,7 @@ from .errors import InvalidDistributionError, InvalidInputError
 SUM_TOL = 1e-6
 _FLOAT64 = np.dtype(np.float64)
 #: Most drafts a draft model takes: the compiled kernels hold n in a 64-bit integer, and beyond 2^53
-#: n itself is no longer a float64 (n = 10^30 is refused the same way whichever kernel would run).
+#: n itself is not exact in float64 (n = 10^30 is refused the same way whichever kernel would run).
 MAX_DRAFTS = 2**53
 #: Acceptance counts as exactly one when the optimum is within this of 1 (floating-point routes).
 ONE_TOL = 1e-12

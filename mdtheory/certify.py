@@ -36,9 +36,9 @@ replacement                 :data:`MAX_CERT_SETS` draft sets (or ``certify="full
 ``TopAndDraw`` (greedy)     a flow of the token/draft-set network in factored form
                             (``"greedy-flow"``, :func:`check_greedy_flow`), read against the
                             model's own law of the drawn draft; O(V).
-``Exhaustive`` (subsets)    none (``"exhaustive"``): the route evaluates p(T) - Q(T) on all
-                            :math:`2^V` sets, which is the definition of the minimum; the check is
-                            that it reports :math:`2^V` sets and that its cut reproduces its value.
+``Exhaustive`` (subsets)    the minimum itself (``"exhaustive"``): the certifier evaluates
+                            p(T) - Q(T) on all :math:`2^V` sets again from the model
+                            (:func:`exhaustive_minimum`), and the route's cut must attain it.
 ==========================  ===================================================================
 
 A plan or flow is read against the model's own tuple or set law (the route's support and masses must
@@ -90,8 +90,8 @@ VALUE_TOL = 1e-7
 #: Each feasibility constraint of a plan, flow or base may be violated by at most this (HiGHS works
 #: to 1e-10 per constraint; the violation is also charged to the lower bound, see check_plan etc.).
 FEAS_TOL = 1e-8
-#: The value, the cut value and the primal lower bound must agree within this (as the cut check
-#: before issue 10; the literal OTLP's objective has been seen 5e-9 off its cut on V <= 6, n <= 4).
+#: The value, the cut value and the primal lower bound must agree within this (the literal OTLP's
+#: objective has been seen 5e-9 off its cut on V <= 6, n <= 4).
 CERT_TOL = 1e-7
 #: Base scan: mu/q may exceed its run's least value by this (relative) without starting a new run.
 #: Soundness does not depend on it (the excess is charged to the bound), only tightness at ties.
@@ -100,6 +100,8 @@ RATIO_TOL = 1e-9
 MAX_CERT_SETS = 2_000
 #: ``"fast"``: primal objects that cost O(V) beyond the route; ``"full"``: independent ones.
 CERTIFY_MODES = ("fast", "full")
+#: Token sets per block of the exhaustive certificate's own enumeration (:func:`exhaustive_minimum`).
+EXHAUSTIVE_BLOCK = 1 << 14
 
 
 class Certificate(NamedTuple):
@@ -459,32 +461,14 @@ def check_base_iid(p: np.ndarray, model: DraftModel, order: np.ndarray, mu: np.n
                    who: str = "base") -> tuple[float, np.ndarray]:
     """Check a base μ of B(g) for iid drafts by one scan and return the lower bound on α* it proves.
 
-    For iid drafts :math:`g(S) = h(q(S))` with :math:`h(t) = 1 - (1 - t)^n` concave.
-
-    **Lower bound.** If :math:`\\mu(S) \\le g(S) + \\eta` for every S, then for every T,
-    :math:`\\sum_y \\min(p, \\mu) \\le p(T) + \\mu(\\Omega \\setminus T) \\le p(T) + 1 - Q(T) + \\eta`,
-    so :math:`\\alpha^* \\ge \\sum_y \\min(p, \\mu) - \\eta` (polymatroid max-flow/min-cut; this needs
-    neither μ >= 0 nor μ(Ω) = 1, which are checked so that μ is also a rule's marginal).
-
-    **η by one scan.** Let σ be any order (here the reverse of the route's: q/p increasing), G_k the
-    value of g on its first k tokens, and cut σ into consecutive runs B_1, B_2, ... Within run B_j
-    let :math:`\\tilde r` be the running minimum of μ/q and :math:`\\tilde\\mu = \\min(\\mu, \\tilde r q)`
-    (a token with q = 0 < μ has μ/q = +∞ and starts a run; one with q = 0, μ <= 0 gets
-    :math:`\\tilde\\mu = 0`), :math:`w_j = \\sum_{B_j} (\\mu - \\tilde\\mu)^+`, F_j the tokens before B_j
-    and :math:`e_j = \\max_{k \\in B_j} [\\tilde\\mu(B_j \\cap \\sigma_{\\le k}) - (G_k - g(F_j))]^+`. Then
-    :math:`\\eta = \\sum_j (e_j + w_j)`. Proof: take S and S_j = S ∩ B_j. (i)
-    :math:`\\mu(S_j) \\le \\tilde\\mu(S_j) + w_j`, and :math:`\\tilde\\mu / q` does not increase along B_j,
-    so the most :math:`\\tilde\\mu` a subset of B_j of q-mass t can hold is the piecewise-linear
-    interpolation of the run's prefix points (fractional knapsack); at those points it is at most
-    :math:`H_j(t) + e_j`, :math:`H_j(t) = h(q(F_j) + t) - h(q(F_j))`, and H_j is concave, so it lies
-    above its chords: :math:`\\mu(S_j) \\le H_j(q(S_j)) + e_j + w_j`. (ii) h is concave and
-    :math:`S \\cap F_j \\subseteq F_j`, so
-    :math:`H_j(q(S_j)) \\le g((S \\cap F_j) \\cup S_j) - g(S \\cap F_j)`.
-    (iii) Summing over j, the right sides telescope to g(S): :math:`\\mu(S) \\le g(S) + \\eta`. This
-    holds for any order, any runs and any μ; runs start where μ/q rises past its run's least value by
-    more than :data:`RATIO_TOL` (relative), which only affects how tight η is. For the
-    lexicographically optimal base along q/p increasing, μ/q = slope · p/q falls within each of its
-    blocks, μ meets g at block ends and stays below inside, so η is rounding.
+    For iid drafts :math:`g(S) = h(q(S))` with :math:`h(t) = 1 - (1 - t)^n` concave. If
+    :math:`\\mu(S) \\le g(S) + \\eta` for every S, then :math:`\\alpha^* \\ge \\sum_y \\min(p, \\mu) - \\eta`.
+    η comes from one scan along the reverse of the route's order, cut into runs where μ/q rises
+    past its run's least value by more than :data:`RATIO_TOL` (relative): per run, the excess of μ
+    over the running minimum of μ/q times q, plus the largest excess of that capped μ's prefix sums
+    over g's increments. The bound holds for any order, runs and μ; for the lexicographically
+    optimal base η is rounding. Proof: papers/theory.md, section "The iid base certificate: a lower
+    bound by one scan".
 
     Parameters
     ----------
@@ -655,11 +639,31 @@ def _check_top_and_draw(p, model, proof: TopAndDraw, who, mode):
     return "greedy-flow", check_greedy_flow(p, model, who), None
 
 
+def exhaustive_minimum(p: np.ndarray, model: DraftModel) -> float:
+    """:math:`\\min_T [p(T) - Q(T)]` over all :math:`2^V` token sets, enumerated here in blocks of
+    :data:`EXHAUSTIVE_BLOCK` sets from the model's own containments (not from any route's scan).
+
+    >>> from mdtheory.models.iid import IID
+    >>> exhaustive_minimum(np.array([0.5, 0.5]), IID([1.0, 0.0], 2))  # T = {0}: 0.5 - 1
+    -0.5
+    """
+    V = p.size
+    bits = np.arange(V, dtype=np.int64)
+    best = 0.0  # the empty set
+    for start in range(0, 2 ** V, EXHAUSTIVE_BLOCK):
+        codes = np.arange(start, min(start + EXHAUSTIVE_BLOCK, 2 ** V), dtype=np.int64)
+        masks = ((codes[:, None] >> bits) & 1).astype(bool)
+        best = min(best, float((masks @ p - model.containment(masks)).min()))
+    return best
+
+
 @checks(Exhaustive)
 def _check_exhaustive(p, model, proof: Exhaustive, who, mode):
+    """The minimum recomputed over all 2^V sets is the lower bound (α* is 1 + that minimum), so a
+    route whose cut is not a minimiser fails the gap check."""
     if proof.sets != 2 ** p.size:
         raise SolverError(f"{who} reports {proof.sets} token sets evaluated, not all 2^{p.size}")
-    return "exhaustive", None, None
+    return "exhaustive", 1.0 + exhaustive_minimum(p, model), None
 
 
 def _primal(p: np.ndarray, model: DraftModel, out: RouteOutput, method: str, mode: str):

@@ -2,22 +2,26 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 
 import numpy as np
 
 from ._validate import ONE_TOL
+from .errors import InvalidInputError
 
 __all__ = ["AcceptanceResult", "Duals", "to_jsonable"]
+
+#: The properties :meth:`AcceptanceResult.to_dict` adds to the fields.
+DERIVED = ("acceptance_one", "witness", "margin", "success", "message")
 
 
 class Duals(dict):
     """The dual LP's optimal potentials: ``"token"`` (a_y, shape (V,)) and ``"set"`` (b_U, shape (M,)).
 
     ``token[y] = 1`` exactly for the tokens of the cut T; ``set[k] = 1`` exactly for the draft sets
-    ``support[k]`` not inside T (Hu et al. 2025, §3; :mod:`mdtheory.routes.dual`). The old keys ``"a"`` and
-    ``"b"`` still read the same arrays.
+    ``support[k]`` not inside T (Hu et al. 2025, §3; :mod:`mdtheory.routes.dual`). The keys ``"a"`` and
+    ``"b"`` are aliases of the same arrays.
     """
 
     ALIASES = {"a": "token", "b": "set"}
@@ -91,7 +95,8 @@ class AcceptanceResult:
     certificate_gap : float or None
         Cut value :math:`1 + p(T) - Q(T)` minus the primal object's lower bound on
         :math:`\\alpha^*` (its objective less its infeasibility): the width of the proven interval,
-        at most :data:`~mdtheory.certify.CERT_TOL` in absolute value. None for ``"exhaustive"`` and
+        at most :data:`~mdtheory.certify.CERT_TOL` in absolute value (``"exhaustive"``: the cut value
+        minus the minimum the certifier recomputed over all sets). None for ``"prefix-theorem"`` and
         ``"cut"``.
     base : ndarray or None
         For ``prefix`` with iid drafts, the base μ of the coverage polytope B(g) that proved the
@@ -113,7 +118,7 @@ class AcceptanceResult:
         Their probabilities, Q(x) for tuples, :math:`w_U = P(\\mathrm{set}(X) = U)` for sets.
     duals : Duals or None
         ``dual`` only: the min-cut LP's 0/1 potentials, ``{"token": a (V,), "set": b (M,)}``
-        (:class:`Duals`; the old keys ``"a"``, ``"b"`` still work).
+        (:class:`Duals`; ``"a"``, ``"b"`` are aliases).
     duality_gap : float or None
         Primal objective minus dual objective of the solve that produced the value, where the route
         has both.
@@ -182,13 +187,24 @@ class AcceptanceResult:
         gap = "" if self.certificate_gap is None else f" (gap {abs(self.certificate_gap):.1g})"
         return f"optimal: alpha* proven by its {self.certificate} certificate{gap}"
 
-    def to_dict(self) -> dict:
-        """Every field, plus ``acceptance_one``, ``witness``, ``success`` and ``message``, as JSON-ready
-        Python objects (arrays become lists, numpy scalars Python numbers)."""
-        out = {f.name: getattr(self, f.name) for f in fields(self)}
-        out.update(acceptance_one=self.acceptance_one, witness=self.witness, margin=self.margin,
-                   success=self.success, message=self.message)
-        return to_jsonable(out)
+    def to_dict(self, keys: Sequence[str] | None = None) -> dict:
+        """Every field, plus ``acceptance_one``, ``witness``, ``margin``, ``success`` and ``message``,
+        as JSON-ready Python objects (arrays become lists, numpy scalars Python numbers); with
+        ``keys``, those alone, in that order (a summary without the plan or flow arrays).
+
+        Raises
+        ------
+        InvalidInputError
+            A key that is neither a field nor one of the properties above.
+        """
+        names = [f.name for f in fields(self)] + list(DERIVED)
+        if keys is None:
+            keys = names
+        unknown = [k for k in keys if k not in names]
+        if unknown:
+            raise InvalidInputError(f"AcceptanceResult has no field {', '.join(map(repr, unknown))}; "
+                                    f"valid: {', '.join(names)}")
+        return to_jsonable({k: getattr(self, k) for k in keys})
 
     @property
     def margin(self) -> float:

@@ -6,7 +6,7 @@
 
 by a trapezoidal rule in log-time carried along prefixes; this module evaluates the same integral for
 one set by composite 16-node Gauss-Legendre panels and a product tree of the Poisson-binomial
-generating polynomials (the package's own method before the one-pass route), so the two share no code.
+generating polynomials, so the two share no code.
 """
 
 from __future__ import annotations

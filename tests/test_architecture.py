@@ -12,6 +12,7 @@ otherwise depend on ``mdtheory/__init__.py``, which imports the public API). Imp
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import networkx as nx
@@ -96,7 +97,8 @@ def imported(module: str, path: Path, node: ast.Import | ast.ImportFrom) -> list
     return out
 
 
-def import_graph() -> nx.DiGraph:
+@functools.cache
+def _graph() -> nx.DiGraph:
     graph = nx.DiGraph()
     for module, path in MODULES.items():
         graph.add_node(module)
@@ -104,6 +106,11 @@ def import_graph() -> nx.DiGraph:
             if isinstance(node, (ast.Import, ast.ImportFrom)):
                 graph.add_edges_from((module, target) for target in imported(module, path, node))
     return graph
+
+
+def import_graph() -> nx.DiGraph:
+    """The package's import graph (parsed once per test session; each caller gets its own copy)."""
+    return _graph().copy()
 
 
 def test_the_graph_sees_lazy_and_relative_imports():

@@ -151,7 +151,7 @@ def test_audit_rejects_lossy_verifiers_at_the_documented_power(name):
     res = md.audit(example(name), P3, Q3, 2, samples=samples, seed=4)
     assert not res.lossless and res.pvalue < DEFAULT_LEVEL, res
     assert res.tv_upper >= exact.tv
-    # four binomial standard deviations (a fixed 0.03 was below one at the 57 samples argmax_accept gets)
+    # four binomial standard deviations (a fixed 0.03 would be below one at argmax_accept's 57 samples)
     assert binomial_ok(round(res.acceptance * samples), samples, exact.acceptance)
 
 

@@ -22,6 +22,7 @@ from mdtheory.routes.proofs import Exhaustive, Proof, RouteOutput, SetFlow, Tran
 
 from .instances import random_pair
 from .registry import MODEL_INSTANCES, admitted_routes, certificate_for, registered_models
+from .tolerances import ROUNDING
 
 P = np.array([0.4, 0.3, 0.2, 0.1])
 Q = np.array([0.1, 0.2, 0.3, 0.4])
@@ -87,10 +88,7 @@ def test_every_route_is_proven(method):
         expected = certificate_for(p, model, method)
         assert res.certificate == expected, (sampling, res.certificate, expected)
         assert res.status == "optimal"
-        if expected == "exhaustive":
-            assert res.certificate_gap is None
-        else:
-            assert abs(res.certificate_gap) <= certify.CERT_TOL
+        assert abs(res.certificate_gap) <= certify.CERT_TOL
         assert 0.0 < res.value < 1.0 and res.cut.size > 0  # a real cut: the checks are not vacuous
         proven += 1
     assert proven > 0, f"no registered model admits method {method!r}"
@@ -341,6 +339,28 @@ def test_full_certificate_checks_the_lex_base(monkeypatch):
 def test_exhaustive_route_must_evaluate_every_set(monkeypatch):
     corrupt(monkeypatch, "subsets", lambda out, p, model: out.update(sets=out["sets"] - 1))
     raises(r"reports 15 token sets evaluated, not all 2\^4", "subsets")
+
+
+def test_exhaustive_route_must_report_the_minimum(monkeypatch):
+    """A route that enumerates every set but reports a cut that is not a minimiser (its value agreeing
+    with that cut) is refused: the certifier recomputes the minimum over all 2^V sets."""
+    def worse(out, p, model):
+        T = np.array([3])  # a set whose value misses the minimum
+        assert 1.0 + p[T].sum() - model.containment(np.isin(np.arange(4), T)) > out["value"] + 1e-3
+        out.update(cut=T, value=1.0 + p[T].sum() - model.containment(np.isin(np.arange(4), T)))
+
+    corrupt(monkeypatch, "subsets", worse)
+    raises(r"its exhaustive proves alpha\* >= .* but its cut set gives", "subsets")
+
+
+def test_exhaustive_minimum_is_the_minimum_over_all_sets():
+    rng = np.random.default_rng(3)
+    for sampling in registered_models():
+        model = MODEL_INSTANCES[sampling](rng, 5, 2, 0.5)
+        p = rng.dirichlet(np.ones(5))
+        sets = [np.isin(np.arange(5), T) for k in range(6) for T in combinations(range(5), k)]
+        brute = min(p[m].sum() - float(model.containment(m)) for m in sets)
+        assert certify.exhaustive_minimum(p, model) == pytest.approx(brute, abs=ROUNDING)
 
 
 def test_route_without_a_certificate(monkeypatch):

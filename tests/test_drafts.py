@@ -133,9 +133,10 @@ def test_iid_containment_of_a_few_sets_is_exactly_summed():
 
 @pytest.mark.slow
 def test_conditional_poisson_set_law_beyond_the_float_range():
-    """Two heavy tokens and a subnormal rest: the set weights, even rescaled, overflowed (a NaN set
-    law, the rule's acceptance NaN, the prefix route's certificate refused); now in logarithms.
-    Every set holds both heavy tokens and 3 of the 6 subnormal ones, each with probability 1/20."""
+    """Two heavy tokens and a subnormal rest: the set weights, even rescaled, overflow float64, so
+    the set law is computed in logarithms (else a NaN set law, a NaN acceptance, a refused prefix
+    certificate). Every set holds both heavy tokens and 3 of the 6 subnormal ones, each with
+    probability 1/20."""
     q = np.full(8, 1e-323)
     q[:2] = 0.6, 0.4
     model = md.ConditionalPoisson(q, 5)
@@ -189,10 +190,10 @@ def exact_cp_inclusion(q, n):
     ([0.3, 0.2, 0.5], 2),  # common input: the plain-double tables
 ])
 def test_conditional_poisson_first_draft_law_beside_subnormal_weights(q, n):
-    """Inclusion probabilities over n against exact rationals. The plain-double tables passed the
-    weights of (0.6, 0.4, 1e-320, 1e-320), n = 3, through subnormals: inclusion probabilities
-    0.9993 / 1.0003 (above one) instead of 1, 1, 1/2, 1/2, a sum check that saw nothing wrong
-    (the weights summed to a positive finite number); now the tables are scaled per entry there."""
+    """Inclusion probabilities over n against exact rationals. Plain-double tables would pass the
+    weights of (0.6, 0.4, 1e-320, 1e-320), n = 3, through subnormals (inclusion probabilities
+    0.9993 / 1.0003 instead of 1, 1, 1/2, 1/2, unseen by a sum check); the tables are scaled per
+    entry there."""
     model = md.ConditionalPoisson(np.array(q), n, normalize=True)
     want = np.array(exact_cp_inclusion(model.q, n)) / n
     got = model.first_draft_law()
@@ -200,8 +201,9 @@ def test_conditional_poisson_first_draft_law_beside_subnormal_weights(q, n):
 
 
 def test_invalid_orders_token_sets_and_sample_sizes_are_refused():
-    """Each was an IndexError, a numba TypingError, an AttributeError or a silently wrong answer
-    (IID's prefix containment of the order (0, 0, 1) gave Q({0}) = (2 q_0)^n = 1)."""
+    """A bad order, token set or sample size is an InvalidInputError naming it, never a numba error
+    or a silently wrong answer (a repeated token in an order, (0, 0, 1), would give IID's prefix
+    containment Q({0}) = (2 q_0)^n)."""
     q = np.array([0.5, 0.3, 0.2])
     for model in (md.IID(q, 2), md.WithoutReplacement(q, 2), md.ConditionalPoisson(q, 2),
                   md.Greedy(q, 2), md.Independent(np.stack([q, q[::-1]])),
@@ -238,8 +240,8 @@ def test_prefix_functions_refuse_invalid_input(fn):
 
 
 def test_greedy_prefix_containment_is_the_per_set_containment():
-    """The one-pass prefix containment of the greedy draft set (it was one containment per prefix,
-    O(V^2): 10 ms at V = 1000) against the per-set containment, full and partial orders."""
+    """The one-pass prefix containment of the greedy draft set (O(V), where one containment per
+    prefix is O(V^2)) against the per-set containment, full and partial orders."""
     rng = np.random.default_rng(5)
     q = rng.dirichlet(np.full(40, 0.3))
     for n in (1, 2, 5):
@@ -264,8 +266,9 @@ def test_conditional_poisson_containment_when_the_scale_overflows():
 
 
 def test_without_replacement_two_drafts_containment_at_most_one():
-    """q = (0.835, 1 - 0.835, 1e-300), n = 2: the closed form summed to 1 + 2^-52 for T = {0, 1}, so the
-    coverage of the third token was -2.2e-16 (a negative probability); exact: 1 - ~1e-300."""
+    """q = (0.835, 1 - 0.835, 1e-300), n = 2: the containment of T = {0, 1} (exactly 1 - ~1e-300)
+    is at most one; a closed form summed in float64 gives 1 + 2^-52, a negative coverage of the third
+    token."""
     model = md.WithoutReplacement(np.array([0.835, 1 - 0.835, 1e-300]), 2)
     assert model.containment(np.array([True, True, False])) == 1.0
     assert model.coverage(np.array([False, False, True])) == 0.0
@@ -287,9 +290,9 @@ def test_containment_never_exceeds_one():
 
 
 def test_without_replacement_one_draft_and_set_law_at_most_one():
-    """One draft: Q(T) = q(T) summed to 1 + 2^-52 beside two masses 1e-200 (T = the three heavy
-    tokens); three drafts of three tokens: the one sure set's probability, summed over its six
-    orders, came out as 1 + 2^-52. Both are capped at one now."""
+    """One draft: Q(T) = q(T) sums to 1 + 2^-52 in float64 beside two masses 1e-200 (T = the three
+    heavy tokens); three drafts of three tokens: the one sure set's probability, summed over its six
+    orders, too. Both are at most one."""
     raw = np.array([0.8735534453962619, 0.005265304565574724, 0.8212284183827663, 1e-200, 1e-200])
     model = md.WithoutReplacement(raw, 1, normalize=True)
     assert model.containment(raw > 1e-100) == 1.0

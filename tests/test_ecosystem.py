@@ -1,6 +1,7 @@
 """How mdtheory meets its ecosystem: model probabilities in any float precision, result
 objects as scipy and POT users expect, one vocabulary, CLI conventions, progress, API footguns."""
 
+import dataclasses
 import doctest
 import io
 import json
@@ -158,7 +159,18 @@ def test_to_dict_is_json_and_fields_have_one_meaning(method):
         assert res.plan is None and res.flow is None
 
 
-def test_duals_named_with_old_keys_kept():
+def test_to_dict_of_chosen_keys():
+    res = md.optimal_acceptance(P3, Q3, 2, method="dual")
+    d = res.to_dict(["cut", "value", "margin"])
+    assert list(d) == ["cut", "value", "margin"]
+    assert d == {k: v for k, v in res.to_dict().items() if k in d}
+    assert list(res.to_dict()) == [f.name for f in dataclasses.fields(res)] + [
+        "acceptance_one", "witness", "margin", "success", "message"]
+    with pytest.raises(md.InvalidInputError, match="no field 'alpha'"):
+        res.to_dict(["alpha"])
+
+
+def test_duals_named_with_alias_keys():
     res = md.optimal_acceptance(P3, Q3, 2, method="dual")
     assert set(res.duals) == {"token", "set"}
     assert res.duals["a"] is res.duals["token"] and res.duals["b"] is res.duals["set"]

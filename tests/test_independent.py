@@ -151,7 +151,7 @@ def test_optimal_rule_monte_carlo_agrees():
     rule = make_rule("optimal", p, qs, 3, sampling="independent")
     mc = rule.monte_carlo(4000, rng)
     alpha = rule.exact_acceptance()
-    # four standard errors of the exact value (an extra 0.02 around the 95% interval was ~7)
+    # four standard errors of the exact value
     assert abs(mc["acceptance"] - alpha) <= 4 * np.sqrt(alpha * (1 - alpha) / 4000)
 
 
@@ -350,9 +350,9 @@ def test_mnp_proves_conditional_poisson_beyond_enumeration():
 
 
 def test_conditional_poisson_two_tokens_and_subnormal_rest():
-    """Was a ValueError traceback from the minor cycle: the first-draft law (the raced norm's weights)
-    was NaN, its elementary symmetric polynomials overflowing even after rescaling (every draft set
-    holds both heavy tokens and 3 of the 18 subnormal ones)."""
+    """Two heavy tokens and 18 subnormal ones (every draft set holds both heavy tokens and 3 of the
+    subnormal ones): the elementary symmetric polynomials behind the first-draft law (the raced
+    norm's weights) overflow even after rescaling, and the route still closes."""
     from mdtheory.models.conditional_poisson import ConditionalPoisson
 
     V, n = 20, 5
@@ -615,7 +615,7 @@ def test_min_norm_base_closes_when_a_draft_is_the_target():
 def test_optimal_rule_falls_back_to_its_proven_bounds():
     """Where the method does not close, the optimal rule is built from the run's order mixture and
     says so: an OptimalityGapWarning, ``alpha_bounds`` (its acceptance, the cut's value) proven
-    and apart by more than MNP_ACCEPT (before, make_rule raised SolverError), and the rule lossless:
+    and apart by more than MNP_ACCEPT (not a SolverError), and the rule lossless:
     its marginal is the mixture's, recomputed, and its output law p."""
     p, qs = _draft_is_the_target(60, 2, 0)
     with pytest.warns(OptimalityGapWarning, match="gap of"):
@@ -631,8 +631,8 @@ def test_optimal_rule_falls_back_to_its_proven_bounds():
 
 def test_cli_prints_both_bounds_with_exit_code_4(tmp_path, capsys):
     """check-acceptance on an input where the method does not close: both proven bounds (those
-    that min_norm_base's OptimalityGapError carries), exit code 4 (before: exit code 3 and the
-    solver's message alone)."""
+    that min_norm_base's OptimalityGapError carries) and exit code 4, not exit code 3 with the
+    solver's message alone."""
     p, qs = _draft_is_the_target(60, 2, 0)
     np.save(tmp_path / "p.npy", p)
     np.save(tmp_path / "q.npy", qs)
@@ -645,12 +645,11 @@ def test_cli_prints_both_bounds_with_exit_code_4(tmp_path, capsys):
 
 
 def test_minor_cycle_ratio_test_without_zero_over_zero():
-    """A new vertex whose affine weight is exactly 0 (its weight λ is 0 too) took part in the ratio
-    test λ / (λ - α) = 0 / 0: the compiled minor cycle raised ZeroDivisionError (the Python one
-    leaked a RuntimeWarning and a NaN step). Only a falling weight limits the step now. The input
-    (draft 1's law is p, 28 distinct masses from 5e-19 to 0.94; drafts 2 and 3 equal, 15 tokens
-    of mass 1e-39 to 0.8), shrunk from V = 297 of an adversarial sweep, raised before and closes
-    after."""
+    """A new vertex whose affine weight is exactly 0 (its weight λ is 0 too) must not enter the
+    ratio test λ / (λ - α) = 0 / 0 (a ZeroDivisionError in the compiled minor cycle, a NaN step in
+    the Python one): only a falling weight limits the step. The input (draft 1's law is p, 28
+    distinct masses from 5e-19 to 0.94; drafts 2 and 3 equal, 15 tokens of mass 1e-39 to 0.8),
+    shrunk from V = 297 of an adversarial sweep, closes."""
     p = np.array([2.3813154897669827e-13, 1.759567374314075e-12, 4.361531459072123e-15,
                   5.2451964181995845e-09, 5.2451964181995845e-09, 0.04660939507389354,
                   2.3813154897669827e-13, 7.784561705385199e-07, 5.752056314667849e-06,

@@ -45,7 +45,7 @@ def run_cli(*argv):
 
 # ----------------------------------------------------------------------------- check-acceptance
 def test_empty_batch_exit_2(capsys, npy):
-    """Was ZeroDivisionError (integer modulo by zero) on p of shape (0, V)."""
+    """p of shape (0, V) is a one-line error, not a ZeroDivisionError (integer modulo by zero)."""
     code, out, err = run_main(capsys, "check-acceptance", npy("p.npy", np.zeros((0, 5))),
                               npy("q.npy", np.full(5, 0.2)))
     one_line_error(code, err, r"p is empty \(shape \(0, 5\)\)")
@@ -58,7 +58,7 @@ def test_empty_batch_exit_2(capsys, npy):
                                          ("dual", r"4.61e\+06 rows"),
                                          ("maxflow", r"4.61e\+06 edges")])
 def test_set_routes_refused_with_estimate(capsys, pair, method, size):
-    """Was: -n 6 --method otlp|dual|maxflow at V = 30 did not finish in 150 s."""
+    """-n 6 --method otlp|dual|maxflow at V = 30 (minutes of work) is refused with its estimate."""
     p, q = pair(30)
     code, out, err = run_main(capsys, "check-acceptance", p, q, "-n", 6, "--method", method)
     one_line_error(code, err, r"7.68e\+05 draft sets", size, ESTIMATE, "method 'prefix'")
@@ -79,8 +79,8 @@ def test_conditional_poisson_refused_with_estimate(capsys, pair):
 
 
 def test_conditional_poisson_single_draft_baseline_needs_no_set_law():
-    """check-acceptance prints 1 - TV(p, first-draft law); for conditional Poisson that law is now
-    computed from elementary symmetric polynomials instead of enumerating C(V, n) sets."""
+    """check-acceptance prints 1 - TV(p, first-draft law); for conditional Poisson that law is
+    computed from elementary symmetric polynomials, without enumerating C(V, n) sets."""
     rng = np.random.default_rng(4)
     for V, n in [(6, 2), (7, 3), (5, 5), (8, 1)]:
         q = rng.dirichlet(np.ones(V))
@@ -94,8 +94,8 @@ def test_conditional_poisson_single_draft_baseline_needs_no_set_law():
 
 
 def test_without_replacement_large_vocabulary(capsys, npy):
-    """Was killed at V = 10^7 (one quadrature per prefix); the one-pass containment runs it, and the
-    estimate still refuses it under a tiny --max-seconds before any work."""
+    """V = 10^5 without replacement runs by the one-pass containment (one quadrature per prefix would
+    not finish), and the estimate refuses it under a tiny --max-seconds before any work."""
     V = 10**5
     p = npy("p.npy", np.full(V, 1.0 / V))
     code, out, _ = run_main(capsys, "check-acceptance", p, p, "--sampling", "without-replacement",
@@ -120,7 +120,7 @@ def test_max_seconds_lets_a_refused_run_start(capsys, pair):
 
 # ----------------------------------------------------------------------------- compare-selectors
 def test_monte_carlo_samples_refused_before_allocating(pair):
-    """Was MemoryError for 7.28 TiB (1e9 Gumbel keys per token) at V = 1000."""
+    """10^9 Monte Carlo samples at V = 1000 (7.28 TiB of Gumbel keys at once) are refused up front."""
     p, q = pair(1000)
     proc = run_cli("compare-selectors", p, q, "--rules", "rrs-wor", "--samples", 10**9)
     assert proc.returncode == 2 and proc.stdout == "" and "Traceback" not in proc.stderr
@@ -146,8 +146,9 @@ def test_monte_carlo_runs_in_bounded_chunks(monkeypatch):
 
 
 def test_large_vocabulary_default_rules(capsys, pair):
-    """Was: V = 32,000, n = 4 with the default rules did not finish in 150 s (rrs-wor's Monte Carlo
-    sampled 20,000 x 32,000 Gumbel keys at once, then its alpha* needs V quadratures of V tokens)."""
+    """V = 32,000, n = 4 with the default rules: the exact rules run, and rrs-wor (a Monte Carlo over
+    20,000 samples of 32,000 Gumbel keys, then V quadratures of V tokens for its alpha*) and
+    gr-softmax are refused with their estimates."""
     p, q = pair(32_000)
     code, out, err = run_main(capsys, "compare-selectors", p, q, "-n", 4, "--json")
     assert code == 0 and err == ""
@@ -172,7 +173,7 @@ def test_slow_preparation_refused_up_front(capsys, pair):
 
 
 def test_many_drafts_refused_by_memory(capsys, pair):
-    """Was: -n 1000000 did not finish (khisti-lp: 999,999 LPs and V x V matrices; rrs: 10^6 residuals)."""
+    """-n 1000000 (khisti-lp: 999,999 LPs and V x V matrices; rrs: 10^6 residuals) is refused."""
     p, q = pair(1000)
     code, out, err = run_main(capsys, "compare-selectors", p, q, "-n", 10**6, "--rules",
                               "rrs,khisti-lp,k-seq,greedy,gr-softmax", "--json")
@@ -227,7 +228,8 @@ def test_verify_refused_with_estimate(capsys, argv, pattern):
     (["theorem3", "--instances", 0], "the number of instances must be at least 1, got 0"),
 ])
 def test_vacuous_claims_do_not_verify(capsys, argv, pattern):
-    """Was: theorem2 --alphabet 0 printed VERIFIED (0 fell back to the default); hu-wor tracebacks."""
+    """A claim on a vacuous size (an alphabet or instance count of 0) says there is nothing to verify:
+    not VERIFIED, not a traceback."""
     code, out, err = run_main(capsys, "verify", *argv)
     one_line_error(code, err, "nothing to verify: " + pattern)
     assert "VERIFIED" not in out
@@ -253,7 +255,7 @@ def test_verify_refuted_says_so_on_stderr(capsys):
                                   ["--alphabet", 1, "--drafts", 10**9, "--model", "tuples"],
                                   ["--alphabet", 2, "--drafts", 10**9, "--model", "tuples"]])
 def test_dd_huge_sizes_refused_before_enumerating(argv):
-    """Was killed: the supports were listed before their number was checked."""
+    """Huge sizes are refused by the number of supports, counted before any is listed."""
     proc = run_cli("dd", *argv)
     assert proc.returncode == 2 and proc.stdout == "" and "Traceback" not in proc.stderr
     assert proc.stderr.count("\n") == 1 and "over the limit 90 of the exact DD routes" in proc.stderr
@@ -311,7 +313,7 @@ def test_make_rule_unknown_keyword_names_the_valid_ones():
 
 @pytest.mark.parametrize("sampling", ["independent", "joint"])
 def test_optimal_rule_on_draft_models_without_one_q(sampling):
-    """Was AttributeError: rules read model.q, which DraftModel never declared."""
+    """The optimal rule on models given by several laws (no single q) is built and lossless."""
     p = np.array([0.3, 0.3, 0.4])
     qs = np.array([[0.2, 0.3, 0.5], [0.6, 0.2, 0.2]])
     q = qs if sampling == "independent" else np.outer(qs[0], qs[1])
@@ -469,8 +471,8 @@ def test_cross_validate_time_estimate_counts_the_drafts(capsys):
 
 
 def test_audit_draws_the_drafts_in_bounded_chunks(monkeypatch):
-    """audit --drafts 1000000 drew every draft tuple of a position at once (a MemoryError was the
-    only guard); the tuples now come in chunks of at most CHUNK_BYTES, the same draws in order."""
+    """audit --drafts 1000000 draws a position's draft tuples in chunks of at most CHUNK_BYTES (not
+    all at once), the same draws in order."""
     from mdtheory.audit.verifier import audit
     from mdtheory.models.iid import IID
 

@@ -205,7 +205,7 @@ def test_enumeration_limit_is_the_models():
     assert md.WithoutReplacement(q, 3).enumeration_limit == 16
     assert md.WithoutReplacement(q, 2).enumeration_limit == md.IID(q, 3).enumeration_limit == 22
     with pytest.raises(md.ProblemTooLargeError, match="over the limit 2\\^16"):
-        md.optimal_acceptance(q, md.WithoutReplacement(q, 3), method="subsets")
+        md.optimal_acceptance(q, md.WithoutReplacement(q, 3), method="subsets", max_seconds=1e6)
 
 
 def exact_cp_alpha(p, q, n):

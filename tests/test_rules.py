@@ -210,8 +210,8 @@ def test_residual_part_is_never_negative():
 
 
 def test_optimal_plan_rows_capped_at_subnormal_set_probabilities():
-    """The LP's plan S(U, y) exceeded a draft set's probability w_U = 2e-322 by its tolerance
-    (~1e-10): S/w was inf, the plan's row NaN and the rule's acceptance NaN."""
+    """The LP's plan S(U, y) may exceed a draft set's probability w_U = 2e-322 by its tolerance
+    (~1e-10); capped, S/w stays finite and the rule's acceptance is a number, not NaN."""
     rng = np.random.default_rng(6)
     V = 50
     logits = rng.normal(0, 2, V) / rng.choice([0.1, 1, 3])
@@ -222,3 +222,83 @@ def test_optimal_plan_rows_capped_at_subnormal_set_probabilities():
     acceptance, output = rule.enumerate()
     assert abs(acceptance - np.minimum(p, q).sum()) <= ROUNDING  # one draft: alpha* = 1 - TV(p, q)
     assert np.abs(output - p).sum() <= ROUNDING
+
+
+@pytest.mark.parametrize("name", list(RULES))
+def test_every_rule_estimates_its_own_preparation(name):
+    """Each rule class states its preparation's cost; none is free, and the ones that enumerate draft
+    sets grow with them."""
+    cls = RULES[name]
+    q = np.full(6, 1 / 6)
+    small = cls.estimate(md.make_draft_model(q, 2, cls.sampling))
+    large = cls.estimate(md.make_draft_model(np.full(60, 1 / 60), 4, cls.sampling))
+    assert small.seconds > 0 and small.bytes > 0 and name in small.what
+    assert large.seconds > small.seconds and large.bytes > small.bytes
+
+
+def test_an_estimate_over_the_limit_refuses_the_rule():
+    q = np.full(400, 1 / 400)
+    est = RULES["gr-softmax"].estimate(md.IID(q, 4))
+    assert est.seconds > 60
+    with pytest.raises(md.ProblemTooLargeError, match="gr-softmax: fits over"):
+        make_rule("gr-softmax", q, q, 4)
+
+
+def test_greedy_rule_runs_on_any_model_declaring_fixed_top():
+    """The greedy rule reads the declared capability, not the model's name."""
+
+    class TopTwo(md.Greedy):  # the same drafts under another, unregistered name
+        sampling = "top-two"
+
+    rng = np.random.default_rng(5)
+    p, q = rng.dirichlet(np.ones(6)), rng.dirichlet(np.ones(6))
+    own = make_rule("greedy", p, q, 3)
+    other = make_rule("greedy", p, TopTwo(q, 3), 3)
+    assert other.model.sampling == "top-two"
+    assert other.exact_acceptance() == pytest.approx(own.exact_acceptance(), abs=ROUNDING)
+    assert np.allclose(other.exact_output_law(), p, atol=ROUNDING)
+    with pytest.raises(md.InvalidInputError, match="greedy is a rule for draft models with fixed_top"):
+        make_rule("greedy", p, md.IID(q, 3), 3)
+
+
+def test_make_rule_passes_its_time_limit_to_rules_that_take_one(monkeypatch):
+    """A rule whose constructor takes ``max_seconds`` gets make_rule's limit, whatever its name."""
+    from mdtheory.rules import SelectionRule, residual
+
+    class Patient(SelectionRule):
+        name = "patient"
+
+        def __init__(self, p, q, n, *, normalize=False, max_seconds=None):
+            self.limit = max_seconds
+            super().__init__(p, q, n, normalize=normalize)
+
+        def _prepare(self):
+            self.res = residual(self.p, self.q)
+
+        def conditional(self, drafts):
+            return np.zeros(self.V), self.res
+
+    monkeypatch.setitem(RULES, "patient", Patient)
+    assert make_rule("patient", [0.5, 0.5], [0.5, 0.5], 2, max_seconds=7.0).limit == 7.0
+
+
+def test_block_simulation_reads_the_rules_declarations(monkeypatch):
+    """Which rules a block simulation runs on without-replacement drafts comes from the rule's
+    declarations (its own sampling, first_draft_only, a sampling keyword), not from its name."""
+    from mdtheory.language.blockeff import _check_rule
+    from mdtheory.rules import SelectionRule
+
+    class FirstOnly(SelectionRule):
+        name, first_draft_only = "first-only", True
+
+        def _prepare(self):
+            pass
+
+        def conditional(self, drafts):
+            return np.eye(self.V)[drafts[0]], np.zeros(self.V)
+
+    monkeypatch.setitem(RULES, "first-only", FirstOnly)
+    for name in ("first-only", "single", "optimal", "rrs-wor"):
+        _check_rule(name, "without-replacement")
+    with pytest.raises(md.InvalidInputError, match="rule 'rrs' expects iid drafts, not without-replacement"):
+        _check_rule("rrs", "without-replacement")

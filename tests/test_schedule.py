@@ -136,11 +136,11 @@ def test_optimal_rule_at_llm_scale():
 
 
 def test_optimal_rule_at_a_million_drafts():
-    """The window's fast Newton stops relative to the powers' curvature (n - 1)/u: a stop at 2^-20
-    of the free time for every n left the schedule 6e-3 short of the base at n = 10^6 (V = 1000)
-    and 5.8e-9 at V = 3. alpha* here is 1 - p(q = 0) (the other tokens are all but surely drafted);
-    1e-9 absorbs the float64 sum of q, one only within a few 2^-53, raised to the power n = 10^6
-    (about 1e-10: the prefix route's own distance from 1 - p(q = 0)), far below the defect."""
+    """The window's fast Newton stops relative to the powers' curvature (n - 1)/u (a stop at 2^-20
+    of the free time for every n would leave the schedule 6e-3 short of the base at n = 10^6,
+    V = 1000, and 5.8e-9 at V = 3). alpha* here is 1 - p(q = 0) (the other tokens are all but
+    surely drafted); 1e-9 absorbs the float64 sum of q, one only within a few 2^-53, raised to the
+    power n = 10^6 (about 1e-10: the prefix route's own distance from 1 - p(q = 0))."""
     rng = np.random.default_rng(11)
     for V in (3, 1000):
         p, q = rng.dirichlet(np.ones(V)), rng.dirichlet(np.ones(V))

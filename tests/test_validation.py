@@ -66,8 +66,8 @@ def test_errors_are_valueerrors():
 
 
 def test_normalize_when_the_float64_sum_overflows():
-    """Finite entries whose sum overflows: normalize=True divided by inf (all zeros, alpha* = 0);
-    now each such vector is divided by its largest entry first. Without normalize: refused."""
+    """Finite entries whose sum overflows: normalize=True divides each such vector by its largest
+    entry first (not by an infinite sum: all zeros, alpha* = 0). Without normalize: refused."""
     from mdtheory._validate import as_distribution
 
     big = np.array([1e308, 1e308])
@@ -89,8 +89,8 @@ def test_non_number_dtypes_are_refused(dtype):
 
 def test_batched_torch_rows_like_single_rows():
     """(B, V) tensors in bfloat16, float16 or with requires_grad: each row is validated as a single
-    p (same dtype tolerance), so a batch gives the single problems' values (a raw TypeError or
-    RuntimeError before: the batch went through np.asarray)."""
+    p (same dtype tolerance), so a batch gives the single problems' values, not a TypeError or
+    RuntimeError from np.asarray."""
     torch = pytest.importorskip("torch")
     rows = [[0.2, 0.3, 0.5], [0.5, 0.3, 0.2]]
     q = torch.tensor([0.5, 0.3, 0.2], dtype=torch.float64)

@@ -17,7 +17,7 @@ printed; the minimum-norm-point route's known failure, :func:`mdtheory.routes.mn
 130 interrupted (Ctrl-C), 141 stdout closed early (``| head``) or closed from the start (``>&-``).
 
 One vocabulary: n (``--drafts``, ``-n``) is the number of drafts, V (``--vocab``) the number of
-tokens; the old spellings ``-K``, ``--alphabet`` and ``-m`` are still accepted. ``--json`` prints
+tokens; ``-K``, ``--alphabet`` and ``-m`` are accepted as aliases. ``--json`` prints
 JSON Lines everywhere: one JSON object per line (per row, rule, check or run).
 
 Long work that was allowed to start (Monte Carlo, exact verification, sampling from a language

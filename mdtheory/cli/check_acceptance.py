@@ -22,6 +22,11 @@ from ._common import (
     row_error,
 )
 
+#: The result's fields in one ``--json`` row (``value`` as ``alpha_star``), before and after ``vocab``.
+JSON_HEAD = ("value", "acceptance_one", "witness", "cut", "margin", "single_draft", "drafts", "sampling",
+             "method")
+JSON_TAIL = ("status", "certificate", "certificate_gap")
+
 
 def add_parser(sub) -> None:
     """Add ``check-acceptance`` to the CLI's subparsers."""
@@ -88,14 +93,9 @@ def run(args: argparse.Namespace) -> int:
             raise row_error(exc, i, rows) from None
         p_cut, q_cut, single = res.cut_p, res.cut_q, res.single_draft
         if args.json:
-            print(json.dumps({
-                "row": i, "alpha_star": res.value, "acceptance_one": res.acceptance_one,
-                "witness": None if res.witness is None else res.witness.tolist(),
-                "cut": res.cut.tolist(), "margin": q_cut - p_cut, "single_draft": single,
-                "drafts": res.drafts, "sampling": res.sampling, "method": res.method,
-                "vocab": int(p.size), "status": res.status, "certificate": res.certificate,
-                "certificate_gap": res.certificate_gap,
-            }))
+            head, tail = res.to_dict(JSON_HEAD), res.to_dict(JSON_TAIL)
+            print(json.dumps({"row": i, "alpha_star": head.pop("value"), **head, "vocab": int(p.size),
+                              **tail}))
             continue
         head = f"row {i}: " if rows > 1 else ""
         print(f"{head}V = {p.size}, n = {res.drafts} drafts, {res.sampling} sampling, "

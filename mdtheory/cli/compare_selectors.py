@@ -383,13 +383,12 @@ def _position_row(args, name: str, p: np.ndarray, q: np.ndarray, rng, times: int
     """One rule at one position: its acceptance, alpha* of its draft model and the gap, or why it
     did not run. ``times`` scales the work estimates (a batch's positions); ``optimum`` caches
     alpha* by draft model at this position."""
-    from ..rules import RULES, make_rule
+    from ..rules import RULES, make_rule, rule_keywords
 
-    params = {"s": args.truncation} if name == "khisti-lp" else {}
+    params = {"s": args.truncation} if "s" in rule_keywords(RULES[name]) else {}  # --truncation
     try:
         model = make_draft_model(q, args.drafts, RULES[name].sampling)
-        own = getattr(RULES[name], "estimate", None)
-        est = own(model) if own is not None else _budget.rule_preparation(name, model)
+        est = RULES[name].estimate(model)
         _budget.require(_scaled(est, times), args.max_seconds)
         if times == 1 and est.seconds <= WARM_SECONDS:  # a first preparation at this size loads kernels
             make_rule(name, p, q, args.drafts, max_seconds=args.max_seconds, **params)

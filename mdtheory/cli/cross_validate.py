@@ -46,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
         for name in names:  # each numpy rule is prepared for the exact acceptance: estimate it
             model = make_draft_model(np.full(args.vocab, 1 / args.vocab), args.drafts,
                                      RULES[name].sampling)
-            _budget.require(_budget.rule_preparation(name, model), args.max_seconds)
+            _budget.require(RULES[name].estimate(model), args.max_seconds)
     report = cross_validate(names, device=args.device, batch=args.batch, vocab=args.vocab,
                             drafts=args.drafts, samples=args.samples, seed=args.seed,
                             max_seconds=args.max_seconds)

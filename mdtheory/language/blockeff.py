@@ -150,8 +150,8 @@ def speculative_step(target, drafter, context: tuple, rule: str, K: int, L: int,
         here = context + tuple(emitted)
         kind = sampling if d == 0 else "iid"
         params = dict(rule_params or {})
-        if rule == "optimal" and kind != "iid":
-            params["sampling"] = kind
+        if kind != "iid" and "sampling" in rules.rule_keywords(rules.RULES[rule]):
+            params["sampling"] = kind  # a rule for any draft model (optimal) is told which
         key = (here, alive.size)
         if prepared is not None and key in prepared:
             r = prepared[key]
@@ -336,20 +336,22 @@ def _check_rule(rule: str, sampling: str) -> None:
     if rule not in rules.RULES:
         raise InvalidInputError(
             f"unknown selection rule {rule!r}; valid choices: {', '.join(rules.RULES)}")
-    expects = rules.RULES[rule].sampling
-    if rule in ("optimal", "single") or expects == sampling:  # single: the first draft has law q
+    cls = rules.RULES[rule]
+    if cls.sampling == sampling or cls.first_draft_only or "sampling" in rules.rule_keywords(cls):
         return
+    expects = cls.sampling
     raise InvalidInputError(f"rule {rule!r} expects {expects} drafts, not {sampling}")
 
 
 def estimate(rule: str, V: int, K: int, L: int, steps: int) -> _budget.Estimate:
     """``steps`` target calls with ``rule``: each drafts K x L tokens (about 2 ms an LSTM call,
     measured with ``lm-pairs``), keeps K (L + 1) target laws and prepares the rule at up to L
-    prefixes (:func:`mdtheory._budget.rule_preparation` with K drafts, an upper bound)."""
+    prefixes (the rule's :meth:`~mdtheory.rules.base.SelectionRule.estimate` with K drafts, an upper
+    bound)."""
     from .. import rules
 
-    prep = _budget.rule_preparation(
-        rule, make_draft_model(np.full(V, 1.0 / V), K, rules.RULES[rule].sampling))
+    cls = rules.RULES[rule]
+    prep = cls.estimate(make_draft_model(np.full(V, 1.0 / V), K, cls.sampling))
     return _budget.Estimate(
         f"block-efficiency with {rule}: {steps} target calls of K = {K} drafts of L = {L} tokens "
         f"over V = {V}", steps * L * (2 * 2e-3 + prep.seconds), 8.0 * K * (L + 1) * V + prep.bytes)

@@ -178,9 +178,10 @@ class DraftModel(ABC):
         Largest V for which the exhaustive subset route enumerates all :math:`2^V` token sets
         (:data:`MAX_SUBSET_V`, or :data:`MAX_SUBSET_V_SLOW` without a closed-form containment).
     fixed_top : bool
-        Class attribute: the drafts are fixed tokens ``top`` (int array) and one draw from the law
-        ``tail`` (zero on the top), both set on the instance; the ``closed-form`` route and its
-        factored-flow certificate apply (:mod:`mdtheory.routes.greedy`).
+        Class attribute: the drafts are fixed tokens ``top`` (int array), then one draw from the
+        law ``tail`` (zero on the top) as the last draft, both set on the instance; the
+        ``closed-form`` route and its factored-flow certificate apply (:mod:`mdtheory.routes.greedy`),
+        and the ``greedy`` rule runs on it.
     order_vertices : bool
         Class attribute: :meth:`prefix_pass` is exact and costs about one pass, so the vertex of a
         priority order is cheap and the minimum-norm-point route (``mnp``) and its order-mixture

@@ -70,7 +70,7 @@ class Greedy(DraftModel):
 
     def prefix_pass(self, order):
         """Q of every prefix in one O(V) pass: the tail's running mass once the prefix holds every
-        top token, 0 before (the generic route took one containment per prefix, O(V^2))."""
+        top token, 0 before (one containment per prefix would be O(V^2))."""
         is_top = np.zeros(self.V, dtype=bool)
         is_top[self.top] = True
         holds_top = np.cumsum(is_top[order]) == self.top.size

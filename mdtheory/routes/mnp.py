@@ -34,7 +34,7 @@ combination of priority orders (Wolfe's corral), so "draw order k with probabili
 highest-ranked drafted
 token" has the exact marginal μ; one speculative step against μ keeps the output law p and accepts
 with :math:`\\sum_y \\min(p, \\mu) = \\alpha^*` (up to ``tol``). Why not time schedules:
-:func:`~mdtheory.rules.uniform_time.uniform_time_bound` (Notes) proves which marginals uniform-time
+:func:`~mdtheory.rules.uniform_time.uniform_time_bound` (papers/theory.md) bounds what uniform-time
 schedules reach; in general not the optimum.
 
 **Other draft models.** Nothing above uses the product form except the speed of a vertex: every
@@ -426,7 +426,7 @@ def min_norm_base(p: np.ndarray, model: DraftModel, *, tol: float = MNP_TOL,
     both runs, and resumes the previous face if the cut is the same. Any point of the face is a
     base of B(g), so the certificate does not depend on T being right. A best cut of ∅ or Ω
     (value 1: α* = 1 or no better cut yet) spans all of B(g): no face run then, the free run goes
-    on (it once ran a second copy of itself there, half the iterations of α* = 1 pairs).
+    on (a face run there would repeat the free run).
 
     **Linear algebra.** The affine minimum of a corral of K vertices is
     :math:`\\alpha \\propto (G + \\mathbf{1}\\mathbf{1}^T)^{-1}\\mathbf{1}` (G the Gram matrix of the

@@ -139,7 +139,8 @@ class TopAndDraw(Proof):
 
 @dataclass(frozen=True)
 class Exhaustive(Proof):
-    """The route evaluated p(T) - Q(T) on ``sets`` token sets (all :math:`2^V` of them)."""
+    """The route evaluated p(T) - Q(T) on ``sets`` token sets (all :math:`2^V` of them); the
+    certifier evaluates them again (:func:`mdtheory.certify.exhaustive_minimum`)."""
 
     sets: int | None
 

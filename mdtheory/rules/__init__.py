@@ -16,6 +16,7 @@ name           rule                                                             
 
 from __future__ import annotations
 
+import functools
 import inspect
 from typing import Any
 
@@ -66,9 +67,8 @@ def make_rule(name: str, p: ArrayLike, q: ArrayLike | DraftModel, n: int, *, nor
     normalize : bool
         Rescale p and q to sum one instead of refusing sums off one.
     max_seconds, max_bytes : float
-        Limits of the preparation's estimate (the rule class's own ``estimate(model)`` where it has
-        one, else :func:`mdtheory._budget.rule_preparation`: the rules it estimates by their work
-        are :data:`mdtheory._budget.ESTIMATED_RULES`, the others as a sort), checked before any
+        Limits of the preparation's estimate (the rule class's
+        :meth:`~mdtheory.rules.base.SelectionRule.estimate` on the draft model), checked before any
         work; default 60 s and 4 GiB, as the CLI's.
     **params
         The rule's own keywords (``s`` for ``khisti-lp``; :func:`rule_keywords` lists them).
@@ -100,29 +100,35 @@ def make_rule(name: str, p: ArrayLike, q: ArrayLike | DraftModel, n: int, *, nor
         raise InvalidInputError(
             f"unknown selection rule {name!r}; valid choices: {', '.join(RULES)}"
         ) from None
-    valid = rule_keywords(cls) if params else []  # inspect.signature costs tens of microseconds
+    valid = _keywords(cls) if params else ()
     unknown = sorted(set(params) - set(valid))
     if unknown:
         raise InvalidInputError(
             f"rule {name!r} takes no keyword {', '.join(map(repr, unknown))}; valid keywords: "
             + ", ".join(["normalize", *valid])
         )
-    own = getattr(cls, "estimate", None)
-    if own is not None or name in _budget.ESTIMATED_RULES:  # one draft model: estimate, prepare
-        q = make_draft_model(q, n, params.get("sampling", cls.sampling), normalize=normalize)
-        est = own(q) if own is not None else _budget.rule_preparation(name, q)
-        _budget.require(est, max_seconds, max_bytes=max_bytes, flag="max_seconds")
-    if name == "optimal":
+    if cls.needs is not None and isinstance(q, DraftModel):  # any name: the rule checks the capability
+        model = make_draft_model(q, n)
+    else:
+        model = make_draft_model(q, n, params.get("sampling", cls.sampling), normalize=normalize)
+    _budget.require(cls.estimate(model), max_seconds, max_bytes=max_bytes, flag="max_seconds")
+    if "max_seconds" in _keywords(cls):  # a rule that bounds its own preparation's time
         params["max_seconds"] = max_seconds
-    return cls(p, q, n, normalize=normalize, **params)
+    return cls(p, model, n, normalize=normalize, **params)
 
 
 def rule_keywords(cls: type[SelectionRule]) -> list[str]:
     """The keyword parameters a rule class takes besides (p, q, n, normalize)."""
+    return list(_keywords(cls))
+
+
+@functools.cache
+def _keywords(cls: type[SelectionRule]) -> tuple[str, ...]:
+    """:func:`rule_keywords`, read once per class (inspect.signature costs tens of microseconds)."""
     names = []
     for func in (cls.__init__, cls._prepare):
         for par in inspect.signature(func).parameters.values():
             if par.kind in (par.KEYWORD_ONLY, par.POSITIONAL_OR_KEYWORD) and par.name not in (
                     "self", "p", "q", "n", "normalize") and par.name not in names:
                 names.append(par.name)
-    return names
+    return tuple(names)

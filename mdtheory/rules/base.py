@@ -15,6 +15,7 @@ Acceptance is the probability that the rule accepts one of the drafts; it is at 
 
 from __future__ import annotations
 
+import math
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
@@ -105,7 +106,17 @@ class SelectionRule(ABC):
     name : str
         Registry name.
     sampling : str
-        The draft model the rule expects (a key of :data:`mdtheory.models.registry.SAMPLINGS`).
+        The draft model the rule builds from q and n (a key of
+        :data:`mdtheory.models.registry.SAMPLINGS`).
+    needs : str or None
+        Class attribute: the declared draft-model capability the rule runs on (the name of a
+        boolean class attribute of :class:`~mdtheory.models.base.DraftModel`, e.g.
+        ``"fixed_top"``): a ready draft model that declares it is accepted whatever its name.
+        None: only the model ``sampling`` names.
+    first_draft_only : bool
+        Class attribute: the rule reads the first draft alone and needs its law to be q, so it runs
+        on the drafts of every model whose first draft has law q (iid, without replacement), not
+        only on its own ``sampling``.
     model : DraftModel
         That draft model built from q and n.
     prepare_seconds : float
@@ -114,17 +125,33 @@ class SelectionRule(ABC):
 
     name: ClassVar[str] = ""
     sampling: ClassVar[str] = "iid"
+    needs: ClassVar[str | None] = None
+    first_draft_only: ClassVar[bool] = False
+
+    @classmethod
+    def estimate(cls, model: DraftModel) -> _budget.Estimate:
+        """Time and memory of the preparation on ``model``, from its sizes alone, before any work:
+        :func:`mdtheory.rules.make_rule` refuses it over the limits. Here a sort and a few passes
+        over the V tokens; a rule that enumerates, fits or solves more states its own."""
+        V = model.V
+        return _budget.Estimate(f"{cls.name}: a sort and a few passes over {V} tokens",
+                                1e-7 * V * max(math.log2(V), 1.0), 80.0 * V)
 
     def __init__(self, p: ArrayLike, q: ArrayLike | DraftModel, n: int, *, normalize: bool = False,
                  **params: Any) -> None:
         t0 = time.perf_counter()
         self.p = as_distribution(p, "p", normalize=normalize)
-        self.model: DraftModel = make_draft_model(q, n, self.sampling, normalize=normalize)
+        if self.needs is not None and isinstance(q, DraftModel):  # any name: the capability counts
+            self.model: DraftModel = make_draft_model(q, n)
+        else:
+            self.model = make_draft_model(q, n, self.sampling, normalize=normalize)
         expected = getattr(SAMPLINGS.get(self.sampling), "sampling", self.sampling)  # aliases
-        if self.model.sampling != expected:  # a ready DraftModel of another kind
+        fits = (self.model.sampling == expected if self.needs is None
+                else bool(getattr(self.model, self.needs, False)))
+        if not fits:  # a ready DraftModel of another kind
+            kind = f"{expected} drafts" if self.needs is None else f"draft models with {self.needs}"
             raise InvalidInputError(
-                f"{self.name} is a rule for {expected} drafts; got a {self.model.sampling} "
-                "draft model"
+                f"{self.name} is a rule for {kind}; got a {self.model.sampling} draft model"
             )
         if self.p.size != self.model.V:
             raise InvalidDistributionError(

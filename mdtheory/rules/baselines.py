@@ -52,6 +52,7 @@ class SingleDraft(SelectionRule):
     """
 
     name = "single"
+    first_draft_only = True
 
     def _prepare(self):
         self.res = residual(self.p, self.q)
@@ -193,7 +194,9 @@ class KSeq(SelectionRule):
 
 class GreedyDrafts(SelectionRule):
     """Hu et al.'s greedy draft set (top n - 1 tokens of q plus one draw c from q renormalised outside
-    them; SpecHub's set for n = 2) with its optimal verifier.
+    them; SpecHub's set for n = 2) with its optimal verifier. It runs on every draft model that
+    declares :attr:`~mdtheory.models.base.DraftModel.fixed_top` (fixed tokens ``top``, then one draw
+    from ``tail``), not only on :class:`~mdtheory.models.greedy.Greedy`.
 
     Accept c with probability :math:`\\min(1, p(c)/\\tilde q(c))`; else sample the residual
     :math:`\\propto p` on the top tokens and :math:`(p - \\tilde q)^+` outside them. A residual token in
@@ -216,6 +219,7 @@ class GreedyDrafts(SelectionRule):
 
     name = "greedy"
     sampling = "greedy"
+    needs = "fixed_top"
 
     def _prepare(self):
         self.tail = self.model.tail  # zero on the top tokens

@@ -426,6 +426,18 @@ class KhistiLP(SelectionRule):
     """
 
     name = "khisti-lp"
+    #: Seconds per token of one stage (a partition and a few passes over V), and of one stage's LP
+    #: (HiGHS, s(s - 1)/2 pair variables, s <= 5 by default); measured on a 2-core x86 machine.
+    STAGE_TOKEN_SECONDS, STAGE_LP_SECONDS = 5e-8, 1e-3
+
+    @classmethod
+    def estimate(cls, model):
+        """n - 1 truncated stages, each O(V) passes and a small LP."""
+        from .._budget import Estimate
+
+        n, V = model.n, model.V
+        return Estimate(f"khisti-lp: {n - 1} truncated stages over {V} tokens",
+                        (n - 1) * (cls.STAGE_TOKEN_SECONDS * V + cls.STAGE_LP_SECONDS), 8.0 * (n + 8) * V)
 
     def _prepare(self, s: int | None = None, rest: str = "bucket"):
         guard = s is None

@@ -54,33 +54,14 @@ class Optimal(SetPlanRule):
     within 1e-12 of α* up to V = 128k, n = 1024 (``benchmarks/bench_gap.py``,
     ``benchmarks/fuzz_optimal.py``).
 
-    **Greedy drafts** (``sampling="greedy"``, Hu et al.'s set: the top n - 1 tokens of q and one
+    **Greedy drafts** (``sampling="greedy"``, or any model declaring
+    :attr:`~mdtheory.models.base.DraftModel.fixed_top`; Hu et al.'s set: the top n - 1 tokens of q and one
     draw c from :math:`\\tilde q`, q renormalised outside them). Closed form, O(V) with the draft
     model's one selection, at any V: the verifier of the ``greedy`` rule
     (:class:`~mdtheory.rules.baselines.GreedyDrafts`), whose law per draft tuple is that of one
-    candidate and one speculative step. *Proof.* Let the candidate be c with probability
-    :math:`a(c) = \\min(1, p(c)/\\tilde q(c))`, otherwise a top token t with probability
-    :math:`p(t)/p(\\mathrm{top})` (none if :math:`p(\\mathrm{top}) = 0`). Its exact law is
-    :math:`\\mu(c) = \\min(p(c), \\tilde q(c))` for c outside the top and
-    :math:`\\mu(t) = R\\, p(t)/p(\\mathrm{top})` for t in it, with
-    :math:`R = 1 - \\sum_{c \\notin \\mathrm{top}} \\min(p(c), \\tilde q(c))` the probability
-    that c is not the candidate. Since :math:`\\sum_{c \\notin \\mathrm{top}} \\min(p, \\tilde q) \\le
-    1 - p(\\mathrm{top})`, :math:`R \\ge p(\\mathrm{top})` and :math:`\\mu(t) \\ge p(t)`, so the
-    speculative step against μ accepts with probability
-    :math:`\\sum_y \\min(p, \\mu) = p(\\mathrm{top}) + \\sum_{c \\notin \\mathrm{top}} \\min(p(c),
-    \\tilde q(c))`, which is α* of the greedy set (every set holds the top, so
-    :math:`Q(T) = 0` unless :math:`\\mathrm{top} \\subseteq T`; for such T,
-    :math:`1 + p(T) - \\tilde q(T) \\ge p(\\mathrm{top}) + \\sum_{c \\notin \\mathrm{top}}
-    \\min(p, \\tilde q)`, with equality at :math:`T = \\mathrm{top} \\cup \\{p < \\tilde q\\}`), and
-    outputs p (Khisti et al., Thm 1). Given (top, c), that step accepts c with probability a(c);
-    otherwise it outputs t with probability :math:`(1 - a(c))\\, p(t)/R` (accepted, the ratio is
-    :math:`p(t)/\\mu(t) = p(\\mathrm{top})/R`) and y outside the top with probability
-    :math:`(1 - a(c))(p(y) - \\tilde q(y))^+/R` (the residual :math:`\\mathrm{norm}((p - \\mu)^+)`
-    carries the remaining :math:`1 - p(\\mathrm{top})/R`): exactly the greedy rule's law, whose
-    residual :math:`\\mathrm{norm}((p - \\tilde q)^+)` has total :math:`p(\\mathrm{top}) +
-    \\sum_{y \\notin \\mathrm{top}} (p - \\tilde q)^+ = R`. So the rule runs that verifier (a step is
-    O(log V)) and stores μ as :attr:`marginal`; n = 1 (empty top) is single-draft speculative
-    sampling.
+    candidate and one speculative step against its exact marginal (stored as :attr:`marginal`); the
+    acceptance is α* of the greedy set and the output law p (proof: papers/theory.md, section "The
+    greedy draft set's optimal verifier"). n = 1 (empty top) is single-draft speculative sampling.
 
     **Independent drafts** (``sampling="independent"``, q of shape (n, V)), and any other draft model
     with more than :data:`MAX_PLAN_SETS` draft sets (successive sampling, conditional Poisson:

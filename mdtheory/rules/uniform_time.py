@@ -25,30 +25,12 @@ def uniform_time_bound(p: np.ndarray, qs: np.ndarray) -> float:
 
     Notes
     -----
-    **Theorem.** Let draft i draw its time uniformly from its token's pieces of a tiling
-    :math:`(E_i(x))_x` of [0, 1] with :math:`|E_i(x)| = q_i(x)`, and let the earliest draft be the
-    candidate. The candidate marginals so reachable are exactly the base polytope :math:`B(\\bar g)`,
-
-    .. math:: \\bar g(S) = \\frac1n \\sum_{i=1}^n \\big[1 - (1 - q_i(S))^n\\big].
-
-    *Proof.* Each draft's time is uniform on [0, 1] whatever its token, and the times are
-    independent, so draft i is the earliest at time t with density :math:`w(t) = (1 - t)^{n-1}` and
-    :math:`\\mu = \\sum_i \\mu_i`, :math:`\\mu_i(x) = \\int_{E_i(x)} w`. As w decreases,
-    :math:`\\mu_i(S) \\le \\int_0^{q_i(S)} w = h_i(S) := (1 - (1 - q_i(S))^n)/n` with equality at
-    S = Ω, so :math:`\\mu_i \\in B(h_i)`; conversely every base of :math:`n h_i` has a tiling
-    (:mod:`mdtheory.rules.schedule`, the construction for the iid density :math:`n(1-t)^{n-1}`), so the
-    reachable :math:`\\mu_i` are all of :math:`B(h_i)`. The tilings are chosen independently per draft,
-    so the reachable μ form the Minkowski sum :math:`\\sum_i B(h_i) = B(\\sum_i h_i) = B(\\bar g)`
-    (the base polytope of a sum of submodular functions is the Minkowski sum of their base
-    polytopes; Fujishige 2005, §3). ∎
-
-    By AM–GM, :math:`\\prod_i (1 - q_i(S)) \\le \\frac1n \\sum_i (1 - q_i(S))^n`, so
-    :math:`\\bar g \\le g` and :math:`B(\\bar g) \\subseteq B(g)`; the best acceptance over
-    :math:`B(\\bar g)` is the formula above (Edmonds' min-max for :math:`\\bar g`). It equals α* for
-    iid drafts and can fall far below it: with :math:`q_1 = \\delta_a`, :math:`q_2 = \\delta_b`,
-    :math:`p = \\delta_a`, α* = 1 (draft 1 is always a) while every uniform-time schedule proposes b
-    half the time, :math:`\\bar\\alpha = 1/2`. That is why the optimal rule for independent drafts is
-    an order mixture (:class:`~mdtheory.models.mixture.OrderMixture`), not a uniform-time schedule.
+    The candidate marginals that uniform-time schedules reach are exactly the base polytope of
+    :math:`\\bar g(S) = \\frac1n \\sum_i [1 - (1 - q_i(S))^n] \\le g(S)`; the bound equals α* for iid
+    drafts and can fall far below it otherwise (:math:`q_1 = \\delta_a`, :math:`q_2 = \\delta_b`,
+    :math:`p = \\delta_a`: α* = 1, the bound 1/2), which is why the optimal rule for independent drafts
+    is an order mixture (:class:`~mdtheory.models.mixture.OrderMixture`). Proof: papers/theory.md,
+    section "Uniform-time schedules for independent drafts".
 
     Raises
     ------
