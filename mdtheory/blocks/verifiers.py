@@ -171,6 +171,23 @@ def _check_drafts(drafts, V: int) -> np.ndarray:
     return x
 
 
+def _rule_params(rule: str, wanted: str, params: dict) -> dict:
+    """The keywords to prepare ``rule`` with on ``wanted`` drafts, or the refusal: a rule runs on
+    its own draft model, reads only the first draft (:attr:`first_draft_only`, whose law is q on
+    any model), or takes a ``sampling`` keyword, then set to ``wanted`` (the rules' declarations)."""
+    from .. import rules  # loaded on use: the rules import scipy, HiGHS and numba
+
+    if rule not in rules.RULES:
+        raise InvalidInputError(
+            f"unknown selection rule {rule!r}; valid choices: {', '.join(rules.RULES)}")
+    cls = rules.RULES[rule]
+    if cls.sampling == wanted or cls.first_draft_only:
+        return params
+    if "sampling" in rules.rule_keywords(cls):
+        return {"sampling": wanted, **params}
+    raise InvalidInputError(f"rule {rule!r} expects {cls.sampling} drafts, not {wanted}")
+
+
 class BlockVerifier(ABC):
     """A sequence-level verifier: ``sample`` and ``law`` forms, exact block efficiency.
 
@@ -425,15 +442,7 @@ class SelectedPath(BlockVerifier):
     name = "multipath"
 
     def __init__(self, rule: str = "rrs", **params):
-        from .. import rules
-
-        if rule not in rules.RULES:
-            raise InvalidInputError(
-                f"unknown selection rule {rule!r}; valid choices: {', '.join(rules.RULES)}")
-        if rule not in ("optimal", "single") and rules.RULES[rule].sampling != "iid":
-            raise InvalidInputError(f"rule {rule!r} expects {rules.RULES[rule].sampling} drafts, "
-                                    "not iid")
-        self.rule, self.params = rule, params
+        self.rule, self.params = rule, _rule_params(rule, "iid", params)
         self._rules: dict = {}
 
     @property
@@ -824,21 +833,10 @@ class TokenByToken(BlockVerifier):
     name = "token"
 
     def __init__(self, rule: str = "rrs", tree: DraftTree | None = None, **params):
-        from .. import rules  # loaded on use: the rules import scipy, HiGHS and numba
-
-        if rule not in rules.RULES:
-            raise InvalidInputError(
-                f"unknown selection rule {rule!r}; valid choices: {', '.join(rules.RULES)}")
         if tree is not None and not isinstance(tree, DraftTree):
             raise InvalidInputError(f"tree must be a DraftTree, got {tree!r}")
-        expects = rules.RULES[rule].sampling
-        sampling = "iid" if tree is None else tree.sampling
-        wanted = {"iid": "iid", "wor": "without-replacement"}[sampling]
-        if rule not in ("optimal", "single") and expects != wanted:
-            raise InvalidInputError(f"rule {rule!r} expects {expects} drafts, not {wanted}")
-        if rule == "optimal" and sampling == "wor":
-            params = {"sampling": "without-replacement", **params}
-        self.rule, self.tree, self.params = rule, tree, params
+        wanted = "iid" if tree is None else {"iid": "iid", "wor": "without-replacement"}[tree.sampling]
+        self.rule, self.tree, self.params = rule, tree, _rule_params(rule, wanted, params)
         self._prepared: dict = {}
 
     @property
