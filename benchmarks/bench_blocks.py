@@ -4,6 +4,10 @@
     .venv/bin/python benchmarks/bench_blocks.py verifiers   # exact E|B| of each verifier vs the optimum
     .venv/bin/python benchmarks/bench_blocks.py sizes       # LP times at the sizes the issue names
     .venv/bin/python benchmarks/bench_blocks.py lstm        # char-LSTM: bound vs measured verifiers
+    .venv/bin/python benchmarks/bench_blocks.py trees       # draft trees: optimum, traversal, bound
+    .venv/bin/python benchmarks/bench_blocks.py bound-estimate  # the bound's cost vs its estimate
+    .venv/bin/python benchmarks/bench_blocks.py lstm-trees  # char-LSTM: the bound for trees of 8 leaves
+    .venv/bin/python benchmarks/bench_blocks.py sparse      # sparse laws: which solve proves each optimum
 
 Instances: Sun et al.'s toy (V = 2, target (1/3, 2/3), draft (2/3, 1/3) at every context) and three
 seeded context-dependent instances (V = 3, a Dirichlet(0.8) law per context, seeds 0, 1, 2;
@@ -132,6 +136,155 @@ def sizes(args) -> None:
     _save("sizes", rows)
 
 
+TREES = ((2, 2), (3, 1), (2, 1, 1), (4,))
+
+
+def trees(args) -> None:
+    """Draft trees: the exact tree optimum (prefix-set LP), traversal verification and token-level
+    optimal verification on the same tree, the K-iid-drafts optimum with the same number of leaves,
+    and the bound with the tree's cap."""
+    from mdtheory.blocks import DraftTree
+
+    rows = []
+    print("| instance | tree | rule | tree optimum | traversal | token:optimal | K iid optimum | "
+          "bound | bound slack | prefix sets | LP variables | LP s |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for name, make in INSTANCES.items():
+        target, draft = make()
+        V = target(()).size
+        for branching in TREES:
+            for sampling in ("iid", "wor"):
+                tree = DraftTree(branching, sampling)
+                row = {"instance": name, "V": V, "tree": list(branching), "sampling": sampling}
+                if sampling == "wor" and max(branching) > V:
+                    row["refused"] = f"{max(branching)} children without replacement from V = {V}"
+                    rows.append(row)
+                    print(f"| {name} | {branching} | wor | - ({row['refused']}) |||||||||")
+                    continue
+                res = md.optimal_block_efficiency(target, draft, tree=tree)
+                iid = md.optimal_block_efficiency(target, draft, n=tree.n, length=tree.length,
+                                                  max_seconds=600)
+                bound = block_efficiency_bound(target, draft, tree=tree)
+                rule = "optimal"
+                row.update(optimum=res.value, lp=res.lp, seconds=res.timings["total"],
+                           certificate_gap=res.certificate_gap, validity_tv=res.validity_tv,
+                           iid_optimum=iid.value, bound=bound.value, bound_exact=bound.presence_exact,
+                           traversal=float(make_verifier("traversal", tree=tree).block_efficiency(
+                               target, draft, tree.n, tree.length)),
+                           token_optimal=float(make_verifier("token", rule=rule, tree=tree).block_efficiency(
+                               target, draft, tree.n, tree.length)))
+                rows.append(row)
+                print(f"| {name} | {branching} | {sampling} | {res.value:.4f} | {row['traversal']:.4f} | "
+                      f"{row['token_optimal']:.4f} | {iid.value:.4f} (K = {tree.n}) | {bound.value:.4f} | "
+                      f"{bound.value - res.value:.4f} | {res.lp['multisets']} | {res.lp['variables']} | "
+                      f"{res.timings['total']:.2f} |")
+    solved = [r for r in rows if "optimum" in r]
+    slack = [r["bound"] - r["optimum"] for r in solved]
+    below = max(r["optimum"] - r["traversal"] for r in solved)
+    print(f"\nbound slack over {len(solved)} trees: max {max(slack):.4f}, mean {np.mean(slack):.4f}; "
+          f"traversal below the tree optimum by up to {below:.4f}"
+          f"; the tree optimum above the K-iid optimum in "
+          f"{sum(r['optimum'] > r['iid_optimum'] + 1e-9 for r in solved)} of {len(solved)}")
+    _save("trees", rows)
+
+
+def bound_estimate(args) -> None:
+    """The bound's own cost (the models' calls included: constant laws and seeded Dirichlet laws are
+    cheap) against its estimate, on a grid of V, L and expansions; peak memory by tracemalloc."""
+    import tracemalloc
+
+    from mdtheory.blocks.bound import estimate as bound_estimate_of
+
+    rows = []
+    print("| V | L | expansions | seconds (min of 2) | estimate s | ratio | peak MB | estimate MB | ratio |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for V in (2, 20):
+        inst = sun_toy() if V == 2 else random_instance(V, 0, 0.5)
+        for L in (10**3, 10**5, 10**6, 10**7):
+            for e in (16, 256, 1024):
+                est = bound_estimate_of(V, L, e)
+                times, peak = [], 0
+                for _ in range(2):
+                    tracemalloc.start()
+                    s = time.perf_counter()
+                    block_efficiency_bound(*inst, 10**9, L, expansions=e, max_seconds=1e9)
+                    times.append(time.perf_counter() - s)
+                    peak = max(peak, tracemalloc.get_traced_memory()[1])
+                    tracemalloc.stop()
+                t = min(times)
+                rows.append({"V": V, "L": L, "expansions": e, "seconds": t, "estimate_s": est.seconds,
+                             "peak_bytes": peak, "estimate_bytes": est.bytes})
+                print(f"| {V} | {L:.0e} | {e} | {t:.3f} | {est.seconds:.3f} | {est.seconds / t:.2f} | "
+                      f"{peak / 1e6:.1f} | {est.bytes / 1e6:.1f} | {est.bytes / peak:.2f} |")
+    ratios = [r["estimate_s"] / r["seconds"] for r in rows]
+    mem = [r["estimate_bytes"] / r["peak_bytes"] for r in rows]
+    print(f"\nestimate / measured: seconds {min(ratios):.2f} .. {max(ratios):.2f}, bytes "
+          f"{min(mem):.2f} .. {max(mem):.2f}")
+    _save("bound_estimate", rows)
+
+
+def sparse(args) -> None:
+    """Sparse laws (Dirichlet(0.1): masses down to 1e-38): which solve proves each optimum (the primal
+    LP by simplex or interior point, or the dual LP solved on its own) and which potentials bound it."""
+    from collections import Counter
+
+    from mdtheory.blocks import DraftTree
+
+    cases = [(f"V={V} L={L} K={K}", V, {"n": K, "length": L}) for V, L, K in
+             ((3, 3, 1), (4, 2, 1), (2, 3, 1), (3, 2, 2), (2, 3, 2), (4, 2, 2), (3, 2, 3))]
+    cases += [(f"V=3 tree {b} {smp}", 3, {"tree": DraftTree(b, smp)}) for b, smp in
+              (((2, 2), "iid"), ((2, 2), "wor"), ((2, 1, 1), "wor"), ((3, 1), "wor"))]
+    rows = []
+    print("| instances (20 seeds each) | proven | plan: simplex / ipm / dual LP | bound: primal duals / "
+          "dual LP | raised |")
+    print("|---|---|---|---|---|")
+    for label, V, kw in cases:
+        plan, bound, raised = Counter(), Counter(), []
+        for seed in range(20):
+            target, draft = random_instance(V, seed, 0.1)
+            try:
+                res = md.optimal_block_efficiency(target, draft, **kw)
+            except md.MdtheoryError as err:
+                raised.append((seed, type(err).__name__))
+                continue
+            plan[res.plan_from] += 1
+            bound[res.dual_from] += 1
+        rows.append({"case": label, "plan": dict(plan), "bound": dict(bound), "raised": raised})
+        print(f"| {label} | {sum(plan.values())} | {plan['simplex']} / {plan['ipm']} / {plan['dual LP']} | "
+              f"{bound['primal duals']} / {bound['dual LP']} | {raised or '-'} |")
+    _save("sparse", rows)
+
+
+def lstm_trees(args) -> None:
+    """The bound for draft trees of K = 8 leaves and L = 4 on the char-LSTM (the lstm section's target,
+    drafter and contexts), 1024 expanded nodes per (context, tree)."""
+    from mdtheory.blocks import DraftTree
+    from mdtheory.language.drafters import LSTMLaw, make_drafter, sample_texts
+    from mdtheory.language.lm import META, load_char_lstm
+
+    model = load_char_lstm()
+    target = LSTMLaw(model, 1.0)
+    drafter = make_drafter("ngram", target, np.random.default_rng([0, 1]), temperature=1.2)
+    text = sample_texts(target, 1, 20 + 10 * args.contexts, np.random.default_rng(1), model.vocab[META])[0]
+    shapes = ((8, 1, 1, 1), (4, 2, 1, 1), (2, 2, 2, 1))
+    trees = [DraftTree(b, s) for b in shapes for s in ("iid", "wor")]
+    rows = []
+    print("| context | " + " | ".join(f"{t.branching} {t.sampling}" for t in trees) + " |")
+    print("|---|" + "---|" * len(trees))
+    for c in range(args.contexts):
+        root = tuple(text[:20 + 10 * c].tolist())
+        row = {"context": c}
+        for tree in trees:
+            b = block_efficiency_bound(target, drafter, tree=tree, context=root, expansions=args.expansions)
+            row[repr(tree)] = {"bound": b.value, "exact_caps": b.presence_exact,
+                               "seconds": b.timings["total"]}
+        rows.append(row)
+        print(f"| {c} | " + " | ".join(f"{row[repr(t)]['bound']:.3f}" for t in trees) + " |")
+    means = [f"{t.branching} {t.sampling} {np.mean([r[repr(t)]['bound'] for r in rows]):.3f}" for t in trees]
+    print("\nmeans: " + ", ".join(means))
+    _save("lstm_trees", rows, expansions=args.expansions, drafter="ngram T=1.2", target="char-LSTM T=1.0")
+
+
 def lstm(args) -> None:
     from mdtheory.language.drafters import LSTMLaw, make_drafter, sample_texts
     from mdtheory.language.lm import META, load_char_lstm
@@ -182,7 +335,8 @@ def lstm(args) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("section", choices=("optimum", "verifiers", "sizes", "lstm"))
+    ap.add_argument("section", choices=("optimum", "verifiers", "sizes", "lstm", "trees", "bound-estimate",
+                                               "lstm-trees", "sparse"))
     ap.add_argument("--max-tuples", type=int, default=5000,
                     help="verifiers: skip sizes with more than this many ordered draft tuples V^(KL)")
     ap.add_argument("--contexts", type=int, default=6, help="lstm: contexts")
@@ -194,7 +348,8 @@ def main() -> None:
                     help="lstm: comma list of the verifiers measured")
     ap.add_argument("--tag", default="", help="lstm: suffix of the results file")
     args = ap.parse_args()
-    {"optimum": optimum, "verifiers": verifiers, "sizes": sizes, "lstm": lstm}[args.section](args)
+    {"optimum": optimum, "verifiers": verifiers, "sizes": sizes, "lstm": lstm, "trees": trees,
+     "bound-estimate": bound_estimate, "lstm-trees": lstm_trees, "sparse": sparse}[args.section](args)
 
 
 if __name__ == "__main__":

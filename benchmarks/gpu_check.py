@@ -7,11 +7,12 @@
    solvers) runs there as well as on the CPU.
 2. benchmarks/bench_torch.py's table at the GPU sizes (``--full``), one line per row.
 3. The goals, each with its measured value and whether it is met.
-4. Where the time goes: the profiler's top kernels for one alpha* (1024 x 128000) and one khisti-lp
-   preparation and step (4096 x 32000).
+4. Where the time goes: the profiler's top kernels for one alpha* (1024 x 128000), one khisti-lp
+   preparation and step (4096 x 32000) and one optimal preparation and step (1024 x 32000).
 
-Writes ``torch_cuda.json`` (device name, torch version, the pytest summary, rows, goals) into
-``--out`` (default benchmarks/results/). Meant to finish within 5 minutes on one H100/H200.
+Writes ``torch_<device type>.json`` (``torch_cuda.json`` on a GPU; device name, torch version, the
+pytest summary, rows, goals) into ``--out`` (default benchmarks/results/), so a CPU run never
+overwrites a GPU's results. Meant to finish within 5 minutes on one H100/H200.
 """
 
 from __future__ import annotations
@@ -85,7 +86,7 @@ def goals(rows) -> list[dict]:
 
 
 def profile(device: str) -> dict:
-    """The profiler's kernel table (top 12 by device time) for alpha* and khisti-lp."""
+    """The profiler's kernel table (top 12 by device time) for alpha*, khisti-lp and optimal."""
     from bench_torch import logit_pairs
 
     from mdtheory import torch_bridge as tb
@@ -96,7 +97,9 @@ def profile(device: str) -> dict:
     for label, B, V, fn in [
             ("alpha_star 1024 x 128000", 1024, 128_000, lambda p, q: tb.alpha_star(p, q, 4)),
             ("khisti-lp 4096 x 32000", 4096, 32_000,
-             lambda p, q: tb.TorchKhisti(p, q, 4).step(tb.sample_drafts(q, 4)))]:
+             lambda p, q: tb.TorchKhisti(p, q, 4).step(tb.sample_drafts(q, 4))),
+            ("optimal 1024 x 32000", 1024, 32_000,
+             lambda p, q: tb.TorchOptimal(p, q, 4).step(tb.sample_drafts(q, 4)))]:
         p, q = logit_pairs(B, V, device, torch.float32)
         fn(p, q)
         torch.cuda.synchronize()
@@ -132,8 +135,9 @@ def main():
     report["seconds"] = time.perf_counter() - t0
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "torch_cuda.json").write_text(json.dumps(report, indent=1) + "\n")
-    print(f"wrote {out / 'torch_cuda.json'} in {report['seconds']:.0f} s", flush=True)
+    path = out / f"torch_{torch.device(dev).type}.json"
+    path.write_text(json.dumps(report, indent=1) + "\n")
+    print(f"wrote {path} in {report['seconds']:.0f} s", flush=True)
 
 
 if __name__ == "__main__":

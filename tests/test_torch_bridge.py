@@ -29,8 +29,9 @@ def test_importing_mdtheory_does_not_import_torch():
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("method", ["sort", "select"])
 @pytest.mark.parametrize("dtype,tol", [("float64", ROUNDING), ("float32", FLOAT32)])
-def test_alpha_star_matches_numpy(device, dtype, tol):
+def test_alpha_star_matches_numpy(device, dtype, tol, method):
     rng = np.random.default_rng(0)
     P, Q = rng.dirichlet(np.full(40, 0.5), size=32), rng.dirichlet(np.full(40, 0.5), size=32)
     P[0, :3] = 0
@@ -41,12 +42,45 @@ def test_alpha_star_matches_numpy(device, dtype, tol):
     dt = getattr(torch, dtype)
     for n in (1, 2, 5):
         got = tb.alpha_star(torch.tensor(P, dtype=dt, device=device),
-                            torch.tensor(Q, dtype=dt, device=device), n)
+                            torch.tensor(Q, dtype=dt, device=device), n, method)
         assert got.dtype == dt and got.device.type == device and got.shape == (32,)
         ref = np.array([md.alpha_star(p, q, n) for p, q in zip(P, Q, strict=True)])
         assert np.abs(got.cpu().double().numpy() - ref).max() <= tol
-    single = tb.alpha_star(torch.tensor([1.0, 0.0]), torch.tensor([0.0, 1.0]), 3)
+    single = tb.alpha_star(torch.tensor([1.0, 0.0]), torch.tensor([0.0, 1.0]), 3, method)
     assert single.shape == () and single.item() == 0.0
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_alpha_star_by_selection_is_the_sort_route(device, monkeypatch):
+    """The selection route gives the sort route's value on LLM-like and softmax pairs up to V = 20000,
+    p = q (every ratio in one bin), ratios beyond n and q = 0, n = 1..16; on the LLM-like pairs it
+    sorts a small part of each row only."""
+    rng = np.random.default_rng(17)
+    P, Q = llm_pairs(rng, 6, 20_000)
+    z = rng.normal(size=(4, 20_000)) * 2
+    S, T = (np.exp(x) / np.exp(x).sum(1, keepdims=True) for x in (z, z + rng.normal(size=z.shape)))
+    P, Q = np.vstack([P, S, P[:1]]), np.vstack([Q, T, P[:1]])
+    Q[7, :5000] = 0.0
+    Q[7] /= Q[7].sum()
+    Pt, Qt = torch.tensor(P, device=device), torch.tensor(Q, device=device)
+    for n in (1, 2, 4, 16):
+        ref = tb.alpha_star(Pt, Qt, n, "sort").cpu().numpy()
+        got = tb.alpha_star(Pt, Qt, n, "select").cpu().numpy()
+        assert np.abs(got - ref).max() <= ROUNDING
+        numpy_ref = [md.alpha_star(p, q, n) for p, q in zip(P, Q, strict=True)]
+        assert np.abs(got - numpy_ref).max() <= ROUNDING
+    sizes = []
+    real_sort = torch.sort
+
+    def sort(x, *args, **kw):
+        sizes.append(x.shape[-1])
+        return real_sort(x, *args, **kw)
+
+    monkeypatch.setattr(torch, "sort", sort)
+    assert tb.alpha_star(Pt[:6], Qt[:6], 4, "select").shape == (6,)
+    assert sizes and max(sizes) < 20_000 // 10  # the LLM-like rows: a tenth of the row at most
+    with pytest.raises(md.InvalidInputError, match="method must be one of"):
+        tb.alpha_star(Pt, Qt, 4, "heap")
 
 
 @pytest.mark.parametrize("n", [1, 2, 3, 5])
@@ -349,3 +383,180 @@ def test_large_truncation_goes_to_highs(monkeypatch):
         monkeypatch.setattr(K, "FLOW_S", 8)
         by_highs = np.minimum(p, K.truncated_stage(p, left, q, 20, rest)[1]).sum()
         assert abs(by_paths - by_highs) <= SOLVER
+
+
+# ------------------------------------------------------------------------ optimal, batched on the device
+def _plan_cells(plan, b):
+    """Row b of an optimal plan as {token: {cell position: length}}, read from the stored pieces."""
+    t = {k: v[b].cpu().numpy() for k, v in vars(plan).items()}
+    cells = {}
+    for k, tok in enumerate(t["order"]):
+        got = {k: t["keep"][k]} if t["keep"][k] > 0 else {}
+        for j in range(t["first"][k], t["stop"][k]):
+            c = (t["down_cell"] if t["up"][k] else t["up_cell"])[j]
+            length = t["cum"][j + 1] - t["cum"][j]
+            if length > 0:
+                got[c] = got.get(c, 0.0) + length
+        cells[int(tok)] = got
+    return cells, t["rest"], t["length"]
+
+
+def _candidate_law(cells, rest, length, drafts):
+    """Exact law of the earliest draft of the tuple: on each stretch between cell ends every draft's
+    time has a constant density, so the integrand is a polynomial of degree < n and Gauss-Legendre
+    with n nodes integrates it exactly."""
+    nodes, weights = np.polynomial.legendre.leggauss(len(drafts))
+    ends = np.unique(np.concatenate([rest, rest - length, [0.0, 1.0]]))
+
+    def density_and_cdf(tok, s):  # of 1 - time, in the cells' coordinates
+        total = sum(cells[tok].values())
+        dens, cdf = np.zeros_like(s), np.zeros_like(s)
+        for c, ell in cells[tok].items():
+            lo = rest[c] - length[c]
+            dens += ell * ((s >= lo) & (s < rest[c])) / length[c]
+            cdf += ell * np.clip((s - lo) / length[c], 0.0, 1.0)
+        return dens / total, cdf / total
+
+    law = {}
+    for lo, hi in zip(ends[:-1], ends[1:], strict=True):
+        s = 0.5 * (lo + hi) + 0.5 * (hi - lo) * nodes
+        parts = [density_and_cdf(x, s) for x in drafts]
+        for i, x in enumerate(drafts):
+            f = parts[i][0].copy()
+            for j in range(len(drafts)):
+                if j != i:
+                    f *= parts[j][1]
+            law[x] = law.get(x, 0.0) + 0.5 * (hi - lo) * weights @ f
+    return law
+
+
+def _optimal_instances(rng):
+    for V, n in [(2, 1), (2, 3), (3, 2), (3, 4), (4, 3), (5, 2), (5, 4), (4, 1)]:
+        for case in range(4):
+            p, q = rng.dirichlet(np.full(V, 0.6)), rng.dirichlet(np.full(V, 0.6))
+            if case == 1:
+                q = p.copy()  # alpha* = 1: the marginal must be p
+            elif case == 2:
+                p[0] = 0.0  # a token only the drafter proposes
+                p /= p.sum()
+            elif case == 3 and V > 2:
+                q[1] = 0.0  # a token never drafted
+                q /= q.sum()
+            yield p, q, n
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_optimal_plan_is_exact_by_enumeration(device):
+    """The batched optimal rule on every draft tuple: the candidate's law (integrated exactly) sums to
+    the plan's marginal mu over the tuples, the cells tile time and each token's pieces have total q,
+    the speculative step then outputs p exactly, and its acceptance sum min(p, mu) is alpha*, the
+    numpy optimal rule's exact acceptance."""
+    from itertools import product
+
+    from mdtheory.rules import make_rule
+    from mdtheory.torch_bridge.optimal import optimal_plan
+
+    for p, q, n in _optimal_instances(np.random.default_rng(12)):
+        rule = tb.TorchOptimal(torch.tensor(p[None], device=device), torch.tensor(q[None], device=device), n)
+        cells, rest, length = _plan_cells(rule.plan, 0)
+        for tok in range(p.size):
+            assert abs(sum(cells[tok].values()) - q[tok]) <= ROUNDING
+        tiled = np.zeros(p.size)
+        for got in cells.values():
+            for c, ell in got.items():
+                tiled[c] += ell
+        assert np.abs(tiled - length).max() <= ROUNDING
+        mu = rule.plan.mu[0].cpu().numpy()
+        ratio, res = rule.ratio[0].cpu().numpy(), rule.res[0].cpu().numpy()
+        marginal, output = np.zeros(p.size), np.zeros(p.size)
+        for drafts in product(np.flatnonzero(q > 0), repeat=n):
+            law = _candidate_law(cells, rest, length, [int(x) for x in drafts])
+            weight = np.prod(q[list(drafts)])
+            accept = np.zeros(p.size)
+            for x, v in law.items():
+                marginal[x] += weight * v
+                accept[x] = v * ratio[x]
+            output += weight * (accept + (1.0 - accept.sum()) * res)
+        assert np.abs(marginal - mu).max() <= ROUNDING
+        assert np.abs(output - p).max() <= ROUNDING
+        acceptance = np.minimum(p, mu).sum()
+        assert abs(acceptance - md.alpha_star(p, q, n)) <= ROUNDING
+        assert abs(acceptance - make_rule("optimal", p, q, n).exact_acceptance()) <= ROUNDING
+        direct = optimal_plan(torch.tensor(p[None]), torch.tensor(q[None]), n)
+        assert torch.equal(direct.mu, rule.plan.mu.cpu())
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_optimal_plan_at_large_vocabularies(device):
+    """At V = 2000: every token's pieces have total q, no cell swaps more than its length, mu is a
+    distribution and its acceptance is alpha* on LLM-like pairs, softmax pairs, p = q, tiny masses."""
+    from mdtheory.torch_bridge.optimal import optimal_plan
+
+    rng = np.random.default_rng(13)
+    P, Q = llm_pairs(rng, 4, 2000)
+    z = rng.normal(size=(4, 2000)) * 3
+    S, T = (np.exp(x) / np.exp(x).sum(1, keepdims=True) for x in (z, z + rng.normal(size=z.shape)))
+    P, Q = np.vstack([P, S, P[:1]]), np.vstack([Q, T, P[:1]])
+    P[1, :500] *= 1e-290  # masses far below the rounding of a running sum
+    Q[2, 1000:] = 0.0
+    P, Q = P / P.sum(1, keepdims=True), Q / Q.sum(1, keepdims=True)
+    for n in (1, 2, 4, 16):
+        plan = optimal_plan(torch.tensor(P, device=device), torch.tensor(Q, device=device), n)
+        mu = plan.mu.cpu().numpy()
+        assert np.isfinite(mu).all() and (mu >= 0).all()
+        assert np.abs(mu.sum(1) - 1).max() <= ROUNDING
+        given = (plan.length - plan.keep).cpu().numpy()
+        assert (given >= 0).all() and (plan.keep >= 0).all()
+        pieces = (plan.cum[:, 1:] - plan.cum[:, :-1]).cpu().numpy()
+        assert (pieces >= 0).all()
+        np.testing.assert_allclose(pieces.sum(1) * 2, given.sum(1), rtol=0, atol=ROUNDING)
+        got = np.minimum(P, mu).sum(1)
+        ref = [md.alpha_star(p, q, n) for p, q in zip(P, Q, strict=True)]
+        assert np.abs(got - ref).max() <= ROUNDING
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_optimal_candidates_follow_the_plan(device):
+    """The device sampler: the earliest draft's token, over 200,000 steps, has the plan's law mu
+    (chi-square), on a row with swapped pieces."""
+    from scipy.stats import chisquare
+
+    from mdtheory.torch_bridge.optimal import optimal_plan
+
+    p, q = llm_pairs(np.random.default_rng(14), 1, 12)
+    n, steps = 4, 200_000
+    plan = optimal_plan(torch.tensor(p, device=device), torch.tensor(q, device=device), n)
+    assert int((plan.cum[0, 1:] > plan.cum[0, :-1]).sum()) > 0  # some pieces are swapped
+    gen = torch.Generator(device=device).manual_seed(14)
+    big = plan.repeat_rows(steps)
+    drafts = tb.sample_drafts(torch.tensor(q, device=device).expand(steps, -1), n, gen)
+    cand = drafts.gather(1, big.times(drafts, gen).argmax(1, keepdim=True)).squeeze(-1)
+    counts = np.bincount(cand.cpu().numpy(), minlength=12)
+    mu = plan.mu[0].cpu().numpy()
+    assert (mu * steps >= 5).all()  # no sparse cell to pool
+    expected, observed = mu * steps, counts
+    assert chisquare(observed, expected * observed.sum() / expected.sum()).pvalue >= 1e-4
+
+
+def test_optimal_plan_in_row_blocks_is_the_same(monkeypatch):
+    """On the CPU the plan is built a block of rows at a time: the same tensors as in one piece."""
+    from mdtheory.torch_bridge import optimal as TO
+
+    P, Q = (torch.tensor(x) for x in llm_pairs(np.random.default_rng(15), 7, 50))
+    whole = TO.optimal_plan(P, Q, 3)
+    monkeypatch.setattr(TO, "CPU_CHUNK", 100)  # two rows a block
+    blocks = TO.optimal_plan(P, Q, 3)
+    assert vars(whole).keys() == vars(blocks).keys()
+    assert all(torch.equal(vars(whole)[k], vars(blocks)[k]) for k in vars(whole))
+
+
+def test_optimal_plan_with_torch_sorts_is_the_same(monkeypatch):
+    """The device's route (torch.sort, as on a GPU) gives the plan of the CPU's numpy sorts (no ties
+    in q/p here, so the orders agree)."""
+    from mdtheory.torch_bridge import optimal as TO
+
+    P, Q = (torch.tensor(x) for x in llm_pairs(np.random.default_rng(16), 5, 300))
+    ref = TO.optimal_plan(P, Q, 4)
+    monkeypatch.setattr(TO, "_NUMPY_SORT_ON_CPU", False)
+    got = TO.optimal_plan(P, Q, 4)
+    assert all(torch.equal(vars(ref)[k], vars(got)[k]) for k in vars(ref))

@@ -18,12 +18,19 @@ unexpanded node z of depth j bounds all its descendants at every depth m > j by 
 (explored m-prefixes, and the m-prefixes under each unexpanded shallower node, with that node's p and
 q), exactly, by one sort by q/p. The result is 1 + sum_m min_{j <= m} min(g_j, beta_j), g_m the nested
 bound's mass at depth m. Every value is a valid bound whatever the tree; a complete tree gives the
-alpha*_m bound exactly and, at K = 1, matched the LP optimum on every instance tested.
+alpha*_m bound exactly and, at K = 1, the optimum itself (block verification attains it; proof in
+papers/blocks.md).
+
+A draft tree (branching factors per depth, iid or without-replacement children) replaces the cap
+1 - (1 - q_m(y))^K by P(some path of the tree starts with y) (:mod:`mdtheory.blocks.prefixsets`)
+and K by the number of depth-m nodes b_1 ... b_m in the prefix-set bound of iid trees (left out for
+trees without replacement).
 """
 
 from __future__ import annotations
 
 import heapq
+import math
 import time
 from dataclasses import dataclass, field, fields
 
@@ -33,6 +40,8 @@ from .. import _budget
 from ..errors import InvalidDistributionError, InvalidInputError, MdtheoryError
 from ..result import to_jsonable
 from .markov import Law, _check_length, batched, row_tolerance
+from .prefixsets import prefix_presence, wor_inclusion
+from .trees import DraftTree
 
 __all__ = ["BlockBoundResult", "block_efficiency_bound", "coarse_alpha_bound", "estimate"]
 
@@ -40,7 +49,7 @@ __all__ = ["BlockBoundResult", "block_efficiency_bound", "coarse_alpha_bound", "
 
 @dataclass
 class BlockBoundResult:
-    """A proven upper bound on the optimal block efficiency of K iid drafts of L tokens.
+    """A proven upper bound on the optimal block efficiency of K iid drafts of L tokens (or of a tree).
 
     Attributes
     ----------
@@ -60,6 +69,12 @@ class BlockBoundResult:
         Whether every node of depth < L was expanded: then ``prefix_set`` holds the sequence-level
         alpha*_m themselves.
     drafts, length, V : int
+    tree : DraftTree or None
+        The draft tree, or None for K iid drafts.
+    presence_exact : bool
+        Whether the caps P(some path starts with y) were exact; False where, without replacement,
+        an inclusion probability was replaced by its upper bound
+        (:func:`~mdtheory.blocks.prefixsets.wor_inclusion`; the bound stays valid).
     status : str
         ``"upper-bound"``.
     timings : dict
@@ -76,6 +91,8 @@ class BlockBoundResult:
     drafts: int
     length: int
     V: int
+    tree: DraftTree | None = None
+    presence_exact: bool = True
     status: str = "upper-bound"
     timings: dict = field(default_factory=dict)
 
@@ -92,6 +109,8 @@ class BlockBoundResult:
 
     def to_dict(self) -> dict:
         out = {f.name: getattr(self, f.name) for f in fields(self)}
+        out["tree"] = None if self.tree is None else {"branching": list(self.tree.branching),
+                                                      "sampling": self.tree.sampling}
         out.update(success=self.success, message=self.message)
         return to_jsonable(out)
 
@@ -138,28 +157,45 @@ def _rows(fn, contexts: list[tuple], V: int | None, name: str) -> np.ndarray:
     return rows / rows.sum(axis=1, keepdims=True)
 
 
-#: seconds per depth and per (depth, tree node) of the per-depth sums: measured 3.5e-5 s per depth
-#: with 513 nodes (Sun's toy, 256 expansions, L = 2000 and 20000) on a 2-core x86 machine; the
-#: per-node term is a numpy pass's order of magnitude
-_DEPTH_SECONDS = 3e-5
+#: Per-unit costs of the bound besides the models' own calls, measured on a 2-core x86 machine over
+#: V in {2, 20}, L in {10^3 .. 10^7}, 16 to 1024 expansions (``python benchmarks/bench_blocks.py
+#: bound-estimate``; papers/blocks.md): per expansion (a heap pop, the prefix walk, V children
+#: pushed), per (depth, node) and per depth of the per-depth sums (at most min(L, expansions + 1)
+#: depths: deeper ones repeat the last), and per depth of the (L,) arrays.
+_EXPANSION_SECONDS = 2e-4
+_CHILD_SECONDS = 1e-4
+_DEPTH_SECONDS = 5e-5
 _CELL_SECONDS = 1e-8
+_LENGTH_SECONDS = 2.5e-8
+#: bytes per tree node (eight Python lists and their numpy copies), per depth (the (L,) arrays), and
+#: a fixed working set (the laws' rows and caches)
+_NODE_BYTES = 400.0
+_LENGTH_BYTES = 48.0
+_BASE_BYTES = 1e6
 
 
-def estimate(V: int, length: int, expansions: int) -> _budget.Estimate:
-    """Seconds and bytes of :func:`block_efficiency_bound`: its tree has at most
-    1 + ``expansions`` * V nodes, and the per-depth sums pass over the tree once per depth."""
+def estimate(V: int, length: int, expansions: int, tree: DraftTree | None = None) -> _budget.Estimate:
+    """Seconds and bytes of :func:`block_efficiency_bound` besides the models' calls: its tree has
+    at most 1 + ``expansions`` * V nodes and depth at most ``expansions``; the per-depth sums pass
+    over it once per depth up to that depth (every depth of a given ``tree``)."""
     nodes = 1.0 + float(expansions) * V
+    depths = float(length) if tree is not None else float(min(length, expansions + 1))
+    seconds = (float(expansions) * (_EXPANSION_SECONDS + _CHILD_SECONDS * V)
+               + depths * (_DEPTH_SECONDS + _CELL_SECONDS * nodes) + _LENGTH_SECONDS * float(length))
     return _budget.Estimate(
         f"the block-efficiency bound (V = {V}, L = {length}, {expansions} expansions: up to "
-        f"{nodes:.3g} tree nodes, {length} depths)", (_DEPTH_SECONDS + _CELL_SECONDS * nodes) * float(length),
-        80.0 * nodes + 32.0 * float(length), "fewer expansions or a shorter length")
+        f"{nodes:.3g} tree nodes, {depths:.3g} depths summed)", seconds,
+        _BASE_BYTES + _NODE_BYTES * nodes + _LENGTH_BYTES * float(length),
+        "fewer expansions or a shorter length")
 
 
-def block_efficiency_bound(target: Law, draft: Law, n: int, length: int, *, context: tuple = (),
+def block_efficiency_bound(target: Law, draft: Law, n: int | None = None, length: int | None = None, *,
+                           tree: DraftTree | None = None, context: tuple = (),
                            expansions: int = 256, batch: int = 64,
                            max_seconds: float = _budget.MAX_SECONDS,
                            max_bytes: float = _budget.MAX_BYTES) -> BlockBoundResult:
-    """A proven upper bound on the optimal E|B| of ``n`` iid drafts of ``length`` tokens after ``context``.
+    """A proven upper bound on the optimal E|B| of ``n`` iid drafts of ``length`` tokens (or of a draft
+    tree) after ``context``.
 
     Parameters
     ----------
@@ -169,7 +205,15 @@ def block_efficiency_bound(target: Law, draft: Law, n: int, length: int, *, cont
         :class:`~mdtheory.language.drafters.NGramLaw`), or any object with
         a ``batch(contexts) -> (B, V)`` method.
     n, length : int
-        K and L.
+        K and L (optional with ``tree``; if given they must be the tree's).
+    tree : DraftTree, optional
+        Draw the drafts as this tree (iid or without-replacement children, branching factors per
+        depth; :class:`~mdtheory.blocks.trees.DraftTree`). The nested recursion's cap
+        1 - (1 - q_m(y))^K becomes P(some path of the tree starts with y)
+        (:func:`~mdtheory.blocks.prefixsets.prefix_presence`); the prefix-set bound uses
+        b_1 ... b_m iid nodes at depth m for iid trees and is left out (1) for trees without
+        replacement at depths with more than one node (papers/blocks.md, "Draft trees in the bound").
+        Default: K iid drafts, the tree (K, 1, ..., 1).
     context : tuple of int
         The text before the block (the root of the prefix tree).
     expansions : int
@@ -203,6 +247,15 @@ def block_efficiency_bound(target: Law, draft: Law, n: int, length: int, *, cont
     (20.0, 21.0, True)
     """
     t0 = time.perf_counter()
+    if tree is not None:
+        if not isinstance(tree, DraftTree):
+            raise InvalidInputError(f"tree must be a DraftTree, got {tree!r}")
+        for value, name, own in ((n, "n", tree.n), (length, "length", tree.length)):
+            if value is not None and _check_length(value, name) != own:
+                raise InvalidInputError(f"{name} = {value} does not match {tree!r} ({name} = {own})")
+        n, length = tree.n, tree.length
+    if n is None or length is None:
+        raise InvalidInputError("give n and length (K iid drafts of L tokens), or a tree")
     n, length = _check_length(n, "n"), _check_length(length)
     expansions = _check_length(expansions, "expansions")
     batch = _check_length(batch, "batch")
@@ -214,9 +267,12 @@ def block_efficiency_bound(target: Law, draft: Law, n: int, length: int, *, cont
     pt, qd = batched(target), batched(draft)
     spent = 0.0
 
-    # the tree: parent, token, depth, p_m, q_m and the nested bound G of every node; node 0 the root
+    # the tree: parent, token, depth, p_m, q_m, the step into the node (q(v | u) for iid trees, v's
+    # inclusion among its siblings without replacement) and the nested bound G of every node; node 0
+    # the root
     parent, token, depth = [-1], [-1], [0]
-    pm, qm, G = [1.0], [1.0], [1.0]
+    pm, qm, G, step = [1.0], [1.0], [1.0], [1.0]
+    exact = True
     expanded = [False]
     heap = [(-float(length), 0)]
     done, V = 0, None
@@ -237,22 +293,39 @@ def block_efficiency_bound(target: Law, draft: Law, n: int, length: int, *, cont
         P = _rows(pt, ctx, V, "target")
         if V is None:
             V = P.shape[1]
-            _budget.require(estimate(V, length, expansions), max_seconds, max_bytes=max_bytes)
+            _budget.require(estimate(V, length, expansions, tree), max_seconds, max_bytes=max_bytes)
         Q = _rows(qd, ctx, V, "draft")
         spent += time.perf_counter() - s
         for i, prow, qrow in zip(take, P, Q, strict=True):
             expanded[i] = True
             v = np.nonzero((prow > 0) | (qrow > 0))[0]
             cp, cq = pm[i] * prow[v], qm[i] * qrow[v]
-            with np.errstate(divide="ignore"):
-                cg = np.minimum(G[i] * prow[v], -np.expm1(n * np.log1p(-np.minimum(cq, 1.0))))
-            first, d = len(parent), depth[i] + 1
+            d = depth[i] + 1
+            if tree is None:    # K iid drafts: 1 - (1 - q_m)^K
+                cs = qrow[v]
+                with np.errstate(divide="ignore"):
+                    cover = -np.expm1(n * np.log1p(-np.minimum(cq, 1.0)))
+            else:
+                if tree.sampling == "wor":
+                    incl, is_exact = wor_inclusion(qrow, tree.branching[d - 1])
+                    exact = exact and is_exact
+                    cs = incl[v]
+                else:
+                    cs = qrow[v]
+                chain, j = [], i
+                while j > 0:
+                    chain.append(step[j])
+                    j = parent[j]
+                cover = prefix_presence(tree, chain[::-1] + [cs])
+            cg = np.minimum(G[i] * prow[v], cover)
+            first = len(parent)
             parent.extend([i] * v.size)
             token.extend(v.tolist())
             depth.extend([d] * v.size)
             pm.extend(cp.tolist())
             qm.extend(cq.tolist())
             G.extend(cg.tolist())
+            step.extend(np.asarray(cs, dtype=np.float64).tolist())
             expanded.extend([False] * v.size)
             if d < length:
                 for j, g in enumerate(cg.tolist()):
@@ -264,13 +337,22 @@ def block_efficiency_bound(target: Law, draft: Law, n: int, length: int, *, cont
     pm_a, qm_a, exp_a = np.array(pm), np.array(qm), np.array(expanded)
     nested, beta = np.ones(length), np.ones(length)
     cells = np.zeros(length, dtype=np.int64)
-    for m in range(1, length + 1):
+    # past the tree's deepest node D every depth m > D has the same cells (the unexpanded nodes) and,
+    # for K iid drafts, the same number of drafts: depths D + 2 .. L repeat depth D + 1
+    top = length if tree is not None else min(length, int(depth_a.max()) + 1)
+    for m in range(1, top + 1):
         cell = (depth_a == m) | ((depth_a < m) & ~exp_a)
         nested[m - 1] = min(1.0, float(G_a[cell].sum()))
-        beta[m - 1] = coarse_alpha_bound(pm_a[cell], qm_a[cell], n)[0]
+        # nodes of the tree at depth m: b_1 ... b_m, iid as the prefix-set bound needs them (K iid
+        # drafts: K)
+        width = n if tree is None else math.prod(tree.branching[:m])
+        if tree is None or tree.sampling == "iid" or width == 1:
+            beta[m - 1] = coarse_alpha_bound(pm_a[cell], qm_a[cell], width)[0]
         cells[m - 1] = int(cell.sum())
+    nested[top:], beta[top:], cells[top:] = nested[top - 1], beta[top - 1], cells[top - 1]
     acceptance = np.minimum.accumulate(np.minimum(nested, beta))
     return BlockBoundResult(
         value=float(1.0 + acceptance.sum()), acceptance=acceptance, nested=nested, prefix_set=beta,
         cells=cells, expansions=done, complete=not heap, drafts=n, length=length, V=int(V or 0),
+        tree=tree, presence_exact=exact,
         timings={"laws": spent, "total": time.perf_counter() - t0})

@@ -12,7 +12,9 @@ E|B| is the value of the LP
 
 with π(X, B) present only when b_{1:k} is a prefix of a draft in X. The drafts are exchangeable, so X
 runs over multisets of draft sequences (a plan for ordered tuples is obtained by giving every ordering
-of a multiset the multiset's conditional law). Feasibility (token-by-token verification is a feasible
+of a multiset the multiset's conditional law). For a draft tree X runs over the tree's prefix sets
+(its distinct root-to-leaf paths, :mod:`mdtheory.blocks.prefixsets`), which determine the allowed
+blocks. Feasibility (token-by-token verification is a feasible
 point), weak duality and the certificate are in papers/blocks.md.
 
 The value is proven as at the front door: the plan is checked for validity, non-negativity, its
@@ -45,8 +47,11 @@ from .markov import (
     sequence_probs,
     vocabulary_size,
 )
+from .prefixsets import count_prefix_sets, estimate_law, prefix_set_law
+from .trees import DraftTree
 
-__all__ = ["BlockOptimumResult", "optimal_block_efficiency", "estimate", "lp_size", "dual_bound"]
+__all__ = ["BlockOptimumResult", "optimal_block_efficiency", "estimate", "tree_estimate", "lp_size",
+           "tree_lp_size", "dual_bound"]
 
 # Measured on a 2-core x86 machine (HiGHS 1.x, dual simplex), fitted by a power law; a factor of a
 # few either way (see mdtheory._budget).
@@ -57,7 +62,7 @@ _COLUMN_BYTES = 400.0   # plan, matrix and HiGHS working set, per column
 
 @dataclass
 class BlockOptimumResult:
-    """The optimal block efficiency of K iid drafts of length L, with its certificates.
+    """The optimal block efficiency of K iid drafts of length L (or of a draft tree), with its certificates.
 
     Attributes
     ----------
@@ -68,12 +73,15 @@ class BlockOptimumResult:
         ``acceptance[m - 1]`` = P(k >= m): the probability that the optimal verifier accepts at least
         m draft tokens, m = 1..L.
     drafts, length, V : int
-        K, L and the vocabulary size.
+        K (a tree's number of root-to-leaf paths), L and the vocabulary size.
+    tree : DraftTree or None
+        The draft tree, or None for K iid drafts (the multiset route).
     status : str
         ``"optimal"``: the plan is valid (``validity_tv``) and meets the dual bound within
         :data:`~mdtheory.certify.CERT_TOL`. A solve that cannot be proven raises instead.
     upper_bound : float
-        The weak-duality bound recomputed from the LP's validity duals (:func:`dual_bound`).
+        The weak-duality bound recomputed from potentials w (:func:`dual_bound`): the LP's duals, or
+        the dual LP's solution where those do not prove the plan (``dual_from``).
     certificate_gap : float
         ``upper_bound - value``.
     validity_tv : float
@@ -82,9 +90,11 @@ class BlockOptimumResult:
     marginal_error, min_mass : float
         The plan's largest deviation from the draft marginals Q(X), and its smallest entry.
     support : ndarray of int, (M, K, L)
-        The draft multisets with positive probability (each as K sorted draft sequences).
+        The draft multisets with positive probability (each as K sorted draft sequences); for a tree,
+        its prefix sets (each as its sorted distinct root-to-leaf paths, the last repeated up to K).
     support_probs : ndarray, (M,)
-        Their probabilities Q(X) (with the multiplicity of their orderings).
+        Their probabilities Q(X) (with the multiplicity of their orderings; for a tree the
+        probability of drawing that prefix set).
     blocks : list of tuple
         Every block the plan can emit, indexing the columns of ``plan``.
     plan : scipy.sparse.csr_matrix, (M, len(blocks))
@@ -93,10 +103,18 @@ class BlockOptimumResult:
     block_law : dict
         The law of the emitted block, ``{block: probability}`` (positive entries).
     lp : dict
-        The LP's size: ``multisets``, ``variables``, ``rows``, ``nonzeros``.
+        The LP's size: ``multisets`` (for a tree: its prefix sets), ``variables``, ``rows``,
+        ``nonzeros``.
     presolve : str
-        ``"on"``, or ``"off"`` when the LP had to be re-solved without presolve because HiGHS's
-        presolve did not return an optimum (it declares some of these feasible LPs infeasible).
+        ``"on"``, or ``"off"`` when the LP that gave the plan had to be re-solved without presolve
+        because HiGHS's presolve did not return an optimum (it declares some of these feasible LPs
+        infeasible).
+    plan_from : str
+        Which solve gave the plan: ``"simplex"``, ``"ipm"`` (the primal LP) or ``"dual LP"`` (the row
+        duals of :func:`_dual_lp`, solved when the primal LP did not prove its answer).
+    dual_from : str
+        Where the bound's potentials came from: ``"primal duals"`` (the primal LP's row duals) or
+        ``"dual LP"``.
     timings : dict
         Seconds by phase (``build``, ``solve and certify``, ``total``).
     """
@@ -106,6 +124,7 @@ class BlockOptimumResult:
     drafts: int
     length: int
     V: int
+    tree: DraftTree | None
     status: str
     upper_bound: float
     certificate_gap: float
@@ -119,6 +138,8 @@ class BlockOptimumResult:
     block_law: dict
     lp: dict
     presolve: str
+    plan_from: str = "simplex"
+    dual_from: str = "primal duals"
     timings: dict = field(default_factory=dict)
 
     @property
@@ -133,16 +154,22 @@ class BlockOptimumResult:
 
     def to_dict(self) -> dict:
         """Every field (the plan as ``{"rows", "cols", "mass"}`` triplets, the block law as a list of
-        ``{"block", "probability"}``), plus ``success`` and ``message``, as JSON-ready objects."""
+        ``{"block", "probability"}``, the tree as ``{"branching", "sampling"}`` or None), plus
+        ``success`` and ``message``, as JSON-ready objects."""
         out = {f.name: getattr(self, f.name) for f in fields(self)}
         coo = self.plan.tocoo()
         out["plan"] = {"rows": coo.row, "cols": coo.col, "mass": coo.data}
         out["block_law"] = [{"block": list(b), "probability": p} for b, p in self.block_law.items()]
+        out["tree"] = _tree_dict(self.tree)
         out.update(success=self.success, message=self.message)
         return to_jsonable(out)
 
     def __float__(self) -> float:
         return float(self.value)
+
+
+def _tree_dict(tree: DraftTree | None) -> dict | None:
+    return None if tree is None else {"branching": list(tree.branching), "sampling": tree.sampling}
 
 
 def lp_size(V: int, n: int, length: int) -> dict:
@@ -181,6 +208,55 @@ def estimate(V: int, n: int, length: int) -> _budget.Estimate:
         f"the block-efficiency LP (V = {V}, K = {n}, L = {length}: {size['multisets']} draft multisets, "
         f"{cols} variables, {size['nonzeros']} nonzeros)", seconds, _COLUMN_BYTES * cols,
         "the bound mdtheory.blocks.bound.block_efficiency_bound fits any size")
+
+
+def tree_lp_size(V: int, tree: DraftTree) -> dict:
+    """Upper bounds on the LP's size for a draft tree, from (V, tree) alone: prefix sets
+    (:func:`~mdtheory.blocks.prefixsets.count_prefix_sets`, as a float: it may be astronomically
+    large), variables (each prefix set has at most min(b_1 ... b_k, V^k) nodes of depth k, each
+    followed by V tokens, plus one aggregate per block), rows and nonzeros."""
+    length = tree.length
+    M = math.exp(min(count_prefix_sets(V, tree)[0], 700.0))
+    nodes, width = 1, 1
+    for k in range(1, length + 1):
+        width *= tree.branching[k - 1]
+        nodes += min(width, V ** k)
+    blocks = sum(V ** j for j in range(1, length + 2))
+    pi = M * V * nodes
+    return {"prefix_sets": M, "variables": pi + blocks, "rows": M + blocks + V ** (length + 1),
+            "nonzeros": 2 * pi + blocks + (length + 1) * V ** (length + 1)}
+
+
+def tree_estimate(V: int, tree: DraftTree) -> _budget.Estimate:
+    """Seconds and bytes of :func:`optimal_block_efficiency` on a draft tree: the prefix-set law
+    (:func:`~mdtheory.blocks.prefixsets.estimate_law`) plus the LP (columns as :func:`estimate`)."""
+    law_seconds, log_sets = estimate_law(V, tree)
+    what = f"the block-efficiency LP of {tree!r} (V = {V}"
+    hint = "the bound mdtheory.blocks.bound.block_efficiency_bound(..., tree=) fits any size"
+    if log_sets > _LOG2_CAP * math.log(2):
+        return _budget.Estimate(f"{what}: up to 2^{log_sets / math.log(2):.3g} prefix sets)", math.inf,
+                                math.inf, hint)
+    size = tree_lp_size(V, tree)
+    cols = float(size["variables"])
+    seconds = law_seconds + _LP_COLUMN * cols ** 1.32 + _BUILD_COLUMN * cols
+    return _budget.Estimate(f"{what}: up to {size['prefix_sets']:.4g} prefix sets, {cols:.4g} variables)",
+                            seconds, _COLUMN_BYTES * cols + 200.0 * size["prefix_sets"] * tree.n, hint)
+
+
+def _tree_members(draft, tree: DraftTree, V: int) -> tuple[np.ndarray, np.ndarray]:
+    """The prefix sets of the tree's draws as (M, K) sorted path indices (a set of j < K paths padded
+    by repeating its last path) and their probabilities."""
+    law = prefix_set_law(draft, tree, V)
+    base = V ** np.arange(tree.length - 1, -1, -1)
+    members = np.zeros((len(law), tree.n), dtype=np.int64)
+    probs = np.zeros(len(law))
+    for i, (paths, w) in enumerate(law.items()):
+        idx = sorted(int(np.dot(path, base)) for path in paths)
+        members[i, :len(idx)] = idx
+        members[i, len(idx):] = idx[-1]
+        probs[i] = w
+    order = np.lexsort(members.T[::-1])
+    return members[order], probs[order]
 
 
 def _check_laws(target, draft) -> int:
@@ -353,6 +429,93 @@ def dual_bound(w: np.ndarray, target: Law, drafts: np.ndarray, probs: np.ndarray
     return total
 
 
+def _dual_lp(row, bid, blen, probs, ttables, offsets, M: int, V: int,
+            length: int) -> tuple[np.ndarray, np.ndarray, str] | None:
+    """Potentials w on V^(L+1) and a plan from the dual LP solved as an LP of its own, in its natural
+    variables: ``(w, plan entries, presolve)``, or None if HiGHS does not solve it.
+
+    The dual of the block-efficiency LP is
+
+    .. math:: \\min_{W, u} \\sum_v p(v) W(v) + \\sum_X Q(X) u_X \\quad\\text{s.t.}\\quad
+              u_X + W(B) \\ge |B| \\text{ for allowed } (X, B),\\;
+              W(a) = \\sum_v p(v \\mid a) W(av) \\text{ for } |a| \\le L,
+
+    with W and u free; w is W on the full-length blocks. Its variables are O(1) (a potential per
+    block, tokens to go), where the primal's duals of the scaled validity rows must be divided by
+    p(y) down to 1e-38; the coefficients p(v | a) that HiGHS drops (under 1e-12) move W by at most
+    that times |W|, and :func:`dual_bound` recomputes W from w with every coefficient anyway. The
+    duals of its rows u_X + W(B) >= |B| are a plan pi(X, B) (the primal), checked like any other.
+    Used when the primal LP does not prove its answer (HiGHS may fail on the scaled primal where the
+    masses span 1e-38..1, or map its duals back inaccurately).
+    """
+    import highspy
+    from scipy import sparse
+
+    from .._highs import FEAS_TOL, _new_highs
+
+    nB = int(offsets[-1])
+    npi = row.size
+    # inequality rows u_X + W(B) >= |B|; columns: W (nB), then u (M)
+    r = np.concatenate([np.arange(npi), np.arange(npi)])
+    c = np.concatenate([bid, nB + row])
+    v = np.ones(2 * npi)
+    # equality rows W(a) - sum_v p(v | a) W(av) = 0 for blocks a of length j = 1..L
+    eq_r, eq_c, eq_v = [], [], []
+    first = npi
+    for j in range(1, length + 1):
+        count = V ** j
+        ids = np.arange(count)
+        eq_r.append(first + ids)
+        eq_c.append(offsets[j - 1] + ids)
+        eq_v.append(np.ones(count))
+        eq_r.append(np.repeat(first + ids, V))
+        eq_c.append(offsets[j] + np.arange(count * V))
+        eq_v.append(-np.asarray(ttables[j], dtype=np.float64).reshape(-1))
+        first += count
+    r = np.concatenate([r, *eq_r])
+    c = np.concatenate([c, *eq_c])
+    v = np.concatenate([v, *eq_v])
+    keep = v != 0
+    A = sparse.csc_matrix((v[keep], (r[keep], c[keep])), shape=(first, nB + M))
+    lower = np.concatenate([np.asarray(blen, dtype=np.float64), np.zeros(first - npi)])
+    upper = np.concatenate([np.full(npi, highspy.kHighsInf), np.zeros(first - npi)])
+    cost = np.zeros(nB + M)
+    cost[:V] = np.asarray(ttables[0][0], dtype=np.float64)
+    cost[nB:] = probs
+    lp = highspy.HighsLp()
+    lp.num_col_, lp.num_row_ = nB + M, first
+    lp.col_cost_ = cost
+    # shifting every W by t and every u by -t changes the objective by t (sum p - sum Q), zero up to
+    # rounding, which may make the LP "unbounded": one u is fixed at 0 (no loss in exact arithmetic)
+    col_lower = np.full(nB + M, -highspy.kHighsInf)
+    col_upper = np.full(nB + M, highspy.kHighsInf)
+    col_lower[nB + int(np.argmax(probs))] = col_upper[nB + int(np.argmax(probs))] = 0.0
+    lp.col_lower_ = col_lower
+    lp.col_upper_ = col_upper
+    lp.row_lower_ = lower
+    lp.row_upper_ = upper
+    lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
+    lp.a_matrix_.start_ = A.indptr.astype(np.int32)
+    lp.a_matrix_.index_ = A.indices.astype(np.int32)
+    lp.a_matrix_.value_ = A.data.astype(np.float64)
+    for presolve in ("on", "off"):
+        h = _new_highs()
+        h.setOptionValue("output_flag", False)
+        h.setOptionValue("threads", 1)
+        h.setOptionValue("primal_feasibility_tolerance", FEAS_TOL)
+        h.setOptionValue("dual_feasibility_tolerance", FEAS_TOL)
+        h.setOptionValue("presolve", presolve)
+        h.setOptionValue("solver", "simplex")
+        h.passModel(lp)
+        h.run()
+        if h.getModelStatus() == highspy.HighsModelStatus.kOptimal:
+            sol = h.getSolution()
+            plan = np.asarray(sol.row_dual)[:npi]
+            plan = plan if plan.sum() >= 0 else -plan       # HiGHS's sign convention, either way
+            return np.asarray(sol.col_value)[int(offsets[length]):nB], plan, presolve
+    return None
+
+
 def _check_plan(plan, blocks: list, drafts: np.ndarray, probs: np.ndarray):
     """Smallest entry, largest marginal error, and that every positive entry's block starts with a
     prefix of one of the row's drafts (raises SolverError otherwise)."""
@@ -369,21 +532,32 @@ def _check_plan(plan, blocks: list, drafts: np.ndarray, probs: np.ndarray):
     return min_mass, marginal
 
 
-def optimal_block_efficiency(target: Law, draft: Law, n: int, length: int, *,
+def optimal_block_efficiency(target: Law, draft: Law, n: int | None = None, length: int | None = None, *,
+                             tree: DraftTree | None = None,
                              max_seconds: float = _budget.MAX_SECONDS,
                              max_bytes: float = _budget.MAX_BYTES) -> BlockOptimumResult:
-    """The largest block efficiency E|B| of any valid verifier of ``n`` iid drafts of ``length`` tokens.
+    """The largest block efficiency E|B| of any valid verifier of ``n`` iid drafts of ``length`` tokens,
+    or of a draft tree.
 
     Parameters
     ----------
     target, draft : callable
         Next-token laws ``law(context: tuple[int, ...]) -> ndarray (V,)`` (the root context is ``()``).
     n : int
-        Number of drafts K, each drawn autoregressively from ``draft`` at the root.
+        Number of drafts K, each drawn autoregressively from ``draft`` at the root (with ``tree``:
+        optional, and if given it must be the tree's number of root-to-leaf paths).
     length : int
-        Draft length L (the block has at most L + 1 tokens).
+        Draft length L (the block has at most L + 1 tokens; with ``tree``: optional, its depth).
+    tree : DraftTree, optional
+        Draw the drafts as this tree (:class:`~mdtheory.blocks.trees.DraftTree`: at each node the
+        children drawn from the draft's law there, iid or without replacement, with branching
+        factors per depth; the object the traversal verifier takes). The LP then runs over the
+        tree's *prefix sets* (its distinct root-to-leaf paths), which carry everything a verifier may
+        use (:mod:`mdtheory.blocks.prefixsets`). ``DraftTree((K, 1, ..., 1), "iid")`` is K iid
+        drafts by this second route.
     max_seconds, max_bytes : float
-        Refuse, before any work, an LP whose estimate (:func:`estimate`) exceeds these.
+        Refuse, before any work, an LP whose estimate (:func:`estimate`, :func:`tree_estimate`)
+        exceeds these.
 
     Returns
     -------
@@ -405,21 +579,41 @@ def optimal_block_efficiency(target: Law, draft: Law, n: int, length: int, *,
     >>> res = optimal_block_efficiency(*sun_toy(), n=1, length=2)
     >>> round(res.value * 9, 9), res.success
     (20.0, True)
+
+    A tree of two tokens then one each, children without replacement (the two first tokens differ):
+
+    >>> res = optimal_block_efficiency(*sun_toy(), tree=DraftTree((2, 1), "wor"))
+    >>> res.lp["multisets"], round(res.value, 6)
+    (4, 2.888889)
     """
     from scipy import sparse
 
     t0 = time.perf_counter()
+    if tree is not None:
+        if not isinstance(tree, DraftTree):
+            raise InvalidInputError(f"tree must be a DraftTree, got {tree!r}")
+        for value, name, own in ((n, "n", tree.n), (length, "length", tree.length)):
+            if value is not None and _check_length(value, name) != own:
+                raise InvalidInputError(f"{name} = {value} does not match {tree!r} ({name} = {own})")
+        n, length = tree.n, tree.length
+    if n is None or length is None:
+        raise InvalidInputError("give n and length (K iid drafts of L tokens), or a tree")
     n = _check_length(n, "n")
     length = _check_length(length)
     V = _check_laws(target, draft)
     target, draft = context_law(target), context_law(draft)
-    _budget.require(estimate(V, n, length), max_seconds, max_bytes=max_bytes)
+    _budget.require(estimate(V, n, length) if tree is None else tree_estimate(V, tree), max_seconds,
+                    max_bytes=max_bytes)
 
     L1 = length + 1
     ttables = conditional_tables(target, V, L1)
     p_full = sequence_probs(target, V, L1, ttables)
     cont = continuation_probs(target, V, L1, ttables)
-    members, drafts, probs = draft_multisets(draft, n, length, V)
+    if tree is None:
+        members, drafts, probs = draft_multisets(draft, n, length, V)
+    else:
+        members, probs = _tree_members(draft, tree, V)
+        drafts = all_sequences(V, length)[members]
     keep = probs > 0
     members, drafts, probs = members[keep], drafts[keep], probs[keep]
     M = members.shape[0]
@@ -432,49 +626,68 @@ def optimal_block_efficiency(target: Law, draft: Law, n: int, length: int, *,
 
     p_block = np.concatenate([sequence_probs(target, V, j, ttables[:j]) for j in range(1, L1 + 1)])
     col_scale = np.concatenate([probs[row], np.where(p_block > 0, p_block, 1.0)])
-    # the simplex method first (its duals are basic, hence exact up to rounding), then interior point
-    # with crossover; the first answer proven is kept, else the one with the smallest gap is reported
-    failures, best = [], None
+    blocks = _block_tuples(V, length)
+    lengths = np.array([len(b) for b in blocks])
+
+    def checked(x_pi: np.ndarray, source: str, presolve: str) -> dict:
+        """The plan's own certificate, independent of the LP's matrix."""
+        plan = sparse.csr_matrix((x_pi, (row, bid)), shape=(M, nB))
+        plan.sum_duplicates()
+        min_mass, marginal = _check_plan(plan, blocks, drafts, probs)
+        law_of_b = np.asarray(plan.sum(axis=0)).ravel()
+        block_law = {blocks[i]: float(law_of_b[i]) for i in np.nonzero(law_of_b)[0]}
+        tv = block_law_tv(block_law, target, length, V)
+        return {"plan": plan, "min_mass": min_mass, "marginal": marginal, "block_law": block_law, "tv": tv,
+                "value": float(law_of_b @ lengths), "from": source, "presolve": presolve,
+                "acceptance": np.array([law_of_b[lengths >= m + 1].sum() for m in range(1, L1)]),
+                "valid": tv <= CERT_TOL and marginal <= CERT_TOL and min_mass >= -CERT_TOL}
+
+    # Candidates: plans (each checked on its own) and upper bounds (each valid by weak duality, from
+    # any potentials). The simplex method first (its duals are basic, hence exact up to rounding), then
+    # interior point with crossover, then the dual LP solved on its own (its row duals are a plan);
+    # stop once the best valid plan meets the smallest bound.
+    plans, uppers, failures = [], [], []
+
+    def proven() -> bool:
+        good = [c for c in plans if c["valid"]]
+        return bool(good) and min(u for u, _ in uppers) - max(c["value"] for c in good) <= CERT_TOL
+
     for method in ("simplex", "ipm"):
         try:
             x, row_dual, row_factor, presolve = _solve(cost, A, rhs, col_scale, method)
         except SolverError as err:
             failures.append(err)
             continue
-
-        # certificate: the plan, checked on its own
-        plan = sparse.csr_matrix((x[:npi], (row, bid)), shape=(M, nB))
-        plan.sum_duplicates()
-        blocks = _block_tuples(V, length)
-        min_mass, marginal = _check_plan(plan, blocks, drafts, probs)
-        law_of_b = np.asarray(plan.sum(axis=0)).ravel()
-        block_law = {blocks[i]: float(law_of_b[i]) for i in np.nonzero(law_of_b)[0]}
-        tv = block_law_tv(block_law, target, length, V)
-        lengths = np.array([len(b) for b in blocks])
-        value = float(law_of_b @ lengths)
-        acceptance = np.array([law_of_b[lengths >= m + 1].sum() for m in range(1, L1)])
-        # and the bound: weak duality holds for any w, so both sign conventions of HiGHS's duals are tried,
-        # with w read off two rows of the dual: the validity rows' duals (the dropped, implied row has
-        # potential 0), and the aggregate rows' duals of the full-length blocks, which equal -w at a dual
-        # optimum and are the accurate ones where p(y) is tiny (w_y is a scaled dual divided by p(y))
+        plans.append(checked(x[:npi], method, presolve))
+        # both sign conventions of HiGHS's duals are tried, with w read off two rows of the dual: the
+        # validity rows' duals (the dropped, implied row has potential 0), and the aggregate rows'
+        # duals of the full-length blocks, which equal -w at a dual optimum and are the accurate ones
+        # where p(y) is tiny (w_y is a scaled dual divided by p(y)); and entry by entry the one whose
+        # row factor (the factor its scaled dual's error is multiplied by) is smaller
         w_valid = np.append(row_dual[M + nB:], 0.0)
         w_blocks = -row_dual[M + int(offsets[length]):M + nB]
-        # entry by entry, the one whose row factor (the factor its scaled dual's error is multiplied by)
-        # is smaller
         f_valid = np.append(row_factor[M + nB:], np.inf)
         w_mixed = np.where(row_factor[M + int(offsets[length]):M + nB] < f_valid, w_blocks, w_valid)
-        upper = min(dual_bound(s * w, target, drafts, probs, V, length)
-                    for w in (w_valid, w_blocks, w_mixed) for s in (1.0, -1.0))
-        gap = upper - value
-        proven = tv <= CERT_TOL and marginal <= CERT_TOL and min_mass >= -CERT_TOL and abs(gap) <= CERT_TOL
-        if best is None or proven or abs(gap) < abs(best[-1]):
-            best = (x, presolve, plan, blocks, min_mass, marginal, block_law, tv, value, acceptance,
-                    upper, gap)
-        if proven:
+        uppers.append((min(dual_bound(sgn * w, target, drafts, probs, V, length)
+                           for w in (w_valid, w_blocks, w_mixed) for sgn in (1.0, -1.0)), "primal duals"))
+        if proven():
             break
-    if best is None:
-        raise failures[-1]
-    x, presolve, plan, blocks, min_mass, marginal, block_law, tv, value, acceptance, upper, gap = best
+    if not proven():
+        # the primal's duals, mapped back from the scaled LP, may not be accurate enough, or HiGHS
+        # may fail on the scaled primal where masses span 1e-38..1: the dual LP in its own variables
+        dual = _dual_lp(row, bid, blen, probs, ttables, offsets, M, V, length)
+        if dual is not None:
+            w, x_dual, presolve = dual
+            uppers.append((dual_bound(w, target, drafts, probs, V, length), "dual LP"))
+            plans.append(checked(x_dual, "dual LP", presolve))
+    if not plans:
+        raise failures[-1] if failures else SolverError("HiGHS solved neither the block-efficiency LP nor "
+                                                        "its dual")
+    good = [c for c in plans if c["valid"]]
+    best = max(good, key=lambda c: c["value"]) if good else min(plans, key=lambda c: c["tv"] + c["marginal"])
+    upper, dual_from = min(uppers) if uppers else (math.inf, "none")
+    value, tv, marginal, min_mass = best["value"], best["tv"], best["marginal"], best["min_mass"]
+    gap = upper - value
     t3 = time.perf_counter()
     if tv > CERT_TOL or marginal > CERT_TOL or min_mass < -CERT_TOL or abs(gap) > CERT_TOL:
         raise OptimalityGapError(
@@ -483,9 +696,9 @@ def optimal_block_efficiency(target: Law, draft: Law, n: int, length: int, *,
             f"smallest entry {min_mass:.2e}, dual bound {upper:.12g} vs plan value {value:.12g}",
             lower=value - max(tv, marginal) * L1, upper=upper)
     return BlockOptimumResult(
-        value=value, acceptance=acceptance, drafts=n, length=length, V=V, status="optimal",
+        value=value, acceptance=best["acceptance"], drafts=n, length=length, V=V, tree=tree, status="optimal",
         upper_bound=upper, certificate_gap=gap, validity_tv=tv, marginal_error=marginal, min_mass=min_mass,
-        support=drafts, support_probs=probs, blocks=blocks, plan=plan, block_law=block_law,
+        support=drafts, support_probs=probs, blocks=blocks, plan=best["plan"], block_law=best["block_law"],
         lp={"multisets": int(M), "variables": int(npi + nB), "rows": int(A.shape[0]), "nonzeros": int(A.nnz)},
-        presolve=presolve,
+        presolve=best["presolve"], plan_from=best["from"], dual_from=dual_from,
         timings={"build": t1 - t0, "solve and certify": t3 - t1, "total": t3 - t0})

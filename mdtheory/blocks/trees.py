@@ -239,17 +239,18 @@ class DraftTree:
         yield from grow([(0, 0, ())], 1)
 
     def _child_draws(self, q: np.ndarray, b: int):
-        """Every ordered tuple of b children with its probability under the node's sampling."""
+        """Every ordered tuple of b children with its probability under the node's sampling.
+
+        Without replacement the mass left is summed over the tokens not drawn (exact for fractions),
+        not taken as 1 minus the mass drawn, which cancels when the drawn tokens hold nearly all of it.
+        """
         support = [int(y) for y in np.flatnonzero(q > 0)]
 
         def rec(prefix: list, w):
             if len(prefix) == b:
                 yield tuple(prefix), w
                 return
-            # without replacement: q off the tokens drawn, its mass summed (not 1 - drawn mass,
-            # which cancels when the drawn tokens hold nearly all of it)
-            left = sum((q[y] for y in support if y not in prefix), 0 * q[0]) \
-                if self.sampling == "wor" else 1
+            left = sum(q[z] for z in support if z not in prefix) if self.sampling == "wor" else 1
             for y in support:
                 if self.sampling == "wor":
                     if y in prefix:

@@ -257,20 +257,19 @@ def drafter_equals_target(target, drafter) -> bool:
 
 
 def ceiling(target, drafter, tree):
-    """``(function(context) -> float, kind)``: the best available ceiling of E|B| for K iid drafts at a
-    context of the text: a proven upper bound on the optimum (``mdtheory.blocks.block_efficiency_bound``)
-    where the build has it. Refused for draft trees other than K iid drafts (the bound is for those)."""
+    """``(function(context) -> float, kind)``: the best available ceiling of E|B| for the draft tree
+    (K iid drafts: ``iid_drafts(K, L)``) at a context of the text: a proven upper bound on the optimum
+    (``mdtheory.blocks.block_efficiency_bound``) where the build has it."""
     from .. import blocks
 
-    if tree != blocks.iid_drafts(tree.n, tree.length):
-        raise InvalidInputError("--optimum: the ceiling is computed for K iid drafts, not for the tree "
-                                f"{list(tree.branching)} {tree.sampling}")
     bound = getattr(blocks, "block_efficiency_bound", None)
     if bound is None:
         raise InvalidInputError("--optimum needs mdtheory.blocks.block_efficiency_bound, which this build "
                                 "lacks")
-    return (lambda context: bound(target, drafter, tree.n, tree.length, context=tuple(context)).value,
-            "optimum_bound")
+    if tree == blocks.iid_drafts(tree.n, tree.length):
+        return (lambda context: bound(target, drafter, tree.n, tree.length, context=tuple(context)).value,
+                "optimum_bound")
+    return lambda context: bound(target, drafter, tree=tree, context=tuple(context)).value, "optimum_bound"
 
 
 #: Small exact instances of ``exact_rows``: Sun et al.'s toy, or ``random:V:SEED``.
@@ -297,8 +296,8 @@ def parse_instance(text: str):
 
 def exact_rows(target, draft, verifiers, tree, optimum: bool = False) -> list[dict]:
     """Exact E|B| of each verifier on a small instance, by enumerating every draw of the drafts
-    (``tree``: the draft model), each checked lossless; with ``optimum``, the exact optimum of K iid
-    drafts (``mdtheory.blocks.optimal_block_efficiency``) beside them."""
+    (``tree``: the draft model), each checked lossless; with ``optimum``, the exact optimum of that
+    draft model (``mdtheory.blocks.optimal_block_efficiency``, K iid drafts or the tree) beside them."""
     from .. import blocks
 
     rows = []
@@ -308,9 +307,10 @@ def exact_rows(target, draft, verifiers, tree, optimum: bool = False) -> list[di
         if solve is None:
             raise InvalidInputError("--optimum needs mdtheory.blocks.optimal_block_efficiency, which this "
                                     "build lacks")
-        if tree != blocks.iid_drafts(tree.n, tree.length):
-            raise InvalidInputError("--optimum: the exact optimum is for K iid drafts, not for a tree")
-        best = float(solve(target, draft, tree.n, tree.length).value)
+        if tree == blocks.iid_drafts(tree.n, tree.length):
+            best = float(solve(target, draft, tree.n, tree.length).value)
+        else:
+            best = float(solve(target, draft, tree=tree).value)
     for verifier in verifiers:
         law = blocks.exact_block_law(verifier, target, draft, tree.n, tree.length)
         row = {"rule": verifier.label, "drafts": tree.n, "length": tree.length,

@@ -23,9 +23,10 @@ __all__ = ["KhistiLP", "Stage", "truncated_stage", "tournament_stage", "nucleus_
            "default_truncation", "stage_lp", "bucket_score", "keep_first", "DEFAULT_S", "FLOW_S",
            "NUCLEUS_TOP_P", "RESTS", "BUCKET_EDGES", "BUCKETS"]
 
-#: Largest truncation of the default (Khisti et al. report s = 5 best): its LP has s(s - 1)/2 pair
-#: variables whatever the vocabulary.
-DEFAULT_S = 5
+#: Largest truncation of the default: its LP has s(s - 1)/2 pair variables whatever the vocabulary.
+#: Khisti et al. report s = 5 best; 8 accepts more on every pair set measured and is the largest cap
+#: whose device solve stays within its cost (papers/theory.md, "Default truncation and its guard").
+DEFAULT_S = 8
 #: Largest truncation whose stage flow runs by augmenting paths (numba); larger ones go to HiGHS.
 FLOW_S = 16
 #: Nucleus of the default truncation: Khisti et al.'s experiments sample with top-p, p = 0.95, and
@@ -84,7 +85,7 @@ def default_truncation(p: np.ndarray, q: np.ndarray, cap: int = DEFAULT_S,
     >>> default_truncation(np.array([0.97, 0.02, 0.01]), np.array([0.96, 0.03, 0.01]))
     1
     >>> default_truncation(np.full(100, 0.01), np.full(100, 0.01))
-    5
+    8
     """
     keep: set[int] = set()
     for law in (p, q):
@@ -442,7 +443,7 @@ class KhistiLP(SelectionRule):
     def _prepare(self, s: int | None = None, rest: str = "bucket"):
         guard = s is None
         if guard:
-            s = default_truncation(self.p, self.q)
+            s = default_truncation(self.p, self.q, DEFAULT_S)
         if isinstance(s, bool) or not isinstance(s, (int, np.integer)) or s < 1:
             raise InvalidInputError(f"khisti-lp needs an integer truncation s >= 1, got {s!r}")
         self.s, self.rest = int(min(s, self.V)), rest

@@ -2,8 +2,9 @@
 
 torch is imported lazily (``import mdtheory`` never imports it) and is an optional extra
 (``pip install 'mdtheory[torch]'``). Every function keeps the dtype and device of its inputs. Four
-modules, one job each; every name is re-exported here (the device solvers of ``khisti-lp`` live in
-a fifth, :mod:`~mdtheory.torch_bridge.khisti`):
+modules, one job each; every name is re-exported here (the device constructions of ``khisti-lp`` and
+``optimal`` live in two more, :mod:`~mdtheory.torch_bridge.khisti` and
+:mod:`~mdtheory.torch_bridge.optimal`):
 
 * :mod:`~mdtheory.torch_bridge.tensors`: :func:`to_probs` (logits to probabilities with temperature,
   top-k and top-p applied in the order Hugging Face's samplers apply them), :func:`check_device`,
@@ -15,10 +16,12 @@ a fifth, :mod:`~mdtheory.torch_bridge.khisti`):
   and ``optimal``, each written as the sequential algorithm itself (coins drawn on the device), not
   from the numpy rules' exact conditional laws, so :func:`cross_validate` checks one implementation
   against the other. ``khisti-lp`` solves its truncated stages for the whole batch on the device
-  (:mod:`~mdtheory.torch_bridge.khisti`); ``optimal`` builds its time schedules per position on the
-  CPU and samples on the device.
+  (:mod:`~mdtheory.torch_bridge.khisti`); ``optimal`` builds its cells and swaps for the whole batch
+  on the device (:mod:`~mdtheory.torch_bridge.optimal`).
 * :mod:`~mdtheory.torch_bridge.khisti`: the truncated tournament's stages, batched: ``torch.topk``,
   bucketed scores, and the stage's maximum flow by an exact batched simplex.
+* :mod:`~mdtheory.torch_bridge.optimal`: the optimal rule's construction, batched: cells of time in
+  the order of q/p, a target marginal from running minima, swaps matched along running sums.
 * :mod:`~mdtheory.torch_bridge.harness`: :func:`cross_validate`, the audit (:mod:`mdtheory.audit`,
   torch form) of each torch rule on LLM-like pairs (:func:`mdtheory._synthetic.llm_pairs`), plus its
   acceptance against the numpy rule's exact value.

@@ -5,9 +5,7 @@ from __future__ import annotations
 import copy
 from abc import ABC, abstractmethod
 
-import numpy as np
-
-from .tensors import _rows_numpy, _torch
+from .tensors import _torch
 
 __all__ = ["TorchRule", "TorchRRS", "TorchKSeq", "TorchKhisti", "TorchOptimal", "TORCH_RULES"]
 
@@ -166,7 +164,7 @@ class TorchKhisti(TorchRule):
         B, V = self.p.shape
         dev = self.p.device
         if self.s is None:
-            s = default_truncation(self.p, self.q)
+            s = default_truncation(self.p, self.q, DEFAULT_S)
             S = min(DEFAULT_S, V)
         else:
             S = min(int(self.s), V)
@@ -218,46 +216,38 @@ class TorchKhisti(TorchRule):
 
 
 class TorchOptimal(TorchRule):
-    """The optimal rule: a time schedule per position on the CPU (:mod:`mdtheory.rules.schedule`); on the
-    device, every draft draws a time from its token's pieces, the earliest is the candidate, then one
-    speculative step against the schedule's exact marginal.
+    """The optimal rule, built for the whole batch on the device (:mod:`mdtheory.torch_bridge.optimal`):
+    cells of time in the order of q/p, swapped between cells so that the earliest draft's law μ
+    attains α*; every draft draws a time from its token's cells, the earliest is the candidate, then
+    one speculative step against μ, the candidate's exact law. Its μ is an optimal marginal, not
+    necessarily the numpy rule's (the lexicographically optimal base): the same acceptance α*, the
+    same output law p.
     """
 
     name = "optimal"
 
     def prepare(self):
-        from ..rules import make_rule
+        from .optimal import optimal_plan
 
         torch = _torch()
-        rules = [make_rule("optimal", p, q, self.n, normalize=True)
-                 for p, q in zip(_rows_numpy(self.p), _rows_numpy(self.q), strict=True)]
-        pieces = max(r.schedule.start.size for r in rules)
-        start = np.zeros((len(rules), pieces))
-        cum = np.full((len(rules), pieces + 1), 2.0)  # padding past the last piece: never selected
-        for b, r in enumerate(rules):
-            s = r.schedule
-            start[b, : s.start.size] = s.start
-            cum[b, : s.start.size + 1] = s.cumulative
-        kw = {"dtype": self.p.dtype, "device": self.p.device}
-        self.start = torch.as_tensor(start, **kw)
-        self.cum = torch.as_tensor(cum, **kw)
-        self.first = torch.as_tensor(np.stack([r.schedule.first for r in rules]), device=self.p.device)
-        self.last = self.first + torch.as_tensor(
-            np.stack([np.maximum(r.schedule.count - 1, 0) for r in rules]), device=self.p.device)
-        self.length = torch.as_tensor(np.stack([r.schedule.lengths for r in rules]), **kw)
-        self.ratio = torch.as_tensor(np.stack([r.accept_ratio for r in rules]), **kw)
-        self.res = torch.as_tensor(np.stack([r.res for r in rules]), **kw)
+        self.plan = optimal_plan(self.p, self.q, self.n)
+        p = self.p.to(torch.float64)
+        p = p / p.sum(-1, keepdim=True)
+        mu = self.plan.mu
+        self.ratio = torch.where(mu > 0, p / mu.clamp(min=1e-300), torch.ones_like(mu)).clamp(max=1.0)
+        self.res = _residual(p, mu)
+
+    def repeat_rows(self, k):
+        new = super().repeat_rows(k)
+        new.plan = self.plan.repeat_rows(k)
+        return new
 
     def step(self, drafts, generator=None):
         torch = _torch()
         B = drafts.shape[0]
-        first, last = self.first.gather(1, drafts), self.last.gather(1, drafts)
-        u = torch.rand(drafts.shape, generator=generator, device=drafts.device, dtype=self.p.dtype)
-        v = self.cum.gather(1, first) + u * self.length.gather(1, drafts)
-        k = (torch.searchsorted(self.cum, v, right=True) - 1).clamp(min=first).minimum(last)
-        time = self.start.gather(1, k) + (v - self.cum.gather(1, k))
-        cand = drafts.gather(1, time.argmin(dim=1, keepdim=True)).squeeze(-1)
-        u = torch.rand(B, generator=generator, device=drafts.device, dtype=self.p.dtype)
+        late = self.plan.times(drafts, generator)  # 1 - time: the largest is the earliest draft
+        cand = drafts.gather(1, late.argmax(dim=1, keepdim=True)).squeeze(-1)
+        u = torch.rand(B, generator=generator, device=drafts.device, dtype=torch.float64)
         accept = u < _pick(self.ratio, cand)
         fallback = torch.multinomial(self.res, 1, generator=generator).squeeze(-1)
         return torch.where(accept, cand, fallback), accept

@@ -83,7 +83,3 @@ def sample_drafts(q, n: int, generator=None):
     """n iid drafts per row of q (B, V): a long tensor (B, n) on q's device."""
     torch = _torch()
     return torch.multinomial(q, n, replacement=True, generator=generator)
-
-
-def _rows_numpy(t):
-    return t.detach().to("cpu", dtype=_torch().float64).numpy()

@@ -1,0 +1,284 @@
+"""The prefix set of a draft tree: its law (for the exact optimum) and the chance that it holds a prefix
+(for the upper bound).
+
+A draft tree (:class:`~mdtheory.blocks.trees.DraftTree`) drawn from the draft model gives K root-to-leaf
+paths; a verifier may accept a block b_1..b_k only when b_{1:k} is a prefix of one of them. So what a
+tree draw X offers a verifier is its *prefix set*: the set of distinct root-to-leaf paths, which is
+the set of its nodes' prefixes (every leaf is at depth L). Two draws with the same prefix set allow
+the same blocks, so the block-efficiency LP over tree draws has the same value as the LP over prefix
+sets with their probabilities (papers/blocks.md, "Draft trees"). This is the tree's symmetry taken to
+its end: exchangeable sibling subtrees, repeated iid siblings and the order of the drafts all
+disappear.
+
+The law is computed bottom-up: at a node with context c the subtree's prefix set is the union over
+its children y of {y} x (the child's subtree's prefix set); iid children are b independent draws of
+(token, subtree), merged by union; children without replacement are b distinct tokens by successive
+sampling, each with an independent subtree.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Callable
+
+import numpy as np
+
+from .. import _budget
+from ..errors import InvalidInputError
+from .markov import _check_law_row, call_law
+from .trees import DraftTree
+
+__all__ = ["prefix_set_law", "count_prefix_sets", "prefix_presence", "wor_inclusion", "estimate_law"]
+
+#: seconds per (state, state) merge of two prefix-set laws (a frozenset union and a dict update),
+#: measured on a 2-core x86 machine
+_MERGE_SECONDS = 1.5e-6
+
+
+def _log_comb(n: float, k: int) -> float:
+    return math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1)
+
+
+def _log_sets_of_paths(paths_log: float, most: int) -> float:
+    """log of the number of non-empty sets of at most ``most`` paths out of exp(paths_log)."""
+    if paths_log > 700:
+        return math.inf
+    paths = math.exp(paths_log)
+    most = int(min(most, paths))
+    if most <= 0:
+        return 0.0
+    terms = [_log_comb(paths, j) for j in range(1, most + 1)] if most < 10_000 else [paths * math.log(2)]
+    return _log_sum(terms)
+
+
+def _log_sum(terms: list[float]) -> float:
+    top = max(terms)
+    if not math.isfinite(top):
+        return top
+    return top + math.log(sum(math.exp(t - top) for t in terms))
+
+
+def count_prefix_sets(V: int, tree: DraftTree) -> list[float]:
+    """Upper bounds N_d on the number of distinct prefix sets of the subtree below a node of each
+    depth d = 0..L, as natural logarithms (``out[0]`` the whole tree's; ``out[L]`` = 0: one empty
+    path).
+
+    A subtree below depth d has at most K_d = b_{d+1} ... b_L leaves, so N_d is at most the number
+    of non-empty sets of at most K_d paths of V^(L-d). Its b = b_{d+1} children carry j distinct
+    tokens: without replacement j = b, each token with its own subtree (C(V, b) N_{d+1}^b); iid,
+    1 <= j <= min(b, V), each token's set the union of at most b - j + 1 subtrees' sets (at most
+    (b - j + 1) K_{d+1} paths of V^(L-d-1); N_{d+1} when j = b)."""
+    L = tree.length
+    out = [0.0] * (L + 1)
+    for d in range(L - 1, -1, -1):
+        b = tree.branching[d]
+        below = tree.stride[d]            # leaves under one child
+        bound = _log_sets_of_paths((L - d) * math.log(V), below * b)
+        if tree.sampling == "wor":
+            bound = min(bound, _log_comb(V, b) + b * out[d + 1] if b <= V else -math.inf)
+        else:
+            terms = []
+            for j in range(1, min(b, V) + 1):
+                each = out[d + 1] if j == b else min(
+                    _log_sets_of_paths((L - d - 1) * math.log(V), (b - j + 1) * below), b * out[d + 1])
+                terms.append(_log_comb(V, j) + j * each)
+            bound = min(bound, _log_sum(terms))
+        out[d] = bound
+    return out
+
+
+def estimate_law(V: int, tree: DraftTree) -> tuple[float, float]:
+    """(seconds, log number of prefix sets) of :func:`prefix_set_law` from sizes alone: per depth d,
+    V^d contexts; iid, each merges its b - 1 further children into a law of at most
+    min(N_d, (V N_{d+1})^i) states after i children, one state of V N_{d+1} at a time; without
+    replacement, one product of b laws per token set, at most C(V, b) N_{d+1}^b states."""
+    logs = count_prefix_sets(V, tree)
+    seconds = 0.0
+    for d in range(tree.length):
+        b = tree.branching[d]
+        ctx = d * math.log(V)
+        one = math.log(V) + logs[d + 1]
+        if tree.sampling == "iid":
+            if b == 1:
+                work = ctx + one
+            else:
+                work = ctx + _log_sum([min(logs[d], i * one) + one for i in range(1, b)])
+        else:
+            work = ctx + logs[d] + math.log(max(b, 1))
+        seconds += _MERGE_SECONDS * math.exp(min(work, 700.0))
+    return seconds, logs[0]
+
+
+def _child_sets(q: np.ndarray, b: int, ctx: tuple):
+    """``{frozenset of b distinct tokens: probability}`` under successive sampling from ``q``.
+
+    The mass left after some draws is summed over the tokens not drawn, never taken as 1 minus the
+    mass drawn: that difference cancels when the drawn tokens hold all but 1e-12 of the mass (the
+    law would then miss 1 by 1e-4, or lose all its mass)."""
+    support = [int(y) for y in np.flatnonzero(q > 0)]
+    if len(support) < b:
+        raise InvalidInputError(f"{b} children without replacement at context {ctx}, but the draft law "
+                                f"there has only {len(support)} tokens of positive mass")
+    mass = {y: float(q[y]) for y in support}
+    out: dict = {}
+    for order in itertools.permutations(support, b):
+        w, drawn = 1.0, set()
+        for y in order:
+            rest = math.fsum(m for z, m in mass.items() if z not in drawn)
+            w *= mass[y] / rest
+            drawn.add(y)
+        key = frozenset(order)
+        out[key] = out.get(key, 0.0) + w
+    return out
+
+
+def prefix_set_law(draft: Callable, tree: DraftTree, V: int, context: tuple = ()) -> dict:
+    """The law of the draft tree's prefix set: ``{frozenset of root-to-leaf paths (L-tuples): prob}``.
+
+    Parameters
+    ----------
+    draft : callable
+        The draft's next-token law ``law(context) -> (V,)``.
+    tree : DraftTree
+        Branching factors and the children's sampling rule.
+    V : int
+    context : tuple
+        The text before the tree's root.
+
+    Examples
+    --------
+    Two iid children of one token each, from q = (3/4, 1/4): {0} w.p. 9/16, {1} 1/16, {0, 1} 6/16.
+
+    >>> from mdtheory.blocks.markov import ConstantLaw
+    >>> law = prefix_set_law(ConstantLaw([0.75, 0.25]), DraftTree((2,), "iid"), 2)
+    >>> sorted((sorted(s), round(p * 16, 9)) for s, p in law.items())
+    [([(0,)], 9.0), ([(0,), (1,)], 6.0), ([(1,)], 1.0)]
+    """
+    L = tree.length
+    memo: dict = {}
+
+    def law_at(ctx: tuple) -> dict:
+        d = len(ctx)
+        if d == L:
+            return {frozenset({()}): 1.0}
+        hit = memo.get(ctx)
+        if hit is not None:
+            return hit
+        full = tuple(context) + ctx
+        q = _check_law_row(call_law(draft, full), full, V)
+        b = tree.branching[d]
+
+        def child(y: int) -> dict:
+            return {frozenset((y,) + s for s in S): w for S, w in law_at(ctx + (y,)).items()}
+
+        if tree.sampling == "iid":
+            one: dict = {}
+            for y in np.flatnonzero(q > 0).tolist():
+                for S, w in child(y).items():
+                    one[S] = one.get(S, 0.0) + float(q[y]) * w
+            out = one
+            for _ in range(b - 1):
+                nxt: dict = {}
+                for A, wa in out.items():
+                    for B, wb in one.items():
+                        key = A | B
+                        nxt[key] = nxt.get(key, 0.0) + wa * wb
+                out = nxt
+        else:
+            out = {}
+            for tokens, w in _child_sets(q, b, full).items():
+                part = {frozenset(): w}
+                for y in sorted(tokens):
+                    part = {A | B: wa * wb for A, wa in part.items() for B, wb in child(y).items()}
+                for S, ws in part.items():
+                    out[S] = out.get(S, 0.0) + ws
+        out = {S: w for S, w in out.items() if w > 0}
+        memo[ctx] = out
+        return out
+
+    return law_at(())
+
+
+def wor_inclusion(q: np.ndarray, b: int, *, max_orders: int = 20_000) -> tuple[np.ndarray, bool]:
+    """P(token y is among ``b`` draws without replacement from ``q``), for every y, or an upper bound.
+
+    Returns ``(values, exact)``. Exact for b = 1 (q), b = 2 (the closed form
+    q_y (1 + sum_{x != y} q_x / (1 - q_x))) and where the ordered draws number at most ``max_orders``
+    (enumerated); otherwise the upper bound 1 - prod_{j=1}^{b} (1 - q_y / (1 - M_{j-1}(y))), M_j(y) the
+    j largest masses other than y: at the j-th draw, given y not drawn yet, y is drawn with probability
+    q_y / (1 - mass drawn) <= q_y / (1 - M_{j-1}(y)) (papers/blocks.md, "Draft trees in the bound").
+    """
+    q = np.asarray(q, dtype=np.float64)
+    V = q.size
+    support = np.flatnonzero(q > 0)
+    if b >= support.size:
+        return (q > 0).astype(np.float64), True
+    if b == 1:
+        return q.copy(), True
+    # tail[k]: the mass of all but the k largest tokens, summed from the smallest (no cancellation)
+    desc = np.sort(q)[::-1]
+    tail = np.concatenate([np.cumsum(desc[::-1])[::-1], [0.0]])
+    if b == 2:
+        # 1 - q_x as the sum of the other masses: the largest token's is tail[1], any other's is
+        # tail[1] + desc[0] - q_x, i.e. the total minus q_x with the largest kept out of the difference
+        others = np.where(q >= desc[0], tail[1], tail[1] - q + desc[0])
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratio = np.where(others > 0, q / others, 0.0)
+        return np.minimum(1.0, q * (1 + ratio.sum() - ratio)), True
+    if math.perm(support.size, b) <= max_orders:
+        out = np.zeros(V)
+        for tokens, w in _child_sets(q, b, ()).items():
+            out[list(tokens)] += w
+        return np.minimum(out, 1.0), True
+    miss = np.ones(V)
+    for j in range(1, b + 1):
+        # 1 - M_{j-1}(y), the mass outside the j - 1 largest tokens other than y: outside the top
+        # j - 1, or (y among them) outside the top j, plus y
+        room = np.where(q >= desc[j - 2], tail[j] + q, tail[j - 1]) if j > 1 else np.full(V, tail[0])
+        with np.errstate(divide="ignore", invalid="ignore"):
+            miss *= np.clip(1.0 - np.where(room > 0, q / room, 1.0), 0.0, 1.0)
+    return np.where(q > 0, 1.0 - miss, 0.0), False
+
+
+def prefix_presence(tree: DraftTree, steps: list) -> np.ndarray:
+    """P(some root-to-leaf path of the tree starts with y_1..y_m), for the children y_m of one node.
+
+    ``steps[d]``, d = 0..m-1, describes the step from y_{1:d} to y_{d+1} (scalars, the last one may
+    be a vector over the node's children):
+
+    - ``"iid"``: ``steps[d]`` = q(y_{d+1} | y_{1:d}). With g_m = 1 and
+      g_d = 1 - (1 - q(y_{d+1} | y_{1:d}) g_{d+1})^{b_{d+1}}, g_d is the chance that the subtree
+      below the node y_{1:d} has a path continuing with y_{d+1:m} (each of its b_{d+1} iid children
+      is y_{d+1} and then has such a path independently), and g_0 the answer; for K iid drafts,
+      branching (K, 1, ..., 1), it is 1 - (1 - q_m(y))^K;
+    - ``"wor"``: ``steps[d]`` = P(y_{d+1} among the b_{d+1} children of y_{1:d}) (:func:`wor_inclusion`,
+      or an upper bound from it); children are distinct tokens, each with an independent subtree, so
+      the node y_{1:m} is present with probability prod_d steps[d] (an upper bound if a step is).
+
+    Examples
+    --------
+    >>> round(float(prefix_presence(DraftTree((3, 1), "iid"), [0.5, 0.4])), 12)  # 1 - (1 - 0.2)^3
+    0.488
+    """
+    m = len(steps)
+    if tree.sampling == "wor":
+        out = np.ones_like(np.asarray(steps[-1], dtype=np.float64))
+        for d in range(m):
+            out = out * np.asarray(steps[d], dtype=np.float64)
+        return np.minimum(out, 1.0)
+    g = np.ones_like(np.asarray(steps[-1], dtype=np.float64))
+    for d in range(m - 1, -1, -1):
+        x = np.minimum(np.asarray(steps[d], dtype=np.float64) * g, 1.0)
+        with np.errstate(divide="ignore"):
+            g = -np.expm1(tree.branching[d] * np.log1p(-x))
+    return np.clip(g, 0.0, 1.0)
+
+
+def require_law(V: int, tree: DraftTree, max_seconds: float, max_bytes: float) -> None:
+    """Refuse, before any work, a prefix-set law whose estimate is over the limits."""
+    seconds, logs = estimate_law(V, tree)
+    states = math.exp(min(logs, 700.0))
+    _budget.require(_budget.Estimate(
+        f"the prefix-set law of {tree!r} over V = {V} (up to {states:.3g} prefix sets)", seconds,
+        200.0 * states * tree.n, "a smaller tree"), max_seconds, max_bytes=max_bytes)
