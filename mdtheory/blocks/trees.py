@@ -22,9 +22,10 @@ from collections.abc import Callable, Iterator
 
 import numpy as np
 
-from ..errors import InvalidDistributionError, InvalidInputError, ProblemTooLargeError
+from ..errors import InvalidDistributionError, InvalidInputError, MdtheoryError, ProblemTooLargeError
+from .markov import row_tolerance
 
-__all__ = ["DraftTree", "TREE_SAMPLINGS", "MAX_TREE_DRAWS", "iid_drafts"]
+__all__ = ["DraftTree", "TREE_SAMPLINGS", "MAX_TREE_DRAWS", "iid_drafts", "checked_row"]
 
 #: Sampling rules of a node's children.
 TREE_SAMPLINGS = ("iid", "wor")
@@ -33,14 +34,54 @@ TREE_SAMPLINGS = ("iid", "wor")
 MAX_TREE_DRAWS = 200_000
 
 
+def _short(x) -> str:
+    text = " ".join(repr(x).split())
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def checked_row(law: Callable, context: tuple, name: str = "law", V: int | None = None) -> np.ndarray:
+    """``law(context)`` validated: a vector (of length ``V`` when given) of finite non-negative
+    entries summing to one within the package's dtype-aware rule
+    (:func:`mdtheory.blocks.markov.row_tolerance`: 1e-6 for float64, ~3.5e-4 for float32).
+
+    Returns the row as float64, or as the object array it came in (exact fractions). A law that is
+    not callable or raises is one :class:`InvalidInputError` naming ``name`` and the context; a bad
+    row is an :class:`InvalidDistributionError`.
+    """
+    ctx = tuple(context)
+    if not callable(law):
+        raise InvalidInputError(f"the {name} must be a callable law(context) -> (V,), got "
+                                f"{type(law).__name__}")
+    try:
+        raw = law(ctx)
+    except MdtheoryError:
+        raise
+    except Exception as exc:  # noqa: BLE001 -- a user's callable may raise anything
+        raise InvalidInputError(f"the {name} raised {type(exc).__name__} at context {ctx}: {exc}") from None
+    try:
+        arr = np.asarray(raw, dtype=np.float64)
+    except (TypeError, ValueError):
+        arr = None
+    if arr is None or arr.ndim != 1 or arr.size < 1 or (V is not None and arr.size != V):
+        raise InvalidDistributionError(f"the {name} at context {ctx} returned {_short(raw)}, not a "
+                                       f"vector" + (f" of length {V}" if V is not None else ""))
+    tol = row_tolerance(raw)
+    if not np.all(np.isfinite(arr)) or np.any(arr < 0) or abs(float(arr.sum()) - 1) > tol:
+        raise InvalidDistributionError(
+            f"the {name} at context {ctx} is not a probability vector (finite, >= 0, summing to 1 "
+            f"within {tol:.2g}): {_short(raw)}")
+    exact = np.asarray(raw) if not hasattr(raw, "dtype") or raw.dtype == object else None
+    return exact if exact is not None and exact.dtype == object else arr
+
+
 def _law_row(law: Callable, context: tuple) -> np.ndarray:
-    """``law(context)`` as a vector: float64, or object (exact fractions) when the law returns those."""
-    row = np.asarray(law(tuple(context)))
-    if row.dtype != object:
-        row = row.astype(np.float64, copy=False)
-    if row.ndim != 1:
-        raise InvalidDistributionError(f"the law at context {tuple(context)} is not a vector")
-    return row
+    """The draft's validated row at ``context`` rescaled to sum one: float64, or exact fractions
+    summing to exactly one when the law returns those."""
+    row = checked_row(law, context, "draft")
+    if row.dtype == object:
+        s = sum(row)
+        return np.array([v / s for v in row], dtype=object)
+    return row / row.sum()
 
 
 class DraftTree:

@@ -24,7 +24,7 @@ from ._common import _seconds, add_seed_option
 from .lm_pairs import add_model_options, models_from_args
 
 #: Verifiers of ``--verifier`` (mdtheory.blocks.VERIFIERS).
-VERIFIER_NAMES = ("token", "block", "multipath", "trie", "traversal")
+VERIFIER_NAMES = ("token", "block", "multipath", "gbv", "trie", "traversal")
 #: The drafter's temperature, relative to the target's, when --draft-temperature is not given.
 DRAFT_TEMPERATURE_FACTOR = 1.5
 
@@ -38,7 +38,9 @@ def add_parser(subparsers) -> None:
                     "hf:PATH) and a drafter, and print the block efficiency "
                     "(mean tokens per target call) of each verifier: token by token with each "
                     "selection rule (--rules), block verification of the first draft (Sun et al.), "
-                    "multi-path block verification (a selected path, block-verified), block "
+                    "multi-path block verification (a selected path, block-verified), greedy "
+                    "multi-path block verification (Thomas & Pal: the draft of highest p/q ranks, "
+                    "block-verified against its own law), block "
                     "verification over the drafts' prefix trie, traversal verification of a draft "
                     "tree (Weng et al.). Intervals come from independent texts (--replicates) or "
                     "batch means, not from treating the calls of one text as independent. With "
@@ -118,7 +120,7 @@ def _verifiers(args, tree) -> list:
     for name in _names(args.verifier, "--verifier"):
         if name not in VERIFIER_NAMES:
             raise InvalidInputError(f"unknown verifier {name!r}; valid choices: {', '.join(VERIFIER_NAMES)}")
-        if name in ("multipath", "trie") and not is_iid:
+        if name in ("multipath", "gbv", "trie") and not is_iid:
             raise InvalidInputError(f"verifier {name} verifies K iid drafts; for a draft tree or drafts "
                                     "without replacement use traversal or token")
         if name == "token":
