@@ -560,3 +560,127 @@ def test_optimal_plan_with_torch_sorts_is_the_same(monkeypatch):
     monkeypatch.setattr(TO, "_NUMPY_SORT_ON_CPU", False)
     got = TO.optimal_plan(P, Q, 4)
     assert all(torch.equal(vars(ref)[k], vars(got)[k]) for k in vars(ref))
+
+
+def _sampler_law(plan, b, n):
+    """Exact law (mpmath, 40 digits) of the candidate as :meth:`OptimalPlan.times` samples row b:
+    a draft keeps its own cell with probability keep / q, else takes a piece in proportion to its span
+    of ``cum``; its time is uniform on the chosen cell; the earliest of n iid drafts is the candidate.
+    Between cell ends every draft's time has a constant density g, so the survival S falls linearly
+    and a stretch gives the earliest draft to token x with probability q_x f_x / g (S_a^n - S_b^n)."""
+    import mpmath as mp
+
+    mp.mp.dps = 40
+    t = {k: v[b].cpu().tolist() for k, v in vars(plan).items()}
+    V = len(t["order"])
+    start = [1 - mp.mpf(r) for r in t["rest"]]  # time at which each cell starts
+    share = []  # (position, cell, probability of the cell given the position's token)
+    for k in range(V):
+        qk = mp.mpf(t["length"][k])
+        if qk == 0:
+            continue
+        lo, hi = t["first"][k], t["stop"][k]
+        own = mp.mpf(1) if hi <= lo else min(mp.mpf(t["keep"][k]) / qk, 1)
+        share.append((k, k, own))
+        spans = [(j, mp.mpf(t["cum"][j + 1]) - mp.mpf(t["cum"][j])) for j in range(lo, hi)]
+        total = sum(s for _, s in spans)
+        if spans and total == 0:  # pieces of no length: the search lands on the last one
+            spans, total = [(spans[-1][0], mp.mpf(1))], mp.mpf(1)
+        for j, s in spans:
+            cell = (t["down_cell"] if t["up"][k] else t["up_cell"])[j]
+            share.append((k, cell, (1 - own) * s / total))
+    ends = sorted({mp.mpf(0), mp.mpf(1)} | set(start)
+                  | {start[c] + mp.mpf(t["length"][c]) for c in range(V)})
+    law, S = [mp.mpf(0)] * V, mp.mpf(1)
+    for a, z in zip(ends[:-1], ends[1:], strict=True):
+        mid, f = (a + z) / 2, [mp.mpf(0)] * V
+        for k, c, w in share:
+            width = mp.mpf(t["length"][c])
+            if width > 0 and start[c] <= mid < start[c] + width:
+                f[k] += mp.mpf(t["length"][k]) * w / width
+        g = sum(f)
+        if g > 0:
+            drop = S ** n - max(S - g * (z - a), 0) ** n
+            for k in range(V):
+                law[t["order"][k]] += f[k] / g * drop
+        S -= g * (z - a)
+    return law
+
+
+def test_optimal_rule_is_exact_at_huge_draft_counts():
+    """At n up to 10^9 the cells' G-masses add up to one (the first cell starts at time 0 exactly and
+    the plan's mu sums to one), and the rule's output law, integrated exactly from the plan as the
+    sampler reads it, is p: a start off by one rounding would move the law by n times that."""
+    rng = np.random.default_rng(4)
+    p, q = rng.dirichlet(np.full(40, 0.5)), rng.dirichlet(np.full(40, 0.5))
+    for n in (10 ** 4, 10 ** 6, 10 ** 9):
+        rule = tb.TorchOptimal(torch.tensor(p[None]), torch.tensor(q[None]), n)
+        assert rule.plan.rest[0, 0].item() == 1.0
+        assert abs(rule.plan.mu.sum().item() - 1.0) <= ROUNDING
+        law = _sampler_law(rule.plan, 0, n)
+        ratio, res = rule.ratio[0].tolist(), rule.res[0].tolist()
+        accept = sum(law[x] * ratio[x] for x in range(40))
+        output = np.array([float(law[x] * ratio[x] + (1 - accept) * res[x]) for x in range(40)])
+        assert abs(float(sum(law)) - 1.0) <= ROUNDING
+        assert np.abs(output - p).sum() / 2 <= SOLVER
+        assert abs(float(accept) - md.alpha_star(p, q, n)) <= ROUNDING
+
+
+BAD_PAIRS = {
+    "no drafts": ((0.2, 0.3, 0.5), (0.5, 0.25, 0.25), 0, md.InvalidInputError, "at least 1"),
+    "drafts not an integer": ((0.2, 0.3, 0.5), (0.5, 0.25, 0.25), 2.0, md.InvalidInputError,
+                              "must be an integer"),
+    "q all zero": ((0.2, 0.3, 0.5), (0.0, 0.0, 0.0), 2, md.InvalidDistributionError,
+                   "a row of q sums"),
+    "NaN in p": ((float("nan"), 0.5, 0.5), (0.5, 0.25, 0.25), 2, md.InvalidDistributionError,
+                 "p has a non-finite entry"),
+    "negative q": ((0.2, 0.3, 0.5), (0.75, -0.25, 0.5), 2, md.InvalidDistributionError,
+                   "q has a negative entry"),
+    "shapes differ": ((0.2, 0.3, 0.5), (0.5, 0.5), 2, md.InvalidDistributionError,
+                      r"p has shape \(1, 3\) but q has \(1, 2\)"),
+}
+
+
+@pytest.mark.parametrize("rule", sorted(tb.TORCH_RULES))
+@pytest.mark.parametrize("case", sorted(BAD_PAIRS))
+def test_torch_rules_refuse_bad_input_in_one_line(rule, case):
+    """Every batched rule refuses what alpha_star refuses, with the same named error, at
+    construction (nothing silently NaN)."""
+    p, q, n, error, message = BAD_PAIRS[case]
+    P, Q = torch.tensor([p], dtype=torch.float64), torch.tensor([q], dtype=torch.float64)
+    with pytest.raises(error, match=message) as got:
+        tb.TORCH_RULES[rule](P, Q, n)
+    assert "\n" not in str(got.value)
+    with pytest.raises(error, match=message.replace(r"\(1, 3\)", r"\(3,\)").replace(r"\(1, 2\)", r"\(2,\)")):
+        tb.alpha_star(P[0], Q[0], n)
+
+
+@pytest.mark.parametrize("rule", sorted(tb.TORCH_RULES))
+def test_torch_rules_take_rows_only(rule):
+    p = torch.tensor([0.2, 0.3, 0.5], dtype=torch.float64)
+    with pytest.raises(md.InvalidDistributionError, match=r"p has shape \(3,\); a batched rule"):
+        tb.TORCH_RULES[rule](p, p, 2)
+    with pytest.raises(md.InvalidDistributionError, match="p must be a floating-point torch tensor"):
+        tb.TORCH_RULES[rule]([[0.2, 0.3, 0.5]], p[None], 2)
+
+
+@pytest.mark.parametrize("method", ["auto", "sort", "select"])
+def test_mixed_dtypes_work_as_the_wider_one(method):
+    """float32 p with float64 q: every method of alpha_star and every rule works in float64, with
+    the values of the float64 pair."""
+    rng = np.random.default_rng(22)
+    P, Q = (torch.tensor(rng.dirichlet(np.full(6, 0.7), size=3)) for _ in range(2))
+    P32 = P.float()
+    wide = P32.double()
+    got = tb.alpha_star(P32, Q, 3, method)
+    assert got.dtype == torch.float64
+    assert torch.equal(got, tb.alpha_star(wide, Q, 3, method))
+    assert torch.equal(tb.alpha_star(Q, P32, 3, method), tb.alpha_star(Q, wide, 3, method))
+    if method == "auto":
+        for name, cls in tb.TORCH_RULES.items():
+            mixed, same = cls(P32, Q, 3), cls(wide, Q, 3)
+            assert mixed.p.dtype == mixed.q.dtype == torch.float64, name
+            gen_a, gen_b = torch.Generator().manual_seed(1), torch.Generator().manual_seed(1)
+            drafts = tb.sample_drafts(Q, 3, torch.Generator().manual_seed(2))
+            for a, b in zip(mixed.step(drafts, gen_a), same.step(drafts, gen_b), strict=True):
+                assert torch.equal(a, b), name

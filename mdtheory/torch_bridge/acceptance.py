@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ..errors import InvalidDistributionError, InvalidInputError
-from .tensors import _check_rows, _torch
+from ..errors import InvalidInputError
+from .tensors import _check_pair, _torch
 
 __all__ = ["alpha_star"]
 
@@ -24,7 +24,8 @@ def alpha_star(p, q, n: int, method: str = "auto"):
     ----------
     p, q : Tensor, shape (V,) or (B, V)
         Probability rows: finite, non-negative, each summing to one within the tolerance of their
-        dtype, :func:`mdtheory._validate.sum_tolerance` (:func:`to_probs` gives such rows).
+        dtype, :func:`mdtheory._validate.sum_tolerance` (:func:`to_probs` gives such rows). Of
+        different float dtypes, both are taken in the wider one.
     n : int
     method : {"auto", "sort", "select"}
         ``"sort"``: one sort of p/q and running sums. ``"select"``: no full sort (see Notes), no
@@ -37,8 +38,10 @@ def alpha_star(p, q, n: int, method: str = "auto"):
 
     Raises
     ------
+    InvalidInputError
+        n is not an integer >= 1, or method is unknown.
     InvalidDistributionError
-        p or q is not a tensor of probability rows, or their shapes differ.
+        p or q is not a tensor of probability rows, or their shapes or devices differ.
 
     Notes
     -----
@@ -53,14 +56,9 @@ def alpha_star(p, q, n: int, method: str = "auto"):
     tokens only (all of them where every ratio falls in one bin, p = q for instance).
     """
     torch = _torch()
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise InvalidInputError(f"the number of drafts must be an integer >= 1, got {n!r}")
     if method not in METHODS:
         raise InvalidInputError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
-    for name, t in (("p", p), ("q", q)):
-        _check_rows(torch, t, name)
-    if p.shape != q.shape:
-        raise InvalidDistributionError(f"p has shape {tuple(p.shape)} but q has {tuple(q.shape)}")
+    p, q, n = _check_pair(torch, p, q, n)
     grad = p.requires_grad or q.requires_grad
     if method == "select" or (method == "auto" and not grad):
         if p.ndim == 1:

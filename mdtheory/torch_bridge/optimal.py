@@ -43,9 +43,10 @@ class OptimalPlan:
     order, where : (B, V) long
         Token at each position of the order (q/p increasing, ties in any order), and its inverse.
     rest : (B, V) float64
-        1 - (time at which each position's cell starts) = the q-mass of this position and after.
+        1 - (time at which each position's cell starts) = the q-mass of this position and after
+        (exactly 1 at the first position).
     length : (B, V) float64
-        Each position's q (its cell's length).
+        Each position's q (its cell's length, ``rest`` less the next position's ``rest``).
     keep : (B, V) float64
         The part of its own cell each position keeps.
     first, stop : (B, V) long
@@ -145,8 +146,15 @@ def optimal_plan(p, q, n: int) -> OptimalPlan:
     # q/p increasing; q = 0 first (no cell), p = 0 < q last (ratio inf)
     key = torch.where(q > 0, q / p, torch.zeros_like(q))
     order = _argsort(key)
-    po, qo = p.gather(1, order), q.gather(1, order)
-    rest = qo.flip(-1).cumsum(-1).flip(-1)  # q of this position and after: 1 - its cell's start
+    po = p.gather(1, order)
+    # q of this position and after: 1 - its cell's start. Divided by the whole suffix sum, the first
+    # is exactly 1, so the cells' G-masses add up to G(1) = 1 at any n (the suffix sum's own
+    # rounding, raised to the power n, would be n times larger); each cell's length is the
+    # difference of its bounds, so consecutive cells meet exactly (Sterbenz: where both bounds lie
+    # in [1/2, 1], the only place where G's density reaches n)
+    rest = q.gather(1, order).flip(-1).cumsum(-1).flip(-1)
+    rest = rest / rest[:, :1]
+    qo = rest - torch.cat([rest[:, 1:], torch.zeros_like(rest[:, :1])], -1)
     rise = _rises(rest, qo, n)  # the cells' G-masses
     zero = torch.zeros(B, 1, dtype=torch.float64, device=dev)
     G = torch.cat([zero, rise.cumsum(-1)], -1)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 from abc import ABC, abstractmethod
 
-from .tensors import _torch
+from .tensors import _check_pair, _torch
 
 __all__ = ["TorchRule", "TorchRRS", "TorchKSeq", "TorchKhisti", "TorchOptimal", "TORCH_RULES"]
 
@@ -29,12 +29,20 @@ class TorchRule(ABC):
     """A batched selection rule prepared for rows (p, q) of shape (B, V), n iid drafts.
 
     :meth:`step` takes drafts (B, n) and returns (tokens (B,), accepted (B,) bool).
+
+    Raises
+    ------
+    InvalidInputError
+        n is not an integer >= 1.
+    InvalidDistributionError
+        p or q is not a (B, V) tensor of probability rows (as :func:`alpha_star` checks them), or
+        their shapes or devices differ. Of different float dtypes, both are taken in the wider one.
     """
 
     name = ""
 
     def __init__(self, p, q, n: int):
-        self.p, self.q, self.n = p, q, n
+        self.p, self.q, self.n = _check_pair(_torch(), p, q, n, rows_only=True)
         self.prepare()
 
     def prepare(self) -> None:  # noqa: B027 - a rule with nothing to prepare keeps this default

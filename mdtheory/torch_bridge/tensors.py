@@ -3,7 +3,7 @@ probabilities, device checks and draft sampling."""
 
 from __future__ import annotations
 
-from .._validate import sum_tolerance
+from .._validate import as_drafts, sum_tolerance
 from ..errors import InvalidDistributionError, InvalidInputError, MdtheoryError
 from ..language import logits as _logits
 
@@ -53,6 +53,32 @@ def _check_rows(torch, t, name: str) -> None:
     if off > tol:
         raise InvalidDistributionError(
             f"a row of {name} sums {off:.3g} away from 1 (tolerance {tol:g})")
+
+
+def _check_pair(torch, p, q, n, rows_only: bool = False):
+    """Validate (p, q, n) as :func:`_check_rows` and :func:`mdtheory._validate.as_drafts` do, and
+    return (p, q, n): p and q in their common dtype (a mixed pair works as its wider dtype).
+
+    Raises
+    ------
+    InvalidInputError
+        n is not an integer >= 1.
+    InvalidDistributionError
+        p or q is not a tensor of probability rows (of shape (B, V) with ``rows_only``), or their
+        shapes or devices differ.
+    """
+    n = as_drafts(n)
+    for name, t in (("p", p), ("q", q)):
+        _check_rows(torch, t, name)
+        if rows_only and t.ndim != 2:
+            raise InvalidDistributionError(
+                f"{name} has shape {tuple(t.shape)}; a batched rule takes rows of shape (B, V)")
+    if p.shape != q.shape:
+        raise InvalidDistributionError(f"p has shape {tuple(p.shape)} but q has {tuple(q.shape)}")
+    if p.device != q.device:
+        raise InvalidDistributionError(f"p is on {p.device} but q is on {q.device}")
+    dtype = torch.promote_types(p.dtype, q.dtype)
+    return p.to(dtype), q.to(dtype), n
 
 
 def check_device(device: str) -> None:
