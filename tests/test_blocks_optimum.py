@@ -26,6 +26,7 @@ from mdtheory.blocks.markov import (
     sequence_probs,
     sun_toy,
 )
+from mdtheory.blocks.trees import DraftTree
 from mdtheory.certify import CERT_TOL
 from mdtheory.errors import (
     InvalidDistributionError,
@@ -419,6 +420,20 @@ def test_bound_bad_input():
         block_efficiency_bound(target, lambda c: np.array([0.9, 0.9]), n=1, length=2)
     with pytest.raises(InvalidInputError, match="shape"):
         block_efficiency_bound(target, ConstantLaw([0.2, 0.3, 0.5]), n=1, length=2)
+    with pytest.raises(InvalidInputError, match="2\\^53"):
+        block_efficiency_bound(target, draft, n=2**53 + 1, length=2)
+
+
+@pytest.mark.parametrize("kw", [{"n": 10**12, "length": 2}, {"n": 2**53, "length": 2},
+                                {"n": 10**9, "length": 4}, {"tree": DraftTree((10**4,) * 3)}])
+def test_bound_with_the_draft_equal_to_the_target_is_one_plus_length(kw):
+    """With the draft equal to the target every block of L tokens is accepted, so the optimum is
+    1 + L at any number of drafts; the path masses of a depth sum to one only up to rounding, and
+    raising that sum to the n-th power would put the bound below the optimum (even negative for huge
+    n). The prefix sets' masses are taken from their complements."""
+    law = ConstantLaw([0.1, 0.2, 0.3, 0.4])
+    res = block_efficiency_bound(law, law, **kw)
+    assert res.value >= 1 + res.length
 
 
 @pytest.mark.parametrize("seed", range(2))

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field, fields
 import numpy as np
 
 from .. import _budget
+from .._validate import as_drafts
 from ..errors import InvalidDistributionError, InvalidInputError, MdtheoryError
 from ..result import to_jsonable
 from .markov import Law, _check_length, batched, row_tolerance
@@ -133,7 +134,12 @@ def coarse_alpha_bound(p: np.ndarray, q: np.ndarray, n: int) -> tuple[float, int
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = np.where(p > 0, q / p, np.where(q > 0, np.inf, 0.0))
     order = np.argsort(-ratio, kind="stable")
-    gain = np.cumsum(q[order]) ** n - np.cumsum(p[order])
+    # the cells partition the sequences, so q(T) = 1 - q(T^c): the complement's mass keeps the
+    # distance from one that cumsum(q) would lose (cumsum(q)^n drifts by n ulps and overflows for
+    # huge n), and the whole set has gain 0 exactly
+    qc = np.minimum(np.cumsum(q[order][::-1])[::-1][1:], 1.0)
+    pc = np.cumsum(p[order][::-1])[::-1][1:]
+    gain = np.append(pc + np.expm1(n * np.log1p(-qc)), 0.0)
     j = int(np.argmax(gain))
     if gain[j] <= 0:
         return 1.0, 0
@@ -256,7 +262,7 @@ def block_efficiency_bound(target: Law, draft: Law, n: int | None = None, length
         n, length = tree.n, tree.length
     if n is None or length is None:
         raise InvalidInputError("give n and length (K iid drafts of L tokens), or a tree")
-    n, length = _check_length(n, "n"), _check_length(length)
+    n, length = as_drafts(n), _check_length(length)
     expansions = _check_length(expansions, "expansions")
     batch = _check_length(batch, "batch")
     context = tuple(int(c) for c in context)
