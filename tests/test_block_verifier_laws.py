@@ -299,6 +299,13 @@ def test_exact_block_efficiency_is_unchanged_on_float_laws():
 GOOD = ConstantLaw([0.5, 0.5])
 
 
+class _Unconvertible:
+    """A law's return value whose conversion to an array raises."""
+
+    def __array__(self, *args, **kwargs):
+        raise RuntimeError("cannot convert")
+
+
 @pytest.mark.parametrize("bad, match", [
     (lambda ctx: np.array([0.5, 0.6]), "not a probability vector"),
     (lambda ctx: np.array([1.5, -0.5]), "not a probability vector"),
@@ -306,6 +313,8 @@ GOOD = ConstantLaw([0.5, 0.5])
     (lambda ctx: np.array([0.5, 0.5]) if len(ctx) == 0 else np.array([0.2, 0.2, 0.6]), "length 2"),
     (lambda ctx: "abc", "not a vector"),
     (lambda ctx: None, "not a vector"),
+    (lambda ctx: np.array([0.5 + 1j, 0.5]), "not a vector"),
+    (lambda ctx: _Unconvertible(), "not a vector"),
 ])
 @pytest.mark.parametrize("which", ["target", "draft"])
 def test_bad_laws_are_named_errors(bad, match, which):
@@ -318,9 +327,16 @@ def test_bad_laws_are_named_errors(bad, match, which):
 
 
 def test_unnormalised_law_no_longer_inflates_block_efficiency():
-    # p = (0.5, 0.6) used to give E|B| = 3.3 > L + 1
+    # p = (0.5, 0.6), read unchecked, gives E|B| = 3.3 > L + 1
     with pytest.raises(InvalidDistributionError, match="the target at context"):
         block_efficiency(make_verifier("block"), lambda c: np.array([0.5, 0.6]), GOOD, 1, 2)
+
+
+@pytest.mark.parametrize("rng", ["abc", -1, 1.5, True])
+def test_a_bad_random_generator_is_a_named_error(rng):
+    for v in _every_verifier():
+        with pytest.raises(InvalidInputError, match="rng"):
+            v.sample(GOOD, GOOD, np.array([[0, 1], [1, 1]]), rng)
 
 
 def test_raising_law_is_one_named_error():

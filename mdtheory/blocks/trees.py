@@ -59,8 +59,8 @@ def checked_row(law: Callable, context: tuple, name: str = "law", V: int | None 
     except Exception as exc:  # noqa: BLE001 -- a user's callable may raise anything
         raise InvalidInputError(f"the {name} raised {type(exc).__name__} at context {ctx}: {exc}") from None
     try:
-        arr = np.asarray(raw, dtype=np.float64)
-    except (TypeError, ValueError):
+        arr = None if np.iscomplexobj(raw) else np.asarray(raw, dtype=np.float64)
+    except Exception:  # noqa: BLE001 -- a user's object may raise anything on conversion
         arr = None
     if arr is None or arr.ndim != 1 or arr.size < 1 or (V is not None and arr.size != V):
         raise InvalidDistributionError(f"the {name} at context {ctx} returned {_short(raw)}, not a "

@@ -52,6 +52,7 @@ from itertools import product
 
 import numpy as np
 
+from .._validate import as_generator
 from ..errors import InvalidInputError, ProblemTooLargeError
 from .trees import MAX_TREE_DRAWS, DraftTree, checked_row, iid_drafts
 
@@ -225,7 +226,7 @@ class BlockVerifier(ABC):
 
     def sample(self, target: Callable, draft: Callable, drafts, rng=None) -> np.ndarray:
         """One emitted block given ``drafts`` (K, L): a 1-D int array of 1..L+1 tokens."""
-        rng = np.random.default_rng(rng)
+        rng = as_generator(rng)
         state = rng.bit_generator.state
         laws = _Laws(target, draft)
         try:
