@@ -141,9 +141,11 @@ def test_a_nested_audit_leaves_the_outer_call_watched():
 
 
 @pytest.mark.skipif(not watchdog.can_arm(), reason="no SIGALRM timer here")
-def test_a_nested_audit_keeps_its_own_limit():
+@pytest.mark.parametrize("outer_limit", [30, None])
+def test_a_nested_audit_keeps_its_own_limit(outer_limit):
     """The inner run's hanging call is interrupted at the inner limit (0.5 s), not the outer one
-    (30 s); the outer verifier catches the inner error and the outer audit runs to its end."""
+    (30 s, or none: the outer run is not armed); the outer verifier catches the inner error and
+    the outer audit runs to its end."""
     caught = []
 
     def inner_hangs(p, q, drafts, rng):
@@ -157,7 +159,7 @@ def test_a_nested_audit_keeps_its_own_limit():
             except VerifierTimeoutError as exc:
                 caught.append(str(exc))
         return int(rng.choice(len(p), p=p)), False
-    res = md.audit(outer, P, Q, 2, samples=200, max_seconds=30)
+    res = md.audit(outer, P, Q, 2, samples=200, max_seconds=outer_limit)
     assert res.samples == 200
     assert len(caught) == 1
     assert "inner_hangs: the verifier call" in caught[0] and "limit of 0.5 s" in caught[0]

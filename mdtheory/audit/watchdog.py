@@ -143,7 +143,6 @@ class Watchdog:
             if not nested:
                 signal.setitimer(signal.ITIMER_REAL, 0.0)
                 signal.signal(signal.SIGALRM, previous)
-                self._calls.clear()
                 self._late = None
 
 
