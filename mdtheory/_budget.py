@@ -14,12 +14,13 @@ tell "seconds" from "hours" before starting, not to time anything.
 from __future__ import annotations
 
 import math
+import numbers
 import os
 from typing import NamedTuple
 
 from .errors import InvalidInputError, ProblemTooLargeError
 
-__all__ = ["Estimate", "require", "combine", "fmt_seconds", "fmt_bytes", "stored_floats",
+__all__ = ["Estimate", "require", "check_limit", "combine", "fmt_seconds", "fmt_bytes", "stored_floats",
            "mc_chunk", "monte_carlo", "batched_steps", "lm_pairs", "ngram_distillation", "enumeration",
            "capped_power", "prefix_route", "closed_form_route", "subsets_route", "law_route",
            "min_norm_point", "acceptance_cone", "verify_claim", "MAX_SECONDS",
@@ -153,6 +154,32 @@ def require(est: Estimate, max_seconds: float = MAX_SECONDS, *, max_bytes: float
             f"{est.what}: estimated {fmt_seconds(est.seconds)}, over the limit of "
             f"{fmt_seconds(max_seconds)}; raise it with {flag} to run it anyway{hint}"
         )
+
+
+def check_limit(value, name: str) -> float | None:
+    """``value`` checked as a limit named ``name`` (``max_seconds``, ``max_bytes``): None (no limit)
+    as is, else a positive real number (infinity: no limit) as a float.
+
+    Raises
+    ------
+    InvalidInputError
+        ``value`` is a bool, not a real number, NaN, zero or negative; the message names ``name``.
+
+    Examples
+    --------
+    >>> check_limit(2, "max_seconds"), check_limit(None, "max_seconds")
+    (2.0, None)
+    >>> check_limit(float("nan"), "max_seconds")
+    Traceback (most recent call last):
+    ...
+    mdtheory.errors.InvalidInputError: max_seconds must be a positive number or None, got nan
+    """
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) \
+            or math.isnan(value) or not value > 0:
+        raise InvalidInputError(f"{name} must be a positive number or None, got {value!r}")
+    return float(value)
 
 
 def stored_floats(what: str, count: float) -> Estimate:

@@ -1,9 +1,11 @@
 """The library's language-model functions refuse work over their limits before doing it."""
 
+import re
+
 import numpy as np
 import pytest
 
-from mdtheory.errors import ProblemTooLargeError
+from mdtheory.errors import InvalidInputError, ProblemTooLargeError
 from mdtheory.language import drafters
 from mdtheory.language.langmodel import PILOT_BATCH, LanguageModel
 
@@ -75,3 +77,29 @@ def test_no_time_limit_takes_no_pilot_step():
     target, drafter = Counted(), Counted()
     drafters.lm_pairs(3, target, drafter, np.random.default_rng(0), max_seconds=None)
     assert target.calls == 3 and drafter.calls == 3  # start and two steps, no pilot
+
+
+BAD_LIMITS = [("max_seconds", v) for v in ("1", [1], 1j, float("nan"), 0, -1.0, True)] + \
+    [("max_bytes", v) for v in ("1", float("nan"), 0, -1, False)]
+
+
+@pytest.mark.parametrize("name,value", BAD_LIMITS)
+@pytest.mark.parametrize("call", [
+    lambda t, kw: drafters.lm_pairs(3, t, t, np.random.default_rng(0), **kw),
+    lambda t, kw: drafters.distill_ngram(t, np.random.default_rng(0), order=2, **kw),
+    lambda t, kw: drafters.make_drafter("ngram", t, np.random.default_rng(0), order=2, **kw),
+    lambda t, kw: drafters.load_drafter("ngram", t, np.random.default_rng(0), order=2, **kw),
+])
+def test_a_bad_limit_is_named_before_any_call(call, name, value):
+    target = Counted()
+    with pytest.raises(InvalidInputError, match=rf"^{name} must be a positive number or None, "
+                       rf"got {re.escape(repr(value))}$"):
+        call(target, {name: value})
+    assert target.calls == 0
+
+
+def test_an_infinite_time_limit_takes_no_pilot_step():
+    target, drafter = Counted(), Counted()
+    drafters.lm_pairs(3, target, drafter, np.random.default_rng(0), max_seconds=float("inf"),
+                      max_bytes=None)
+    assert target.calls == 3 and drafter.calls == 3

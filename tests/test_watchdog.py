@@ -117,3 +117,50 @@ def test_off_the_main_thread_the_watchdog_stays_unarmed_and_the_audit_runs():
     worker.join(timeout=120)
     assert not worker.is_alive()
     assert found["can_arm"] is False and found["result"].samples == 200
+
+
+def quick(p, q, drafts, rng):
+    return int(drafts[0]), True
+
+
+@pytest.mark.skipif(not watchdog.can_arm(), reason="no SIGALRM timer here")
+def test_a_nested_audit_leaves_the_outer_call_watched():
+    """A verifier that runs an audit of its own and then hangs: the inner run's calls do not clear
+    the outer call's mark, so the outer call is still interrupted at the outer limit."""
+    state = {"inner": None}
+
+    def outer(p, q, drafts, rng):
+        state["inner"] = md.audit(quick, p, q, 2, samples=20, max_seconds=30).samples
+        time.sleep(5)
+        return 0
+    with pytest.raises(VerifierTimeoutError, match=r"audit of .*outer: .*position 0 .*limit of 0\.5 s"):
+        md.audit(outer, P, Q, 2, samples=200, max_seconds=0.5)
+    assert state["inner"] == 20
+    assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+    assert signal.getsignal(signal.SIGALRM) is not watchdog.CALLS._alarm
+
+
+@pytest.mark.skipif(not watchdog.can_arm(), reason="no SIGALRM timer here")
+@pytest.mark.parametrize("outer_limit", [30, None])
+def test_a_nested_audit_keeps_its_own_limit(outer_limit):
+    """The inner run's hanging call is interrupted at the inner limit (0.5 s), not the outer one
+    (30 s, or none: the outer run is not armed); the outer verifier catches the inner error and
+    the outer audit runs to its end."""
+    caught = []
+
+    def inner_hangs(p, q, drafts, rng):
+        time.sleep(5)
+        return 0
+
+    def outer(p, q, drafts, rng):
+        if not caught:
+            try:
+                md.audit(inner_hangs, p, q, 2, samples=20, max_seconds=0.5)
+            except VerifierTimeoutError as exc:
+                caught.append(str(exc))
+        return int(rng.choice(len(p), p=p)), False
+    res = md.audit(outer, P, Q, 2, samples=200, max_seconds=outer_limit)
+    assert res.samples == 200
+    assert len(caught) == 1
+    assert "inner_hangs: the verifier call" in caught[0] and "limit of 0.5 s" in caught[0]
+    assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)

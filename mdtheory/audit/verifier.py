@@ -82,6 +82,9 @@ PILOT_CALLS = 100
 TORCH_CHUNK = _budget.TORCH_CHUNK
 #: Exit code of ``mdtheory audit`` for an inconclusive run (too few samples for ``--detect-tv``).
 EXIT_INCONCLUSIVE = 5
+#: During the pilot, the pace is judged after every call once the calls so far took this fraction
+#: of ``max_seconds`` (slow calls are refused after a few, not after :data:`PILOT_CALLS`).
+PILOT_EARLY = 0.1
 #: After the pilot, the audit's pace is re-checked this often (seconds).
 PACE_EVERY = 0.25
 #: Tokens listed in ``worst_tokens``.
@@ -266,6 +269,17 @@ def _pilot_check(f, calls: int, seconds: float, total: int, max_seconds: float |
         f"each (timed on the first {calls})", total * seconds / calls), max_seconds)
 
 
+def _pilot(f, i: int, last: int, t0: float, total: int, max_seconds: float | None) -> None:
+    """The pilot's check before call ``i`` (``i`` calls made since ``t0``): at its end (``last``),
+    and before every call up to it once the calls so far took :data:`PILOT_EARLY` of
+    ``max_seconds``, so that slow calls are refused within about the limit plus one call."""
+    if max_seconds is None or not 0 < i <= last:
+        return
+    seconds = time.perf_counter() - t0
+    if i == last or seconds >= PILOT_EARLY * max_seconds:
+        _pilot_check(f, i, seconds, total, max_seconds)
+
+
 def _pace_check(f, calls: int, seconds: float, total: int, max_seconds: float | None) -> None:
     """Stop the audit once ``calls`` calls took ``seconds`` and the pace so far projects ``total``
     calls past ``max_seconds`` (a verifier that slows down after the pilot)."""
@@ -304,8 +318,8 @@ def _run_sampled(fs, P, models, samples, seed, max_seconds=None, quiet=True):
                 sampled = model.sample(draft_rng, min(chunk, samples - i))
                 sampled.setflags(write=False)
             x = sampled[i % chunk]
-            if b == 0 and i == min(PILOT_CALLS, samples - 1):
-                _pilot_check(f, i, time.perf_counter() - t0, B * samples, max_seconds)
+            if b == 0:
+                _pilot(f, i, min(PILOT_CALLS, samples - 1), t0, B * samples, max_seconds)
             if max_seconds is not None and (b or i > PILOT_CALLS):  # the pace, re-checked
                 now = time.perf_counter()
                 if now - checked >= PACE_EVERY:
@@ -504,7 +518,8 @@ def audit(f: Callable | type, p: ArrayLike, q: ArrayLike, n: int, *, sampling: s
     max_seconds : float or None
         Sampled form: the target is timed on its first :data:`PILOT_CALLS` calls and the audit is
         refused (:class:`~mdtheory.errors.ProblemTooLargeError`, stating the estimate) if all
-        positions x samples calls would take longer; the pace is re-checked every
+        positions x samples calls would take longer (judged after every call once the pilot has
+        taken :data:`PILOT_EARLY` of the limit, so slow calls stop it early); the pace is re-checked every
         :data:`PACE_EVERY` seconds after that, and the audit stopped the same way once the calls so
         far project past the limit. Default 60 s, as the CLI's; None: no limit.
     max_bytes : float
@@ -547,8 +562,9 @@ def audit(f: Callable | type, p: ArrayLike, q: ArrayLike, n: int, *, sampling: s
     if isinstance(detect_tv, bool) or not isinstance(detect_tv, (int, float, np.floating)) \
             or not 0 < detect_tv <= 1:
         raise InvalidInputError(f"the TV to detect must be in (0, 1], got {detect_tv!r}")
-    if max_seconds is not None and (isinstance(max_seconds, bool) or not max_seconds > 0):
-        raise InvalidInputError(f"max_seconds must be positive or None, got {max_seconds!r}")
+    max_seconds = _budget.check_limit(max_seconds, "max_seconds")
+    max_bytes = _budget.check_limit(max_bytes, "max_bytes")
+    max_bytes = math.inf if max_bytes is None else max_bytes
     if exact and torch:
         raise InvalidInputError("choose one of exact and torch")
     rule_cls = f if isinstance(f, type) and issubclass(f, SelectionRule) else None

@@ -11,7 +11,9 @@ fires while one call has been running for longer than the whole run's limit (and
 within Y s"). The interrupt is a ``BaseException`` inside the call, so neither the verifier's own
 ``except Exception`` nor the audit's handling of the verifier's errors swallows it; it becomes the
 named error when the run ends. On leaving, the timer is disarmed and the previous ``SIGALRM`` handler
-restored.
+restored. Runs nest: a verifier that itself runs an audit arms the watchdog again inside its call;
+the calls in flight form a stack, each judged against its own run's limit, and a late outer call is
+interrupted even while an inner run's calls come and go.
 
 What it cannot do. A Python signal handler runs between bytecodes of the main thread: a call stuck in
 C code that holds the GIL (a long numpy or torch kernel, a C extension's loop) is interrupted only when
@@ -20,7 +22,17 @@ the handler's exception propagates, PEP 475). The batched torch audit is not wat
 are few and its time is not estimated). Off the main thread, where no signal handler can be
 installed, on platforms without ``SIGALRM`` (Windows), or while another ``ITIMER_REAL`` timer is
 running (e.g. a test harness's timeout, which it would otherwise replace), the watchdog stays
-unarmed and the audits keep only their between-call pace checks.
+unarmed and the audits keep only their between-call pace checks; a verifier that hands its calls to
+another thread is watched only as long as its main-thread call waits for them, and the other
+thread's work runs on after the interrupt.
+
+The interrupt is an exception raised inside the verifier's own code, so the verifier can defeat it:
+one that catches ``BaseException`` (a bare ``except:``) and returns has its answer counted as if the
+call had returned in time (the run goes on, and its pace checks stop it later with
+:class:`~mdtheory.errors.ProblemTooLargeError`), and one that catches it and loops or waits again
+hangs the run (the timer fires again every :data:`RECHECK` seconds, and each interrupt can be
+caught again). A verifier that installs its own ``SIGALRM`` handler, ignores the signal, or sets
+or cancels the ``ITIMER_REAL`` timer switches the watchdog off for the rest of the run.
 """
 
 from __future__ import annotations
@@ -56,58 +68,82 @@ def can_arm() -> bool:
 
 
 class Watchdog:
-    """Marks verifier calls in flight and interrupts one that runs longer than an armed limit."""
+    """Marks verifier calls in flight and interrupts one that runs longer than an armed limit.
+
+    Re-entrant: a verifier that runs an audit of its own arms the watchdog again inside its call;
+    the calls in flight form a stack, each judged against the limit of the run that made it, so
+    the inner run's calls neither clear nor replace the outer call's mark.
+    """
 
     def __init__(self):
-        self._started: float | None = None
-        self._where = None
-        self._armed = False
-        self._late = None  # (start, where) of the call interrupted
+        self._calls: list[tuple[float, object, float, int]] = []  # (start, where, limit, depth)
+        self._depth = 0  # runs armed, the innermost last
+        self._late = None  # (start, where, limit, depth) of the call interrupted
         self.limit = math.inf
+
+    @property
+    def _started(self) -> float | None:
+        """Start of the innermost call in flight (None when none is)."""
+        return self._calls[-1][0] if self._calls else None
 
     def call(self, position, drafts, f, *args):
         """``f(*args)``, marked in flight at ``position`` (an int, or None) on ``drafts``."""
-        self._where = (position, drafts)
-        self._started = time.perf_counter()
+        self._calls.append((time.perf_counter(), (position, drafts), self.limit, self._depth))
         try:
             return f(*args)
         finally:
-            self._started = None
+            self._calls.pop()
 
     def _alarm(self, signum, frame):
-        if self._started is not None and \
-                time.perf_counter() - self._started >= max(self.limit, RECHECK):
-            self._late = (self._started, self._where)
-            raise _Interrupt
+        now = time.perf_counter()
+        for entry in self._calls:  # the outermost late call first
+            if now - entry[0] >= max(entry[2], RECHECK):
+                self._late = entry
+                raise _Interrupt
 
     @contextmanager
     def armed(self, max_seconds: float | None, what: str):
         """Arm the watchdog for a run of ``what`` whose limit is ``max_seconds`` (None or infinite:
-        not armed): a call through :meth:`call` that runs longer than that by itself is interrupted,
-        and the run raises :class:`~mdtheory.errors.VerifierTimeoutError`. Re-entering while
-        armed does nothing."""
-        if self._armed or max_seconds is None or not math.isfinite(max_seconds) or not can_arm():
+        no limit for this run's calls): a call through :meth:`call` that runs longer than that by
+        itself is interrupted, and the run raises :class:`~mdtheory.errors.VerifierTimeoutError`.
+        Entered again while armed (a verifier running an audit), the inner run's calls get its own
+        limit, the outer calls keep theirs, and the timer keeps running for both."""
+        limit = math.inf if max_seconds is None or not math.isfinite(max_seconds) else max_seconds
+        nested = self._depth > 0
+        if not nested and (math.isinf(limit) or not can_arm()):
             yield self
             return
-        self.limit, self._armed = max_seconds, True
-        previous = signal.signal(signal.SIGALRM, self._alarm)
+        outer_limit = self.limit
+        self._depth += 1
+        self.limit, depth = limit, self._depth
+        previous = None
         try:
-            signal.setitimer(signal.ITIMER_REAL, max(max_seconds, RECHECK), RECHECK)
+            if nested:  # the timer already runs: make it fire often enough for the inner limit too
+                signal.setitimer(signal.ITIMER_REAL, RECHECK, RECHECK)
+            else:
+                previous = signal.signal(signal.SIGALRM, self._alarm)
+                signal.setitimer(signal.ITIMER_REAL, max(limit, RECHECK), RECHECK)
             yield self
         except _Interrupt:
-            started, (position, drafts) = self._late
+            if self._late is None or self._late[3] != depth:
+                raise  # an outer run's call is late: that run reports it
+            started, (position, drafts), late_limit, _ = self._late
+            self._late = None
             at = "" if position is None else f" at position {position}"
             shown = drafts.tolist() if hasattr(drafts, "tolist") else drafts
             raise VerifierTimeoutError(
                 f"{what}: the verifier call{at} on drafts {shown} did not return within "
                 f"{_budget.fmt_seconds(time.perf_counter() - started)}, longer than the limit of "
-                f"{_budget.fmt_seconds(max_seconds)} by itself: interrupted; raise the limit with "
+                f"{_budget.fmt_seconds(late_limit)} by itself: interrupted; raise the limit with "
                 "max_seconds (--max-seconds)"
             ) from None
         finally:
-            signal.setitimer(signal.ITIMER_REAL, 0.0)
-            signal.signal(signal.SIGALRM, previous)
-            self._armed, self._started, self.limit = False, None, math.inf
+            self._depth -= 1
+            self.limit = outer_limit
+            if not nested:
+                signal.setitimer(signal.ITIMER_REAL, 0.0)
+                signal.signal(signal.SIGALRM, previous)
+                self._late = None
 
 
 #: The watchdog the audits call their verifiers through.

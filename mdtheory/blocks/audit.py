@@ -79,6 +79,7 @@ from itertools import permutations, product
 
 import numpy as np
 
+from .. import _budget
 from ..audit.statistics import (
     DEFAULT_LEVEL,
     MAX_SAMPLES,
@@ -96,7 +97,7 @@ from ..audit.verifier import (
     AuditResult,
     _describe,
     _one_line,
-    _pilot_check,
+    _pilot,
 )
 from ..audit.watchdog import CALLS
 from ..errors import InvalidDistributionError, InvalidInputError, MdtheoryError, ProblemTooLargeError
@@ -372,7 +373,7 @@ def _index(seq, V: int) -> int:
 def audit_block(f: Callable, target: Callable, draft: Callable, n: int, length: int, *,
                 samples: int | None = None, seed: int = 0, level: float = DEFAULT_LEVEL,
                 detect_tv: float = TARGET_TV, exact: bool = False, branching=None,
-                sampling: str = "iid", context=(), max_seconds: float | None = None
+                sampling: str = "iid", context=(), max_seconds: float | None = _budget.MAX_SECONDS
                 ) -> BlockAuditResult:
     """Audit a block or tree verifier: is "emitted block + fresh target tokens" the target's law?
 
@@ -408,9 +409,14 @@ def audit_block(f: Callable, target: Callable, draft: Callable, n: int, length: 
         replacement by successive sampling (each from q renormalised off the siblings drawn).
     context : sequence of int
         The root context (default empty).
-    max_seconds : float, optional
+    max_seconds : float or None
         Refuse (:class:`~mdtheory.errors.ProblemTooLargeError`, with the estimate) a run whose first
-        :data:`~mdtheory.audit.verifier.PILOT_CALLS` verifier calls predict more than this.
+        :data:`~mdtheory.audit.verifier.PILOT_CALLS` verifier calls predict more than this (judged
+        after every call once they took :data:`~mdtheory.audit.verifier.PILOT_EARLY` of it), and
+        interrupt a verifier call that runs longer than this by itself
+        (:class:`~mdtheory.errors.VerifierTimeoutError`, :mod:`mdtheory.audit.watchdog`).
+        Default 60 s (:data:`mdtheory._budget.MAX_SECONDS`), as :func:`mdtheory.audit` and the
+        CLI; None: no limit.
 
     Returns
     -------
@@ -442,6 +448,7 @@ def audit_block(f: Callable, target: Callable, draft: Callable, n: int, length: 
     t0 = time.perf_counter()
     n = _positive(n, "n")
     L = _positive(length, "length")
+    max_seconds = _budget.check_limit(max_seconds, "max_seconds")
     if not 0 < level < 1:
         raise InvalidInputError(f"the level must be in (0, 1), got {level}")
     if not 0 < detect_tv <= 1:
@@ -516,8 +523,7 @@ def _sampled(f, P, Q, V, L, branching, p_full, samples, seed, bound, max_seconds
     examples: list[dict] = []
     t_pilot = time.perf_counter()
     for i in range(samples):
-        if i == min(PILOT_CALLS, samples - 1):
-            _pilot_check(f, i, time.perf_counter() - t_pilot, samples, max_seconds)
+        _pilot(f, i, min(PILOT_CALLS, samples - 1), t_pilot, samples, max_seconds)
         drafts = _draw(Q, branching, draft_rng, common["sampling"] != "iid")
         drafts.setflags(write=False)
         try:
@@ -591,8 +597,7 @@ def _exact(law, P, Q, V, L, branching, step, p_full, bound, max_seconds, t0, com
     t_pilot = time.perf_counter()
     trees = _enumerate(Q, branching, common["sampling"] != "iid")
     for i, (drafts, w) in enumerate(trees):
-        if i == min(PILOT_CALLS, len(trees) - 1):
-            _pilot_check(law, i, time.perf_counter() - t_pilot, len(trees), max_seconds)
+        _pilot(law, i, min(PILOT_CALLS, len(trees) - 1), t_pilot, len(trees), max_seconds)
         drafts.setflags(write=False)
         try:
             out = CALLS.call(None, drafts, law, P, Q, drafts)  # (watchdog)

@@ -150,9 +150,13 @@ class NGramLaw(LanguageModel):
         return total / max(count, 1)
 
 
-def _limited(max_seconds) -> bool:
-    """Whether ``max_seconds`` is a finite limit (None or infinite: no limit, no pilot step)."""
-    return max_seconds is not None and math.isfinite(max_seconds)
+def _limits(max_seconds, max_bytes) -> tuple[float | None, float]:
+    """The limits checked (:func:`mdtheory._budget.check_limit`): ``max_seconds`` None where it sets
+    no limit (None or infinite: no pilot step), ``max_bytes`` infinite where None."""
+    max_seconds = _budget.check_limit(max_seconds, "max_seconds")
+    max_bytes = _budget.check_limit(max_bytes, "max_bytes")
+    return (max_seconds if max_seconds is not None and math.isfinite(max_seconds) else None,
+            math.inf if max_bytes is None else max_bytes)
 
 
 def sample_texts(law: LanguageModel, streams: int, length: int, rng: np.random.Generator,
@@ -191,6 +195,7 @@ def distill_ngram(target: LanguageModel, rng: np.random.Generator, order: int = 
         pilot batch, plus the counting, :func:`mdtheory._budget.ngram_distillation`) over
         ``max_seconds``; the message states the estimate.
     """
+    max_seconds, max_bytes = _limits(max_seconds, max_bytes)
     if streams < 2:
         raise InvalidInputError(f"distilling an n-gram needs at least 2 sampled texts, got {streams}")
     if order < 1 or length < 1:
@@ -203,7 +208,7 @@ def distill_ngram(target: LanguageModel, rng: np.random.Generator, order: int = 
         length = min(length, target.max_length - 1)
     size = _budget.ngram_distillation(order, target.V, streams, length, len(NGRAM_STRENGTHS), 0.0)
     _budget.require(size, math.inf, max_bytes=max_bytes)  # the memory, before the pilot step
-    if _limited(max_seconds):
+    if max_seconds is not None:
         _budget.require(size._replace(seconds=size.seconds + target.step_seconds(streams) * length),
                         max_seconds, max_bytes=max_bytes, flag="max_seconds")
     texts = sample_texts(target, streams, length, rng, meta, quiet)
@@ -231,6 +236,7 @@ def make_drafter(kind, target: LanguageModel, rng: np.random.Generator, *,
     likewise where it has ``with_sampling``; its vocabulary must be the target's. ``max_seconds``
     and ``max_bytes`` bound the n-gram's distillation (:func:`distill_ngram`, refused up front).
     """
+    max_seconds, max_bytes = _limits(max_seconds, max_bytes)
     temperature = target.temperature if temperature is None else temperature
     check_sampling(temperature, top_k)
     if isinstance(kind, LanguageModel):
@@ -286,6 +292,7 @@ def load_drafter(spec: str, target: LanguageModel, rng: np.random.Generator, *,
                  max_seconds: float = MAX_SECONDS, max_bytes: float = MAX_BYTES) -> LanguageModel:
     """The drafter ``spec`` for ``target``: one of :data:`DRAFTERS` (:func:`make_drafter`, with the
     limits) or ``hf:PATH``, a second checkpoint whose vocabulary must be the target's."""
+    max_seconds, max_bytes = _limits(max_seconds, max_bytes)
     from .hf import is_hf, load_hf
 
     if is_hf(spec):
@@ -314,6 +321,7 @@ def lm_pairs(positions: int, target: LanguageModel, drafter: LanguageModel, rng:
         measured on a pilot batch, times the steps) over ``max_seconds``; the message states the
         estimate.
     """
+    max_seconds, max_bytes = _limits(max_seconds, max_bytes)
     if positions < 1:
         raise InvalidInputError(f"--positions must be >= 1, got {positions}")
     if length < 1:
@@ -327,7 +335,7 @@ def lm_pairs(positions: int, target: LanguageModel, drafter: LanguageModel, rng:
             length = min(length, model.max_length - 1)
     streams = -(-positions // length)
     _budget.require(_budget.lm_pairs(positions, target.V, 0.0), math.inf, max_bytes=max_bytes)
-    if _limited(max_seconds):  # the pilot steps, only where a limit needs them
+    if max_seconds is not None:  # the pilot steps, only where a limit needs them
         seconds = (target.step_seconds(streams) + drafter.step_seconds(streams)) * length
         _budget.require(_budget.lm_pairs(positions, target.V, seconds), max_seconds,
                         max_bytes=max_bytes, flag="max_seconds")
