@@ -126,7 +126,8 @@ def coarse_alpha_bound(p: np.ndarray, q: np.ndarray, n: int) -> tuple[float, int
 
     Examples
     --------
-    >>> coarse_alpha_bound(np.array([0.7, 0.3]), np.array([0.4, 0.6]), 1)
+    >>> value, cells = coarse_alpha_bound(np.array([0.7, 0.3]), np.array([0.4, 0.6]), 1)
+    >>> round(value, 12), cells
     (0.7, 1)
     """
     p = np.asarray(p, dtype=np.float64)
