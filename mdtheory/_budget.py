@@ -156,6 +156,19 @@ def require(est: Estimate, max_seconds: float = MAX_SECONDS, *, max_bytes: float
         )
 
 
+def limits(max_seconds, max_bytes) -> tuple[float, float]:
+    """``max_seconds`` and ``max_bytes`` checked by :func:`check_limit`, None read as infinity (no
+    limit).
+
+    Examples
+    --------
+    >>> limits(None, 2**30)
+    (inf, 1073741824.0)
+    """
+    seconds, nbytes = check_limit(max_seconds, "max_seconds"), check_limit(max_bytes, "max_bytes")
+    return (math.inf if seconds is None else seconds), (math.inf if nbytes is None else nbytes)
+
+
 def check_limit(value, name: str) -> float | None:
     """``value`` checked as a limit named ``name`` (``max_seconds``, ``max_bytes``): None (no limit)
     as is, else a positive real number (infinity: no limit) as a float.

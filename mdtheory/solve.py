@@ -280,6 +280,7 @@ def optimal_acceptance(p: ArrayLike, q: ArrayLike | DraftModel, n: int | None = 
     >>> [r.value for r in optimal_acceptance([[1.0, 0.0], [0.5, 0.5]], [0.5, 0.5], 2)]  # batch
     [0.75, 1.0]
     """
+    max_seconds, max_bytes = _budget.limits(max_seconds, max_bytes)
     if (batch := _batch(p, q, sampling)) is not None:
         return list(_solve_batch(*batch, n, sampling, method, normalize, certify, max_seconds,
                                  max_bytes))
@@ -370,6 +371,7 @@ def alpha_star(p: ArrayLike, q: ArrayLike | DraftModel, n: int | None = None, sa
     >>> alpha_star([0.25, 0.75], [[0.75, 0.25], [0.25, 0.75]], 1).tolist()
     [0.5, 1.0]
     """
+    max_seconds, max_bytes = _budget.limits(max_seconds, max_bytes)
     if (batch := _batch(p, q, sampling)) is not None:
         results = _solve_batch(*batch, n, sampling, method, normalize, certify, max_seconds,
                                max_bytes)

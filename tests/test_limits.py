@@ -232,3 +232,25 @@ def test_compare_selectors_times_the_steady_state(tmp_path, capsys, monkeypatch)
     sized = [c for c in calls if c[1] == 300]
     assert len(sized) == 2 and all(compiled for _, _, compiled in sized)
     assert json.loads(capsys.readouterr().out)["prepare_ms"] > 0
+
+
+@pytest.mark.parametrize("value", ["1", float("nan"), 0, -1.0, True, [1]])
+@pytest.mark.parametrize("limit", ["max_seconds", "max_bytes"])
+def test_bad_limit_values_are_named_in_the_front_door(limit, value):
+    """A limit that is not a positive number (or None) is an error naming it, before any work; a
+    NaN would otherwise switch the limit off and a string reach a comparison."""
+    from mdtheory.rules import make_rule
+
+    p, q = np.array([0.5, 0.3, 0.2]), np.array([0.2, 0.2, 0.6])
+    calls = (lambda **kw: md.optimal_acceptance(p, q, 2, **kw),
+             lambda **kw: md.alpha_star(p, q, 2, **kw),
+             lambda **kw: md.alpha_star(np.stack([p, q]), q, 2, **kw),
+             lambda **kw: make_rule("optimal", p, q, 2, **kw))
+    for call in calls:
+        with pytest.raises(md.InvalidInputError, match=f"{limit} must be a positive number"):
+            call(**{limit: value})
+
+
+def test_none_limits_mean_no_limit_in_the_front_door():
+    p, q = np.array([0.5, 0.3, 0.2]), np.array([0.2, 0.2, 0.6])
+    assert md.alpha_star(p, q, 2, max_seconds=None, max_bytes=None) == md.alpha_star(p, q, 2)

@@ -94,6 +94,7 @@ def make_rule(name: str, p: ArrayLike, q: ArrayLike | DraftModel, n: int, *, nor
     >>> rule.exact_acceptance()
     1.0
     """
+    max_seconds, max_bytes = _budget.limits(max_seconds, max_bytes)
     try:
         cls = RULES[name]
     except (KeyError, TypeError):
