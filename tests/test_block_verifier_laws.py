@@ -104,9 +104,10 @@ def test_exact_audit_accepts_the_package_verifier_on_tiny_laws():
 
 
 # ------------------------------------------------------------------ cases the fuzz found
-# benchmarks/fuzz_block_verifiers.py --cases 1000 --seed 7 against the verifiers before this fix:
-# the laws below summed to 4.8e-5 (traversal), 1e70 (traversal), 9.8e-7 (traversal), 0.254
-# (multipath:optimal, p = q) and had a mass of -1.1e-16 (block). Rows by context: (p, q).
+# Draft arrays found by benchmarks/fuzz_block_verifiers.py --cases 1000 --seed 7 where a law computed
+# with float divisions by cancelling residual sums goes wrong: it would sum to 4.8e-5 (traversal),
+# 1e70 (traversal), 9.8e-7 (traversal), 0.254 (multipath:optimal, p = q) or have a mass of -1.1e-16
+# (block). Rows by context: (p, q).
 FUZZ_FOUND = [
     ("traversal", "dirichlet0.1", [[0], [0], [0], [0]], {
         (): ([9.62811933667755e-13, 0.9999999999990372],
