@@ -45,6 +45,46 @@ class LPSolution(NamedTuple):
     objective: float
 
 
+def build_lp(cost: np.ndarray, A: sparse.csc_matrix, row_lower: np.ndarray, row_upper: np.ndarray, *,
+             col_lower: np.ndarray | None = None, col_upper: np.ndarray | None = None,
+             maximize: bool = False) -> highspy.HighsLp:
+    """The HiGHS model of ``min/max cost @ x`` s.t. ``row_lower <= A x <= row_upper``,
+    ``col_lower <= x <= col_upper`` (defaults 0 and unbounded above), ``A`` stored by columns."""
+    A = sparse.csc_matrix(A)
+    lp = highspy.HighsLp()
+    lp.num_col_, lp.num_row_ = A.shape[1], A.shape[0]
+    lp.col_cost_ = np.asarray(cost, dtype=np.float64)
+    lp.col_lower_ = (np.zeros(A.shape[1]) if col_lower is None
+                     else np.asarray(col_lower, dtype=np.float64))
+    lp.col_upper_ = (np.full(A.shape[1], highspy.kHighsInf) if col_upper is None
+                     else np.asarray(col_upper, dtype=np.float64))
+    lp.row_lower_ = np.asarray(row_lower, dtype=np.float64)
+    lp.row_upper_ = np.asarray(row_upper, dtype=np.float64)
+    lp.sense_ = highspy.ObjSense.kMaximize if maximize else highspy.ObjSense.kMinimize
+    lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
+    lp.a_matrix_.start_ = A.indptr.astype(np.int32)
+    lp.a_matrix_.index_ = A.indices.astype(np.int32)
+    lp.a_matrix_.value_ = A.data.astype(np.float64)
+    return lp
+
+
+def solver(presolve: str, method: str | None = None, **options) -> highspy.Highs:
+    """A quiet single-threaded ``Highs`` at the package's feasibility tolerance :data:`FEAS_TOL`, with
+    ``presolve`` ("on"/"off"), ``method`` (HiGHS's ``solver`` option, e.g. "simplex"; its default
+    if None) and any further HiGHS options."""
+    h = _new_highs()
+    h.setOptionValue("output_flag", False)
+    h.setOptionValue("threads", 1)
+    h.setOptionValue("primal_feasibility_tolerance", FEAS_TOL)
+    h.setOptionValue("dual_feasibility_tolerance", FEAS_TOL)
+    h.setOptionValue("presolve", presolve)
+    if method is not None:
+        h.setOptionValue("solver", method)
+    for name, value in options.items():
+        h.setOptionValue(name, value)
+    return h
+
+
 def solve_lp(cost: np.ndarray, A: sparse.csc_matrix, row_lower: np.ndarray, row_upper: np.ndarray,
              *, maximize: bool, simplex: bool = False, col_upper: np.ndarray | None = None
              ) -> LPSolution:
@@ -59,30 +99,10 @@ def solve_lp(cost: np.ndarray, A: sparse.csc_matrix, row_lower: np.ndarray, row_
     SolverError
         The model status is anything but optimal.
     """
-    A = sparse.csc_matrix(A)
-    lp = highspy.HighsLp()
-    lp.num_col_, lp.num_row_ = A.shape[1], A.shape[0]
-    lp.col_cost_ = np.asarray(cost, dtype=np.float64)
-    lp.col_lower_ = np.zeros(A.shape[1])
-    lp.col_upper_ = (np.full(A.shape[1], highspy.kHighsInf) if col_upper is None
-                     else np.asarray(col_upper, dtype=np.float64))
-    lp.row_lower_ = np.asarray(row_lower, dtype=np.float64)
-    lp.row_upper_ = np.asarray(row_upper, dtype=np.float64)
-    lp.sense_ = highspy.ObjSense.kMaximize if maximize else highspy.ObjSense.kMinimize
-    lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
-    lp.a_matrix_.start_ = A.indptr.astype(np.int32)
-    lp.a_matrix_.index_ = A.indices.astype(np.int32)
-    lp.a_matrix_.value_ = A.data.astype(np.float64)
-    h = _new_highs()
-    h.setOptionValue("output_flag", False)
-    h.setOptionValue("threads", 1)
-    h.setOptionValue("primal_feasibility_tolerance", FEAS_TOL)
-    h.setOptionValue("dual_feasibility_tolerance", FEAS_TOL)
+    lp = build_lp(cost, A, row_lower, row_upper, col_upper=col_upper, maximize=maximize)
     # HiGHS 1.15's presolve declares some feasible transport LPs with masses near 1e-14 infeasible
     # (seen on iid V = 6, n = 4 tuple laws); these LPs have nothing for presolve to remove anyway.
-    h.setOptionValue("presolve", "off")
-    if simplex:
-        h.setOptionValue("solver", "simplex")
+    h = solver("off", "simplex" if simplex else None)
     h.passModel(lp)
     h.run()
     status = h.getModelStatus()

@@ -42,7 +42,7 @@ from ..errors import InvalidDistributionError, InvalidInputError, MdtheoryError
 from ..result import to_jsonable
 from .markov import Law, _check_length, batched, row_tolerance
 from .prefixsets import prefix_presence, wor_inclusion
-from .trees import DraftTree
+from .trees import DraftTree, draft_shape
 
 __all__ = ["BlockBoundResult", "block_efficiency_bound", "coarse_alpha_bound", "estimate"]
 
@@ -254,15 +254,7 @@ def block_efficiency_bound(target: Law, draft: Law, n: int | None = None, length
     (20.0, 21.0, True)
     """
     t0 = time.perf_counter()
-    if tree is not None:
-        if not isinstance(tree, DraftTree):
-            raise InvalidInputError(f"tree must be a DraftTree, got {tree!r}")
-        for value, name, own in ((n, "n", tree.n), (length, "length", tree.length)):
-            if value is not None and _check_length(value, name) != own:
-                raise InvalidInputError(f"{name} = {value} does not match {tree!r} ({name} = {own})")
-        n, length = tree.n, tree.length
-    if n is None or length is None:
-        raise InvalidInputError("give n and length (K iid drafts of L tokens), or a tree")
+    n, length = draft_shape(n, length, tree)
     n, length = as_drafts(n), _check_length(length)
     expansions = _check_length(expansions, "expansions")
     batch = _check_length(batch, "batch")

@@ -48,7 +48,7 @@ from .markov import (
     vocabulary_size,
 )
 from .prefixsets import count_prefix_sets, estimate_law, prefix_set_law
-from .trees import DraftTree
+from .trees import DraftTree, draft_shape
 
 __all__ = ["BlockOptimumResult", "optimal_block_efficiency", "estimate", "tree_estimate", "lp_size",
            "tree_lp_size", "dual_bound"]
@@ -323,34 +323,17 @@ def _solve(cost, A, rhs, col_scale=None,
     import highspy
     from scipy import sparse
 
-    from .._highs import FEAS_TOL, _new_highs
+    from .._highs import build_lp, solver
 
     c = np.ones(A.shape[1]) if col_scale is None else np.asarray(col_scale, dtype=np.float64)
     r = _scales(A, c)
     A = sparse.csc_matrix(sparse.diags(r) @ sparse.csr_matrix(A) @ sparse.diags(c))
     cost = np.asarray(cost, dtype=np.float64) * c
     rhs = np.asarray(rhs, dtype=np.float64) * r
-    lp = highspy.HighsLp()
-    lp.num_col_, lp.num_row_ = A.shape[1], A.shape[0]
-    lp.col_cost_ = np.asarray(cost, dtype=np.float64)
-    lp.col_lower_ = np.zeros(A.shape[1])
-    lp.col_upper_ = np.full(A.shape[1], highspy.kHighsInf)
-    lp.row_lower_ = np.asarray(rhs, dtype=np.float64)
-    lp.row_upper_ = np.asarray(rhs, dtype=np.float64)
-    lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
-    lp.a_matrix_.start_ = A.indptr.astype(np.int32)
-    lp.a_matrix_.index_ = A.indices.astype(np.int32)
-    lp.a_matrix_.value_ = A.data.astype(np.float64)
+    lp = build_lp(cost, A, rhs, rhs)
     statuses = []
     for presolve in ("on", "off"):
-        h = _new_highs()
-        h.setOptionValue("output_flag", False)
-        h.setOptionValue("threads", 1)
-        h.setOptionValue("primal_feasibility_tolerance", FEAS_TOL)
-        h.setOptionValue("dual_feasibility_tolerance", FEAS_TOL)
-        h.setOptionValue("presolve", presolve)
-        h.setOptionValue("small_matrix_value", 1e-12)   # the smallest HiGHS accepts
-        h.setOptionValue("solver", method)
+        h = solver(presolve, method, small_matrix_value=1e-12)   # the smallest HiGHS accepts
         h.passModel(lp)
         h.run()
         status = h.getModelStatus()
@@ -451,7 +434,7 @@ def _dual_lp(row, bid, blen, probs, ttables, offsets, M: int, V: int,
     import highspy
     from scipy import sparse
 
-    from .._highs import FEAS_TOL, _new_highs
+    from .._highs import build_lp, solver
 
     nB = int(offsets[-1])
     npi = row.size
@@ -482,30 +465,14 @@ def _dual_lp(row, bid, blen, probs, ttables, offsets, M: int, V: int,
     cost = np.zeros(nB + M)
     cost[:V] = np.asarray(ttables[0][0], dtype=np.float64)
     cost[nB:] = probs
-    lp = highspy.HighsLp()
-    lp.num_col_, lp.num_row_ = nB + M, first
-    lp.col_cost_ = cost
     # shifting every W by t and every u by -t changes the objective by t (sum p - sum Q), zero up to
     # rounding, which may make the LP "unbounded": one u is fixed at 0 (no loss in exact arithmetic)
     col_lower = np.full(nB + M, -highspy.kHighsInf)
     col_upper = np.full(nB + M, highspy.kHighsInf)
     col_lower[nB + int(np.argmax(probs))] = col_upper[nB + int(np.argmax(probs))] = 0.0
-    lp.col_lower_ = col_lower
-    lp.col_upper_ = col_upper
-    lp.row_lower_ = lower
-    lp.row_upper_ = upper
-    lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
-    lp.a_matrix_.start_ = A.indptr.astype(np.int32)
-    lp.a_matrix_.index_ = A.indices.astype(np.int32)
-    lp.a_matrix_.value_ = A.data.astype(np.float64)
+    lp = build_lp(cost, A, lower, upper, col_lower=col_lower, col_upper=col_upper)
     for presolve in ("on", "off"):
-        h = _new_highs()
-        h.setOptionValue("output_flag", False)
-        h.setOptionValue("threads", 1)
-        h.setOptionValue("primal_feasibility_tolerance", FEAS_TOL)
-        h.setOptionValue("dual_feasibility_tolerance", FEAS_TOL)
-        h.setOptionValue("presolve", presolve)
-        h.setOptionValue("solver", "simplex")
+        h = solver(presolve, "simplex")
         h.passModel(lp)
         h.run()
         if h.getModelStatus() == highspy.HighsModelStatus.kOptimal:
@@ -589,15 +556,7 @@ def optimal_block_efficiency(target: Law, draft: Law, n: int | None = None, leng
     from scipy import sparse
 
     t0 = time.perf_counter()
-    if tree is not None:
-        if not isinstance(tree, DraftTree):
-            raise InvalidInputError(f"tree must be a DraftTree, got {tree!r}")
-        for value, name, own in ((n, "n", tree.n), (length, "length", tree.length)):
-            if value is not None and _check_length(value, name) != own:
-                raise InvalidInputError(f"{name} = {value} does not match {tree!r} ({name} = {own})")
-        n, length = tree.n, tree.length
-    if n is None or length is None:
-        raise InvalidInputError("give n and length (K iid drafts of L tokens), or a tree")
+    n, length = draft_shape(n, length, tree)
     n = _check_length(n, "n")
     length = _check_length(length)
     V = _check_laws(target, draft)

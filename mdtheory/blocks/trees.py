@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator
 import numpy as np
 
 from ..errors import InvalidDistributionError, InvalidInputError, MdtheoryError, ProblemTooLargeError
-from .markov import row_tolerance
+from .markov import _check_length, row_tolerance
 
 __all__ = ["DraftTree", "TREE_SAMPLINGS", "MAX_TREE_DRAWS", "iid_drafts", "checked_row"]
 
@@ -263,6 +263,27 @@ class DraftTree:
             raise InvalidInputError(f"{b} children without replacement, but the draft law has only "
                                     f"{len(support)} tokens of positive mass")
         yield from rec([], 1)
+
+
+def draft_shape(n, length, tree: DraftTree | None) -> tuple:
+    """The number of drafts and their length as given (``n``, ``length``) or read off ``tree``;
+    with a tree, a given ``n`` or ``length`` must be the tree's.
+
+    Raises
+    ------
+    InvalidInputError
+        ``tree`` is not a DraftTree, disagrees with ``n`` or ``length``, or neither is given.
+    """
+    if tree is not None:
+        if not isinstance(tree, DraftTree):
+            raise InvalidInputError(f"tree must be a DraftTree, got {tree!r}")
+        for value, name, own in ((n, "n", tree.n), (length, "length", tree.length)):
+            if value is not None and _check_length(value, name) != own:
+                raise InvalidInputError(f"{name} = {value} does not match {tree!r} ({name} = {own})")
+        n, length = tree.n, tree.length
+    if n is None or length is None:
+        raise InvalidInputError("give n and length (K iid drafts of L tokens), or a tree")
+    return n, length
 
 
 def iid_drafts(n: int, length: int) -> DraftTree:
