@@ -101,7 +101,7 @@ from ..audit.verifier import (
 )
 from ..audit.watchdog import CALLS
 from ..errors import InvalidDistributionError, InvalidInputError, MdtheoryError, ProblemTooLargeError
-from .markov import row_tolerance
+from .markov import is_complex, real_array, row_tolerance
 
 __all__ = ["audit_block", "BlockAuditResult", "SAMPLINGS", "MAX_CELLS", "MAX_TREES",
            "BOUND_MAX_PREFIXES"]
@@ -201,13 +201,14 @@ class _Law:
 
     def _fetch(self, ctx: tuple) -> np.ndarray:
         try:
-            raw = self.law(self.root + ctx)
+            raw = CALLS.call_law(self.name, ctx, self.law, self.root + ctx)  # (watchdog)
         except _USER_ERRORS as exc:  # the user's law may raise anything
             raise InvalidInputError(f"the {self.name} raised {_one_line(exc)} at context {ctx}") from None
-        try:
-            row = np.array(raw, dtype=np.float64)
-        except (TypeError, ValueError):
-            row = np.full(1, np.nan)
+        if is_complex(raw):
+            raise InvalidDistributionError(f"the {self.name} at context {ctx} has complex values; "
+                                           f"expected real numbers: {_short(raw)}")
+        row = real_array(raw)
+        row = np.full(1, np.nan) if row is None else row.copy()
         V = self.V if self.V is not None else row.shape[-1] if row.ndim == 1 else 0
         if row.shape != (V,) or V < 1 or not np.isfinite(row).all() or row.min() < 0 \
                 or abs(row.sum() - 1) > row_tolerance(raw):
@@ -373,8 +374,8 @@ def _index(seq, V: int) -> int:
 def audit_block(f: Callable, target: Callable, draft: Callable, n: int, length: int, *,
                 samples: int | None = None, seed: int = 0, level: float = DEFAULT_LEVEL,
                 detect_tv: float = TARGET_TV, exact: bool = False, branching=None,
-                sampling: str = "iid", context=(), max_seconds: float | None = _budget.MAX_SECONDS
-                ) -> BlockAuditResult:
+                sampling: str = "iid", context=(), max_seconds: float | None = _budget.MAX_SECONDS,
+                max_bytes: float | None = _budget.MAX_BYTES) -> BlockAuditResult:
     """Audit a block or tree verifier: is "emitted block + fresh target tokens" the target's law?
 
     Parameters
@@ -413,10 +414,14 @@ def audit_block(f: Callable, target: Callable, draft: Callable, n: int, length: 
         Refuse (:class:`~mdtheory.errors.ProblemTooLargeError`, with the estimate) a run whose first
         :data:`~mdtheory.audit.verifier.PILOT_CALLS` verifier calls predict more than this (judged
         after every call once they took :data:`~mdtheory.audit.verifier.PILOT_EARLY` of it), and
-        interrupt a verifier call that runs longer than this by itself
+        interrupt a verifier or law call that runs longer than this by itself
         (:class:`~mdtheory.errors.VerifierTimeoutError`, :mod:`mdtheory.audit.watchdog`).
         Default 60 s (:data:`mdtheory._budget.MAX_SECONDS`), as :func:`mdtheory.audit` and the
-        CLI; None: no limit.
+        CLI; None: no limit. The audit's own work (the target's rows, the draft arrays drawn) is
+        estimated from the sizes and refused before any draw.
+    max_bytes : float or None
+        Refuse, before any draw, a run whose draft array and prefix set exceed this (default
+        4 GiB, :data:`mdtheory._budget.MAX_BYTES`; None: no limit).
 
     Returns
     -------
@@ -429,7 +434,8 @@ def audit_block(f: Callable, target: Callable, draft: Callable, n: int, length: 
         whose probabilities are not finite, non-negative and summing to one.
     ProblemTooLargeError
         :math:`V^{L+1} >` :data:`MAX_CELLS`, more than :data:`MAX_TREES` draft arrays to enumerate,
-        or a run estimated over ``max_seconds``.
+        or a run estimated over ``max_seconds`` or ``max_bytes``
+        (:class:`~mdtheory.errors.VerifierTimeoutError`: a call that did not return).
 
     Examples
     --------
@@ -449,6 +455,7 @@ def audit_block(f: Callable, target: Callable, draft: Callable, n: int, length: 
     n = _positive(n, "n")
     L = _positive(length, "length")
     max_seconds = _budget.check_limit(max_seconds, "max_seconds")
+    max_bytes = _budget.check_limit(max_bytes, "max_bytes")
     if not 0 < level < 1:
         raise InvalidInputError(f"the level must be in (0, 1), got {level}")
     if not 0 < detect_tv <= 1:
@@ -457,36 +464,82 @@ def audit_block(f: Callable, target: Callable, draft: Callable, n: int, length: 
         raise InvalidInputError(f"the verifier must be callable, got {type(f).__name__}")
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
         raise InvalidInputError(f"seed must be an integer >= 0, got {seed!r}")
-    branching = _branching(branching, n, L)
     if sampling not in SAMPLINGS:
         raise InvalidInputError(f"unknown sampling {sampling!r}; valid choices: {', '.join(SAMPLINGS)}")
-    P = _Law(target, "target", _context(context))
-    V = P.V = P(()).size
-    Q = _Law(draft, "draft", _context(context), V)
-    Q(())
-    L1 = L + 1
-    cells = V ** L1
-    if cells > MAX_CELLS:
-        raise ProblemTooLargeError(
-            f"the audit tests the law of V^(L+1) = {V}^{L1} = {cells:,} sequences, over {MAX_CELLS:,}; "
-            "shorten the block or audit on a smaller vocabulary")
-    step, p_full = _tables(P, V, L1)
-    common = {"sampling": sampling, "drafts": n, "vocab": V, "positions": 1, "level": level,
-              "target": _describe(f), "length": L, "branching": list(branching),
-              "detect_tv": detect_tv, "cells": cells}
-    chains = branching[1:] == (1,) * (L - 1) and sampling == "iid"
-    bound = _bound(p_full, Q, V, n, L) if chains else None
-    if exact:
-        with CALLS.armed(max_seconds, f"block audit of {_describe(f)}"):
-            return _exact(f, P, Q, V, L, branching, step, p_full, bound, max_seconds, t0, common)
-    if samples is None:
-        samples = samples_for(detect_tv, p_full, level)
-    if isinstance(samples, bool) or not isinstance(samples, (int, np.integer)) \
-            or not 10 <= samples <= MAX_SAMPLES:
+    if not exact and samples is not None and (
+            isinstance(samples, bool) or not isinstance(samples, (int, np.integer))
+            or not 10 <= samples <= MAX_SAMPLES):
         raise InvalidInputError(f"samples must be an integer in 10..{MAX_SAMPLES}, got {samples!r}")
-    with CALLS.armed(max_seconds, f"block audit of {_describe(f)}"):
+    with CALLS.armed(max_seconds, f"block audit of {_describe(f)}"):  # the laws' and f's calls
+        P = _Law(target, "target", _context(context))
+        V = P.V = P(()).size
+        Q = _Law(draft, "draft", _context(context), V)
+        Q(())
+        _check_cells(V, L)
+        limits = (max_seconds, max_bytes)
+        if branching is None:  # K iid drafts: K L nodes, judged before the (K, 1, ..., 1) tuple
+            _check_sizes(V, n, L, n * L, samples, exact, *limits)
+        branching = _branching(branching, n, L)
+        nodes = sum(math.prod(branching[:d + 1]) for d in range(L))
+        _check_sizes(V, n, L, nodes, samples, exact, *limits)
+        L1 = L + 1
+        step, p_full = _tables(P, V, L1)
+        common = {"sampling": sampling, "drafts": n, "vocab": V, "positions": 1, "level": level,
+                  "target": _describe(f), "length": L, "branching": list(branching),
+                  "detect_tv": detect_tv, "cells": V ** L1}
+        chains = branching[1:] == (1,) * (L - 1) and sampling == "iid"
+        bound = _bound(p_full, Q, V, n, L) if chains else None
+        if exact:
+            return _exact(f, P, Q, V, L, branching, step, p_full, bound, max_seconds, t0, common)
+        if samples is None:
+            samples = samples_for(detect_tv, p_full, level)
+            _check_sizes(V, n, L, nodes, samples, exact, *limits)
         return _sampled(f, P, Q, V, L, branching, p_full, int(samples), seed, bound, max_seconds,
                         t0, common)
+
+
+#: Seconds per law row read by the audit (the user's call, the row's checks; a trivial law: 6 us),
+#: per draft-tree node drawn with its prefixes (2.4 to 3.7 us measured, K = 1 .. 10^5, L = 2 .. 15)
+#: and bytes per node of a draw (its array, the prefix set's tuples, their lists).
+_ROW_SECONDS = 5e-6
+_NODE_SECONDS = 2.5e-6
+_NODE_BYTES = 150.0
+
+
+def _check_cells(V: int, L: int) -> None:
+    """Refuse V^(L+1) > :data:`MAX_CELLS`, judged by logarithms (L may be huge)."""
+    L1 = L + 1
+    if V > 1 and L1 * math.log2(V) > math.log2(MAX_CELLS):
+        digits = L1 * math.log10(V)
+        size = f"{V ** L1:,}" if digits < 16 else f"about 10^{digits:.4g}"
+        raise ProblemTooLargeError(
+            f"the audit tests the law of V^(L+1) = {V}^{L1} = {size} sequences, over {MAX_CELLS:,}; "
+            "shorten the block or audit on a smaller vocabulary")
+
+
+def _estimate(V: int, n: int, L: int, nodes: int, samples: int, exact: bool) -> _budget.Estimate:
+    """The audit's own work besides the verifier's calls (which its pilot times): the target's
+    rows at every context of up to L tokens, and ``samples`` draft trees of ``nodes`` nodes drawn
+    with their prefix sets (exact mode: the count comes from the enumeration, at most
+    :data:`MAX_TREES`); the memory of one draw (its (K, L) array and prefix set)."""
+    rows = float(L + 1) if V == 1 else math.expm1(min((L + 1) * math.log(V), 700.0)) / (V - 1)
+    draws = float(min(V ** min(nodes, 64), MAX_TREES)) if exact else float(samples)
+    return _budget.Estimate(
+        f"block audit over V = {V}, n = {n} drafts of L = {L} tokens ({nodes:.3g} tree nodes): "
+        f"{rows:.3g} target rows and {draws:.3g} draft arrays drawn, besides the verifier's calls",
+        rows * _ROW_SECONDS + draws * float(nodes) * _NODE_SECONDS,
+        float(nodes) * (8.0 * L + _NODE_BYTES), "fewer drafts or samples")
+
+
+def _check_sizes(V: int, n: int, L: int, nodes: int, samples: int | None, exact: bool,
+                 max_seconds: float | None, max_bytes: float | None) -> None:
+    """Refuse, before any draw, an exact audit of too many draft arrays and a run whose own work
+    (:func:`_estimate`; ``samples`` None: at least the 10 a run takes) is over the limits."""
+    if exact:
+        _check_trees(V, nodes)
+    _budget.require(_estimate(V, n, L, nodes, 10 if samples is None or exact else samples, exact),
+                    math.inf if max_seconds is None else max_seconds,
+                    max_bytes=math.inf if max_bytes is None else max_bytes)
 
 
 def _positive(x, name: str) -> int:
@@ -579,13 +632,15 @@ def _sampled(f, P, Q, V, L, branching, p_full, samples, seed, bound, max_seconds
         violations=kinds, invalid_mass=invalid / samples, violation_examples=examples, **common)
 
 
-def _exact(law, P, Q, V, L, branching, step, p_full, bound, max_seconds, t0, common):
-    nodes = sum(math.prod(branching[:d + 1]) for d in range(L))
-    count = V ** nodes
-    if count > MAX_TREES:
+def _check_trees(V: int, nodes: int) -> None:
+    """Refuse an exact audit of more than :data:`MAX_TREES` draft arrays (V^nodes, by logarithms)."""
+    if V > 1 and nodes * math.log(V) > math.log(MAX_TREES):
         raise ProblemTooLargeError(
-            f"exact mode would enumerate V^nodes = {V}^{nodes} = {count:.3g} draft arrays, over "
-            f"{MAX_TREES:,}; audit the sampler instead")
+            f"exact mode would enumerate V^nodes = {V}^{nodes} = about 10^{nodes * math.log10(V):.3g} "
+            f"draft arrays, over {MAX_TREES:,}; audit the sampler instead")
+
+
+def _exact(law, P, Q, V, L, branching, step, p_full, bound, max_seconds, t0, common):
     L1, N = L + 1, V ** (L + 1)
     cont = np.ones((L1 + 1, N))  # cont[m, y]: fresh target tokens complete y_{1:m} to y
     for m in range(L1 - 1, 0, -1):

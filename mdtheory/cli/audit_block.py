@@ -9,6 +9,7 @@ import math
 import sys
 from collections.abc import Callable
 
+from .. import _budget
 from ..audit.statistics import POWER
 from ..audit.verifier import load_target
 from ..blocks.audit import BlockAuditResult, audit_block
@@ -91,7 +92,8 @@ def run(args: argparse.Namespace) -> int:
         res = audit_block(f, target, draft, n, length, samples=args.samples, seed=args.seed,
                           level=args.level, detect_tv=args.detect_tv, exact=args.exact,
                           branching=branching, sampling=args.sampling or "iid",
-                          max_seconds=args.max_seconds)
+                          max_seconds=args.max_seconds,
+                          max_bytes=getattr(args, "max_bytes", _budget.MAX_BYTES))
     res.target = args.block
     if args.json:
         print(json.dumps(res.to_dict()))
