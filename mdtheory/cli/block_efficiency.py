@@ -17,6 +17,8 @@ from ..language.blockeff import (
     estimate,
     estimate_verifier,
     exact_rows,
+    mean_context,
+    model_seconds,
     parse_instance,
     simulate,
 )
@@ -177,10 +179,16 @@ def run(args) -> int:
     if target.bos is None:
         raise InvalidInputError(f"{args.target} has no start token (bos) to begin the text after")
     start = (target.bos,)
-    for v in verifiers:  # every estimate before any run
-        est = estimate(v.rule, target.V, tree.n, tree.length, args.steps) if v.name == "token" \
-            else estimate_verifier(target.V, tree, args.steps)
-        _budget.require(est, args.max_seconds)
+    T = mean_context(tree, args.steps, replicates, len(start))
+
+    def require(calls: float) -> None:  # every verifier's estimate before any run
+        for v in verifiers:
+            est = estimate(v.rule, target.V, tree.n, tree.length, args.steps, calls, T) \
+                if v.name == "token" else estimate_verifier(target.V, tree, args.steps, calls, T)
+            _budget.require(est, args.max_seconds)
+
+    require(0.0)  # the sizes alone, then the models' own measured calls
+    require(model_seconds(target, drafter, tree, args.steps, replicates, len(start), args.optimum))
     top = ceiling(target, drafter, tree) if args.optimum else (None, None)
     for v in verifiers:
         res = simulate(target, drafter, v, tree, args.steps, np.random.default_rng(args.seed),

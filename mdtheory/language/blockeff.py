@@ -38,7 +38,8 @@ from .drafters import draw, progress
 from .langmodel import as_model
 
 __all__ = ["BlockResult", "speculative_step", "block_efficiency", "estimate", "block_interval",
-           "draft_tree", "verifier_step", "estimate_verifier", "simulate", "BATCHES", "ceiling",
+           "draft_tree", "verifier_step", "estimate_verifier", "model_seconds", "mean_context",
+           "simulate", "BATCHES", "ceiling",
            "drafter_equals_target", "parse_instance", "exact_rows", "INSTANCE_HELP", "SAMPLINGS"]
 
 #: Draft samplings of the first token: the models that are a multinomial draw from the drafter's
@@ -201,15 +202,60 @@ def verifier_step(target, drafter, context: tuple, verifier, tree, rng) -> list[
     return verifier.sample(at(p), at(q), drafts, rng).tolist()
 
 
-def estimate_verifier(V: int, tree, steps: int) -> _budget.Estimate:
-    """``steps`` target calls of a sequence-level verifier on ``tree``: the drafter at each internal
-    node and the target at every node (about 2 ms an LSTM call, measured with ``lm-pairs`` on one
-    BLAS thread) and O(V) work per node."""
+def estimate_verifier(V: int, tree, steps: int, model_time: float = 0.0,
+                      context: int = 1) -> _budget.Estimate:
+    """``steps`` target calls of a sequence-level verifier on ``tree``: ``model_time`` seconds a
+    call for the models (:func:`model_seconds`, measured; 0: the sizes alone), O(V) work per node
+    and the nodes' contexts built (:data:`CONTEXT_TOKEN_SECONDS` per token; ``context`` the text's
+    mean length, :func:`mean_context`)."""
     nodes = tree.n * (tree.length + 1)
+    own = nodes * V * 2e-7 + CONTEXT_TOKEN_SECONDS * nodes * (context + tree.length)
     return _budget.Estimate(
         f"block-efficiency: {steps} target calls of a tree of K = {tree.n} paths of L = {tree.length} "
-        f"tokens over V = {V}", steps * ((tree.length + 1) * 2e-3 + nodes * V * 2e-7),
+        f"tokens over V = {V}" + _measured(model_time), steps * (own + model_time),
         16.0 * nodes * V)
+
+
+#: Seconds per token of the contexts a target call builds (the text and a draft prefix, per node:
+#: tuples of Python ints, hashed as keys).
+CONTEXT_TOKEN_SECONDS = 2e-8
+
+
+def _measured(model_time: float) -> str:
+    return f", the models {_budget.fmt_seconds(model_time)} a call (measured)" if model_time else ""
+
+
+def mean_context(tree, steps: int, replicates: int = 1, start: int = 1) -> int:
+    """The mean length of the text at a target call: ``start`` tokens, then about 1 + L/2 tokens a
+    call (between 1 and L + 1) over ``steps // replicates`` calls a text."""
+    per = max(1, steps // max(1, replicates))
+    return int(start + (per - 1) / 2 * (1 + tree.length / 2))
+
+
+def model_seconds(target, drafter, tree, steps: int, replicates: int = 1, start: int = 1,
+                  optimum: bool = False) -> float:
+    """Seconds of the models' work in one target call, from their own measured calls
+    (:meth:`~mdtheory.language.langmodel.LanguageModel.laws_seconds`) at the run's mean context
+    length (:func:`mean_context`): the drafter once per depth on the nodes of that depth (b_1 ...
+    b_d of them), the target once on every node; with ``optimum``, the bound at the call's
+    context (its laws in batches of 64 nodes, :func:`mdtheory.blocks.bound.estimate` for the
+    rest)."""
+    import math
+
+    from ..blocks.bound import estimate as bound_estimate
+    from ..blocks.bound import internal_nodes
+
+    T = mean_context(tree, steps, replicates, start)
+    widths = [math.prod(tree.branching[:d]) for d in range(tree.length + 1)]
+    target, drafter = as_model(target), as_model(drafter)
+    seconds = sum(drafter.laws_seconds(w, T + d) for d, w in enumerate(widths[:-1]))
+    seconds += target.laws_seconds(sum(widths), T + tree.length // 2)
+    if optimum:
+        expanded = min(256.0, internal_nodes(target.V, tree.length))
+        batches = math.ceil(expanded / 64)
+        seconds += batches * (target.laws_seconds(64, T + 1) + drafter.laws_seconds(64, T + 1))
+        seconds += bound_estimate(target.V, tree.length, 256, tree).seconds
+    return seconds
 
 
 def simulate(target, drafter, verifier, tree, steps: int, rng, *, replicates: int = 1,
@@ -343,18 +389,22 @@ def _check_rule(rule: str, sampling: str) -> None:
     raise InvalidInputError(f"rule {rule!r} expects {expects} drafts, not {sampling}")
 
 
-def estimate(rule: str, V: int, K: int, L: int, steps: int) -> _budget.Estimate:
-    """``steps`` target calls with ``rule``: each drafts K x L tokens (about 2 ms an LSTM call,
-    measured with ``lm-pairs``), keeps K (L + 1) target laws and prepares the rule at up to L
-    prefixes (the rule's :meth:`~mdtheory.rules.base.SelectionRule.estimate` with K drafts, an upper
-    bound)."""
+def estimate(rule: str, V: int, K: int, L: int, steps: int, model_time: float = 0.0,
+             context: int = 1) -> _budget.Estimate:
+    """``steps`` target calls with ``rule``: each drafts K x L tokens and scores the K (L + 1) nodes
+    (``model_time`` seconds a call, :func:`model_seconds`, measured; 0: the sizes alone), builds
+    their contexts (:data:`CONTEXT_TOKEN_SECONDS` per token; ``context`` the text's mean length,
+    :func:`mean_context`) and prepares the rule at up to L prefixes (the rule's
+    :meth:`~mdtheory.rules.base.SelectionRule.estimate` with K drafts, an upper bound)."""
     from .. import rules
 
     cls = rules.RULES[rule]
     prep = cls.estimate(make_draft_model(np.full(V, 1.0 / V), K, cls.sampling))
+    own = L * prep.seconds + CONTEXT_TOKEN_SECONDS * K * (L + 1) * (context + L)
     return _budget.Estimate(
         f"block-efficiency with {rule}: {steps} target calls of K = {K} drafts of L = {L} tokens "
-        f"over V = {V}", steps * L * (2 * 2e-3 + prep.seconds), 8.0 * K * (L + 1) * V + prep.bytes)
+        f"over V = {V}" + _measured(model_time), steps * (own + model_time),
+        8.0 * K * (L + 1) * V + prep.bytes)
 
 
 def block_efficiency(target, drafter, rule: str, K: int, L: int, steps: int, rng,
@@ -365,7 +415,13 @@ def block_efficiency(target, drafter, rule: str, K: int, L: int, steps: int, rng
     refused first if :func:`estimate` is over ``max_seconds`` or the memory limit."""
     _check_sizes(K, L, steps)
     _check_rule(rule, sampling)
-    _budget.require(estimate(rule, target.V, K, L, steps), max_seconds)
+    from ..blocks import iid_drafts
+
+    tree, first = iid_drafts(K, L), max(len(start), 1)
+    T = mean_context(tree, steps, 1, first)
+    _budget.require(estimate(rule, target.V, K, L, steps, context=T), max_seconds)
+    calls = model_seconds(target, drafter, tree, steps, start=first)
+    _budget.require(estimate(rule, target.V, K, L, steps, calls, T), max_seconds)
     text = tuple(start)
     counts = np.zeros(steps, dtype=np.int64)
     for i in progress(range(steps), steps, rule, quiet):
