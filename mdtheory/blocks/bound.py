@@ -204,20 +204,21 @@ def internal_nodes(V: int, length: int) -> float:
     return math.inf if log > 690 else math.expm1(log) / (V - 1)
 
 
-def estimate(V: int, length: int, expansions: int, tree: DraftTree | None = None) -> _budget.Estimate:
+def estimate(V: int, length: int, expansions: int, tree: DraftTree | None = None,
+             batch: int = 64) -> _budget.Estimate:
     """Seconds and bytes of :func:`block_efficiency_bound` besides the models' calls.
 
     At most E = min(``expansions``, :func:`internal_nodes`) nodes are expanded (only prefixes of
     fewer than L tokens are), each adding V children, so the tree has at most 1 + E V nodes; the
-    children of depth under L are pushed on the heap. The per-depth sums pass over the tree once per
-    depth up to its deepest node (at most min(L, E + 1) depths; every depth of a given ``tree``).
-    An upper bound where the laws spread their mass (a shallow tree), about the cost where they
-    concentrate it (a deep one)."""
+    children of depth under L are pushed on the heap. The nodes are expanded in batches of
+    ``batch``, and a node's children are expanded in a later batch than the node, so the tree is at
+    most ceil(E / batch) deep: the per-depth sums pass over it once per depth up to its deepest
+    node plus one (every depth of a given ``tree``)."""
     internal = internal_nodes(V, length)
     E = min(float(expansions), internal)
     nodes = 1.0 + E * V
     pushed = min(E * V, internal - 1.0)
-    depths = float(length) if tree is not None else min(float(length), E + 1.0)
+    depths = float(length) if tree is not None else min(float(length), math.ceil(E / batch) + 1.0)
     steps = E * min(depths, E) * V if tree is not None else 0.0
     seconds = (E * _EXPANSION_SECONDS + nodes * _NODE_SECONDS + pushed * _PUSH_SECONDS
                + steps * _TREE_STEP_SECONDS + depths * (_DEPTH_SECONDS + _CELL_SECONDS * nodes)
@@ -340,7 +341,7 @@ def _grow(pt, qd, n: int, length: int, tree: DraftTree | None, context: tuple, e
         P = _rows(pt, ctx, V, "target")
         if V is None:
             V = P.shape[1]
-            _budget.require(estimate(V, length, expansions, tree), max_seconds, max_bytes=max_bytes)
+            _budget.require(estimate(V, length, expansions, tree, batch), max_seconds, max_bytes=max_bytes)
         Q = _rows(qd, ctx, V, "draft")
         spent += time.perf_counter() - s
         for i, prow, qrow in zip(take, P, Q, strict=True):
