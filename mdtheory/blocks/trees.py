@@ -203,6 +203,55 @@ class DraftTree:
                                     f"law there has only {np.count_nonzero(q)} tokens of positive mass")
         return [int(y) for y in rng.choice(q.size, size=b, replace=False, p=q / q.sum())]
 
+    def sample_batch(self, draft: Callable, rng: np.random.Generator, size: int,
+                     context: tuple = ()) -> np.ndarray:
+        """``size`` trees drawn independently from ``draft`` after ``context``: (size, K, L).
+
+        Each tree has :meth:`sample`'s law; the nodes of all trees that share a context draw their
+        children in one call (:meth:`draw_children_batch`), so a batch costs about one law read and
+        one vectorised draw per distinct context, not one per node.
+        """
+        out = np.zeros((size, self.n, self.length), dtype=np.int64)
+        root = tuple(context)
+        for depth, b in enumerate(self.branching):
+            width = self.n if depth == 0 else self.stride[depth - 1]  # rows under one node at this depth
+            nodes = self.n // width
+            ctx = out[:, ::width, :depth].reshape(size * nodes, depth)
+            keys, which = np.unique(ctx, axis=0, return_inverse=True)
+            order = np.argsort(which.ravel(), kind="stable")
+            bounds = np.cumsum(np.bincount(which.ravel(), minlength=len(keys)))
+            kids = np.empty((size * nodes, b), dtype=np.int64)
+            for key, at in zip(keys, np.split(order, bounds[:-1]), strict=True):
+                c = root + tuple(int(t) for t in key)
+                q = np.asarray(_law_row(draft, c), dtype=np.float64)
+                kids[at] = self.draw_children_batch(q, b, at.size, rng, c)
+            out[:, :, depth] = np.repeat(kids.reshape(size, nodes * b), width // b, axis=1)
+        return out
+
+    def draw_children_batch(self, q: np.ndarray, b: int, m: int, rng: np.random.Generator,
+                            ctx: tuple = ()) -> np.ndarray:
+        """The children of ``m`` nodes with the same draft law ``q``, drawn independently by the
+        tree's rule: (m, b) tokens (without replacement: successive sampling, each draw from q
+        renormalised off the node's earlier children, as :meth:`draw_children`)."""
+        p = q / q.sum()
+        if self.sampling == "iid":
+            return rng.choice(q.size, size=(m, b), p=p)
+        if np.count_nonzero(q) < b:
+            raise InvalidInputError(f"{b} children without replacement at context {ctx}, but the draft "
+                                    f"law there has only {np.count_nonzero(q)} tokens of positive mass")
+        left = np.tile(p, (m, 1))
+        out = np.empty((m, b), dtype=np.int64)
+        rows = np.arange(m)
+        for j in range(b):
+            cdf = np.cumsum(left, axis=1)
+            u = rng.random(m) * cdf[:, -1]
+            t = np.minimum((cdf <= u[:, None]).sum(axis=1), q.size - 1)
+            last = q.size - 1 - np.argmax(left[:, ::-1] > 0, axis=1)  # u rounded up to the total
+            t = np.where(left[rows, t] > 0, t, last)
+            out[:, j] = t
+            left[rows, t] = 0.0
+        return out
+
     def count_draws(self, V: int) -> int:
         """Number of ordered tree draws :meth:`enumerate` would list (an upper bound for ``"wor"``)."""
         nodes = sum(int(np.prod(self.branching[:d + 1])) for d in range(self.length))
