@@ -357,14 +357,13 @@ def _audit(contract, f, target, draft, tree, samples, seed, level, detect_tv, ba
     examples: list[dict] = []
     done = made = 0
     t_calls = time.perf_counter()
-    with CALLS.armed(max_seconds, f"{contract} audit of {name}"):
+    with CALLS.armed(max_seconds, f"{contract} audit of {name} (batches of {batch:,} problems)"):
         while done < samples:
             B = min(batch, samples - done)
             drafts = tree.sample_batch(Q, draft_rng, B)  # Q: the draft's rows, read and checked once
             args, inputs = draws.inputs(contract, drafts, generator)
-            where = f"a batch of {B:,} problems (first drafts {drafts[0].tolist()})"
             try:
-                out = CALLS.call(None, where, f, *args)
+                out = CALLS.call(None, drafts[0], f, *args)  # a hang names the first problem's drafts
                 faults = (chain_output_faults if contract == "chain" else tree_output_faults)(out, inputs)
             except _USER_ERRORS as exc:  # anything the user's code raises is a verdict on it
                 faults = None
