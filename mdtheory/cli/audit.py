@@ -10,7 +10,14 @@ import sys
 
 from .. import _budget
 from ..audit.statistics import DEFAULT_LEVEL, POWER, TARGET_TV
-from ..audit.verifier import EXIT_INCONCLUSIVE, PILOT_CALLS, SAMPLINGS, AuditResult, audit, load_target
+from ..audit.verifier import (
+    EXIT_INCONCLUSIVE,
+    PILOT_CALLS,
+    AuditResult,
+    audit,
+    audit_samplings,
+    load_target,
+)
 from ..errors import InvalidInputError
 from . import audit_block, audit_engine
 from ._common import _seconds, add_seed_option, load_npy
@@ -37,7 +44,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     sub.add_argument("Q", nargs="?", help="draft distribution q: .npy of shape (V,) or (B, V)")
     sub.add_argument("--drafts", "-n", "-K", type=int, metavar="N",
                      help="number of drafts n (-K is an older spelling)")
-    sub.add_argument("--sampling", choices=SAMPLINGS, default=None,
+    sub.add_argument("--sampling", choices=audit_samplings(torch=True), default=None,
                      help="draft model (default iid, or a SelectionRule's own)")
     sub.add_argument("--samples", type=int, default=None,
                      help="steps per position (default: enough to detect TV --detect-tv with "
