@@ -16,7 +16,7 @@ import mdtheory as md  # noqa: E402
 from mdtheory.audit.statistics import law_test  # noqa: E402
 from mdtheory.audit.verifier import load_target  # noqa: E402
 from mdtheory.blocks import random_instance, sun_toy  # noqa: E402
-from mdtheory.blocks.trees import DraftTree  # noqa: E402
+from mdtheory.blocks.trees import DraftTree, tree_samplings  # noqa: E402
 from mdtheory.engines import audit as A  # noqa: E402
 from mdtheory.engines import contracts as C  # noqa: E402
 from mdtheory.errors import InvalidInputError, ProblemTooLargeError, VerifierTimeoutError  # noqa: E402
@@ -33,15 +33,21 @@ def example(name: str, what: str = "verify"):
 
 
 # ---------------------------------------------------------------------------------------- verdicts
-#: (example, contract, tree or L, sampling, verdict) at seed 0 with the default sample sizes.
+#: (example, contract, tree or L, sampling, verdict) at seed 0 with the default sample sizes; "top":
+#: deterministic drafts, no draft probabilities passed.
 CASES = [
     ("chain_rejection", "chain", 2, "iid", "passed"),
     ("chain_block_verification", "chain", 2, "iid", "passed"),
+    ("chain_block_verification", "chain", 2, "top", "passed"),
     ("chain_deterministic_drafts", "chain", 2, "iid", "passed"),
+    ("chain_deterministic_drafts", "chain", 2, "top", "passed"),
     ("chain_block_ignores_draft_probs", "chain", 2, "iid", "lossy"),
+    ("chain_block_ignores_draft_probs", "chain", 2, "top", "lossy"),
     ("chain_ensemble", "chain", 2, "iid", "lossy"),
+    ("tree_target_only", "tree", (2, 2), "top", "passed"),
     ("tree_target_only", "tree", (2, 2), "iid", "passed"),
     ("tree_target_only", "tree", (2, 2), "without-replacement", "passed"),
+    ("tree_target_only_threshold", "tree", (2, 2), "top", "lossy"),
     ("tree_target_only_threshold", "tree", (2, 2), "iid", "lossy"),
     ("tree_target_only_threshold", "tree", (2, 2), "without-replacement", "lossy"),
     ("tree_siblings_unchanged_parent", "tree", (2, 2), "iid", "lossy"),
@@ -51,7 +57,7 @@ CASES = [
 def _audit(name, contract, shape, sampling, instance, **kw):
     f = example(name)
     if contract == "chain":
-        return md.audit_chain(f, *INSTANCES[instance], shape, **kw)
+        return md.audit_chain(f, *INSTANCES[instance], shape, deterministic=sampling == "top", **kw)
     return md.audit_tree(f, *INSTANCES[instance], shape, sampling=sampling, **kw)
 
 
@@ -61,11 +67,47 @@ def test_each_example_gets_its_verdict(name, contract, shape, sampling, verdict,
     r = _audit(name, contract, shape, sampling, instance)
     assert r.verdict == verdict, (r.verdict, r.pvalue, r.tv)
     assert r.lossless == (verdict == "passed") and r.violations == {}
+    assert r.deterministic == (sampling == "top") and r.sampling == sampling
     assert r.contract == contract and r.calls >= 1 and r.samples >= 15_000
     lo, hi = r.block_efficiency_ci95
     assert lo <= r.block_efficiency <= hi and 1 <= r.block_efficiency <= r.length + 1
     if verdict == "passed":  # a lossless verifier stays below the optimum for its drafts
         assert r.optimum is not None and lo <= r.optimum + 1e-9
+
+
+@pytest.mark.parametrize("name,contract", [("chain_rejection", "chain"),
+                                           ("tree_siblings_unchanged_parent", "tree")])
+def test_a_verifier_that_needs_draft_probabilities_is_invalid_without_them(name, contract):
+    r = _audit(name, contract, 2 if contract == "chain" else (2, 2), "top", "toy")
+    reason = "raised ValueError: " + ("standard chain rejection needs draft_probs" if contract == "chain"
+                                      else "sibling tests need draft_probs")
+    assert r.verdict == "invalid" and list(r.violations) == [reason] and r.calls == 1
+
+
+def test_deterministic_drafts_are_the_top_tokens_and_pass_no_draft_probabilities():
+    seen = []
+
+    def spy(ids, q, p, gen):
+        seen.append((q, ids.unique(dim=0).tolist()))
+        return _chain_ok(ids, q, p, gen)
+
+    target, draft = random_instance(4, 3)
+    md.audit_chain(spy, target, draft, 2, deterministic=True, samples=100)
+    top1 = int(np.argmax(draft(())))
+    assert seen == [(None, [[top1, int(np.argmax(draft((top1,))))]])]
+    r = md.audit_tree(_tree_spy(seen), target, draft, (2, 1), deterministic=True, samples=100)
+    assert r.sampling == "top" and r.deterministic
+    kids = np.argsort(-draft(()), kind="stable")[:2].tolist()
+    assert seen[-1] == (None, [0] + kids + [int(np.argmax(draft((y,)))) for y in kids])
+
+
+def _tree_spy(seen):
+    def spy(cand, nt, ns, p, q, gen):
+        seen.append((q, cand.unique(dim=0).tolist()[0]))
+        out = torch.full((cand.shape[0], 3), -1)
+        out[:, 0] = torch.multinomial(p[:, 0], 1, generator=gen)[:, 0]
+        return out
+    return spy
 
 
 def test_siblings_against_an_unchanged_parent_are_caught_without_replacement_on_random_laws():
@@ -98,7 +140,7 @@ def test_the_law_forms_are_the_torch_codes_law(name, contract, shape, sampling):
     drafts, 20,000 calls' outputs pass a chi-square test against it."""
     target, draft = INSTANCES["random:3:1"]
     branching = (1,) * shape if contract == "chain" else shape
-    tree = DraftTree(branching, A._tree_sampling(sampling))
+    tree = DraftTree(branching, sampling)
     layout = C.tree_layout(tree)
     f, law = example(name), example(name, "law")
     P = A._Tables(A._Law(target, "target", ()), 3, tree.length)
@@ -131,8 +173,8 @@ def test_exact_tvs_agree_with_the_sampled_audit(name, instance):
     contract = "chain" if name.startswith("chain") else "tree"
     shape = 2 if contract == "chain" else (2, 2)
     laws = INSTANCES[instance]
-    exact = md.audit_block(example(name, "law"), *laws, 1 if contract == "chain" else 4, 2,
-                           branching=None if contract == "chain" else shape, exact=True)
+    tree = DraftTree((1, 1) if contract == "chain" else shape)
+    exact = md.audit_block(example(name, "law"), *laws, tree=tree, exact=True)
     assert exact.verdict == "lossy" and exact.tv == pytest.approx(EXACT_TV[name, instance], abs=5e-7)
     sampled = _audit(name, contract, shape, "iid", instance, samples=40_000, seed=1)
     assert abs(sampled.tv - exact.tv) < 0.02 and exact.tv <= sampled.tv_upper
@@ -287,17 +329,19 @@ def test_a_verifier_that_writes_into_its_inputs_cannot_move_the_checks():
     assert r.verdict in ("lossy", "passed", "inconclusive") and r.violations == {}
 
 
-def test_draft_trees_drawn_in_batches_have_the_trees_law():
-    """DraftTree.sample_batch draws each tree with the law DraftTree.enumerate lists."""
+@pytest.mark.parametrize("sampling", tree_samplings())
+def test_draft_trees_drawn_in_batches_have_the_trees_law(sampling):
+    """DraftTree.sample_batch draws each tree with the law DraftTree.enumerate lists, for every
+    registered tree sampling (its model's node_sample_batch)."""
     target, draft = random_instance(3, 6)
-    for tree in (DraftTree((2, 2)), DraftTree((2, 1), A._tree_sampling("without-replacement")),
-                 DraftTree((1, 2))):
+    for branching in ((2, 2), (2, 1), (1, 2)):
+        tree = DraftTree(branching, sampling)
         law = {d.tobytes(): w for d, w in tree.enumerate(draft)}
         got = tree.sample_batch(draft, np.random.default_rng(1), 50_000)
         keys = list(law)
         index = {k: i for i, k in enumerate(keys)}
         counts = np.bincount([index[x.tobytes()] for x in got], minlength=len(keys))
-        assert law_test(counts, np.array([law[k] for k in keys])) > 1e-3
+        assert counts.sum() == 50_000 and law_test(counts, np.array([law[k] for k in keys])) > 1e-3
 
 
 def test_a_hanging_verifier_is_interrupted():
@@ -342,8 +386,10 @@ def test_bad_options_are_named(kw, match):
 
 
 def test_tree_options_are_named():
-    with pytest.raises(InvalidInputError, match="unknown sampling 'top'"):
-        md.audit_tree(_chain_ok, *sun_toy(), (2, 2), sampling="top")
+    with pytest.raises(InvalidInputError, match="unknown sampling 'wor2'"):
+        md.audit_tree(_chain_ok, *sun_toy(), (2, 2), sampling="wor2")
+    with pytest.raises(InvalidInputError, match="draft's top tokens, not without-replacement children"):
+        md.audit_tree(_chain_ok, *sun_toy(), DraftTree((2, 2), "without-replacement"), deterministic=True)
     with pytest.raises(InvalidInputError, match="branching must be integers >= 1"):
         md.audit_tree(_chain_ok, *sun_toy(), (2, 0))
 

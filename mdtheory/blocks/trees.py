@@ -281,27 +281,9 @@ class DraftTree:
 
     def draw_children_batch(self, q: np.ndarray, b: int, m: int, rng: np.random.Generator,
                             ctx: tuple = ()) -> np.ndarray:
-        """The children of ``m`` nodes with the same draft law ``q``, drawn independently by the
-        tree's rule: (m, b) tokens (without replacement: successive sampling, each draw from q
-        renormalised off the node's earlier children, as :meth:`draw_children`)."""
-        p = q / q.sum()
-        if self.sampling == "iid":
-            return rng.choice(q.size, size=(m, b), p=p)
-        if np.count_nonzero(q) < b:
-            raise InvalidInputError(f"{b} children without replacement at context {ctx}, but the draft "
-                                    f"law there has only {np.count_nonzero(q)} tokens of positive mass")
-        left = np.tile(p, (m, 1))
-        out = np.empty((m, b), dtype=np.int64)
-        rows = np.arange(m)
-        for j in range(b):
-            cdf = np.cumsum(left, axis=1)
-            u = rng.random(m) * cdf[:, -1]
-            t = np.minimum((cdf <= u[:, None]).sum(axis=1), q.size - 1)
-            last = q.size - 1 - np.argmax(left[:, ::-1] > 0, axis=1)  # u rounded up to the total
-            t = np.where(left[rows, t] > 0, t, last)
-            out[:, j] = t
-            left[rows, t] = 0.0
-        return out
+        """The children of ``m`` nodes with the same draft law ``q``, each drawn independently by the
+        tree's sampling: (m, b) tokens (:meth:`~mdtheory.models.base.DraftModel.node_sample_batch`)."""
+        return self.model.node_sample_batch(q, b, m, rng, f" at context {ctx}")
 
     def count_draws(self, V: int) -> int:
         """An upper bound on the number of tree draws :meth:`enumerate` lists: the product over the

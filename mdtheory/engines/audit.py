@@ -57,8 +57,9 @@ from ..blocks.audit import (
     _summary,
     _tables,
 )
-from ..blocks.trees import DraftTree
+from ..blocks.trees import DraftTree, tree_samplings
 from ..errors import InvalidInputError, MdtheoryError, ProblemTooLargeError
+from ..models.top import Top
 from ..torch_bridge.tensors import _torch, check_device
 from .contracts import (
     chain_output_faults,
@@ -69,14 +70,12 @@ from .contracts import (
     tree_output_faults,
 )
 
-__all__ = ["audit_chain", "audit_tree", "EngineAuditResult", "BATCH", "OPTIMUM_SECONDS", "SAMPLINGS"]
+__all__ = ["audit_chain", "audit_tree", "EngineAuditResult", "BATCH", "OPTIMUM_SECONDS"]
 
 #: Problems per verifier call by default.
 BATCH = 16_384
 #: The optimum for the same drafts is solved when its estimate is within this (and ``max_seconds``).
 OPTIMUM_SECONDS = 10.0
-#: How sampled children are drawn (``deterministic=True``: the draft's top tokens instead).
-SAMPLINGS = ("iid", "without-replacement")
 #: Seconds per (problem, node) of the audit's own work (drawing, layout, checks, completion),
 #: measured at V = 3 on the project's 2-core machine; the verifier's own time is judged after its
 #: first call.
@@ -188,7 +187,7 @@ def audit_chain(f: Callable, target: Callable, draft: Callable, length: int, *,
     ('lossy', 3.0)
     """
     L = _positive(length, "length")
-    tree = DraftTree((1,) * L, _tree_sampling("top" if _flag(deterministic) else "iid"))
+    tree = DraftTree((1,) * L, Top.sampling if _flag(deterministic) else "iid")
     return _audit("chain", f, target, draft, tree, samples, seed, level, detect_tv, batch, device, dtype,
                   context, max_seconds, max_bytes)
 
@@ -212,10 +211,11 @@ def audit_tree(f: Callable, target: Callable, draft: Callable, tree, *, determin
         a :class:`~mdtheory.blocks.trees.DraftTree` also says how they are drawn.
     deterministic : bool
         Each node's children are the draft law's most likely tokens there (distinct, ties to the
-        lower index) and ``draft_probs`` is None (engines' top-k trees).
-    sampling : {"iid", "without-replacement"}
-        How sampled children are drawn from the draft's law at their parent (with ``tree`` a
-        sequence and ``deterministic`` False).
+        lower index; the tree sampling ``"top"``) and ``draft_probs`` is None (engines' top-k trees).
+    sampling : str
+        How the children are drawn from the draft's law at their parent, with ``tree`` a sequence
+        (:func:`~mdtheory.blocks.trees.tree_samplings`: ``"iid"``, ``"without-replacement"``,
+        ``"top"``, the last the same as ``deterministic=True``).
     **others
         As :func:`audit_chain`.
 
@@ -235,14 +235,14 @@ def audit_tree(f: Callable, target: Callable, draft: Callable, tree, *, determin
     >>> r.verdict, r.block_efficiency, r.optimum is not None
     ('passed', 1.0, True)
     """
-    if isinstance(tree, DraftTree):
-        if _flag(deterministic) and tree.sampling != _tree_sampling("top"):
-            raise InvalidInputError(f"deterministic=True draws the draft's top tokens, but {tree!r} says "
-                                    f"{tree.sampling!r}")
-    else:
-        if sampling not in SAMPLINGS:
-            raise InvalidInputError(f"unknown sampling {sampling!r}; valid choices: {', '.join(SAMPLINGS)}")
-        tree = DraftTree(tree, _tree_sampling("top" if _flag(deterministic) else sampling))
+    if not isinstance(tree, DraftTree):
+        if sampling not in tree_samplings():
+            raise InvalidInputError(f"unknown sampling {sampling!r}; valid choices: "
+                                    f"{', '.join(tree_samplings())}")
+        tree = DraftTree(tree, Top.sampling if _flag(deterministic) and sampling == "iid" else sampling)
+    if _flag(deterministic) and tree.sampling != Top.sampling:
+        raise InvalidInputError(f"deterministic=True draws the draft's top tokens, not {tree.sampling} "
+                                "children")
     return _audit("tree", f, target, draft, tree, samples, seed, level, detect_tv, batch, device, dtype,
                   context, max_seconds, max_bytes)
 
@@ -258,15 +258,6 @@ def _flag(x) -> bool:
     if not isinstance(x, (bool, np.bool_)):
         raise InvalidInputError(f"deterministic must be True or False, got {x!r}")
     return bool(x)
-
-
-def _tree_sampling(name: str) -> str:
-    """The DraftTree spelling of a sampling name."""
-    return {"without-replacement": "wor"}.get(name, name)
-
-
-def _deterministic(tree: DraftTree) -> bool:
-    return tree.sampling == _tree_sampling("top")
 
 
 def _dtype(torch, dtype):
@@ -329,7 +320,7 @@ def _audit(contract, f, target, draft, tree, samples, seed, level, detect_tv, ba
     batch = min(samples, BATCH if batch is None else _positive(batch, "batch"))
     layout = tree_layout(tree)
     N = layout.nodes
-    det = _deterministic(tree)
+    det = tree.sampling == Top.sampling  # no draft probabilities passed
     item = torch.finfo(dtype).bits // 8
     per_call = batch * N * V * item * (1 if det else 2) + batch * N * 8 * 8
     calls = -(-samples // batch)
@@ -340,10 +331,9 @@ def _audit(contract, f, target, draft, tree, samples, seed, level, detect_tv, ba
     Pt, Qt = _Tables(P, V, L), _Tables(Q, V, L)
     draws = _Draws(torch, tree, layout, Pt, Qt, det, device, dtype)
     name = _describe(f)
-    common = {"sampling": "top" if det else {"wor": "without-replacement"}.get(tree.sampling, tree.sampling),
-              "drafts": tree.n, "vocab": V, "positions": 1, "level": level, "target": name,
-              "length": L, "branching": list(tree.branching), "detect_tv": detect_tv, "cells": cells,
-              "contract": contract, "deterministic": det, "batch": batch,
+    common = {"sampling": tree.sampling, "drafts": tree.n, "vocab": V, "positions": 1, "level": level,
+              "target": name, "length": L, "branching": list(tree.branching), "detect_tv": detect_tv,
+              "cells": cells, "contract": contract, "deterministic": det, "batch": batch,
               "dtype": str(dtype).removeprefix("torch."), "device": str(device)}
     bound = _bound(p_full, Q, V, 1, L) if contract == "chain" and not det else None
     optimum, note = _optimum(target, draft, tree, context, max_seconds, max_bytes)
