@@ -4,6 +4,7 @@ tied to the torch code, malformed outputs as verdicts, limits, the command line 
 from __future__ import annotations
 
 import json
+import sys
 import time
 from pathlib import Path
 
@@ -134,52 +135,84 @@ def _draft_arrays(tree: DraftTree, draft, count: int, seed: int) -> list[np.ndar
 EXACT = [(name, contract, shape, sampling) for name, contract, shape, sampling, _ in CASES]
 
 
+def point_mass(draft):
+    """Top chains as a draft law: the point mass at the draft's most likely token, which is what a
+    chain verifier without draft probabilities reads (q one-hot at the drafted token)."""
+    return lambda ctx: np.eye(len(draft(ctx)))[int(np.argmax(draft(ctx)))]
+
+
 @pytest.mark.parametrize("name,contract,shape,sampling", EXACT)
 def test_the_law_forms_are_the_torch_codes_law(name, contract, shape, sampling):
     """Each example's ``law`` (used for its exact TV) is the law of its torch ``verify``: on fixed
-    drafts, 20,000 calls' outputs pass a chi-square test against it."""
+    drafts, 20,000 calls' outputs pass a chi-square test against it (on top chains with the draft
+    read as the point mass the verifier sees)."""
     target, draft = INSTANCES["random:3:1"]
     branching = (1,) * shape if contract == "chain" else shape
     tree = DraftTree(branching, sampling)
     layout = C.tree_layout(tree)
     f, law = example(name), example(name, "law")
+    det = sampling == "top"
     P = A._Tables(A._Law(target, "target", ()), 3, tree.length)
     Q = A._Tables(A._Law(draft, "draft", ()), 3, tree.length)
-    draws = A._Draws(torch, tree, layout, P, Q, False, "cpu", torch.float64)
+    draws = A._Draws(torch, tree, layout, P, Q, det, "cpu", torch.float64)
+    read = point_mass(draft) if det and contract == "chain" else draft
     gen = torch.Generator().manual_seed(5)
-    for drafts in _draft_arrays(tree, draft, 3, seed=len(name)):
+    for drafts in _draft_arrays(tree, draft, 1 if det else 3, seed=len(name)):
         B = 20_000
         args, inputs = draws.inputs(contract, np.broadcast_to(drafts, (B, *drafts.shape)), gen)
+        assert (args[1] is None if contract == "chain" else args[4] is None) == det
         out = f(*args)
         faults = (C.chain_output_faults if contract == "chain" else C.tree_output_faults)(out, inputs)
         assert not faults.bad.any()
         blocks = [tuple(row[:c].tolist()) for row, c in zip(faults.tokens, faults.count, strict=True)]
-        exact = law(target, draft, drafts)
+        exact = law(target, read, drafts)
         keys = sorted(exact)
         assert abs(sum(exact.values()) - 1) < 1e-9 and set(blocks) <= set(keys)
         counts = np.array([blocks.count(k) for k in keys])
         assert law_test(counts, np.array([exact[k] for k in keys])) > 1e-3
 
 
-#: Exact TV of each lossy example (mdtheory audit --block FILE:law --exact), papers/engines.md.
+#: Exact TV of lossy examples (the example's law over every draw of the drafts), papers/engines.md.
 EXACT_TV = {
-    ("chain_block_ignores_draft_probs", "toy"): 0.106996, ("chain_ensemble", "toy"): 0.166667,
-    ("tree_target_only_threshold", "toy"): 0.119342, ("tree_siblings_unchanged_parent", "toy"): 0.123457,
+    ("chain_block_ignores_draft_probs", "iid", "toy"): 0.106996,
+    ("chain_block_ignores_draft_probs", "top", "toy"): 0.271605,
+    ("chain_ensemble", "iid", "toy"): 0.166667,
+    ("chain_ensemble", "iid", "random:3:1"): 0.329573,
+    ("tree_target_only_threshold", "iid", "toy"): 0.119342,
+    ("tree_target_only_threshold", "top", "random:3:1"): 0.204454,
+    ("tree_siblings_unchanged_parent", "iid", "toy"): 0.123457,
+    ("tree_siblings_unchanged_parent", "without-replacement", "random:3:1"): 0.209181,
 }
 
 
-@pytest.mark.parametrize("name,instance", list(EXACT_TV))
-def test_exact_tvs_agree_with_the_sampled_audit(name, instance):
+@pytest.mark.parametrize("name,sampling,instance", list(EXACT_TV))
+def test_exact_tvs_agree_with_the_sampled_audit(name, sampling, instance):
     contract = "chain" if name.startswith("chain") else "tree"
     shape = 2 if contract == "chain" else (2, 2)
-    laws = INSTANCES[instance]
-    tree = DraftTree((1, 1) if contract == "chain" else shape)
-    exact = md.audit_block(example(name, "law"), *laws, tree=tree, exact=True)
-    assert exact.verdict == "lossy" and exact.tv == pytest.approx(EXACT_TV[name, instance], abs=5e-7)
-    sampled = _audit(name, contract, shape, "iid", instance, samples=40_000, seed=1)
+    target, draft = INSTANCES[instance]
+    tree = DraftTree((1, 1) if contract == "chain" else shape, sampling)
+    read = point_mass(draft) if sampling == "top" and contract == "chain" else draft
+    exact = md.audit_block(example(name, "law"), target, read, tree=tree, exact=True)
+    assert exact.verdict == "lossy"
+    assert exact.tv == pytest.approx(EXACT_TV[name, sampling, instance], abs=5e-7)
+    sampled = _audit(name, contract, shape, sampling, instance, samples=40_000, seed=1)
+    assert sampled.verdict == "lossy"
     assert abs(sampled.tv - exact.tv) < 0.02 and exact.tv <= sampled.tv_upper
     lo, hi = sampled.block_efficiency_ci95  # a 95% interval, widened to 3.5 standard errors
     assert abs(sampled.block_efficiency - exact.block_efficiency) <= (hi - lo) / 2 * 3.5 / 1.96
+
+
+@pytest.mark.parametrize("instance", list(INSTANCES))
+def test_one_step_of_the_ensemble_rule_loses_one_minus_w_times_the_drafts_distance(instance):
+    """At L = 1 the ensemble rule is rejection sampling of v = w p + (1 - w) q, so the first token
+    has law v and the completed law's TV from p is TV(v, p) = (1 - w) TV(p, q): an independent check
+    of the enumeration."""
+    target, draft = INSTANCES[instance]
+    law = example("chain_ensemble", "law")
+    w = sys.modules[law.__module__].WEIGHT
+    exact = md.audit_block(law, target, draft, 1, 1, exact=True)
+    p, q = target(()), draft(())
+    assert exact.tv == pytest.approx((1 - w) * 0.5 * np.abs(p - q).sum(), abs=1e-12)
 
 
 # ---------------------------------------------------------------------------------------- malformed outputs
