@@ -4,6 +4,7 @@ tied to the torch code, malformed outputs as verdicts, limits, the command line 
 from __future__ import annotations
 
 import json
+import re
 import sys
 import time
 from pathlib import Path
@@ -496,3 +497,29 @@ def test_cli_json_shape(capsys):
 def test_cli_bad_input_is_one_line_and_exit_2(capsys, argv, match):
     code, _, err = _cli(capsys, *argv)
     assert code == 2 and match in err and len(err.strip().splitlines()) == 1
+
+
+def _docstring_commands() -> list[tuple[str, list[str]]]:
+    out = []
+    for path in sorted(EXAMPLES.glob("*.py")):
+        doc = re.sub(r"\\+\n\s*", " ", path.read_text().split('"""')[1])  # continued lines
+        lossy = doc.startswith("LOSSY")
+        for line in doc.splitlines():
+            if line.strip().startswith("mdtheory "):
+                out.append((path.stem, lossy, line.split()[1:]))
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name,lossy,argv", _docstring_commands())
+def test_the_examples_commands_run_and_say_what_the_docstring_says(capsys, monkeypatch, name, lossy, argv):
+    monkeypatch.chdir(ROOT)
+    code, out, err = run_main(capsys, *argv)
+    assert code == (1 if lossy else 0), (out, err)
+    assert ("LOSSY" in out or "REJECTED" in out) == lossy
+
+
+def test_every_example_states_its_commands():
+    names = {name for name, _, _ in _docstring_commands()}
+    assert names == {p.stem for p in EXAMPLES.glob("*.py")}
+    assert all(any("--engine" in a for n, _, a in _docstring_commands() if n == name) for name in names)
