@@ -7,8 +7,10 @@ c e^{-a t} is c / a. No quadrature, no floating point.
 
 from __future__ import annotations
 
+import math
+from collections import Counter
 from fractions import Fraction
-from itertools import product
+from itertools import combinations_with_replacement
 
 
 def _times(a: dict, b: dict) -> dict:
@@ -21,7 +23,7 @@ def _times(a: dict, b: dict) -> dict:
 
 def law_given(p: list[Fraction], q: list[Fraction], x: tuple[int, ...]) -> list[Fraction]:
     """P(Y = y | X = x) for every y, exactly, for drafts x with q > 0."""
-    V, n = len(p), len(x)
+    V = len(p)
     ratio = [p[i] / q[i] if q[i] else None for i in range(V)]
     rho = sorted({r for r in ratio if r is not None})
     L = len(rho)
@@ -43,30 +45,36 @@ def law_given(p: list[Fraction], q: list[Fraction], x: tuple[int, ...]) -> list[
                 out[phi[m + 1]] = out.get(phi[m + 1], 0) - 1 / slope[m]
         return out
 
+    counts = Counter(x)
+    others = {}  # per drafted token d: the product of the other n - 1 races' g, one race of d out
+    for d in counts:
+        term = {Fraction(0): Fraction(1)}
+        for e, c in counts.items():
+            for _ in range(c - (e == d)):
+                term = _times(term, segments(level(e), L))
+        others[d] = term
     law = []
     for y in range(V):
         total = Fraction(0)
-        for k in range(n):
-            if x[k] == y:
-                term = {phi[level(y)]: 1 / q[y]}
+        for d, c in counts.items():
+            if d == y:
+                h = {phi[level(y)]: 1 / q[y]}
             else:
-                term = segments(level(x[k]), level(y)) if level(y) > level(x[k]) else {}
-            for j in range(n):
-                if j != k:
-                    term = _times(term, segments(level(x[j]), L))
-            total += sum((c / e for e, c in term.items()), Fraction(0))
+                h = segments(level(d), level(y)) if level(y) > level(d) else {}
+            total += c * sum((v / e for e, v in _times(h, others[d]).items()), Fraction(0))
         law.append(p[y] * total)
     return law
 
 
 def acceptance_and_law(p: list[Fraction], q: list[Fraction], n: int) -> tuple[Fraction, list[Fraction]]:
-    """Exact acceptance and output law, summed over the ordered draft tuples."""
+    """Exact acceptance and output law, summed over the draft multisets (the law given the drafts is
+    symmetric in their order), each weighted by its probability n!/prod(c!) prod q^c."""
     V = len(p)
     accepted, output = Fraction(0), [Fraction(0)] * V
-    for x in product([i for i in range(V) if q[i]], repeat=n):
-        w = Fraction(1)
-        for i in x:
-            w *= q[i]
+    for x in combinations_with_replacement([i for i in range(V) if q[i]], n):
+        w = Fraction(math.factorial(n))
+        for i, c in Counter(x).items():
+            w *= q[i] ** c / math.factorial(c)
         law = law_given(p, q, x)
         accepted += w * sum(law[y] for y in set(x))
         output = [o + w * v for o, v in zip(output, law, strict=True)]

@@ -63,6 +63,22 @@ def test_exact_law_matches_exact_rationals(case):
     assert np.abs(out - rule.p).max() <= QUADRATURE
 
 
+def test_many_drafts_against_exact_rationals():
+    """n up to 32: the law given drafts at the lowest ratio grows like t^(n-1) before e^{-nt} wins,
+    so the quadrature must reach t = (45 + ln 1/Q(x)) / n; the acceptance and the output law at
+    n = 10, summed over the draft multisets."""
+    F = Fraction
+    pf, qf = [F(1, 1000), F(999, 1000), F(0)], [F(1, 100), F(98, 100), F(1, 100)]
+    p, q = floats(pf), floats(qf)
+    for n, x in ((16, (0,) * 16), (32, (0,) * 32), (32, (0,) * 31 + (2,))):
+        rule = make_rule("gls", p, q, n)
+        assert np.abs(rule.law(np.array(x)) - floats(law_given(pf, qf, x))).max() <= QUADRATURE
+    accepted, law = acceptance_and_law(pf, qf, 10)
+    assert law == pf
+    rule = make_rule("gls", p, q, 10)
+    assert rule.exact_acceptance() == pytest.approx(float(accepted), abs=QUADRATURE)
+
+
 def test_known_values():
     # n = 1: P(X = Y) = sum_y 1 / sum_i max(p_i/p_y, q_i/q_y) (Daliri et al.'s coupling)
     p, q = np.array([0.5, 0.3, 0.2]), np.array([0.2, 0.2, 0.6])
@@ -109,6 +125,10 @@ def test_closed_form_agrees_with_enumeration_on_large_ratios_and_subnormal_masse
     a, r = rule.conditional(np.array([0, 1]))
     assert a.sum() + r.sum() == pytest.approx(1.0, abs=QUADRATURE)
     assert 0.0 <= rule.exact_acceptance() <= 1.0
+    # drafts of probability 1e-300 (their law's integrand would reach 1e319) condition no race: law p
+    rule = make_rule("gls", [0.5, 0.5], [1e-150, 1 - 1e-150], 2)
+    assert np.array_equal(rule.law([0, 0]), rule.p)
+    assert not rule.law([0, 1])[0] == rule.p[0]  # 1e-150 alone still conditions
 
 
 def test_step_frequencies_match_the_exact_law_given_fixed_drafts():

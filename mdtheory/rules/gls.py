@@ -18,7 +18,9 @@ import math
 import numpy as np
 from numpy.typing import ArrayLike
 
+from .._jit import njit
 from ..errors import InvalidInputError
+from ..routes.subsets import _ipow
 from .base import SelectionRule
 
 __all__ = ["GumbelListSampling"]
@@ -27,10 +29,15 @@ __all__ = ["GumbelListSampling"]
 POINTS = 16
 #: Panel width in ln t where the integrand's exponentials live, and in the far left tail.
 WIDTH, FAR_WIDTH = 2.0, 8.0
-#: Relative size of the tails left out of the integral on either side.
+#: Bound on the mass of the integrals' tails left out, left and right.
 TAIL = 1e-18
-#: Nodes times tokens held at once by the quadrature.
-CHUNK = 1 << 21
+#: Nodes times tokens held at once by the quadrature of the law.
+CHUNK = 1 << 20
+#: Nodes times tokens from which the acceptance's kernel runs compiled.
+COMPILED_WORK = 20_000
+#: Drafts less likely than this (natural log) condition no race: the law's integrand, up to about
+#: e^45 / Q(x), would overflow below Q(x) = 1e-289.
+LOG_RAREST = math.log(1e-280)
 #: Draft multisets whose conditional law a prepared rule keeps.
 CACHE = 4096
 
@@ -41,22 +48,48 @@ def _legendre() -> tuple[np.ndarray, np.ndarray]:
     return np.polynomial.legendre.leggauss(POINTS)
 
 
-def _nodes(n: int, fastest: float) -> tuple[np.ndarray, np.ndarray]:
-    """Nodes t and weights (Jacobian and the races' common factor e^{-nt} included) of
+def _nodes(n: int, lo: float, fastest: float, log_size: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+    """Nodes t and weights (the Jacobian and the races' common factor :math:`e^{-nt}` included) of
     :math:`\\int_0^\\infty e^{-nt} f(t)\\, dt` for f a combination of :math:`e^{-\\lambda t}`,
-    :math:`0 \\le \\lambda \\le` ``fastest``, bounded by n + ``fastest``: composite Gauss-Legendre in
-    ln t from :math:`t = 10^{-18} / (n + \\text{fastest})` to :math:`45 / n` (the tails left out weigh
-    under 1e-18), panels of width 2 where the exponentials decay, 8 below a thousandth of their
-    fastest time scale, where the integrand is t times a near-constant."""
-    lo = math.log(TAIL / (n + fastest))
-    knee = min(math.log(1e-3 / (n + fastest)), math.log(45.0 / n))
-    hi = math.log(45.0 / n)
+    :math:`0 \\le \\lambda \\le` ``fastest``, with :math:`e^{-nt} f(t) \\le n e^{\\ell - nt}`
+    (:math:`\\ell` = ``log_size``): composite Gauss-Legendre in ln t from ``lo`` (the caller's cut: f's
+    bound near 0 times ``lo`` is at most :data:`TAIL`) to :math:`(45 + \\ell)/n` (the rest weighs under
+    :math:`e^{-45}`); panels of width 2 where the exponentials decay, 8 below a thousandth of the
+    fastest one's time scale, where f is flat."""
+    hi = math.log((45.0 + log_size) / n)
+    lo = min(math.log(lo), hi)
+    knee = min(max(lo, math.log(1e-3 / (n + fastest))), hi)
     edges = np.concatenate([np.linspace(lo, knee, max(1, math.ceil((knee - lo) / FAR_WIDTH)) + 1),
                             np.linspace(knee, hi, max(1, math.ceil((hi - knee) / WIDTH)) + 1)[1:]])
     x, w = _legendre()
     mid, half = 0.5 * (edges[1:] + edges[:-1]), 0.5 * np.diff(edges)
     t = np.exp((mid[:, None] + half[:, None] * x).ravel())
     return t, (half[:, None] * w).ravel() * t * np.exp(-n * t)
+
+
+@njit(cache=True, error_model="numpy")
+def _rejected(t, weights, excess, rise, slope, level, q, p, n, tail):
+    """:math:`\\sum_y n p_y \\int (e^{-t} - e^{-t\\Phi(r_y)})(e^{-t} - q_y g_y(t))^{n-1} dt` over the
+    tokens given (``level``, ``q``, ``p``: their Φ level and masses) at the nodes: per node, the
+    segments' suffix sums (``tail``, workspace of length L) from the top level down, then one pass
+    over the tokens. Every term is non-negative; :math:`1 - q_y e^t g_y` is a difference of masses,
+    guarded at zero against rounding."""
+    L = excess.size
+    total = 0.0
+    for j in range(t.size):
+        running = 0.0
+        for m in range(L - 1, -1, -1):
+            seg = math.exp(-t[j] * excess[m]) / slope[m]
+            if m < L - 1:
+                seg *= -math.expm1(-t[j] * rise[m])
+            running += seg
+            tail[m] = running
+        here = 0.0
+        for i in range(level.size):
+            missed = max(1.0 - q[i] * tail[level[i]], 0.0)
+            here += p[i] * -math.expm1(-t[j] * excess[level[i]]) * _ipow(missed, n - 1)
+        total += weights[j] * here
+    return n * total
 
 
 class GumbelListSampling(SelectionRule):
@@ -85,8 +118,9 @@ class GumbelListSampling(SelectionRule):
     -----
     The integrals are evaluated by composite Gauss-Legendre quadrature in ln t (a few hundred nodes);
     against exact rationals they agree to about 1e-14 (``tests/test_gls.py``). A draft at a token whose
-    ratio p/q overflows float64 (q below about 1e-308 p; probability under 1e-308) is treated as an
-    unconditioned race, by :meth:`select` and :meth:`conditional` alike.
+    ratio p/q overflows float64 (q below about 1e-308 p) conditions no race, and drafts whose joint
+    probability is below 1e-280 (:data:`LOG_RAREST`) condition none: :meth:`select` and
+    :meth:`conditional` alike redraw those races unconditioned.
     """
 
     name = "gls"
@@ -105,8 +139,8 @@ class GumbelListSampling(SelectionRule):
         self.slope = np.cumsum(np.bincount(level, weights=q[~self.free], minlength=L))
         self.rise = self.slope[:-1] * np.diff(rho)
         self.excess = np.concatenate(([0.0], np.cumsum(self.rise)))  # Φ(ρ_l) - 1
-        # the integrands' fastest exponential and their size are below n Φ(ρ_L) + max r
-        self.t, self.weights = _nodes(self.n, self.n * float(self.excess[-1]) + float(rho[-1]) + 1.0)
+        self.ratio = ratio
+        self.fastest = self.n * (1.0 + float(self.excess[-1]))  # the integrands' fastest exponential
         self._laws: dict[tuple, np.ndarray] = {}
         self._acceptance: float | None = None
 
@@ -122,11 +156,6 @@ class GumbelListSampling(SelectionRule):
         tail[:, :-1] = np.cumsum(seg[:, ::-1], axis=1)[:, ::-1]
         return z, tail
 
-    def _chunks(self, width: int):
-        """Node chunks (t, weights) of about :data:`CHUNK` / ``width`` nodes."""
-        step = max(1, CHUNK // max(width, 1))
-        for start in range(0, self.t.size, step):
-            yield self.t[start:start + step], self.weights[start:start + step]
 
     def law(self, drafts: ArrayLike) -> np.ndarray:
         """P(Y = y | X = drafts) for every y, shape (V,) (the sum of :meth:`conditional`'s pair).
@@ -144,15 +173,30 @@ class GumbelListSampling(SelectionRule):
             self._laws[key] = self._law(np.asarray(key))
         return self._laws[key].copy()
 
+    def _held(self, drafts: np.ndarray) -> np.ndarray:
+        """Which drafts condition their race: not at a free token, and the conditioned drafts'
+        probability at least e^:data:`LOG_RAREST`."""
+        held = ~self.free[drafts]
+        if np.sum(np.log(self.q[drafts[held]])) < LOG_RAREST:
+            held[:] = False
+        return held
+
     def _law(self, x: np.ndarray) -> np.ndarray:
-        tokens, counts = np.unique(x, return_counts=True)
-        free = int(counts[self.free[tokens]].sum())  # unconditioned races: g = h = e^{-t}
-        tokens, counts = tokens[~self.free[tokens]], counts[~self.free[tokens]]
-        if tokens.size == 0:  # every race unconditioned: Y has law p
+        held = self._held(x)
+        free = int(np.count_nonzero(~held))  # unconditioned races: g = h = e^{-t}
+        if free == x.size:  # every race unconditioned: Y has law p
             return self.p.copy()
+        tokens, counts = np.unique(x[held], return_counts=True)
         at = self.level[tokens]
+        # near t = 0 the integrand is at most p_y n (1 + r_y [y drafted]) (h_{y,y} = e^{-tΦ} / q_y);
+        # everywhere at most n p_y e^{-nt} / Q(x), the drafts' probability (each race's factor is
+        # at most e^{-t} before dividing by q_x)
+        nodes, weights = _nodes(self.n, TAIL / (self.n * (1.0 + float(self.ratio[tokens].max()))),
+                                self.fastest, -float(counts @ np.log(self.q[tokens])))
         out = np.zeros(self.V)
-        for t, w in self._chunks(self.V * (tokens.size + 2)):
+        step = max(1, CHUNK // (self.V * (tokens.size + 2)))
+        for start in range(0, nodes.size, step):
+            t, w = nodes[start:start + step], weights[start:start + step]
             z, tail = self._suffix(t)
             g = tail[:, at]  # (c, m): e^t g_x at the drafted tokens
             power = g ** counts
@@ -180,7 +224,7 @@ class GumbelListSampling(SelectionRule):
         """One step: the races redrawn given the drafts, then the target's winner, O(nV)."""
         races = rng.standard_exponential((self.n, self.V))
         minimum = rng.standard_exponential(self.n)
-        rows = np.flatnonzero(~self.free[drafts])
+        rows = np.flatnonzero(self._held(drafts))
         races[rows] += self.q * minimum[rows, None]
         races[rows, drafts[rows]] = self.q[drafts[rows]] * minimum[rows]
         y = self._winner(races.min(axis=0))
@@ -221,17 +265,16 @@ class GumbelListSampling(SelectionRule):
         return drafts, y, bool(np.any(drafts == y))
 
     def closed_form_acceptance(self):
-        """P(Y is a draft) by its one-dimensional integral (papers/theory.md §GLS), O(V) per node."""
+        """P(Y is a draft) by its one-dimensional integral (papers/theory.md §GLS), O(V) per
+        quadrature node (at most about 400 nodes)."""
         if self._acceptance is None:
             on = np.flatnonzero(~self.free & (self.p > 0))
-            at = self.level[on]
-            lost = float(self.p[self.free].sum())  # never drafted (up to 1e-308): always rejected
-            for t, w in self._chunks(on.size):
-                z, tail = self._suffix(t)
-                missed = np.maximum(1.0 - self.q[on] * tail[:, at], 0.0)  # rounding guard only
-                gone = -np.expm1(-t[:, None] * self.excess[at]) * missed ** (self.n - 1)
-                lost += self.n * float(w @ (gone @ self.p[on]))
-            self._acceptance = 1.0 - lost
+            # the integrand is at most n p_y: cut at TAIL / n
+            t, w = _nodes(self.n, TAIL / self.n, self.fastest)
+            kernel = _rejected.compiled if t.size * on.size > COMPILED_WORK else _rejected
+            lost = kernel(t, w, self.excess, self.rise, self.slope, self.level[on], self.q[on],
+                          self.p[on], self.n, np.empty(self.excess.size))
+            self._acceptance = 1.0 - float(self.p[self.free].sum()) - lost  # never drafted: rejected
         return self._acceptance
 
     def list_matching_bound(self) -> float:

@@ -267,7 +267,8 @@ class TorchGLS(TorchRule):
     \\mathrm{Exp}(1)`, :math:`S_{k,x_k} = q_{x_k} M_k`, :math:`S_{k,i} = q_i M_k + E_{k,i}`), the
     output is :math:`\\arg\\min_i \\min_k S_{k,i}/p_i`, accepted when it is a draft. One race of
     (B, V) at a time; a draft whose q is 0 or whose p/q overflows leaves its race unconditioned, as
-    the numpy rule does."""
+    in the numpy rule (which also leaves every race unconditioned for drafts of joint probability
+    below 1e-280, whose exact law would overflow)."""
 
     name = "gls"
 
