@@ -29,8 +29,8 @@ __all__ = ["GumbelListSampling"]
 POINTS = 16
 #: Panel width in ln t where the integrand's exponentials live, and in the far left tail.
 WIDTH, FAR_WIDTH = 2.0, 8.0
-#: Bound on the mass of the integrals' tails left out, left and right.
-TAIL = 1e-18
+#: Natural log of the bound on the mass of the integrals' left tails left out.
+LOG_TAIL = math.log(1e-18)
 #: Nodes times tokens held at once by the quadrature of the law.
 CHUNK = 1 << 20
 #: Nodes times tokens from which the acceptance's kernel runs compiled.
@@ -48,17 +48,17 @@ def _legendre() -> tuple[np.ndarray, np.ndarray]:
     return np.polynomial.legendre.leggauss(POINTS)
 
 
-def _nodes(n: int, lo: float, fastest: float, log_size: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+def _nodes(n: int, log_lo: float, fastest: float, log_size: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
     """Nodes t and weights (the Jacobian and the races' common factor :math:`e^{-nt}` included) of
     :math:`\\int_0^\\infty e^{-nt} f(t)\\, dt` for f a combination of :math:`e^{-\\lambda t}`,
     :math:`0 \\le \\lambda \\le` ``fastest``, with :math:`e^{-nt} f(t) \\le n e^{\\ell - nt}`
-    (:math:`\\ell` = ``log_size``): composite Gauss-Legendre in ln t from ``lo`` (the caller's cut: f's
-    bound near 0 times ``lo`` is at most :data:`TAIL`) to :math:`(45 + \\ell)/n` (the rest weighs under
-    :math:`e^{-45}`); panels of width 2 where the exponentials decay, 8 below a thousandth of the
-    fastest one's time scale, where f is flat."""
+    (:math:`\\ell` = ``log_size``): composite Gauss-Legendre in ln t from ``log_lo`` (the caller's
+    cut: f's bound near 0 times :math:`e^{\\text{log\\_lo}}` is at most 1e-18) to
+    :math:`\\ln((45 + \\ell)/n)` (the rest weighs under :math:`e^{-45}`); panels of width 2 where the
+    exponentials decay, 8 below a thousandth of the fastest one's time scale, where f is flat."""
     hi = math.log((45.0 + log_size) / n)
-    lo = min(math.log(lo), hi)
-    knee = min(max(lo, math.log(1e-3 / (n + fastest))), hi)
+    lo = min(log_lo, hi)
+    knee = min(max(lo, math.log(1e-3) - math.log(n + min(fastest, 1e300))), hi)
     edges = np.concatenate([np.linspace(lo, knee, max(1, math.ceil((knee - lo) / FAR_WIDTH)) + 1),
                             np.linspace(knee, hi, max(1, math.ceil((hi - knee) / WIDTH)) + 1)[1:]])
     x, w = _legendre()
@@ -149,9 +149,10 @@ class GumbelListSampling(SelectionRule):
         \\int_{\\rho_l}^\\infty e^{-t\\Phi}`, the sums of the segments' :math:`(e^{-t\\Phi(\\rho_l)} -
         e^{-t\\Phi(\\rho_{l+1})})/s_l` from l on, with a zero column L for the tokens beyond every ratio
         (c, L + 1). Every term is non-negative."""
-        z = np.exp(-t[:, None] * self.excess)
-        seg = z / self.slope
-        seg[:, :-1] *= -np.expm1(-t[:, None] * self.rise)
+        with np.errstate(over="ignore"):  # t Φ past float64: e^{-inf} = 0, as it should
+            z = np.exp(-t[:, None] * self.excess)
+            seg = z / self.slope
+            seg[:, :-1] *= -np.expm1(-t[:, None] * self.rise)
         tail = np.zeros((t.size, z.shape[1] + 1))
         tail[:, :-1] = np.cumsum(seg[:, ::-1], axis=1)[:, ::-1]
         return z, tail
@@ -191,8 +192,8 @@ class GumbelListSampling(SelectionRule):
         # near t = 0 the integrand is at most p_y n (1 + r_y [y drafted]) (h_{y,y} = e^{-tΦ} / q_y);
         # everywhere at most n p_y e^{-nt} / Q(x), the drafts' probability (each race's factor is
         # at most e^{-t} before dividing by q_x)
-        nodes, weights = _nodes(self.n, TAIL / (self.n * (1.0 + float(self.ratio[tokens].max()))),
-                                self.fastest, -float(counts @ np.log(self.q[tokens])))
+        cut = LOG_TAIL - math.log(self.n) - math.log1p(float(self.ratio[tokens].max()))
+        nodes, weights = _nodes(self.n, cut, self.fastest, -float(counts @ np.log(self.q[tokens])))
         out = np.zeros(self.V)
         step = max(1, CHUNK // (self.V * (tokens.size + 2)))
         for start in range(0, nodes.size, step):
@@ -269,8 +270,8 @@ class GumbelListSampling(SelectionRule):
         quadrature node (at most about 400 nodes)."""
         if self._acceptance is None:
             on = np.flatnonzero(~self.free & (self.p > 0))
-            # the integrand is at most n p_y: cut at TAIL / n
-            t, w = _nodes(self.n, TAIL / self.n, self.fastest)
+            # the integrand is at most n p_y: cut at 1e-18 / n
+            t, w = _nodes(self.n, LOG_TAIL - math.log(self.n), self.fastest)
             kernel = _rejected.compiled if t.size * on.size > COMPILED_WORK else _rejected
             lost = kernel(t, w, self.excess, self.rise, self.slope, self.level[on], self.q[on],
                           self.p[on], self.n, np.empty(self.excess.size))
