@@ -131,6 +131,17 @@ def test_closed_form_agrees_with_enumeration_on_large_ratios_and_subnormal_masse
     assert not rule.law([0, 1])[0] == rule.p[0]  # 1e-150 alone still conditions
 
 
+def test_acceptance_kernel_interpreted_and_compiled_agree(monkeypatch):
+    from mdtheory import _jit
+
+    p, q, _ = next(random_floats(3, 1))
+    values = []
+    for mode in ("python", "numba"):
+        monkeypatch.setattr(_jit, "FORCE", mode)
+        values.append(make_rule("gls", p, q, 5).exact_acceptance())
+    assert values[0] == pytest.approx(values[1], abs=ROUNDING)
+
+
 def test_step_frequencies_match_the_exact_law_given_fixed_drafts():
     """Chi-square of select's outputs on one draft tuple against the exact conditional law. Given
     drafts (0, 5, 2), token 3 has probability zero: its ratio p/q is below every draft's (the race

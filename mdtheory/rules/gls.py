@@ -129,7 +129,7 @@ class GumbelListSampling(SelectionRule):
         p, q, V = self.p, self.q, self.V
         with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
             ratio = np.where(q > 0, p / np.where(q > 0, q, 1.0), np.inf)
-        #: tokens whose race a draft cannot condition: q = 0, or p/q past float64
+        # tokens whose race a draft cannot condition: q = 0, or p/q past float64
         self.free = ~np.isfinite(ratio)
         rho, level = np.unique(ratio[~self.free], return_inverse=True)
         L = rho.size
@@ -156,7 +156,6 @@ class GumbelListSampling(SelectionRule):
         tail = np.zeros((t.size, z.shape[1] + 1))
         tail[:, :-1] = np.cumsum(seg[:, ::-1], axis=1)[:, ::-1]
         return z, tail
-
 
     def law(self, drafts: ArrayLike) -> np.ndarray:
         """P(Y = y | X = drafts) for every y, shape (V,) (the sum of :meth:`conditional`'s pair).
