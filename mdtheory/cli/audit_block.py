@@ -90,7 +90,8 @@ def run(args: argparse.Namespace) -> int:
         res = audit_block(f, target, draft, n, length, tree=tree, samples=args.samples, seed=args.seed,
                           level=args.level, detect_tv=args.detect_tv, exact=args.exact,
                           max_seconds=args.max_seconds,
-                          max_bytes=getattr(args, "max_bytes", _budget.MAX_BYTES))
+                          max_bytes=_budget.MAX_BYTES if getattr(args, "max_bytes", None) is None
+                          else args.max_bytes)
     res.target = args.block
     if args.json:
         print(json.dumps(res.to_dict()))
