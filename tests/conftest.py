@@ -1,3 +1,4 @@
+import math
 import os
 
 import numpy as np
@@ -18,3 +19,13 @@ def npy(tmp_path):
         np.save(path, np.asarray(arr))
         return str(path)
     return save
+
+
+@pytest.fixture(autouse=True)
+def no_progress_lines(monkeypatch):
+    """Off a terminal a command prints a progress line every :data:`mdtheory._progress.INTERVAL`
+    seconds of wall clock; on a loaded machine a test's command can take that long, and a test that
+    compares stderr would then see the line. The tests of those lines set the interval themselves."""
+    from mdtheory import _progress
+
+    monkeypatch.setattr(_progress, "INTERVAL", math.inf)
