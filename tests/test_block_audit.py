@@ -549,6 +549,7 @@ def test_cli_block_invalid_blocks_exit_1(capsys, laws, tmp_path):
     (["-n", "1", "-L", "2", "--samples", "5000", "--max-seconds", "1e-9"], "draft arrays drawn"),
     (["-n", str(10**30), "-L", "2"], "of memory, over the limit"),
     (["-n", "1", "-L", str(10**8)], "V^(L+1) = 2^100000001 = about 10^3.01e+07 sequences"),
+    (["-n", "2", "-L", str(10**8), "--sampling", "without-replacement"], "needs V >= 2 tokens"),
 ])
 def test_cli_block_bad_input_exits_2_with_one_line(capsys, laws, argv, message):
     if "NOLAWS" in argv:
