@@ -192,7 +192,7 @@ def bound_estimate(args) -> None:
     """The bound's CPU time (its laws are constant: their rows cost a copy each) against its
     estimate, on a grid of V, L, expansions and laws (Dirichlet(1) spreads the mass: a shallow tree;
     Dirichlet(0.05) concentrates it: a deep one), for K = 4 iid drafts and two trees; peak memory by
-    tracemalloc in a second run. Sizes estimated over 30 s or 2 GB are left out."""
+    tracemalloc in a second run. Sizes estimated over 10 s or 1 GB are left out."""
     import tracemalloc
 
     from mdtheory.blocks import ConstantLaw, DraftTree
@@ -215,7 +215,7 @@ def bound_estimate(args) -> None:
                     tree = kw.get("tree")
                     for e in (16, 256, 1024):
                         est = bound_estimate_of(V, L if tree is None else tree.length, e, tree)
-                        if est.seconds > 30 or est.bytes > 2e9:
+                        if est.seconds > 10 or est.bytes > 1e9:
                             continue
                         res = block_efficiency_bound(p, q, expansions=e, max_seconds=None, max_bytes=None,
                                                      **kwargs)
