@@ -300,3 +300,29 @@ def test_refusals_name_the_problem():
         VERIFIERS["gbv"](*t, None, depth=2, validate=True)
     with pytest.raises(InvalidInputError, match="no exact law"):
         VERIFIERS["tree-optimal"].stops(*t)
+
+
+# ------------------------------------------------------------------ draws from long rows
+def test_categorical_draws_long_rows_by_their_law():
+    from mdtheory.audit.statistics import law_test
+    from mdtheory.engines.stops import BLOCK, categorical
+
+    rng = np.random.default_rng(0)
+    V = 3 * BLOCK + 17  # blocks and a padded last block
+    w = rng.dirichlet(np.full(V, 0.5))
+    w[rng.random(V) < 0.3] = 0.0
+    w /= w.sum()
+    row = torch.tensor(w, dtype=torch.float32)
+    gen = torch.Generator().manual_seed(0)
+    counts = np.zeros(V)
+    for _ in range(5):
+        idx = categorical(row.expand(20_000, V), torch.rand(20_000, generator=gen, dtype=torch.float64))
+        counts += np.bincount(idx.numpy(), minlength=V)
+    assert counts[w == 0].sum() == 0
+    assert law_test(counts, w) > LEVEL
+    # mass on one token only: at either end of a block, and the very last
+    for y in (0, BLOCK - 1, BLOCK, V - 1):
+        one = torch.zeros(3, V, dtype=torch.float64)
+        one[:, y] = 1.0
+        u = torch.tensor([0.0, 0.5, 1.0 - 2.0 ** -53], dtype=torch.float64)
+        assert categorical(one, u).tolist() == [y, y, y]

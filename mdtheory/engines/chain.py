@@ -20,9 +20,9 @@ the k positions only.
 from __future__ import annotations
 
 from ..torch_bridge.tensors import _torch
-from .stops import EngineVerifier, StopLaw, at, categorical, chain_inputs, rows_at, uniforms
+from .stops import EngineVerifier, StopLaw, at, categorical, chain_inputs, residual, rows_at, uniforms
 
-__all__ = ["StandardChain", "BlockChain", "block_stops", "block_correction"]
+__all__ = ["StandardChain", "BlockChain", "block_stops", "block_weights"]
 
 
 def _output(x, tau, token):
@@ -98,17 +98,21 @@ class StandardChain(_Chain):
         return (stop,)
 
     def _correction(self, x, q, p, state, tau):
-        torch = _torch()
-        k = x.shape[1]
-        pr = rows_at(p, tau)
-        i = tau.clamp(max=k - 1)
-        if q is None:
-            res = pr.scatter(1, at(x, i)[:, None], 0.0)
-        else:
-            res = (pr - rows_at(q, i)).clamp(min=0)
-        bonus = (tau == k)[:, None]
-        empty = (res.sum(-1, keepdim=True) <= 0)
-        return torch.where(bonus | empty, pr, res)
+        return _at_stop(x, q, p, tau, None)
+
+
+def _at_stop(x, q, p, tau, w):
+    """The emitted token's law at stop τ: :math:`(w_\tau p_\tau - q_\tau)^+` (w None: 1; q one-hot
+    at the drafted token when None), the target row where that is empty, the bonus row at τ = k."""
+    torch = _torch()
+    k = x.shape[1]
+    pr = rows_at(p, tau)
+    i = tau.clamp(max=k - 1)
+    if q is None:
+        u = torch.zeros_like(pr).scatter_(1, at(x, i)[:, None], 1.0)
+    else:
+        u = rows_at(q, i)
+    return residual(pr, u, w, keep=tau == k)
 
 
 def block_stops(w, rho):
@@ -138,16 +142,6 @@ def block_weights(px, ux):
     return torch.stack(w, 1)
 
 
-def block_correction(p_tau, u_tau, w_tau, bonus):
-    """The emitted token's law at stop τ of block verification: :math:`(w_\\tau p_\\tau -
-    u_\\tau)^+` (``p_tau`` where that is empty), the target row itself at the bonus (``bonus``, (B,)
-    bool). ``u_tau`` None: a one-hot proposal is handled by the caller."""
-    torch = _torch()
-    res = (w_tau[:, None].to(p_tau.dtype) * p_tau - u_tau).clamp(min=0)
-    empty = res.sum(-1, keepdim=True) <= 0
-    return torch.where(bonus[:, None] | empty, p_tau, res)
-
-
 class BlockChain(_Chain):
     """Block verification (Sun et al., ICLR 2025, Algorithm 2) of the chain.
 
@@ -170,20 +164,12 @@ class BlockChain(_Chain):
         if q is None:
             rho = w[:, :k] * (1 - px)
         elif k > 1:
-            wk = w[:, 1:k, None].to(p.dtype)
-            rho = (wk * p[:, 1:k] - q[:, 1:k]).clamp_(min=0).sum(-1)
+            excess = p[:, 1:k] * w[:, 1:k, None].to(p.dtype)
+            rho = excess.sub_(q[:, 1:k]).clamp_(min=0).sum(-1)
             rho = torch.cat([torch.zeros_like(rho[:, :1]), rho], 1)
         else:
             rho = torch.zeros_like(px)
         return block_stops(w, rho), w
 
     def _correction(self, x, q, p, state, tau):
-        k = x.shape[1]
-        w = at(state[1], tau)
-        pr = rows_at(p, tau)
-        i = tau.clamp(max=k - 1)
-        if q is None:
-            u = _torch().zeros_like(pr).scatter_(1, at(x, i)[:, None], 1.0)
-        else:
-            u = rows_at(q, i)
-        return block_correction(pr, u, w, tau == k)
+        return _at_stop(x, q, p, tau, at(state[1], tau))

@@ -31,9 +31,10 @@ rule's lexicographically optimal one (see :class:`mdtheory.engines.tree.OptimalT
 from __future__ import annotations
 
 from ..errors import InvalidInputError
+from ..torch_bridge.optimal import _argsort
 from ..torch_bridge.tensors import _torch
-from .chain import _output, block_correction, block_stops, block_weights
-from .stops import StopLaw, at, categorical, rows_at, uniforms
+from .chain import _output, block_stops, block_weights
+from .stops import StopLaw, at, categorical, residual, rows_at, uniforms
 from .tree import _Tree
 
 __all__ = ["ChainsOptimal", "GreedyChains", "SelectedChains"]
@@ -113,6 +114,9 @@ class _BlockOnPath(_Chains):
     papers/blocks_verifiers.md); subclasses give ``_select``."""
 
     def _prepare_path(self, cand, nodes, p, q, generator=None):
+        """The stop law along the selected path: ``_select`` records, at each depth, the chosen
+        token's target and proposal probabilities (float64), the proposal row μ and the target row
+        (normalised) at the path's context."""
         torch = _torch()
         L = nodes.shape[2]
         records, path, ctxs = self._walk(cand, nodes, p, q,
@@ -122,16 +126,16 @@ class _BlockOnPath(_Chains):
         mus = torch.stack([r[2] for r in records], 1)
         w = block_weights(px, mux)
         rho = [torch.zeros_like(px[:, 0])]
-        for i in range(1, L):
-            res = (w[:, i, None] * _normalised(rows_at(p, ctxs[:, i])) - mus[:, i].to(torch.float64))
-            rho.append(res.clamp_(min=0).sum(-1))
+        for i in range(1, L):  # (w_i p_i - mu_i)^+, in the target row's place
+            excess = records[i][3].mul_(w[:, i, None].to(p.dtype)).sub_(mus[:, i]).clamp_(min=0)
+            rho.append(excess.sum(-1).double())
         return block_stops(w, torch.stack(rho, 1)), w, path, ctxs, mus
 
     def _correction_at(self, p, state, tau):
         _, w, path, ctxs, mus = state
         L = path.shape[1]
         i = tau.clamp(max=L - 1)
-        return block_correction(rows_at(p, at(ctxs, tau)), rows_at(mus, i).to(p.dtype), at(w, tau), tau == L)
+        return residual(rows_at(p, at(ctxs, tau)), rows_at(mus, i), at(w, tau), keep=tau == L)
 
     def _run(self, cand, nodes, p, q, generator):
         state = self._prepare_path(cand, nodes, p, q, generator)
@@ -145,7 +149,7 @@ class GreedyChains(_BlockOnPath):
     """Greedy multi-path block verification (GBV; Thomas & Pal, 2026) of n iid chains.
 
     At each depth tokens are ranked by :math:`p/q` at the path's context (ties: the larger token
-    index higher; one ``torch.sort`` of the (B, V) ratios), the chain of highest rank among the
+    index higher; one stable sort of the (B, V) ratios), the chain of highest rank among the
     consistent ones is followed, and its next token's law given the path is the skewed
     :math:`\\mu_c(v) = q(v) S(R + G(v) + q(v), R + G(v)) / S(R + 1, R)` (G the q-mass ranked below v,
     :math:`S(a, b) = \\sum_{i < n} a^i b^{n - 1 - i}` with every argument divided by R + 1,
@@ -162,23 +166,26 @@ class GreedyChains(_BlockOnPath):
         if R is None:
             R = torch.zeros(p_row.shape[0], dtype=torch.float64, device=p_row.device)
         n = tokens.shape[1]
-        p, q = _normalised(p_row), _normalised(q_row)
-        ratio = torch.where(q > 0, p / q.clamp(min=1e-300), torch.inf)
-        order = torch.sort(ratio, dim=-1, stable=True).indices
+        p = p_row.div_(p_row.sum(-1, keepdim=True))
+        q = q_row.div_(q_row.sum(-1, keepdim=True))
+        order = _argsort((p / q).masked_fill_(q == 0, torch.inf), merge=True)  # ties in token order
         qs = q.gather(1, order)
-        below = torch.empty_like(q).scatter_(1, order, torch.cat([torch.zeros_like(qs[:, :1]),
-                                                                  qs.cumsum(-1)[:, :-1]], 1))
+        below = torch.empty_like(q).scatter_(1, order, qs.cumsum(-1).sub_(qs))
         rank = torch.empty_like(order).scatter_(1, order, torch.arange(q.shape[1], device=q.device)
                                                 .expand_as(order))
-        rk = torch.where(consistent, rank.gather(1, tokens), -1)
-        y = at(tokens, rk.argmax(1))
-        scale = (R + 1)[:, None]
-        hi, lo, r0 = (R[:, None] + below + q) / scale, (R[:, None] + below) / scale, R[:, None] / scale
-        mu = q * _power_sums(hi, lo, n) / _power_sums(torch.ones_like(r0), r0, n)
-        mu = torch.where(torch.isinf(R)[:, None], q, mu)
-        qy = at(q, y)
-        memo["R"] = torch.where(qy > 0, (R + at(below, y)) / qy.clamp(min=1e-300), torch.inf)
-        return y, (at(p, y), at(mu, y), mu.to(p_row.dtype))
+        y = at(tokens, torch.where(consistent, rank.gather(1, tokens), -1).argmax(1))
+        qy, gy = at(q, y).double(), at(below, y).double()
+        # mu = q S(hi, lo) / S(1, r0), every argument divided by R + 1 (R = inf: mu = q)
+        infinite = torch.isinf(R)
+        Rf = torch.where(infinite, 0.0, R)
+        scale = (1 / (Rf + 1))[:, None].to(p.dtype)
+        lo = below.add_(Rf[:, None].to(p.dtype)).mul_(scale)
+        hi = torch.addcmul(lo, q, scale)
+        r0 = Rf / (Rf + 1)
+        mu = _power_sums(hi, lo, n).mul_(q).div_(_power_sums(torch.ones_like(r0), r0, n)[:, None].to(p.dtype))
+        mu.lerp_(q, infinite[:, None].to(p.dtype))
+        memo["R"] = torch.where(infinite | (qy <= 0), torch.inf, (R + gy) / qy.clamp(min=1e-300))
+        return y, (at(p, y).double(), at(mu, y).double(), mu, p)
 
     def stops(self, candidates, next_token, next_sibling, target_probs, draft_probs=None,
               *, depth: int | None = None) -> StopLaw:
@@ -199,11 +206,13 @@ class GreedyChains(_BlockOnPath):
 
 
 def _power_sums(a, b, n: int):
-    """:math:`\\sum_{i=0}^{n-1} a^i b^{n-1-i}` elementwise (non-negative terms)."""
-    total, ai = 0 * a, 1 + 0 * a
-    for i in range(n):
-        total = total + ai * b ** (n - 1 - i)
-        ai = ai * a
+    """:math:`\\sum_{i=0}^{n-1} a^i b^{n-1-i}` elementwise (non-negative terms), by
+    :math:`S_1 = 1`, :math:`S_{k+1} = a S_k + b^k`: a new tensor."""
+    total = a.new_ones(a.shape) if n == 1 else a + b
+    bk = b * b if n > 2 else None
+    for _ in range(2, n):
+        total.mul_(a).add_(bk)
+        bk.mul_(b)
     return total
 
 
@@ -227,11 +236,11 @@ class SelectedChains(_BlockOnPath):
     def _select(self, d, p_row, q_row, tokens, consistent, memo, generator=None):
         from ..torch_bridge.optimal import optimal_plan
 
-        p = _normalised(p_row)
+        p = p_row.div_(p_row.sum(-1, keepdim=True))
         plan = optimal_plan(p, q_row, consistent.sum(1).clamp(min=1))
         late = plan.times(tokens, generator).masked_fill(~consistent, -1.0)
         y = at(tokens, late.argmax(1))
-        return y, (at(p, y), at(plan.mu, y), plan.mu.to(p_row.dtype))
+        return y, (at(p, y).double(), at(plan.mu, y), plan.mu.to(p.dtype), p)
 
 
 class ChainsOptimal(_Chains):

@@ -20,8 +20,8 @@ from __future__ import annotations
 from ..errors import InvalidInputError
 from ..torch_bridge.tensors import _torch
 
-__all__ = ["StopLaw", "EngineVerifier", "uniforms", "categorical", "rows_at", "at", "tree_inputs",
-           "chain_inputs"]
+__all__ = ["StopLaw", "EngineVerifier", "uniforms", "categorical", "residual", "rows_at", "put_rows", "at",
+           "tree_inputs", "chain_inputs"]
 
 
 def uniforms(rows: int, count: int, generator, device):
@@ -30,25 +30,78 @@ def uniforms(rows: int, count: int, generator, device):
     return torch.rand(rows, count, generator=generator, device=device, dtype=torch.float64)
 
 
+#: :func:`categorical` sums the weights in blocks of this many, then searches one block.
+BLOCK = 128
+
+
+def _search(weights, u=None, t=None):
+    """Per row, the first index whose float64 running sum exceeds ``t`` (B,) (default ``u`` times the
+    row's total), moved back to the last index of positive weight where rounding puts ``t`` at or
+    past the total; returns it and the running sum before it."""
+    torch = _torch()
+    c = weights.to(torch.float64).cumsum(-1)
+    if t is None:
+        t = u * c[:, -1]
+    idx = torch.searchsorted(c, t[:, None].contiguous(), right=True)
+    idx = torch.minimum(idx, torch.searchsorted(c, c[:, -1:].contiguous(), right=False))
+    before = torch.cat([torch.zeros_like(c[:, :1]), c], 1).gather(1, idx)
+    return idx.squeeze(1), before.squeeze(1)
+
+
 def categorical(weights, u):
     """One index per row of ``weights`` (B, K), non-negative and not all zero, drawn with probability
-    proportional to the weights by the inverse of their running sums (float64) at ``u`` (B,).
+    proportional to the weights by the inverse of their running sums at ``u`` (B,) uniforms.
 
-    The index is never one of weight zero: ``searchsorted(right=True)`` lands on an index whose
-    running sum rises past ``u`` times the total, and a rounding of that product up to the total
-    is moved back to the last index of positive weight (where the running sums reach their end)."""
+    Rows longer than :data:`BLOCK` are summed in blocks (in their own dtype), the block found by the
+    float64 running sums of the block sums, then the index within it by the block's float64 running
+    sums: one read of the row, and the draw's law is the row's up to the rows' own rounding. The
+    index is never one of weight zero (:func:`_search`)."""
     torch = _torch()
-    c = weights.cumsum(-1, dtype=torch.float64)
-    total = c[:, -1:].contiguous()
-    idx = torch.searchsorted(c, u[:, None] * total, right=True)
-    last = torch.searchsorted(c, total, right=False)
-    return torch.minimum(idx, last).squeeze(-1)
+    B, K = weights.shape
+    if K <= BLOCK:
+        return _search(weights, u)[0]
+    nb = -(-K // BLOCK)
+    w = weights.contiguous() if nb * BLOCK == K else torch.nn.functional.pad(weights, (0, nb * BLOCK - K))
+    blocks = w.view(B, nb, BLOCK)
+    sums = blocks.sum(-1).to(torch.float64)
+    t = u * sums.sum(-1)
+    j, before = _search(sums, t=t)
+    i, _ = _search(blocks[torch.arange(B, device=w.device), j], t=t - before)
+    return j * BLOCK + i
+
+
+def residual(pr, u, w=None, keep=None):
+    """:math:`(w p_r - u)^+` row by row (w None: 1), computed in place in ``u``; the target row
+    ``pr`` itself on the rows of ``keep`` (B,) and on those where that positive part is empty (a
+    stop of probability zero, or one that rounding gave a probability of order the rows' error), so
+    that a drawn row always has mass."""
+    torch = _torch()
+    if w is None:
+        torch.sub(pr, u, out=u)
+    else:
+        u.neg_().addcmul_(pr, w[:, None].to(pr.dtype))
+    u.clamp_(min=0)
+    fall = u.sum(-1) <= 0
+    if keep is not None:
+        fall |= keep
+    return u.lerp_(pr, fall[:, None].to(pr.dtype))
 
 
 def rows_at(t, index):
     """Rows ``t[b, index[b]]`` of a (B, N, V) tensor: (B, V)."""
     torch = _torch()
-    return t[torch.arange(t.shape[0], device=t.device), index]
+    B, N, V = t.shape
+    flat = torch.arange(B, device=t.device) * N + index
+    if t.is_contiguous():
+        return t.view(B * N, V).index_select(0, flat)
+    return t[torch.arange(B, device=t.device), index]
+
+
+def put_rows(t, index, rows) -> None:
+    """``t[b, index[b]] = rows[b]`` in place, for a contiguous (B, N, V) tensor."""
+    torch = _torch()
+    B, N, V = t.shape
+    t.view(B * N, V).index_copy_(0, torch.arange(B, device=t.device) * N + index, rows)
 
 
 def at(t, index):

@@ -36,7 +36,7 @@ from __future__ import annotations
 from ..errors import InvalidInputError
 from ..torch_bridge.tensors import _torch
 from .links import TreeLinks
-from .stops import EngineVerifier, StopLaw, at, categorical, rows_at, tree_inputs, uniforms
+from .stops import EngineVerifier, StopLaw, at, categorical, put_rows, rows_at, tree_inputs, uniforms
 
 __all__ = ["TargetOnlyTree", "TraversalTree", "OptimalTree"]
 
@@ -119,12 +119,11 @@ class TargetOnlyTree(_Tree):
         return (stop,)
 
     def _correction(self, cand, links, p, q, state, node):
-        torch = _torch()
         row = rows_at(p, node)
-        kids = ((links.parent == node[:, None]) & (links.parent >= 0)).to(row.dtype)
-        taken = torch.zeros_like(row).scatter_add_(1, cand, kids) > 0
-        res = row.masked_fill(taken, 0.0)
-        return torch.where(res.sum(-1, keepdim=True) > 0, res, row)
+        kids = (links.parent == node[:, None]) & (links.parent >= 0)
+        res = row.clone().scatter_reduce_(1, cand, (~kids).to(row.dtype), reduce="prod")
+        fall = res.sum(-1) <= 0
+        return res.lerp_(row, fall[:, None].to(row.dtype))
 
 
 class TraversalTree(_Tree):
@@ -148,8 +147,7 @@ class TraversalTree(_Tree):
     def _prepare(self, cand, links, p, q):
         torch = _torch()
         B, N, V = p.shape
-        ar = torch.arange(B, device=p.device)
-        T = torch.zeros_like(p)
+        T = torch.zeros_like(p, memory_format=torch.contiguous_format)
         T[:, 0] = p[:, 0]
         m = torch.zeros(B, N, dtype=torch.float64, device=p.device)
         m[:, 0] = 1.0
@@ -159,20 +157,20 @@ class TraversalTree(_Tree):
             pa = at(links.parent, j)
             ok = pa >= 0
             pa = pa.clamp(min=0)
-            t, u = T[ar, pa], q[ar, pa]
-            y = at(cand, j)
-            ty, uy = at(t, y).to(torch.float64), at(u, y).to(torch.float64)
+            t, u = rows_at(T, pa), rows_at(q, pa)
+            y = at(cand, j)[:, None]
+            ty, uy = t.gather(1, y).squeeze(1).double(), u.gather(1, y).squeeze(1).double()
             a = torch.where(ok & (uy > 0), (ty / uy.clamp(min=1e-300)).clamp(max=1.0), 0.0)
-            T[ar, j] = a[:, None].to(p.dtype) * p[ar, j]
-            m[ar, j] = a
-            excess = (t - u).clamp_(min=0)
-            rho = excess.sum(-1).to(torch.float64)
-            mp = m[ar, pa]
+            put_rows(T, j, rows_at(p, j).mul_(a[:, None].to(p.dtype)))
+            m.scatter_(1, j[:, None], a[:, None])
+            excess = u.neg_().add_(t).clamp_(min=0)  # (t - u)^+, in u's place
+            rho = excess.sum(-1).double()
+            mp = at(m, pa)
             den = rho + (1 - mp)
             upd = ok & (uy > 0) & (den > 0)
             scale = torch.where(upd, 1 / den.clamp(min=1e-300), 0.0)
-            T[ar, pa] = torch.where(upd[:, None], excess * scale[:, None].to(p.dtype), t)
-            m[ar, pa] = torch.where(upd, rho * scale, mp)
+            put_rows(T, pa, excess.mul_(scale[:, None].to(p.dtype)).lerp_(t, (~upd)[:, None].to(p.dtype)))
+            m.scatter_(1, pa[:, None], torch.where(upd, rho * scale, mp)[:, None])
         m[:, 0] = 1.0
         post = torch.argsort(links.post, dim=1)
         mo = m.gather(1, post)
@@ -181,10 +179,9 @@ class TraversalTree(_Tree):
         return stop, T, m
 
     def _correction(self, cand, links, p, q, state, node):
-        torch = _torch()
         t = rows_at(state[1], node)
-        use = (at(state[2], node) > 0)[:, None] & (t.sum(-1, keepdim=True) > 0)
-        return torch.where(use, t, rows_at(p, node))
+        fall = (at(state[2], node) <= 0) | (t.sum(-1) <= 0)
+        return t.lerp_(rows_at(p, node), fall[:, None].to(t.dtype))
 
 
 class OptimalTree(_Tree):
