@@ -298,8 +298,8 @@ def test_draft_trees_round_trip(branching):
     links = [torch.as_tensor(np.tile(x, (B, 1))) for x in (lay.next_token, lay.next_sibling)]
     inp = C.check_tree_inputs(torch.as_tensor(cand), *links, _laws(B, lay.nodes, 5), None, torch.Generator())
     assert (inp.parent == lay.parent).all() and (inp.depth == lay.depth).all()
-    back_tree, back = C.links_to_drafts(torch.as_tensor(cand), *links, sampling="wor")
-    assert back_tree == DraftTree(branching, "wor") and (back == drafts).all()
+    back_tree, back = C.links_to_drafts(torch.as_tensor(cand), *links, sampling="without-replacement")
+    assert back_tree == DraftTree(branching, "without-replacement") and (back == drafts).all()
 
 
 def test_links_read_in_any_node_order():
