@@ -20,6 +20,7 @@ from torch.overrides import TorchFunctionMode
 
 from mdtheory import rules
 from mdtheory.blocks import DraftTree, make_verifier, random_instance, sun_toy
+from mdtheory.blocks.deterministic import DeterministicTree, target_only_law
 from mdtheory.blocks.trees import iid_drafts
 from mdtheory.engines import VERIFIERS
 from mdtheory.errors import InvalidInputError
@@ -28,7 +29,6 @@ from tests.engine_reference import (
     PlanRule,
     chain_tensors,
     stratified_pvalue,
-    target_only_law,
     tree_tensors,
 )
 
@@ -96,13 +96,8 @@ def _tree_case(name, target, draft, branching):
     if v.drafts == "deterministic":
         tree = DraftTree(branching)
         x = _top_children(tree, draft, V)
-
-        def kids(path):
-            rows = [r for r in range(tree.n) if tuple(x[r, :len(path)]) == path]
-            return [int(x[lo, len(path)]) for lo, _ in tree.children_rows(len(path), rows[0])]
-
-        return tree_tensors(tree, [x], target, draft), [target_only_law(target, kids, V, tree.length)], \
-            np.ones(1)
+        law = target_only_law(target, DeterministicTree.from_drafts(x))
+        return tree_tensors(tree, [x], target, draft), [law], np.ones(1)
     if v.drafts == "chains":
         tree = iid_drafts(*branching)
         nv = {"gbv": make_verifier("gbv"), "chains-optimal": make_verifier("token", rule=PLAN_RULE),
@@ -326,3 +321,25 @@ def test_categorical_draws_long_rows_by_their_law():
         one[:, y] = 1.0
         u = torch.tensor([0.0, 0.5, 1.0 - 2.0 ** -53], dtype=torch.float64)
         assert categorical(one, u).tolist() == [y, y, y]
+
+
+# ------------------------------------------------------------------ the engine audits
+SLOW_AUDITS = ("tree-optimal", "chains-optimal")
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in SLOW_AUDITS else n
+                                  for n in sorted(VERIFIERS)])
+def test_every_verifier_passes_the_engine_audit(name):
+    from mdtheory.engines import audit_chain, audit_tree
+
+    v = VERIFIERS[name]
+    target, draft = random_instance(3, seed=2)
+    if v.contract == "chain":
+        for deterministic in (False, True):
+            r = audit_chain(v, target, draft, 2, deterministic=deterministic, seed=1)
+            assert r.verdict == "passed", (deterministic, r.message)
+        return
+    shape = {"chains": (2, 1), "deterministic": (2, 2), "sampled": (2, 2)}[v.drafts]
+    r = audit_tree(v, target, draft, shape, deterministic=v.drafts == "deterministic", seed=1)
+    assert r.verdict == "passed", r.message
+    assert r.optimum is None or r.block_efficiency_ci95[0] <= r.optimum
