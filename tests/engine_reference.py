@@ -1,5 +1,5 @@
 """References for the engine verifiers' tests: contract tensors from draft trees, the numpy form of
-the device's optimal rule, target-only verification's exact law, and a stratified chi-square test.
+the device's optimal rule, and a stratified chi-square test.
 
 The device's optimal rule (:func:`mdtheory.torch_bridge.optimal.optimal_plan`) realises an optimal
 marginal μ that can differ from the numpy rule's lexicographically optimal one, and the block law of
@@ -47,6 +47,25 @@ def tree_tensors(tree, draws, target, draft, dtype=torch.float64):
     cand, nxt, sib, tp, dp = (np.array(a) for a in zip(*rows, strict=True))
     ids = [torch.tensor(a, dtype=torch.long) for a in (cand, nxt, sib)]
     return (*ids, torch.tensor(tp, dtype=dtype), torch.tensor(dp, dtype=dtype))
+
+
+def deterministic_tensors(tree, target, dtype=torch.float64):
+    """The tree contract's tensors (one row) of a :class:`~mdtheory.blocks.deterministic.DeterministicTree`,
+    nodes in its order after the root; ``draft_probs`` None."""
+    paths = [()] + list(tree.paths)
+    index = {x: j for j, x in enumerate(paths)}
+    kids = {j: [] for j in range(len(paths))}
+    for x in tree.paths:
+        kids[index[x[:-1]]].append(index[x])
+    nxt = [kids[j][0] if kids[j] else -1 for j in range(len(paths))]
+    sib = [-1] * len(paths)
+    for j in kids:
+        for a, b in zip(kids[j][:-1], kids[j][1:], strict=True):
+            sib[a] = b
+    cand = [x[-1] if x else 0 for x in paths]
+    tp = np.array([np.asarray(target(x), dtype=float) for x in paths])
+    ids = [torch.tensor([a], dtype=torch.long) for a in (cand, nxt, sib)]
+    return (*ids, torch.tensor(tp[None], dtype=dtype), None)
 
 
 def _preorder(tree, x):
@@ -150,28 +169,6 @@ class PlanRule(SelectionRule):
     def conditional(self, drafts):
         accept = self.schedule.candidate_law(drafts) * self.ratio
         return accept, max(1.0 - accept.sum(), 0.0) * self.res
-
-
-# ------------------------------------------------------------------ target-only verification, exactly
-def target_only_law(target, children_of, V: int, depth: int) -> dict[tuple, float]:
-    """The exact law of target-only verification of a deterministic tree: ``children_of(path)`` are
-    the node's children's tokens in order; a child is accepted with its target mass (first
-    occurrences), the final token from the target off the children."""
-    out: dict[tuple, float] = {}
-
-    def rec(path, w):
-        p = np.asarray(target(path), dtype=float)
-        kids = list(dict.fromkeys(children_of(path))) if len(path) < depth else []
-        rest = p.copy()
-        for y in kids:
-            rest[y] = 0.0
-            rec(path + (y,), w * p[y])
-        if rest.sum() > 0:
-            for y in np.flatnonzero(rest):
-                out[path + (int(y),)] = out.get(path + (int(y),), 0.0) + w * rest[y]
-
-    rec((), 1.0)
-    return out
 
 
 # ------------------------------------------------------------------ the test of samples against laws
