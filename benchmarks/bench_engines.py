@@ -100,23 +100,30 @@ def timed(fn, device, repeats: int) -> float:
     return best
 
 
-def graphed(fn, device, gen, repeats: int):
-    """(time per replay of ``fn`` captured in a CUDA graph, None) or (None, why capture failed)."""
-    try:
-        s = torch.cuda.Stream()
-        s.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(s):
-            for _ in range(2):
-                fn()
-        torch.cuda.current_stream().wait_stream(s)
-        g = torch.cuda.CUDAGraph()
-        if hasattr(g, "register_generator_state"):
-            g.register_generator_state(gen)
-        with torch.cuda.graph(g):
-            fn()
-        return timed(g.replay, device, repeats), None
-    except Exception as exc:  # noqa: BLE001 -- report any capture failure, keep benchmarking
-        return None, f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
+def graphed(call, device, gen, repeats: int):
+    """(time per replay of ``call(generator)`` captured in a CUDA graph, None) or (None, why capture
+    failed). The benchmark's generator is registered with the graph where torch allows it, else the
+    device's default generator is used (graph-safe in every torch with CUDA graphs)."""
+    why = None
+    for g in (gen, None):
+        try:
+            graph = torch.cuda.CUDAGraph()
+            if g is not None:
+                if not hasattr(graph, "register_generator_state"):
+                    continue
+                graph.register_generator_state(g)
+            s = torch.cuda.Stream()
+            s.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(s):
+                for _ in range(2):
+                    call(g)
+            torch.cuda.current_stream().wait_stream(s)
+            with torch.cuda.graph(graph):
+                call(g)
+            return timed(graph.replay, device, repeats), None
+        except Exception as exc:  # noqa: BLE001 -- report any capture failure, keep benchmarking
+            why = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
+    return None, why
 
 
 def sync_free(fn) -> bool | str:
@@ -184,9 +191,9 @@ def main() -> int:
     calls = []
     for name in ("standard", "block"):
         x, q, p = chain
-        calls.append((name, "chain L=4", p, lambda v=VERIFIERS[name], x=x, q=q, p=p: v(x, q, p, gen)))
+        calls.append((name, "chain L=4", p, lambda g, v=VERIFIERS[name], x=x, q=q, p=p: v(x, q, p, g)))
         calls.append((name, "chain L=4 deterministic", p,
-                      lambda v=VERIFIERS[name], x=x, p=p: v(x, None, p, gen)))
+                      lambda g, v=VERIFIERS[name], x=x, p=p: v(x, None, p, g)))
     for name, v in VERIFIERS.items():
         if v.contract != "tree" or name not in only:
             continue
@@ -195,8 +202,8 @@ def main() -> int:
         for shape in shapes:
             cand, nt, ns, p, q, D = problems[shape]
             dq = None if v.drafts == "deterministic" else q
-            calls.append((name, shape, p, lambda v=v, c=cand, nt=nt, ns=ns, p=p, dq=dq, D=D:
-                          v(c, nt, ns, p, dq, gen, depth=D)))
+            calls.append((name, shape, p, lambda g, v=v, c=cand, nt=nt, ns=ns, p=p, dq=dq, D=D:
+                          v(c, nt, ns, p, dq, g, depth=D)))
     facts = {"device": torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor()
              or platform.machine(), "torch": torch.__version__, "python": platform.python_version(),
              "threads": torch.get_num_threads(), "batch": B, "vocab": V, "length": L,
@@ -214,7 +221,7 @@ def main() -> int:
         save()
     floors = {}
     rows = report["rows"]
-    for name, shape, p, fn in calls:
+    for name, shape, p, call in calls:
         if name not in only:
             continue
         key = id(p)
@@ -222,10 +229,10 @@ def main() -> int:
             floors[key] = timed(lambda p=p: p.sum(), device, args.repeats)
         row = {"verifier": name, "problem": shape, "floor_seconds": floors[key]}
         try:
-            row["seconds"] = timed(fn, device, args.repeats)
+            row["seconds"] = timed(lambda call=call: call(gen), device, args.repeats)
             if device.type == "cuda":
-                row["sync_free"] = sync_free(fn)
-                row["graph_seconds"], row["graph_failure"] = graphed(fn, device, gen, args.repeats)
+                row["sync_free"] = sync_free(lambda call=call: call(gen))
+                row["graph_seconds"], row["graph_failure"] = graphed(call, device, gen, args.repeats)
         except Exception as exc:  # noqa: BLE001 -- report and go on
             row["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
         rows.append(row)
@@ -235,6 +242,7 @@ def main() -> int:
               + f"   floor {1e3 * floors[key]:8.3f} ms"
               + (f"   graph {1e3 * row['graph_seconds']:.3f} ms" if row.get("graph_seconds") else ""),
               flush=True)
+
     def get(name, shape, key="seconds"):
         return next((r.get(key) for r in rows if (r["verifier"], r["problem"]) == (name, shape)), None)
 
