@@ -99,7 +99,7 @@ class TargetOnlyTree(_Tree):
     sibling already holds); if no child is accepted the final token is drawn from p without the
     children's tokens. A node is reached with probability :math:`p(\\text{path})`, so the verifier
     keeps :math:`E|B| = 1 + \\sum_{\\text{nodes}} p(\\text{path})`, the most any lossless verifier
-    keeps on a deterministic tree (papers/blocks.md). ``draft_probs`` is not read.
+    keeps on a deterministic tree (papers/blocks.md §10). ``draft_probs`` is not read.
     """
 
     name = "target-only"
@@ -108,9 +108,9 @@ class TargetOnlyTree(_Tree):
 
     def _prepare(self, cand, links, p, q):
         torch = _torch()
-        B, N, V = p.shape
+        B = p.shape[0]
         child = links.parent >= 0
-        at_parent = p.reshape(B, N * V).gather(1, links.parent.clamp(min=0) * V + cand)
+        at_parent = p[torch.arange(B, device=p.device)[:, None], links.parent.clamp(min=0), cand]
         repeat = (links.earlier & (cand[:, :, None] == cand[:, None, :])).any(1)
         slice_ = torch.where(child & ~repeat, at_parent.to(torch.float64), 0.0)
         reach = torch.where(links.anc & child[:, :, None], slice_[:, :, None], 1.0).prod(1)
@@ -200,7 +200,7 @@ class OptimalTree(_Tree):
     Its μ is an optimal marginal of the device construction, not always the numpy rule's
     lexicographically optimal one: the same acceptance α* at every node and the same output law,
     but the block law (and E|B|) can differ from :class:`mdtheory.blocks.TokenByToken` with
-    ``rule="optimal"``. There is no :meth:`stops`: the candidate's law given the children is not
+    ``rule="optimal"`` (papers/blocks_verifiers.md §10). There is no :meth:`stops`: the candidate's law given the children is not
     formed on the device.
     """
 
