@@ -2,8 +2,11 @@
 (sampled, seed 0, default sample size) and its exact law (the example's ``law`` over every draw of
 the drafts: exact TV from the target and exact E|B|), beside the optimum for the same drafts.
 
-    .venv/bin/python benchmarks/engine_findings.py            # the markdown table
-    .venv/bin/python benchmarks/engine_findings.py --json out.json
+    .venv/bin/python benchmarks/engine_findings.py            # the table of papers/engines.md
+    .venv/bin/python benchmarks/engine_findings.py --commands --json out.json
+
+Each cell: the sampled audit's verdict at seed 0, then exact TV from the target / exact E|B| / the
+optimum for the same drafts.
 
 The sampled columns are also the output of ``mdtheory audit --engine``, the exact ones (but for top
 trees) of ``mdtheory audit --block FILE.py:law --exact``: --commands prints them under each row.
@@ -103,29 +106,44 @@ def row(name, contract, shape, drafts, instance) -> dict:
             "exact_block_efficiency": float(exact.block_efficiency), "optimum": sampled.optimum}
 
 
+LABELS = {"sampled": "sampled", "without-replacement": "w/o repl.", "top": "top"}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", metavar="PATH", help="also write the rows as JSON")
-    parser.add_argument("--commands", action="store_true", help="print each row's two commands")
+    parser.add_argument("--commands", action="store_true", help="print each cell's commands after the table")
     parser.add_argument("--instances", default=",".join(INSTANCES))
     args = parser.parse_args()
-    rows = []
-    print("| verifier | drafts | instance | audit (seed 0) | sampled TV | exact TV | exact E|B| | optimum |")
-    print("|---|---|---|---|---|---|---|---|")
+    instances = args.instances.split(",")
+    rows, lines = [], []
+    print("| verifier | drafts | " + " | ".join(instances) + " |")
+    print("|---|---|" + "---|" * len(instances))
     for name, contract, shape, drafts in ROWS:
-        for instance in args.instances.split(","):
+        cells = []
+        for instance in instances:
             r = row(name, contract, shape, drafts, instance)
             rows.append(r)
-            what = f"L = {shape}" if contract == "chain" else f"tree {'x'.join(map(str, shape))}"
-            print(f"| {name} | {what}, {drafts} | {instance} | {r['verdict']} (p = {r['pvalue']:.2g}) | "
-                  f"{r['tv_sampled']:.4f} | {r['exact_tv']:.6f} | {r['exact_block_efficiency']:.4f} | "
-                  f"{r['optimum']:.4f} |", flush=True)
-            if args.commands:
-                for c in commands(name, contract, shape, drafts, instance):
-                    print(f"    {c}")
+            verdict = r["verdict"] if r["verdict"] == "passed" else f"**{r['verdict']}**"
+            tv = "0" if r["exact_tv"] < 1e-9 else f"{r['exact_tv']:.6f}"
+            cells.append(f"{verdict}; {tv} / {r['exact_block_efficiency']:.4f} / {r['optimum']:.4f}")
+            lines += commands(name, contract, shape, drafts, instance)
+        label = name + (f", L = {shape}" if contract == "chain" and shape != 2 else "")
+        print(f"| {label} | {LABELS[drafts]} | " + " | ".join(cells) + " |", flush=True)
+    if args.commands:
+        print("\n" + "\n".join(f"    {c}" for c in lines))
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1, default=float))
-    print(f"\n{len(rows)} rows; sampled audits took {np.sum([r['seconds'] for r in rows]):.1f} s in all")
+    lossy = [r for r in rows if r["verdict"] != "passed"]
+    passed = [r for r in rows if r["verdict"] == "passed"]
+    print(f"\n{len(rows)} cells, {len(lossy)} lossy; sampled audits {sum(r['seconds'] for r in rows):.0f} s; "
+          f"largest exact TV of a passed cell {max(r['exact_tv'] for r in passed):.2g}; "
+          f"largest |sampled - exact TV| of a lossy cell "
+          f"{max(abs(r['tv_sampled'] - r['exact_tv']) for r in lossy):.2g}; "
+          f"p-values of the passed cells {min(r['pvalue'] for r in passed):.2g} to "
+          f"{max(r['pvalue'] for r in passed):.2g}, of the lossy ones at most "
+          f"{max(r['pvalue'] for r in lossy):.2g}; lossy cells with E|B| above the optimum "
+          f"{sum(r['exact_block_efficiency'] > r['optimum'] + 1e-9 for r in lossy)}")
 
 
 if __name__ == "__main__":

@@ -4,6 +4,8 @@ tied to the torch code, malformed outputs as verdicts, limits, the command line 
 from __future__ import annotations
 
 import json
+import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -62,7 +64,7 @@ def _audit(name, contract, shape, sampling, instance, **kw):
     return md.audit_tree(f, *INSTANCES[instance], shape, sampling=sampling, **kw)
 
 
-@pytest.mark.parametrize("instance", list(INSTANCES))
+@pytest.mark.parametrize("instance", ["toy", pytest.param("random:3:1", marks=pytest.mark.slow)])
 @pytest.mark.parametrize("name,contract,shape,sampling,verdict", CASES)
 def test_each_example_gets_its_verdict(name, contract, shape, sampling, verdict, instance):
     r = _audit(name, contract, shape, sampling, instance)
@@ -111,6 +113,7 @@ def _tree_spy(seen):
     return spy
 
 
+@pytest.mark.slow
 def test_siblings_against_an_unchanged_parent_are_caught_without_replacement_on_random_laws():
     assert _audit("tree_siblings_unchanged_parent", "tree", (2, 2), "without-replacement",
                   "random:3:1").verdict == "lossy"
@@ -132,7 +135,11 @@ def _draft_arrays(tree: DraftTree, draft, count: int, seed: int) -> list[np.ndar
     return [tree.sample(draft, rng) for _ in range(count)]
 
 
-EXACT = [(name, contract, shape, sampling) for name, contract, shape, sampling, _ in CASES]
+#: Tree examples with sampled children are checked in the slow tier (their Python loop over nodes
+#: makes 20,000 calls' worth of rows the costliest case); chains and top trees in both.
+EXACT = [pytest.param(name, contract, shape, sampling,
+                      marks=[pytest.mark.slow] if contract == "tree" and sampling != "top" else [])
+         for name, contract, shape, sampling, _ in CASES]
 
 
 def point_mass(draft):
@@ -153,8 +160,8 @@ def test_the_law_forms_are_the_torch_codes_law(name, contract, shape, sampling):
     f, law = example(name), example(name, "law")
     det = sampling == "top"
     P = A._Tables(A._Law(target, "target", ()), 3, tree.length)
-    Q = A._Tables(A._Law(draft, "draft", ()), 3, tree.length)
-    draws = A._Draws(torch, tree, layout, P, Q, det, "cpu", torch.float64)
+    Q = None if det else A._Tables(A._Law(draft, "draft", ()), 3, tree.length)
+    draws = A._Draws(torch, tree, layout, P, Q, "cpu", torch.float64)
     read = point_mass(draft) if det and contract == "chain" else draft
     gen = torch.Generator().manual_seed(5)
     for drafts in _draft_arrays(tree, draft, 1 if det else 3, seed=len(name)):
@@ -185,7 +192,8 @@ EXACT_TV = {
 }
 
 
-@pytest.mark.parametrize("name,sampling,instance", list(EXACT_TV))
+@pytest.mark.parametrize("name,sampling,instance", [
+    pytest.param(*key, marks=[] if key[2] == "toy" else [pytest.mark.slow]) for key in EXACT_TV])
 def test_exact_tvs_agree_with_the_sampled_audit(name, sampling, instance):
     contract = "chain" if name.startswith("chain") else "tree"
     shape = 2 if contract == "chain" else (2, 2)
@@ -195,7 +203,7 @@ def test_exact_tvs_agree_with_the_sampled_audit(name, sampling, instance):
     exact = md.audit_block(example(name, "law"), target, read, tree=tree, exact=True)
     assert exact.verdict == "lossy"
     assert exact.tv == pytest.approx(EXACT_TV[name, sampling, instance], abs=5e-7)
-    sampled = _audit(name, contract, shape, sampling, instance, samples=40_000, seed=1)
+    sampled = _audit(name, contract, shape, sampling, instance, samples=30_000, seed=1)
     assert sampled.verdict == "lossy"
     assert abs(sampled.tv - exact.tv) < 0.02 and exact.tv <= sampled.tv_upper
     lo, hi = sampled.block_efficiency_ci95  # a 95% interval, widened to 3.5 standard errors
@@ -496,3 +504,55 @@ def test_cli_json_shape(capsys):
 def test_cli_bad_input_is_one_line_and_exit_2(capsys, argv, match):
     code, _, err = _cli(capsys, *argv)
     assert code == 2 and match in err and len(err.strip().splitlines()) == 1
+
+
+def _docstring_commands() -> list[tuple[str, list[str]]]:
+    out = []
+    for path in sorted(EXAMPLES.glob("*.py")):
+        doc = re.sub(r"\\+\n\s*", " ", path.read_text().split('"""')[1])  # continued lines
+        lossy = doc.startswith("LOSSY")
+        for line in doc.splitlines():
+            if line.strip().startswith("mdtheory "):
+                out.append((path.stem, lossy, line.split()[1:]))
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name,lossy,argv", _docstring_commands())
+def test_the_examples_commands_run_and_say_what_the_docstring_says(capsys, monkeypatch, name, lossy, argv):
+    monkeypatch.chdir(ROOT)
+    code, out, err = run_main(capsys, *argv)
+    assert code == (1 if lossy else 0), (out, err)
+    assert ("LOSSY" in out or "REJECTED" in out) == lossy
+
+
+def test_every_example_states_its_commands():
+    names = {name for name, _, _ in _docstring_commands()}
+    assert names == {p.stem for p in EXAMPLES.glob("*.py")}
+    assert all(any("--engine" in a for n, _, a in _docstring_commands() if n == name) for name in names)
+
+
+#: The devices the engine audits run on here: the CPU, and the GPU where one is available (or the one
+#: MDTHEORY_TEST_DEVICE names, as the torch bridge's tests read it).
+DEVICES = ["cpu"] + ([os.environ["MDTHEORY_TEST_DEVICE"]] if os.environ.get("MDTHEORY_TEST_DEVICE", "cpu")
+                     != "cpu" else ["cuda"] if torch.cuda.is_available() else [])
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_the_audit_runs_on_the_device(device):
+    """Tensors and generator on the device: a lossless chain and a top tree pass, a lossy tree is
+    rejected, and inputs on two devices are a named error."""
+    target, draft = random_instance(3, 1)
+    r = md.audit_chain(example("chain_block_verification"), target, draft, 2, device=device, dtype="float32")
+    assert r.verdict == "passed" and r.device == device and r.dtype == "float32"
+    r = md.audit_tree(example("tree_target_only"), target, draft, (2, 2), deterministic=True, device=device)
+    assert r.verdict == "passed" and r.block_efficiency_ci95[0] <= r.optimum
+    r = md.audit_tree(example("tree_siblings_unchanged_parent"), target, draft, (2, 2), device=device)
+    assert r.verdict == "lossy"
+    if device != "cpu":
+        p = torch.full((1, 3, 2), 0.5, device=device)
+        ids = torch.zeros(1, 2, dtype=torch.long)
+        with pytest.raises(C.EngineContractError, match="the generator is on cpu, target_probs on cuda"):
+            C.check_chain_inputs(ids.to(device), None, p, torch.Generator())
+        with pytest.raises(C.EngineContractError, match="draft_token_ids is on cpu, the laws on cuda"):
+            C.check_chain_inputs(ids, None, p, torch.Generator(device=device))

@@ -328,15 +328,15 @@ def _audit(contract, f, target, draft, tree, samples, seed, level, detect_tv, ba
         f"audit of {_describe(f)} in the {contract} contract ({samples:,} problems of {N} nodes over V = "
         f"{V}, {calls:,} calls of {batch:,})", samples * N * _NODE_SECONDS, per_call,
         "lower --batch to use less memory"), max_seconds, max_bytes=max_bytes)
-    Pt, Qt = _Tables(P, V, L), _Tables(Q, V, L)
-    draws = _Draws(torch, tree, layout, Pt, Qt, det, device, dtype)
+    Pt = _Tables(P, V, L)
+    draws = _Draws(torch, tree, layout, Pt, None if det else _Tables(Q, V, L), device, dtype)
     name = _describe(f)
     common = {"sampling": tree.sampling, "drafts": tree.n, "vocab": V, "positions": 1, "level": level,
               "target": name, "length": L, "branching": list(tree.branching), "detect_tv": detect_tv,
               "cells": cells, "contract": contract, "deterministic": det, "batch": batch,
               "dtype": str(dtype).removeprefix("torch."), "device": str(device)}
     bound = _bound(p_full, Q, V, 1, L) if contract == "chain" and not det else None
-    optimum, note = _optimum(target, draft, tree, context, max_seconds, max_bytes)
+    optimum, note = _optimum(P, Q, tree, max_seconds, max_bytes)
 
     draft_seq, fill_seq, verifier_seq = np.random.SeedSequence(seed).spawn(3)
     draft_rng, fill_rng = np.random.default_rng(draft_seq), np.random.default_rng(fill_seq)
@@ -382,17 +382,13 @@ def _audit(contract, f, target, draft, tree, samples, seed, level, detect_tv, ba
                              optimum=optimum, optimum_note=note, **common)
 
 
-def _optimum(target, draft, tree: DraftTree, context, max_seconds: float, max_bytes: float):
-    """(optimum E|B| for the tree's drafts, "") or (None, why not)."""
+def _optimum(P: _Law, Q: _Law, tree: DraftTree, max_seconds: float, max_bytes: float):
+    """(optimum E|B| for the tree's drafts, "") or (None, why not); the laws relative to the root."""
     from ..blocks.optimum import optimal_block_efficiency
 
-    if tuple(context):
-        root = tuple(context)
-        target = _rooted(target, root)
-        draft = _rooted(draft, root)
     limit = min(OPTIMUM_SECONDS, max_seconds)
     try:
-        return float(optimal_block_efficiency(target, draft, tree=tree, max_seconds=limit,
+        return float(optimal_block_efficiency(P, Q, tree=tree, max_seconds=limit,
                                               max_bytes=max_bytes).value), ""
     except ProblemTooLargeError:
         return None, f"the optimum's LP is estimated over {_budget.fmt_seconds(limit)}"
@@ -400,17 +396,13 @@ def _optimum(target, draft, tree: DraftTree, context, max_seconds: float, max_by
         return None, f"the optimum is not available here: {_one_line(exc)}"
 
 
-def _rooted(law, root: tuple):
-    return lambda ctx: law(root + tuple(ctx))
-
-
 class _Draws:
     """Lays out draws of the tree in the contract, with the laws at every node, on the device."""
 
-    def __init__(self, torch, tree, layout, Pt: _Tables, Qt: _Tables, det: bool, device, dtype):
-        self.torch, self.tree, self.layout, self.det = torch, tree, layout, det
+    def __init__(self, torch, tree, layout, Pt: _Tables, Qt: _Tables | None, device, dtype):
+        self.torch, self.tree, self.layout = torch, tree, layout
         self.P = torch.as_tensor(Pt.rows, dtype=dtype, device=device)
-        self.Q = None if det else torch.as_tensor(Qt.rows, dtype=dtype, device=device)
+        self.Q = None if Qt is None else torch.as_tensor(Qt.rows, dtype=dtype, device=device)  # None: top
         self.offset, self.V, self.device = Pt.offset, Pt.V, device
         self.order = [np.flatnonzero(layout.depth == d) for d in range(1, tree.length + 1)]
 

@@ -9,9 +9,9 @@ original rows.
 At a node with target row p and draft row q (the law that drew its children), each child j in sibling
 order is tested with its own uniform, accepted when u_j < min(1, p(x_j) / q(x_j)); p is not updated
 between siblings. If every child fails, the final token comes from relu(p - q) normalised, of the
-original rows; a leaf emits a bonus token from its target row. One stored version of TensorRT-LLM's
-dynamic-tree rejection kernel was described this way (NVIDIA/TensorRT-LLM). With one child per node
-it is the chain rule; with two or more sampled siblings the second test should be against the
+original rows; a leaf emits a bonus token from its target row. This is the rule reported for one
+stored version of TensorRT-LLM's dynamic-tree rejection kernel (NVIDIA/TensorRT-LLM). With one child
+per node it is the chain rule; with two or more sampled siblings the second test must be against the
 residual of the first (recursive rejection sampling), and without that update the output is lossy.
 """
 
