@@ -12,6 +12,7 @@ the device's optimal rule exactly (``tests/engine_reference.py``).
 from __future__ import annotations
 
 import itertools
+import os
 
 import numpy as np
 import pytest
@@ -32,6 +33,9 @@ from tests.engine_reference import (
     tree_tensors,
 )
 
+# the device a GPU run names (benchmarks' MDTHEORY_TEST_DEVICE); otherwise CUDA joins the CPU where it is
+DEVICES = ["cpu"] + ([os.environ["MDTHEORY_TEST_DEVICE"]] if os.environ.get("MDTHEORY_TEST_DEVICE", "cpu")
+                     != "cpu" else ["cuda"] if torch.cuda.is_available() else [])
 #: p-value below which a sampling test fails (fixed seeds: each test is deterministic)
 LEVEL = 1e-4
 #: replicates of every draw of the drafts in a sampling test
@@ -157,30 +161,36 @@ def test_every_registered_verifier_has_a_case():
         assert v.contract in ("chain", "tree") and v.drafts in ("any", "sampled", "deterministic", "chains")
 
 
+def _to(tensors, device):
+    return [None if t is None else t.to(device) for t in tensors]
+
+
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("name, inst, shape", [c for c in CASES if VERIFIERS[c[0]].exact],
                          ids=lambda v: str(v))
-def test_exact_law_matches_the_numpy_verifier_draw_by_draw(name, inst, shape):
+def test_exact_law_matches_the_numpy_verifier_draw_by_draw(name, inst, shape, device):
     tensors, laws, weights = _build(name, inst, shape)
-    law = VERIFIERS[name].stops(*tensors)
-    assert torch.allclose(law.prob.sum(-1), torch.ones(len(laws), dtype=torch.float64), atol=1e-13)
+    law = VERIFIERS[name].stops(*_to(tensors, device))
+    assert torch.allclose(law.prob.sum(-1).cpu(), torch.ones(len(laws), dtype=torch.float64), atol=1e-13)
     for b, ref in enumerate(laws):
         got = law.blocks(b)
         assert set(got) <= set(ref) | {k for k, v in got.items() if v < 1e-15}
         assert max(abs(got.get(k, 0.0) - ref.get(k, 0.0)) for k in set(got) | set(ref)) < 1e-13, b
     # the exact block efficiency, averaged over the draws, is the numpy verifier's
-    ours = float((law.block_efficiency().numpy() * weights).sum())
+    ours = float((law.block_efficiency().cpu().numpy() * weights).sum())
     ref = sum(w * sum(len(k) * v for k, v in r.items()) for w, r in zip(weights, laws, strict=True))
     assert abs(ours - ref) < 1e-13
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("name, inst, shape", [c if c in FAST else pytest.param(*c, marks=pytest.mark.slow)
                                                for c in CASES], ids=lambda v: str(v))
-def test_samples_follow_the_numpy_law_draw_by_draw(name, inst, shape):
+def test_samples_follow_the_numpy_law_draw_by_draw(name, inst, shape, device):
     tensors, laws, _ = _build(name, inst, shape)
     v = VERIFIERS[name]
     reps = REPLICATES if len(laws) > 1 else 10 * REPLICATES
-    big = [t.repeat_interleave(reps, 0) if t is not None else None for t in tensors]
-    gen = torch.Generator().manual_seed(sum(map(ord, name + inst + str(shape))))
+    big = [t.repeat_interleave(reps, 0) if t is not None else None for t in _to(tensors, device)]
+    gen = torch.Generator(device=device).manual_seed(sum(map(ord, name + inst + str(shape))))
     out = v(*big, gen) if v.contract == "chain" else v(*big[:5], gen)
     seen = _blocks(out, v.contract)
     groups = [(law, seen[i * reps:(i + 1) * reps]) for i, law in enumerate(laws)]
