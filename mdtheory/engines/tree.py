@@ -200,8 +200,8 @@ class OptimalTree(_Tree):
     Its μ is an optimal marginal of the device construction, not always the numpy rule's
     lexicographically optimal one: the same acceptance α* at every node and the same output law,
     but the block law (and E|B|) can differ from :class:`mdtheory.blocks.TokenByToken` with
-    ``rule="optimal"`` (papers/blocks_verifiers.md §10). There is no :meth:`stops`: the candidate's law given the children is not
-    formed on the device.
+    ``rule="optimal"`` (papers/blocks_verifiers.md §10). There is no :meth:`stops`: the candidate's
+    law given the children is not formed on the device.
     """
 
     name = "tree-optimal"
