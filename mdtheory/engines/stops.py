@@ -90,11 +90,7 @@ def residual(pr, u, w=None, keep=None):
 def rows_at(t, index):
     """Rows ``t[b, index[b]]`` of a (B, N, V) tensor: (B, V)."""
     torch = _torch()
-    B, N, V = t.shape
-    flat = torch.arange(B, device=t.device) * N + index
-    if t.is_contiguous():
-        return t.view(B * N, V).index_select(0, flat)
-    return t[torch.arange(B, device=t.device), index]
+    return t[torch.arange(t.shape[0], device=t.device), index]
 
 
 def put_rows(t, index, rows) -> None:
