@@ -163,10 +163,13 @@ class BlockChain(_Chain):
         k = x.shape[1]
         if q is None:
             rho = w[:, :k] * (1 - px)
-        elif k > 1:  # (w_i p_i - q_i)^+ of the rows 1..k-1 at once (four kernels) and its mass
-            excess = p[:, 1:k] * w[:, 1:k, None].to(p.dtype)
-            rho = excess.sub_(q[:, 1:k]).clamp_(min=0).sum(-1).to(torch.float64)
-            rho = torch.cat([torch.zeros_like(rho[:, :1]), rho], 1)
+        elif k > 1:  # row by row in one buffer: (w_i p_i - q_i)^+ and its mass
+            buf = torch.empty_like(p[:, 0])
+            rho = [torch.zeros_like(px[:, 0])]
+            for i in range(1, k):
+                torch.mul(p[:, i], w[:, i, None].to(p.dtype), out=buf)
+                rho.append(buf.sub_(q[:, i]).clamp_(min=0).sum(-1).to(torch.float64))
+            rho = torch.stack(rho, 1)
         else:
             rho = torch.zeros_like(px)
         return block_stops(w, rho), w
