@@ -29,8 +29,17 @@ modules, one job each; every name is re-exported here (the device constructions 
 
 from .acceptance import alpha_star
 from .harness import cross_validate
-from .rules import TORCH_RULES, TorchKhisti, TorchKSeq, TorchOptimal, TorchRRS, TorchRule
+from .rules import (
+    TORCH_RULES,
+    TorchKhisti,
+    TorchKSeq,
+    TorchOptimal,
+    TorchRRS,
+    TorchRule,
+    register_torch_rule,
+)
 from .tensors import _torch, check_device, sample_drafts, to_probs  # noqa: F401 - _torch: audit
 
 __all__ = ["to_probs", "alpha_star", "check_device", "sample_drafts", "TorchRule", "TORCH_RULES",
-           "TorchRRS", "TorchKSeq", "TorchKhisti", "TorchOptimal", "cross_validate"]
+           "TorchRRS", "TorchKSeq", "TorchKhisti", "TorchOptimal", "register_torch_rule",
+           "cross_validate"]
