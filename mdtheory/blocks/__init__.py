@@ -29,6 +29,7 @@ from .verifiers import (
     block_efficiency,
     exact_block_law,
     make_verifier,
+    register_verifier,
 )
 
 __all__ = [
@@ -65,4 +66,5 @@ __all__ = [
     "block_efficiency",
     "exact_block_law",
     "make_verifier",
+    "register_verifier",
 ]

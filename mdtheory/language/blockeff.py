@@ -34,12 +34,11 @@ import numpy as np
 from .. import _budget
 from ..blocks.trees import DraftTree, tree_samplings
 from ..errors import InvalidInputError
-from ..models.registry import make_draft_model
 from .drafters import draw, progress
 from .langmodel import as_model
 
 __all__ = ["BlockResult", "speculative_step", "block_efficiency", "estimate", "block_interval",
-           "draft_tree", "verifier_step", "estimate_verifier", "simulate", "BATCHES", "ceiling",
+           "draft_tree", "verifier_step", "simulate", "BATCHES", "ceiling",
            "drafter_equals_target", "parse_instance", "exact_rows", "INSTANCE_HELP"]
 
 
@@ -178,17 +177,6 @@ def verifier_step(target, drafter, context: tuple, verifier, tree, rng) -> list[
     return verifier.sample(at(p), at(q), drafts, rng).tolist()
 
 
-def estimate_verifier(V: int, tree, steps: int) -> _budget.Estimate:
-    """``steps`` target calls of a sequence-level verifier on ``tree``: the drafter at each internal
-    node and the target at every node (about 2 ms an LSTM call, measured with ``lm-pairs`` on one
-    BLAS thread) and O(V) work per node."""
-    nodes = tree.n * (tree.length + 1)
-    return _budget.Estimate(
-        f"block-efficiency: {steps} target calls of a tree of K = {tree.n} paths of L = {tree.length} "
-        f"tokens over V = {V}", steps * ((tree.length + 1) * 2e-3 + nodes * V * 2e-7),
-        16.0 * nodes * V)
-
-
 def simulate(target, drafter, verifier, tree, steps: int, rng, *, replicates: int = 1,
              start: tuple = (), quiet: bool = True, ceiling=None, ceiling_kind: str | None = None
              ) -> BlockResult:
@@ -322,17 +310,11 @@ def _check_rule(rule: str, sampling: str) -> None:
 
 
 def estimate(rule: str, V: int, K: int, L: int, steps: int) -> _budget.Estimate:
-    """``steps`` target calls with ``rule``: each drafts K x L tokens (about 2 ms an LSTM call,
-    measured with ``lm-pairs``), keeps K (L + 1) target laws and prepares the rule at up to L
-    prefixes (the rule's :meth:`~mdtheory.rules.base.SelectionRule.estimate` with K drafts, an upper
-    bound)."""
-    from .. import rules
+    """``steps`` target calls with ``rule`` on K drafts of L tokens
+    (:func:`mdtheory.blocks.verifiers.token_by_token.rule_estimate`)."""
+    from ..blocks.verifiers.token_by_token import rule_estimate
 
-    cls = rules.RULES[rule]
-    prep = cls.estimate(make_draft_model(np.full(V, 1.0 / V), K, cls.sampling))
-    return _budget.Estimate(
-        f"block-efficiency with {rule}: {steps} target calls of K = {K} drafts of L = {L} tokens "
-        f"over V = {V}", steps * L * (2 * 2e-3 + prep.seconds), 8.0 * K * (L + 1) * V + prep.bytes)
+    return rule_estimate(rule, V, K, L, steps)
 
 
 def block_efficiency(target, drafter, rule: str, K: int, L: int, steps: int, rng,

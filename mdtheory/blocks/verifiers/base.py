@@ -1,46 +1,6 @@
-"""Sequence-level verifiers: from K drafts of L tokens to one emitted block, each with its exact law.
-
-A verifier sees the drafts (an int array (K, L)), the target's and the draft's next-token laws at
-every node of the draft tree (callables ``law(context) -> (V,)``, contexts relative to the start of
-the block), and emits a block B = (b_1..b_{k+1}): b_{1:k} the first k tokens of some draft, b_{k+1}
-the correction or bonus token. It is valid (lossless) when B followed by fresh target tokens has the
-target's law on V^(L+1) (:func:`mdtheory.blocks.block_law_tv`). Each verifier has two forms:
-
-- ``sample(target, draft, drafts, rng)``: the emitted block, a 1-D int array;
-- ``law(target, draft, drafts)``: the emitted block's exact law given the drafts, ``{block: prob}``
-  (exact fractions when the laws return :class:`fractions.Fraction` entries, except ``token``,
-  whose rules work in floats);
-
-and :meth:`BlockVerifier.block_efficiency` sums ``law`` over every draw of the drafts (small
-instances). Both forms compute in floats while every normalising divisor is at least
-:data:`FLOAT_FLOOR` and otherwise redo that draft array in exact fractions of the laws' entries, so
-that ``law`` sums to one and ``sample`` draws from it even on draft arrays of tiny probability; the
-laws are validated as they are read (:func:`mdtheory.blocks.trees.checked_row`). The verifiers
-(derivations and proofs in ``papers/blocks_verifiers.md``):
-
-=============  ===========================================================================  ========
-name           verifier                                                                     drafts
-=============  ===========================================================================  ========
-``token``      token by token along the drafts consistent with the accepted prefix, with a  iid/tree
-               token-level selection rule of :data:`mdtheory.rules.RULES` at each node
-``block``      block verification (Sun et al., ICLR 2025, Algorithm 2) on the first draft  any
-``multipath``  multi-path block verification: a token-level rule selects one drafted path  iid
-               top-down, then block verification of it against the selection's law
-``gbv``        greedy multi-path block verification (Thomas & Pal, 2026): the draft of      iid
-               highest p/q ranks, block-verified against its own law
-``trie``       block verification over the prefix trie of the drafts: at each node the      iid
-               distinct next tokens are tried in order with the residual passed on
-``traversal``  traversal verification (Weng et al., NeurIPS 2025): leaf to root over a      tree
-               draft tree, residuals passed to the next sibling
-=============  ===========================================================================  ========
-
-Where they coincide (proved in the paper, checked in the tests): at K = 1 ``multipath``, ``gbv``,
-``trie`` and ``traversal`` are ``block``; at L = 1 ``block`` is single-draft speculative sampling,
-``traversal`` on an iid tree is recursive rejection sampling (``token`` with ``rrs``), on a tree
-without replacement it is ``token`` with ``rrs-wor``, ``multipath`` with ``rrs`` is ``token`` with
-``rrs`` and ``trie`` is recursive rejection sampling over the distinct drafted tokens, without
-replacement.
-"""
+"""The interface of the sequence-level verifiers (:class:`BlockVerifier`), the arithmetic their laws
+share (floats while every normalising divisor is at least :data:`FLOAT_FLOOR`, else exact fractions),
+and the exact block law over every draw of the drafts (:func:`exact_block_law`)."""
 
 from __future__ import annotations
 
@@ -48,17 +8,17 @@ import numbers
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from fractions import Fraction
-from itertools import product
+from typing import ClassVar
 
 import numpy as np
 
-from .._validate import as_generator
-from ..errors import InvalidInputError, ProblemTooLargeError
-from .trees import MAX_TREE_DRAWS, DraftTree, checked_row, iid_drafts
+from ... import _budget
+from ..._validate import as_generator
+from ...errors import InvalidInputError
+from ..trees import DraftTree, checked_row, iid_drafts
 
-__all__ = ["BlockVerifier", "TokenByToken", "BlockVerification", "SelectedPath", "GreedyMultiPath",
-           "PrefixTrie", "Traversal", "VERIFIERS", "make_verifier", "exact_block_law",
-           "block_efficiency", "FLOAT_FLOOR"]
+__all__ = ["BlockVerifier", "exact_block_law", "block_efficiency", "rule_runs_on", "FLOAT_FLOOR"]
+
 
 #: The float forms trust a normalising divisor (a residual's mass, a stopping weight's denominator)
 #: down to this; below it cancellation may have eaten its digits, and the draft array's law (or
@@ -172,45 +132,143 @@ def _check_drafts(drafts, V: int) -> np.ndarray:
     return x
 
 
-def _rule_params(rule: str, wanted: str, params: dict) -> dict:
-    """The keywords to prepare ``rule`` with on ``wanted`` drafts, or the refusal: a rule runs on
-    its own draft model, reads only the first draft (:attr:`first_draft_only`, whose law is q on
-    any model), or takes a ``sampling`` keyword, then set to ``wanted`` (the rules' declarations)."""
-    from .. import rules  # loaded on use: the rules import scipy, HiGHS and numba
+def rule_runs_on(rule: str, sampling: str) -> bool:
+    """Whether the selection rule ``rule`` runs on drafts of ``sampling`` (the rules' declarations):
+    its own draft model, any model whose first draft is a draw from q for a rule that reads only
+    the first draft (:attr:`~mdtheory.rules.base.SelectionRule.first_draft_only`), or any model for
+    a rule that takes a ``sampling`` keyword.
+
+    Raises
+    ------
+    InvalidInputError
+        An unknown rule (the message lists the registered ones).
+    """
+    from ... import rules  # loaded on use: the rules import scipy, HiGHS and numba
 
     if rule not in rules.RULES:
         raise InvalidInputError(
             f"unknown selection rule {rule!r}; valid choices: {', '.join(rules.RULES)}")
     cls = rules.RULES[rule]
+    return cls.sampling == sampling or "sampling" in rules.rule_keywords(cls) or \
+        cls.first_draft_only and _first_draft_is_q(sampling)
+
+
+def _rule_params(rule: str, wanted: str, params: dict) -> dict:
+    """The keywords to prepare ``rule`` with on ``wanted`` drafts (:func:`rule_runs_on`; a rule
+    that takes a ``sampling`` keyword gets ``wanted``), or the refusal."""
+    from ... import rules
+
+    if not rule_runs_on(rule, wanted):
+        raise InvalidInputError(f"rule {rule!r} expects {rules.RULES[rule].sampling} drafts, not {wanted}")
+    cls = rules.RULES[rule]
     if cls.sampling == wanted or cls.first_draft_only and _first_draft_is_q(wanted):
         return params
-    if "sampling" in rules.rule_keywords(cls):
-        return {"sampling": wanted, **params}
-    raise InvalidInputError(f"rule {rule!r} expects {cls.sampling} drafts, not {wanted}")
+    return {"sampling": wanted, **params}  # a rule for any draft model is told which
 
 
 def _first_draft_is_q(sampling: str) -> bool:
     """Whether the first draft of ``sampling``'s drafts is a draw from q (iid, successive sampling),
     read off the model's own first-draft law on a small q."""
-    from ..models.registry import make_draft_model
+    from ...models.registry import make_draft_model
 
     model = make_draft_model(np.array([0.5, 0.3, 0.2]), 2, sampling)
     return bool(np.allclose(model.first_draft_law(), model.q, rtol=0, atol=1e-12))
 
 
 class BlockVerifier(ABC):
-    """A sequence-level verifier: ``sample`` and ``law`` forms, exact block efficiency.
+    """A sequence-level verifier: ``sample`` and ``law`` forms, exact block efficiency, and the
+    declarations of what it takes, which :func:`~mdtheory.blocks.verifiers.make_verifier`, the
+    command line and the tests read (none of them tests a verifier's name).
 
     Attributes
     ----------
     name : str
-        Registry name (:data:`VERIFIERS`).
+        Class attribute: the registry name (:data:`~mdtheory.blocks.verifiers.VERIFIERS`).
+    takes_rule : {None, "verify", "select"}
+        Class attribute: whether the verifier takes a token-level selection rule
+        (``rule=``, a key of :data:`mdtheory.rules.RULES`, and the rule's keywords), and what for:
+        to verify at every node (token by token) or to select the path it verifies (multi-path).
+    tree_samplings : tuple of str or None
+        Class attribute: the draft trees it verifies (``tree=``), by the tree's sampling; ``()``:
+        K iid drafts only; None: every tree sampling (its rule must run on that draft model).
+    first_draft_only : bool
+        Class attribute: it reads the first draft alone, so it runs, as on K iid drafts, on any
+        tree whose first draft is a draw from q autoregressively (iid or without-replacement
+        children: the first child of every node is drawn from q).
     tree : DraftTree or None
         The draft tree the verifier reads the drafts as; None: K iid drafts (any K).
     """
 
-    name = ""
+    name: ClassVar[str] = ""
+    takes_rule: ClassVar[str | None] = None
+    tree_samplings: ClassVar[tuple[str, ...] | None] = ()
+    first_draft_only: ClassVar[bool] = False
     tree: DraftTree | None = None
+
+    # ------------------------------------------------------------------ the contract
+    @classmethod
+    def verifies(cls, tree: DraftTree) -> bool:
+        """Whether the verifier runs on the drafts of ``tree`` (its declarations)."""
+        if tree.is_iid_drafts:
+            return True
+        if cls.first_draft_only:
+            return _first_draft_is_q(tree.sampling)
+        return cls.tree_samplings is None or tree.sampling in cls.tree_samplings
+
+    @classmethod
+    def refusal(cls, tree: DraftTree) -> str:
+        """Why the verifier does not run on ``tree`` (where :meth:`verifies` is False)."""
+        if cls.first_draft_only:
+            return f"verifier {cls.name} reads the first draft as a draw from q; {tree!r}'s is not"
+        if not cls.tree_samplings:
+            return f"verifier {cls.name} verifies K iid drafts, not {tree!r}"
+        return (f"verifier {cls.name} verifies trees of {' or '.join(cls.tree_samplings)} children, "
+                f"not {tree.sampling}")
+
+    @classmethod
+    def create(cls, *, rule: str | None = None, tree: DraftTree | None = None, **params) -> BlockVerifier:
+        """The verifier of the drafts of ``tree`` (None: K iid drafts) with, where it takes one,
+        the selection ``rule`` (default ``"rrs"``) and the rule's keywords, as the declarations
+        allow (:func:`~mdtheory.blocks.verifiers.make_verifier`).
+
+        Raises
+        ------
+        InvalidInputError
+            A tree the verifier does not verify (:meth:`refusal`), a rule or keyword it does not
+            take, or a rule that does not run on the tree's draft model.
+        """
+        if tree is not None and not isinstance(tree, DraftTree):
+            raise InvalidInputError(f"tree must be a DraftTree, got {tree!r}")
+        if tree is not None and not cls.verifies(tree):
+            raise InvalidInputError(cls.refusal(tree))
+        kwargs: dict = {}
+        if cls.takes_rule is not None:
+            kwargs["rule"] = "rrs" if rule is None else rule
+        elif rule is not None or params:
+            what = [*(["the rule"] if rule is not None else []), *map(repr, params)]
+            raise InvalidInputError(f"verifier {cls.name!r} takes no keyword {', '.join(what)}")
+        if tree is not None and cls.tree_samplings != () and not cls.first_draft_only:
+            kwargs["tree"] = tree
+        return cls(**kwargs, **params)
+
+    def _check_tree(self, tree) -> DraftTree | None:
+        """``tree`` (None or a DraftTree this verifier verifies), else :class:`InvalidInputError`."""
+        if tree is not None and not isinstance(tree, DraftTree):
+            raise InvalidInputError(f"tree must be a DraftTree, got {tree!r}")
+        if tree is not None and not self.verifies(tree):
+            raise InvalidInputError(self.refusal(tree))
+        return tree
+
+    def estimate(self, V: int, tree: DraftTree, steps: int) -> _budget.Estimate:
+        """Seconds and bytes of ``steps`` target calls of the simulation with this verifier on
+        ``tree`` (:func:`mdtheory.blocks.simulation.simulate`): the drafter at each internal node
+        and the target at every node (about 2 ms an LSTM call, measured with ``lm-pairs`` on one
+        BLAS thread) and O(V) work per node."""
+        nodes = tree.n * (tree.length + 1)
+        return _budget.Estimate(
+            f"block-efficiency: {steps} target calls of a tree of K = {tree.n} paths of L = {tree.length} "
+            f"tokens over V = {V}", steps * ((tree.length + 1) * 2e-3 + nodes * V * 2e-7),
+            16.0 * nodes * V)
 
     @property
     def label(self) -> str:
@@ -279,672 +337,6 @@ class BlockVerifier(ABC):
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.label!r})"
 
-
-# ---------------------------------------------------------------------------------------- block
-class BlockVerification(BlockVerifier):
-    """Block verification (Sun et al., ICLR 2025, Algorithm 2) of the first draft.
-
-    Along the draft x_1..x_L: weights :math:`w_0 = 1`, :math:`w_i = \\min(1, w_{i-1}\\, p(x_i \\mid
-    x_{<i}) / q(x_i \\mid x_{<i}))`; at each prefix i < L the residual :math:`r_i = (w_i\\, p(\\cdot
-    \\mid x_{\\le i}) - q(\\cdot \\mid x_{\\le i}))^+` of mass :math:`\\rho_i`, and
-    :math:`h_i = \\rho_i / (\\rho_i + 1 - w_i)` (:math:`h_0 = 1`), :math:`h_L = w_L`. With
-    :math:`\\eta_i \\sim U(0, 1)` the accepted length is the largest i with :math:`\\eta_i \\le h_i`;
-    the correction is drawn from :math:`r_\\tau / \\rho_\\tau` (from :math:`p(\\cdot \\mid x)` at
-    τ = L). With K > 1 drafts it verifies the first (single-draft block verification).
-
-    Examples
-    --------
-    >>> from fractions import Fraction as F
-    >>> law = lambda probs: (lambda ctx: np.array(probs, dtype=object))
-    >>> p, q = law([F(1, 3), F(2, 3)]), law([F(2, 3), F(1, 3)])
-    >>> BlockVerification().block_efficiency(p, q, 1, 2)
-    Fraction(20, 9)
-    """
-
-    name = "block"
-
-    def _law(self, laws, x, out):
-        row = [int(v) for v in x[0]]
-        _bv_law(laws, [laws.q(tuple(row[:i])) for i in range(len(row))], row, 1, out)
-
-    def _sample(self, laws, x, rng):
-        row = [int(v) for v in x[0]]
-        return _bv_sample(laws, [laws.q(tuple(row[:i])) for i in range(len(row))], row, rng)
-
-
-def _bv_weights(laws, proposals, row):
-    """Block verification's stopping weights h_0..h_L, residuals r_0..r_{L-1} and their masses
-    along ``row``, whose i-th token was proposed from ``proposals[i]`` (the draft's law there, or
-    the law of the token a selection picked) and whose target law at a prefix is ``laws.p``.
-
-    The weights w_i are kept as weights (never renormalised); a denominator rho_i + 1 - w_i below
-    :data:`FLOAT_FLOOR` sends float mode to exact arithmetic."""
-    p = laws.p
-    L = len(row)
-    w = [1]
-    for i in range(L):
-        u = proposals[i][row[i]]
-        w.append(min(1, w[-1] * p(tuple(row[:i]))[row[i]] / u) if u > 0 else 0 * u)
-    h, res, mass = [1], [], []
-    for i in range(L):
-        r = _pos(w[i] * p(tuple(row[:i])) - proposals[i])
-        rho = _total(r)
-        res.append(r)
-        mass.append(rho)
-        if i:
-            den = rho + (1 - w[i])  # 1 - w first: exact when w is 1
-            laws.guard(den)
-            h.append(rho / den if den > 0 else 1)
-    h.append(w[L])
-    return h, res, mass
-
-
-def _bv_law(laws, proposals, row, weight, out: dict) -> None:
-    """Add ``weight`` times block verification's law along ``row`` to ``out``."""
-    h, res, mass = _bv_weights(laws, proposals, row)
-    L = len(row)
-    later = 1  # prod_{j > i} (1 - h_j)
-    for i in range(L, -1, -1):
-        stop = h[i] * later
-        later *= 1 - h[i]
-        if stop == 0:
-            continue
-        head = tuple(row[:i])
-        if i == L:
-            corr, total = laws.p(head), 1
-        else:
-            laws.guard(mass[i])
-            # an empty residual with a stop (exact arithmetic: a path of draft probability 0)
-            # corrects from the target, as the sampler does
-            corr, total = (res[i], mass[i]) if mass[i] != 0 else (laws.p(head), 1)
-        for y in np.flatnonzero(corr != 0):
-            key = head + (int(y),)
-            out[key] = out.get(key, 0) + weight * stop * corr[y] / total
-
-
-def _bv_sample(laws, proposals, row, rng) -> list[int]:
-    h, res, mass = _bv_weights(laws, proposals, row)
-    L = len(row)
-    tau = max(i for i in range(L + 1) if rng.random() <= float(h[i]) or i == 0)
-    if tau == L:
-        return row + [_draw(laws.p(tuple(row)), rng)]
-    laws.guard(mass[tau])
-    corr = res[tau] if mass[tau] != 0 else laws.p(tuple(row[:tau]))  # the latter: probability 0
-    return row[:tau] + [_draw(corr, rng)]
-
-
-# ---------------------------------------------------------------------------------------- path selection
-def _rrs_selection(laws, ctx, tokens):
-    r"""Recursive rejection sampling (SpecInfer) of p against the iid drafted ``tokens`` from q, used
-    to *select* one drafted token: the accepted one, or the first draft when every round rejects.
-
-    Returns (the selection's law given the tokens as a dict, its marginal over iid drafts (V,)):
-    the marginal is :math:`\sum_i R_i \min(q, r_i) + (q - \min(q, p)) \prod_{j \ge 2}(1 - \beta_j)`
-    with :math:`r_1 = p`, :math:`r_{i+1} = (r_i - q)^+/\sum(r_i - q)^+`,
-    :math:`\beta_i = \sum \min(r_i, q)` and :math:`R_i = \prod_{j < i}(1 - \beta_j)`;
-    :math:`1 - \beta_i` is taken as the residual's mass :math:`\sum (r_i - q)^+` (equal, without
-    the cancellation).
-    """
-    p, q = laws.p(ctx), laws.q(ctx)
-    n = len(tokens)
-    r, rs, left = p, [], []  # left[i] = 1 - beta_i
-    for i in range(n):
-        rs.append(r)
-        excess = _pos(r - q)
-        mass = _total(excess)
-        left.append(mass)
-        if i < n - 1:
-            laws.guard(mass)
-            r = excess / mass if mass > 0 else r
-    marginal, reach = 0 * q, 1
-    for ri, m in zip(rs, left, strict=True):
-        marginal = marginal + reach * np.minimum(q, ri)
-        reach *= m
-    tail = 1
-    for m in left[1:]:
-        tail *= m
-    marginal = marginal + (q - np.minimum(q, p)) * tail
-    law: dict = {}
-    reach = 1
-    for ri, y in zip(rs, tokens, strict=True):
-        a = min(1, ri[y] / q[y]) if q[y] > 0 else 0
-        law[y] = law.get(y, 0) + reach * a
-        reach *= 1 - a
-    law[tokens[0]] = law.get(tokens[0], 0) + reach
-    return law, marginal
-
-
-class SelectedPath(BlockVerifier):
-    r"""Multi-path block verification: select one drafted path, then block-verify it against the law
-    the selection induces.
-
-    Going down from the root, the drafts consistent with the path so far (n of them) offer their next
-    tokens, iid from q there; the token-level rule ``rule`` run on them selects one (its accepted
-    token, or the first draft's if it rejects them all; for ``optimal``, its candidate: the earliest
-    draft of its time schedule, before the acceptance step), and the drafts that drafted it stay.
-    The selected path is a draft whose next token, given the path and n, has the selection's
-    marginal law μ (closed form for ``rrs``, :func:`_rrs_selection`, and for ``optimal``, the
-    schedule's exact marginal, with :math:`\sum \min(p, \mu) = \alpha^*`, at any V; for other
-    rules by enumerating the n-tuples, small V only). Block verification (Sun et al.) of the
-    selected path with μ in place of q is lossless, n being part of the draft's state
-    (papers/blocks_verifiers.md §3). At K = 1 it is block verification; at L = 1 its acceptance
-    :math:`\sum \min(p, \mu)` is at least the rule's (equal for ``rrs``, α* for ``optimal``).
-    Path selection followed by single-path block verification is the structure of Thomas & Pal's
-    greedy multi-path block verification (2026), whose own selection is :class:`GreedyMultiPath`;
-    these selection rules are ours.
-
-    Parameters
-    ----------
-    rule : str
-        The selecting rule, a key of :data:`mdtheory.rules.RULES` for iid drafts (default ``rrs``).
-    **params
-        The rule's keywords.
-
-    Examples
-    --------
-    >>> from fractions import Fraction as F
-    >>> law = lambda probs: (lambda ctx: np.array(probs, dtype=object))
-    >>> p, q = law([F(1, 3), F(2, 3)]), law([F(2, 3), F(1, 3)])
-    >>> SelectedPath().block_efficiency(p, q, 1, 2)
-    Fraction(20, 9)
-    """
-
-    name = "multipath"
-
-    def __init__(self, rule: str = "rrs", **params):
-        self.rule, self.params = rule, _rule_params(rule, "iid", params)
-        self._rules: dict = {}
-
-    @property
-    def label(self) -> str:
-        return f"multipath:{self.rule}"
-
-    def _select(self, laws, ctx, tokens):
-        """The selection's law given the offered tokens, and its marginal over n iid drafts."""
-        if self.rule == "rrs":
-            return _rrs_selection(laws, ctx, tokens)
-        from .. import rules
-
-        n = len(tokens)
-        key = (id(laws.target), id(laws.draft), ctx, n)
-        got = self._rules.get(key)
-        if got is None:
-            p = np.asarray(laws.p(ctx), dtype=np.float64)
-            q = np.asarray(laws.q(ctx), dtype=np.float64)
-            r = rules.make_rule(self.rule, p, q, n, normalize=True, **self.params)
-            if len(self._rules) > 4096:
-                self._rules.clear()
-            got = self._rules[key] = [r, {}, laws.target, laws.draft]  # keeps the ids alive
-        r, marginals = got[0], got[1]
-        schedule = getattr(r, "schedule", None)
-        mu = marginals.get(laws.exact)
-        if mu is None:
-            if schedule is not None:  # the candidate's law over iid drafts, in closed form
-                mu = _as_law(laws, schedule.marginal)
-            else:
-                mu = self._marginal(laws, ctx, r, n)
-            marginals[laws.exact] = mu
-        if schedule is not None:
-            return self._candidate(laws, schedule, ctx, tokens), mu
-        return self._choice(laws, r, tokens), mu
-
-    @staticmethod
-    def _candidate(laws, schedule, ctx, tokens) -> dict:
-        """The selection of a rule with a candidate schedule: its candidate, the earliest draft of
-        the time schedule (whatever the acceptance step would do with it)."""
-        q = laws.q(ctx)
-        offered = [y for y in tokens if q[y] > 0]  # a token of q = 0 cannot have been drafted
-        if not offered:
-            return {tokens[0]: 1 + 0 * q[0]}
-        law = _as_law(laws, schedule.candidate_law(np.asarray(offered)))
-        return {int(y): law[y] for y in np.flatnonzero(law != 0)}
-
-    @staticmethod
-    def _choice(laws, r, tokens) -> dict:
-        """The selection given the offered tokens: the rule's accepted law (on the offered tokens;
-        scaled down if its rounding sums over one), the rest on the first token."""
-        acc, _ = r.conditional(np.asarray(tokens))
-        offered = set(tokens)
-        conv = (lambda v: Fraction(float(v))) if laws.exact else float
-        law = {y: conv(acc[y]) for y in offered if acc[y] > 0}
-        total = sum(law.values(), 0 * conv(0))
-        if total > 1:
-            law = {y: v / total for y, v in law.items()}
-            total = 1
-        law[tokens[0]] = law.get(tokens[0], 0) + (1 - total)
-        return law
-
-    def _marginal(self, laws, ctx, r, n):
-        """The selected token's law over n iid drafts, by enumerating the ordered n-tuples (exact
-        tuple probabilities in exact mode)."""
-        q = laws.q(ctx)
-        support = [int(y) for y in np.flatnonzero(q != 0)]
-        if len(support) ** n > MAX_TREE_DRAWS:
-            raise ProblemTooLargeError(
-                f"multipath:{self.rule} enumerates {len(support)}^{n} draft tuples at context {ctx}, "
-                f"over {MAX_TREE_DRAWS:,}; rrs and optimal select in closed form, as does gbv")
-        mu = 0 * q
-        for t in product(support, repeat=n):
-            w = 1
-            for y in t:
-                w = w * q[y]
-            if w == 0:
-                continue
-            for y, s in self._choice(laws, r, list(t)).items():
-                mu[y] = mu[y] + w * s
-        return mu
-
-    def _law(self, laws, x, out):
-        L = x.shape[1]
-
-        def rec(ctx, depth, rows, weight, proposals):
-            if depth == L:
-                _bv_law(laws, proposals, list(ctx), weight, out)
-                return
-            tokens = [int(y) for y in x[rows, depth]]
-            law, mu = self._select(laws, ctx, tokens)
-            for y, w in law.items():
-                if w != 0:
-                    rec(ctx + (y,), depth + 1, rows[x[rows, depth] == y], weight * w, proposals + [mu])
-
-        rec((), 0, np.arange(x.shape[0]), 1, [])
-
-    def _sample(self, laws, x, rng):
-        ctx, rows, proposals = (), np.arange(x.shape[0]), []
-        for depth in range(x.shape[1]):
-            tokens = [int(y) for y in x[rows, depth]]
-            law, mu = self._select(laws, ctx, tokens)
-            keys = list(law)
-            y = keys[_draw(np.array([law[k] for k in keys], dtype=object if laws.exact else float), rng)]
-            ctx, rows = ctx + (y,), rows[x[rows, depth] == y]
-            proposals.append(mu)
-        return _bv_sample(laws, proposals, list(ctx), rng)
-
-
-class GreedyMultiPath(BlockVerifier):
-    r"""Greedy multi-path block verification (GBV; Thomas & Pal, 2026): block verification of the
-    lexicographically greatest draft against that draft's own law.
-
-    Tokens at a node with context c are ranked by the ratio :math:`p(y \mid c) / q(y \mid c)`
-    (ties: the larger token index ranks higher), paths lexicographically by these ranks. The
-    selected path is the greatest of the K iid drafts (the walk that steps from the root to the
-    child of highest ratio); its next token given its prefix c has the law
-
-    .. math:: \mu_c(v) = \frac{(R + G(v) + q(v))^K - (R + G(v))^K}{(R + 1)^K - R^K}
-              = q(v)\, \frac{S(R + G(v) + q(v),\, R + G(v))}{S(R + 1,\, R)},
-
-    :math:`G(v)` the q-mass of the tokens ranked below v at c, :math:`S(a, b) = \sum_{i<K} a^i
-    b^{K-1-i}`, and :math:`R = A / Q(c)`, the probability that one draft deviates below c before
-    reaching its end over the probability that it starts with c (:math:`R = 0` at the root,
-    :math:`R_{c v} = (R_c + G_c(v)) / q(v \mid c)`). Block verification of the selected path with
-    :math:`\mu` in place of q is lossless (Proposition 2 of ``papers/blocks_verifiers.md``; the
-    path's law is :math:`\prod \mu`). At K = 1, :math:`\mu = q` and GBV is block verification.
-
-    The selection and the skewed law are the authors' (their reference implementation's
-    ``gbv_verify`` and ``compute_skew``); this form computes :math:`\mu` by the positive
-    expansion S (no cancellation), keeps R instead of the two underflowing joint masses, and breaks
-    ties by one rule in both the walk and :math:`\mu`.
-
-    Examples
-    --------
-    >>> from fractions import Fraction as F
-    >>> law = lambda probs: (lambda ctx: np.array(probs, dtype=object))
-    >>> p, q = law([F(1, 3), F(2, 3)]), law([F(2, 3), F(1, 3)])
-    >>> GreedyMultiPath().block_efficiency(p, q, 1, 2)
-    Fraction(20, 9)
-    """
-
-    name = "gbv"
-
-    @staticmethod
-    def _ranks(laws, ctx):
-        """Each token's rank at ctx (0 the lowest) and the q-mass below each token."""
-        p, q = laws.p(ctx), laws.q(ctx)
-        inf = float("inf")
-        key = [(p[y] / q[y] if q[y] > 0 else inf, y) for y in range(q.size)]
-        order = sorted(range(q.size), key=key.__getitem__)
-        rank = np.empty(q.size, dtype=np.int64)
-        below = 0 * q
-        acc = 0 * q[0]
-        for i, y in enumerate(order):
-            rank[y] = i
-            below[y] = acc
-            acc = acc + q[y]
-        return rank, below
-
-    def _path(self, laws, x):
-        """The selected path and the skewed laws mu along it."""
-        K, L = x.shape
-        rows, path, mus = np.arange(K), [], []
-        R = 0 * laws.q(())[0]
-        for depth in range(L):
-            ctx = tuple(path)
-            q = laws.q(ctx)
-            rank, below = self._ranks(laws, ctx)
-            if R == float("inf"):  # R past the float range (or a prefix of draft probability 0):
-                mu = q                # mu is q to within 1 / R
-            else:
-                scale = R + 1  # S is homogeneous of degree K - 1: divide every argument by R + 1
-                hi, lo, r0 = (R + below + q) / scale, (R + below) / scale, R / scale
-                mu = q * _power_sums(hi, lo, K) / _power_sums(1 + 0 * r0, r0, K)
-            tokens = x[rows, depth]
-            y = int(tokens[np.argmax(rank[tokens])])
-            rows = rows[tokens == y]
-            path.append(y)
-            mus.append(mu)
-            with np.errstate(over="ignore"):
-                R = (R + below[y]) / q[y] if q[y] > 0 else float("inf")
-        return path, mus
-
-    def _law(self, laws, x, out):
-        path, mus = self._path(laws, x)
-        _bv_law(laws, mus, path, 1, out)
-
-    def _sample(self, laws, x, rng):
-        path, mus = self._path(laws, x)
-        return _bv_sample(laws, mus, path, rng)
-
-
-def _power_sums(a, b, K: int):
-    """:math:`\\sum_{i=0}^{K-1} a^i b^{K-1-i}` (elementwise), a sum of non-negative terms."""
-    total, ai = 0 * a, 1 + 0 * a
-    for i in range(K):
-        total = total + ai * b ** (K - 1 - i)
-        ai = ai * a
-    return total
-
-
-# ---------------------------------------------------------------------------------------- tries and trees
-class _Recursive(BlockVerifier):
-    """Residual-recycling block verification over a tree of drafts, leaf to root.
-
-    At a node with context c the verifier holds a target sub-measure t on the next token (mass a:
-    the probability that the block goes through c, given the drafts above). It tries the node's
-    children in order: child y, drawn from the proposal law u (q at c, off the earlier siblings for
-    draws without replacement), gets the weight :math:`\\min(1, t(y)/u(y))` and the sub-measure that
-    weight times :math:`p(\\cdot \\mid c\\,y)`; if the child's whole subtree rejects, t becomes
-    :math:`(t - u)^+ / \\sum (u - t)^+`. After the last child the node itself is accepted with
-    probability :math:`\\sum t`, its correction drawn from t normalised; otherwise the node rejects
-    to its parent. The root holds t = p(. | ()) and never rejects.
-
-    The mass m of t is carried along, not re-summed: a child's sub-measure has mass its weight,
-    the root's is 1, and an update divides by :math:`D = \\sum (u - t)^+ = \\rho + 1 - m`
-    (:math:`\\rho = \\sum (t - u)^+`, the same number, without summing the cancelling entries),
-    so that m becomes :math:`\\rho / D \\le 1` and stays exactly 1 at the root. A child whose
-    proposal probability is 0 (a draft the draft model cannot draw) is skipped.
-    """
-
-    @abstractmethod
-    def _children(self, x, depth: int, rows: np.ndarray) -> tuple[list[tuple[int, np.ndarray]], bool]:
-        """The node's children in order, ``[(token, rows), ...]``, and whether each later child is
-        drawn off the earlier siblings' tokens (without replacement)."""
-
-    @staticmethod
-    def _off(u, y):
-        """The proposal law of the next sibling drawn without replacement: u off token y."""
-        u = u.copy()
-        u[y] = 0
-        s = _total(u)
-        return u / s if s > 0 else u
-
-    @staticmethod
-    def _update(laws, t, m, u):
-        """t and its mass m after a child drawn from u rejected: (t - u)^+ / (rho + 1 - m)."""
-        excess = _pos(t - u)
-        rho = _total(excess)
-        den = rho + (1 - m)  # 1 - m first: exact when m is 1
-        laws.guard(den)
-        return excess / den, rho / den
-
-    def _children_of(self, laws, x, ctx, depth, rows):
-        """The node's children with each one's proposal law (those of proposal probability 0
-        left out)."""
-        children, wor = self._children(x, depth, rows)
-        u, out = laws.q(ctx), []
-        for k, (y, child_rows) in enumerate(children):
-            if wor and k:
-                u = self._off(u, children[k - 1][0])
-            if u[y] > 0:
-                out.append((y, child_rows, u))
-        return out
-
-    def _law(self, laws, x, out):
-        L = x.shape[1]
-
-        def rec(ctx, depth, rows, t, m):
-            """Emitted sub-law below ctx (keys relative to ctx) and the probability of rejecting."""
-            law: dict = {}
-            carry = 1
-            if depth < L:
-                for y, child_rows, u in self._children_of(laws, x, ctx, depth, rows):
-                    a = min(1, t[y] / u[y])
-                    rej = 1
-                    if a != 0:
-                        sub, rej = rec(ctx + (y,), depth + 1, child_rows, a * laws.p(ctx + (y,)), a)
-                        for blk, w in sub.items():
-                            key = (y,) + blk
-                            law[key] = law.get(key, 0) + carry * w
-                    carry *= rej
-                    if carry == 0:
-                        break
-                    t, m = self._update(laws, t, m, u)
-            for y in np.flatnonzero(t != 0):
-                key = (int(y),)
-                law[key] = law.get(key, 0) + carry * t[y]
-            return law, carry * (1 - m)
-
-        law, _ = rec((), 0, np.arange(x.shape[0]), laws.p(()), 1)
-        out.update(law)
-
-    def _sample(self, laws, x, rng):
-        L = x.shape[1]
-
-        def rec(ctx, depth, rows, t, m):
-            if depth < L:
-                for y, child_rows, u in self._children_of(laws, x, ctx, depth, rows):
-                    a = min(1, t[y] / u[y])
-                    if a != 0:
-                        got = rec(ctx + (y,), depth + 1, child_rows, a * laws.p(ctx + (y,)), a)
-                        if got is not None:
-                            return [y] + got
-                    t, m = self._update(laws, t, m, u)
-            if depth == 0 or rng.random() < float(m):
-                return [_draw(t if m > 0 else laws.p(ctx), rng)]
-            return None
-
-        return rec((), 0, np.arange(x.shape[0]), laws.p(()), 1)
-
-
-class PrefixTrie(_Recursive):
-    """Block verification of K iid drafts over their prefix trie, residuals passed between siblings.
-
-    The drafts that agree on a prefix share its node; a node's children are the distinct next
-    tokens of its drafts in order of first appearance (row order), so each child is drawn from q off
-    the earlier children's tokens (the first appearances of an iid sequence are successive sampling
-    without replacement), and a child's subtree holds every draft through it. The recursion of
-    :class:`_Recursive` then runs on this trie. At K = 1 it is block verification.
-
-    Examples
-    --------
-    >>> from fractions import Fraction as F
-    >>> law = lambda probs: (lambda ctx: np.array(probs, dtype=object))
-    >>> p, q = law([F(1, 3), F(2, 3)]), law([F(2, 3), F(1, 3)])
-    >>> PrefixTrie().block_efficiency(p, q, 1, 2)
-    Fraction(20, 9)
-    """
-
-    name = "trie"
-
-    def _children(self, x, depth, rows):
-        tokens = x[rows, depth]
-        order = list(dict.fromkeys(int(y) for y in tokens))
-        return [(y, rows[tokens == y]) for y in order], True
-
-
-class Traversal(_Recursive):
-    """Traversal verification (Weng et al., NeurIPS 2025) of a draft tree, leaf to root.
-
-    Parameters
-    ----------
-    tree : DraftTree, optional
-        The tree the drafts were drawn as (branching factors and iid or without-replacement
-        children). Default: K iid drafts, the tree ``(K, 1, ..., 1)`` read off the drafts' shape.
-
-    The depth-first order visits the first leaf first: it is accepted with its sequence-level
-    weight, else removed and its parent's residual passed to the next sibling, drawn from q off the
-    earlier siblings for trees without replacement; a node whose children are all removed becomes a
-    leaf. The children must be draws from q (iid or without replacement), not fixed tokens.
-    On K iid drafts it shares no prefix (drafts with one first token are different subtrees), unlike
-    :class:`PrefixTrie`.
-    """
-
-    name = "traversal"
-
-    def __init__(self, tree: DraftTree | None = None):
-        if tree is not None and not isinstance(tree, DraftTree):
-            raise InvalidInputError(f"tree must be a DraftTree, got {tree!r}")
-        if tree is not None and tree.sampling not in ("iid", "without-replacement"):
-            raise InvalidInputError(f"traversal verifies trees of children drawn from q (iid or "
-                                    f"without-replacement), not {tree.sampling}")
-        self.tree = tree
-
-    @property
-    def label(self) -> str:
-        return "traversal" + _tree_tag(self.tree)
-
-    def _prepare(self, laws, drafts):
-        x = super()._prepare(laws, drafts)
-        self._layout = self.tree if self.tree is not None else iid_drafts(*x.shape)
-        return x
-
-    def _children(self, x, depth, rows):
-        tree = self._layout
-        kids = tree.children_rows(depth, int(rows[0]))
-        return [(int(x[lo, depth]), np.arange(lo, hi)) for lo, hi in kids], tree.distinct
-
-
-# ---------------------------------------------------------------------------------------- token by token
-class TokenByToken(BlockVerifier):
-    """Token-by-token verification with a token-level selection rule at each node.
-
-    At depth d the drafts consistent with the accepted prefix offer their d-th tokens to the rule
-    prepared for (p, q) there (K iid drafts: every consistent draft, iid given the prefix; a tree:
-    the node's children, as the tree draws them); the rule's output is
-    emitted and a rejection ends the block; after L accepted tokens one bonus token is drawn from p.
-    In a tree whose accepted token labels several siblings the first is followed.
-
-    Parameters
-    ----------
-    rule : str
-        A key of :data:`mdtheory.rules.RULES` whose draft model matches the tree's sampling
-        (``rrs-wor`` or ``optimal`` on trees without replacement, ``optimal`` on top trees).
-    tree : DraftTree, optional
-        Verify a tree; default K iid drafts.
-    **params
-        The rule's keywords.
-    """
-
-    name = "token"
-
-    def __init__(self, rule: str = "rrs", tree: DraftTree | None = None, **params):
-        if tree is not None and not isinstance(tree, DraftTree):
-            raise InvalidInputError(f"tree must be a DraftTree, got {tree!r}")
-        wanted = "iid" if tree is None else tree.sampling
-        self.rule, self.tree, self.params = rule, tree, _rule_params(rule, wanted, params)
-        self._prepared: dict = {}
-
-    @property
-    def label(self) -> str:
-        return f"token:{self.rule}" + _tree_tag(self.tree)
-
-    def _rule(self, laws, ctx, n):
-        from .. import rules
-
-        key = (id(laws.target), id(laws.draft), ctx, n)
-        r = self._prepared.get(key)
-        if r is None:
-            p = np.asarray(laws.p(ctx), dtype=np.float64)
-            q = np.asarray(laws.q(ctx), dtype=np.float64)
-            r = rules.make_rule(self.rule, p, q, n, normalize=True, **self.params)
-            if len(self._prepared) > 4096:
-                self._prepared.clear()
-            self._prepared[key] = (r, laws.target, laws.draft)  # keeps the ids alive
-            return r
-        return r[0]
-
-    def _offer(self, x, depth, rows):
-        """The tokens offered at this node and the rows each accepted token continues with."""
-        if self.tree is None:
-            tokens = x[rows, depth]
-            return tokens, lambda y: rows[tokens == y]
-        kids = self.tree.children_rows(depth, int(rows[0]))
-        tokens = np.array([x[lo, depth] for lo, _ in kids])
-
-        def follow(y):
-            lo, hi = kids[int(np.flatnonzero(tokens == y)[0])]
-            return np.arange(lo, hi)
-
-        return tokens, follow
-
-    def _law(self, laws, x, out):
-        L = x.shape[1]
-
-        def rec(ctx, depth, rows, w):
-            if depth == L:
-                p = laws.p(ctx)
-                for y in np.flatnonzero(p > 0):
-                    key = ctx + (int(y),)
-                    out[key] = out.get(key, 0) + w * float(p[y])
-                return
-            tokens, follow = self._offer(x, depth, rows)
-            acc, rej = self._rule(laws, ctx, tokens.size).conditional(tokens)
-            for y in np.flatnonzero(rej > 0):
-                key = ctx + (int(y),)
-                out[key] = out.get(key, 0) + w * float(rej[y])
-            for y in np.flatnonzero(acc > 0):
-                rec(ctx + (int(y),), depth + 1, follow(int(y)), w * float(acc[y]))
-
-        rec((), 0, np.arange(x.shape[0]), 1.0)
-
-    def _sample(self, laws, x, rng):
-        L = x.shape[1]
-        ctx, rows = (), np.arange(x.shape[0])
-        for depth in range(L):
-            tokens, follow = self._offer(x, depth, rows)
-            y, accepted = self._rule(laws, ctx, tokens.size).select(tokens, rng)
-            ctx = ctx + (int(y),)
-            if not accepted:
-                return list(ctx)
-            rows = follow(int(y))
-        return list(ctx) + [_draw(laws.p(ctx), rng)]
-
-
-#: Verifiers by name.
-VERIFIERS: dict[str, type[BlockVerifier]] = {
-    cls.name: cls for cls in (TokenByToken, BlockVerification, SelectedPath, GreedyMultiPath,
-                              PrefixTrie, Traversal)
-}
-
-
-def make_verifier(name: str, *, rule: str = "rrs", tree: DraftTree | None = None, **params) -> BlockVerifier:
-    """A verifier by name: ``token`` (with ``rule`` and its keywords, on ``tree`` if given),
-    ``block``, ``multipath`` (selection by ``rule``; K iid drafts), ``gbv`` (K iid drafts),
-    ``trie`` (K iid drafts) or ``traversal`` (on ``tree``, default K iid drafts)."""
-    if name not in VERIFIERS:
-        raise InvalidInputError(f"unknown verifier {name!r}; valid choices: {', '.join(VERIFIERS)}")
-    if name == "token":
-        return TokenByToken(rule, tree, **params)
-    if name == "multipath":
-        if tree is not None:
-            raise InvalidInputError("multipath verifies K iid drafts; for a draft tree use traversal")
-        return SelectedPath(rule, **params)
-    if params:
-        raise InvalidInputError(f"verifier {name!r} takes no keyword {', '.join(map(repr, params))}")
-    if name == "traversal":
-        return Traversal(tree)
-    if tree is not None and name in ("trie", "gbv"):
-        raise InvalidInputError(f"{name} verifies K iid drafts; for a draft tree use traversal")
-    return VERIFIERS[name]()
 
 
 def exact_block_law(verifier: BlockVerifier, target: Callable, draft: Callable, n: int,
