@@ -254,7 +254,7 @@ def _markov_pair(V=3, seed=11):
 @pytest.mark.parametrize("tree", [iid_drafts(2, 2), DraftTree((2, 2), WOR),
                                   DraftTree((2, 1), "iid")])
 def test_drafted_trees_have_the_tree_law(tree):
-    from mdtheory.language import blockeff
+    from mdtheory.blocks import simulation as blockeff
 
     _, drafter = _markov_pair()
     rng = np.random.default_rng(3)
@@ -277,7 +277,7 @@ def test_drafted_trees_have_the_tree_law(tree):
                                             DraftTree((2, 2), WOR))])
 def test_decoding_with_a_verifier_keeps_the_targets_law(verifier, tree):
     """The first two tokens emitted from a fixed context, block after block, follow the target."""
-    from mdtheory.language import blockeff
+    from mdtheory.blocks import simulation as blockeff
 
     target, drafter = _markov_pair()
     rng = np.random.default_rng(5)
@@ -296,7 +296,7 @@ def test_decoding_with_a_verifier_keeps_the_targets_law(verifier, tree):
 
 
 def test_intervals_come_from_replicates_or_batch_means():
-    from mdtheory.language import blockeff
+    from mdtheory.blocks import simulation as blockeff
 
     counts = np.arange(40) % 4 + 1
     lo, hi, method = blockeff.block_interval(counts, replicates=4)
@@ -311,7 +311,7 @@ def test_intervals_come_from_replicates_or_batch_means():
 
 
 def test_simulate_runs_independent_texts():
-    from mdtheory.language import blockeff
+    from mdtheory.blocks import simulation as blockeff
 
     target, drafter = _markov_pair()
     res = blockeff.simulate(target, drafter, SelectedPath(), iid_drafts(2, 2), 60, np.random.default_rng(1),
@@ -327,7 +327,7 @@ def test_simulate_runs_independent_texts():
 
 
 def test_exact_rows_on_the_toy():
-    from mdtheory.language import blockeff
+    from mdtheory.blocks import simulation as blockeff
 
     target, draft = blockeff.parse_instance("toy")
     rows = blockeff.exact_rows(target, draft, [BlockVerification(), TokenByToken("single")], iid_drafts(1, 2))

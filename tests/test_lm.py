@@ -7,9 +7,10 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from mdtheory.blocks import simulation as blockeff
 from mdtheory.cli import main
 from mdtheory.errors import InvalidInputError, MdtheoryError
-from mdtheory.language import blockeff, drafters, lm
+from mdtheory.language import drafters, lm
 from mdtheory.language.logits import to_probs
 from mdtheory.rules import make_rule
 

@@ -13,7 +13,7 @@ three forms, and checks it:
   draft tuple is enumerated: exact TV and exact acceptance.
 * **torch** (``torch=True``): ``f(p, q, drafts, generator) -> tokens`` (or ``(tokens, accepted)``) on
   (B, V) / (B, n) tensors, or a :class:`mdtheory.torch_bridge.TorchRule` subclass (prepared once per
-  position). :func:`mdtheory.torch_bridge.cross_validate` is this audit applied to the built-in
+  position). :func:`mdtheory.audit.crossval.cross_validate` is this audit applied to the built-in
   torch rules.
 
 Statistics (sampled and torch forms), per position with N samples: Pearson's chi-square test of
@@ -296,7 +296,7 @@ def _run_sampled(fs, P, models, samples, seed, max_seconds=None, quiet=True):
     ``max_seconds``; a progress bar on a terminal unless ``quiet``. The draft tuples are drawn in
     chunks whose sampling buffers (n per tuple, or V for Gumbel-top-k) stay under
     :data:`~mdtheory._budget.CHUNK_BYTES`, so memory does not grow with ``samples``."""
-    from ..language.drafters import progress
+    from .._progress import progress
 
     B, V = P.shape
     chunk = max(1, min(_budget.mc_chunk(V), _budget.CHUNK_BYTES // (8 * models[0].n)))
@@ -363,7 +363,7 @@ def _run_torch(f, P, Q, n, sampling, samples, seed, device, dtype, quiet=True):
 
 
 def _torch_steps(torch, tb_rules, f, P, Q, n, sampling, samples, seed, device, dtype, quiet):
-    from ..language.drafters import progress
+    from .._progress import progress
 
     dtype = dtype or torch.float64
     gen = torch.Generator(device=device).manual_seed(int(seed))

@@ -8,10 +8,7 @@ import sys
 import numpy as np
 
 from .. import _budget
-from ..blocks.trees import tree_samplings
-from ..blocks.verifiers import VERIFIERS
-from ..errors import InvalidInputError
-from ..language.blockeff import (
+from ..blocks.simulation import (
     INSTANCE_HELP,
     ceiling,
     drafter_equals_target,
@@ -19,6 +16,9 @@ from ..language.blockeff import (
     parse_instance,
     simulate,
 )
+from ..blocks.trees import tree_samplings
+from ..blocks.verifiers import VERIFIERS
+from ..errors import InvalidInputError
 from ._common import _seconds, add_seed_option
 from .lm_pairs import add_model_options, models_from_args
 

@@ -32,10 +32,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import _budget
-from ..blocks.trees import DraftTree, tree_samplings
+from .._progress import progress
 from ..errors import InvalidInputError
-from .drafters import draw, progress
-from .langmodel import as_model
+from ..language.drafters import draw
+from ..language.langmodel import as_model
+from .markov import block_law_tv, random_instance, sun_toy
+from .trees import DraftTree, tree_samplings
+from .verifiers.base import exact_block_law, rule_runs_on
+from .verifiers.token_by_token import rule_estimate
 
 __all__ = ["BlockResult", "speculative_step", "block_efficiency", "estimate", "block_interval",
            "draft_tree", "verifier_step", "simulate", "BATCHES", "ceiling",
@@ -212,7 +216,7 @@ def simulate(target, drafter, verifier, tree, steps: int, rng, *, replicates: in
 def drafter_equals_target(target, drafter) -> bool:
     """Whether the drafter is the target itself (the same LSTM at the same temperature and
     truncation): then every single draft is accepted and block efficiencies say nothing."""
-    from .drafters import LSTMLaw
+    from ..language.drafters import LSTMLaw
 
     if drafter is target:
         return True
@@ -222,16 +226,12 @@ def drafter_equals_target(target, drafter) -> bool:
 
 
 def ceiling(target, drafter, tree):
-    """``(function(context) -> float, kind)``: the best available ceiling of E|B| for the draft tree
-    (K iid drafts: ``iid_drafts(K, L)``) at a context of the text: a proven upper bound on the optimum
-    (``mdtheory.blocks.block_efficiency_bound``) where the build has it."""
-    from .. import blocks
+    """``(function(context) -> float, kind)``: the ceiling of E|B| for the draft tree (K iid
+    drafts: ``iid_drafts(K, L)``) at a context of the text: a proven upper bound on the optimum
+    (:func:`mdtheory.blocks.bound.block_efficiency_bound`)."""
+    from .bound import block_efficiency_bound as bound
 
-    bound = getattr(blocks, "block_efficiency_bound", None)
-    if bound is None:
-        raise InvalidInputError("--optimum needs mdtheory.blocks.block_efficiency_bound, which this build "
-                                "lacks")
-    if tree == blocks.iid_drafts(tree.n, tree.length):
+    if tree.is_iid_drafts:
         return (lambda context: bound(target, drafter, tree.n, tree.length, context=tuple(context)).value,
                 "optimum_bound")
     return lambda context: bound(target, drafter, tree=tree, context=tuple(context)).value, "optimum_bound"
@@ -243,10 +243,8 @@ INSTANCE_HELP = "toy (Sun et al.: V = 2, p = (1/3, 2/3), q = (2/3, 1/3)) or rand
 
 def parse_instance(text: str):
     """``(target, draft)`` of a small exact instance named as :data:`INSTANCE_HELP` says."""
-    from .. import blocks
-
     if text == "toy":
-        return blocks.sun_toy()
+        return sun_toy()
     parts = str(text).split(":")
     try:
         if len(parts) != 3 or parts[0] != "random":
@@ -256,31 +254,28 @@ def parse_instance(text: str):
         raise InvalidInputError(f"--instance must be {INSTANCE_HELP}; got {text!r}") from None
     if not 2 <= V <= 8:
         raise InvalidInputError(f"--instance random:V:SEED needs 2 <= V <= 8 for exact enumeration, got {V}")
-    return blocks.random_instance(V, seed)
+    return random_instance(V, seed)
 
 
 def exact_rows(target, draft, verifiers, tree, optimum: bool = False) -> list[dict]:
     """Exact E|B| of each verifier on a small instance, by enumerating every draw of the drafts
     (``tree``: the draft model), each checked lossless; with ``optimum``, the exact optimum of that
-    draft model (``mdtheory.blocks.optimal_block_efficiency``, K iid drafts or the tree) beside them."""
-    from .. import blocks
+    draft model (:func:`mdtheory.blocks.optimum.optimal_block_efficiency`, K iid drafts or the tree)
+    beside them."""
+    from .optimum import optimal_block_efficiency
 
     rows = []
     best = None
     if optimum:
-        solve = getattr(blocks, "optimal_block_efficiency", None)
-        if solve is None:
-            raise InvalidInputError("--optimum needs mdtheory.blocks.optimal_block_efficiency, which this "
-                                    "build lacks")
-        if tree == blocks.iid_drafts(tree.n, tree.length):
-            best = float(solve(target, draft, tree.n, tree.length).value)
+        if tree.is_iid_drafts:
+            best = float(optimal_block_efficiency(target, draft, tree.n, tree.length).value)
         else:
-            best = float(solve(target, draft, tree=tree).value)
+            best = float(optimal_block_efficiency(target, draft, tree=tree).value)
     for verifier in verifiers:
-        law = blocks.exact_block_law(verifier, target, draft, tree.n, tree.length)
+        law = exact_block_law(verifier, target, draft, tree.n, tree.length)
         row = {"rule": verifier.label, "drafts": tree.n, "length": tree.length,
                "block_efficiency": float(sum(len(b) * w for b, w in law.items())),
-               "exact": True, "validity_tv": float(blocks.block_law_tv(law, target, tree.length))}
+               "exact": True, "validity_tv": float(block_law_tv(law, target, tree.length))}
         if best is not None:
             row["optimum"] = best
         rows.append(row)
@@ -297,23 +292,15 @@ def _check_rule(rule: str, sampling: str) -> None:
     if sampling not in tree_samplings():
         raise InvalidInputError(f"unknown sampling {sampling!r}; valid choices: "
                                 f"{', '.join(tree_samplings())}")
-    from .. import rules  # the rules load scipy, HiGHS and numba: only when a simulation runs
+    if not rule_runs_on(rule, sampling):
+        from .. import rules
 
-    if rule not in rules.RULES:
-        raise InvalidInputError(
-            f"unknown selection rule {rule!r}; valid choices: {', '.join(rules.RULES)}")
-    cls = rules.RULES[rule]
-    if cls.sampling == sampling or cls.first_draft_only or "sampling" in rules.rule_keywords(cls):
-        return
-    expects = cls.sampling
-    raise InvalidInputError(f"rule {rule!r} expects {expects} drafts, not {sampling}")
+        raise InvalidInputError(f"rule {rule!r} expects {rules.RULES[rule].sampling} drafts, not {sampling}")
 
 
 def estimate(rule: str, V: int, K: int, L: int, steps: int) -> _budget.Estimate:
     """``steps`` target calls with ``rule`` on K drafts of L tokens
     (:func:`mdtheory.blocks.verifiers.token_by_token.rule_estimate`)."""
-    from ..blocks.verifiers.token_by_token import rule_estimate
-
     return rule_estimate(rule, V, K, L, steps)
 
 
