@@ -42,7 +42,7 @@ import operator
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -54,6 +54,7 @@ from .._validate import as_distribution, as_drafts, batch_rows
 from ..errors import InvalidDistributionError, InvalidInputError, ProblemTooLargeError
 from ..models.registry import SAMPLINGS as _MODELS
 from ..models.registry import make_draft_model, sampling_names
+from ..result import Result
 from ..solve import optimal_acceptance
 from .statistics import (
     DEFAULT_LEVEL,
@@ -101,8 +102,9 @@ def audit_samplings(torch: bool = False) -> tuple[str, ...]:
 
 
 @dataclass
-class AuditResult:
-    """What :func:`audit` found.
+class AuditResult(Result):
+    """What :func:`audit` found (a :class:`~mdtheory.result.Result`: ``status`` is the verdict,
+    ``success`` is ``lossless``).
 
     Attributes
     ----------
@@ -165,11 +167,25 @@ class AuditResult:
     target: str = ""
     per_position: list = field(default_factory=list, repr=False)
 
-    def to_dict(self) -> dict:
-        """A JSON-ready dict of every field (per-position details under ``per_position``)."""
-        out = asdict(self)
-        out["acceptance_ci95"] = list(self.acceptance_ci95)
-        return out
+    @property
+    def status(self) -> str:
+        """The verdict."""
+        return self.verdict
+
+    @property
+    def success(self) -> bool:
+        """Whether the run shows the verifier lossless (``lossless``)."""
+        return bool(self.lossless)
+
+    @property
+    def message(self) -> str:
+        what = {"lossless": f"lossless: TV {self.tv:.3g}",
+                "passed": f"passed: no evidence of loss; this run detects TV >= {self.detectable_tv:.3g}",
+                "lossy": f"lossy: TV {self.tv:.3g}",
+                "inconclusive": f"inconclusive: this run detects TV >= {self.detectable_tv:.3g}, not "
+                                f"{self.detect_tv:g}",
+                "invalid": "invalid: the verifier emitted structurally invalid output"}
+        return what.get(self.verdict, self.verdict)
 
 
 # ---------------------------------------------------------------------------------------- targets

@@ -33,9 +33,11 @@ import numpy as np
 
 from .. import _budget
 from .._progress import progress
+from ..audit.verifier import EXACT_TOL
 from ..errors import InvalidInputError
 from ..language.drafters import draw
 from ..language.langmodel import as_model
+from ..result import Result
 from .markov import block_law_tv, random_instance, sun_toy
 from .trees import DraftTree, tree_samplings
 from .verifiers.base import exact_block_law, rule_runs_on
@@ -47,14 +49,16 @@ __all__ = ["BlockResult", "speculative_step", "block_efficiency", "estimate", "b
 
 
 @dataclass
-class BlockResult:
-    """Tokens emitted per target call by one rule or verifier.
+class BlockResult(Result):
+    """Tokens emitted per target call by one rule or verifier (a :class:`~mdtheory.result.Result`:
+    ``status`` ``"estimate"``).
 
     ``counts`` holds ``replicates`` independent texts of equal length, one after the other. The calls
     along one text are correlated (neighbouring contexts are alike), so the 95% interval comes from
     the replicates' means (Student t, R - 1 degrees of freedom) when there are at least two, else from
     :data:`BATCHES` batch means of consecutive calls; ``ci95_iid``, the interval that treats every call
-    as independent, is kept for comparison only.
+    as independent, is kept for comparison only. :meth:`to_dict` gives the row the command line
+    prints: the block efficiency and its intervals in place of ``counts``.
     """
 
     rule: str
@@ -70,7 +74,20 @@ class BlockResult:
         """(low, high, method) of the 95% interval of the block efficiency."""
         return block_interval(self.counts, self.replicates)
 
-    def row(self) -> dict:
+    status = "estimate"
+
+    @property
+    def success(self) -> bool:
+        """True: the mean of the counted calls, with its interval."""
+        return True
+
+    @property
+    def message(self) -> str:
+        lo, hi, method = self.interval()
+        return (f"estimate: E|B| = {float(self.counts.mean()):.4f} tokens per target call over "
+                f"{self.counts.size} calls, 95% [{lo:.4f}, {hi:.4f}] ({method})")
+
+    def _items(self) -> dict:
         m = self.counts.size
         mean = float(self.counts.mean())
         lo, hi, method = self.interval()
@@ -81,7 +98,12 @@ class BlockResult:
                "target_calls": int(m), "tokens": int(self.counts.sum())}
         if self.ceiling is not None:
             out[self.ceiling_kind] = float(self.ceiling)
+        out.update((name, getattr(self, name)) for name in self.derived)
         return out
+
+    def row(self) -> dict:
+        """The row the command line prints (:meth:`to_dict`)."""
+        return self.to_dict()
 
 
 #: Batch means of one text: its calls in this many consecutive batches.
@@ -273,11 +295,14 @@ def exact_rows(target, draft, verifiers, tree, optimum: bool = False) -> list[di
             best = float(optimal_block_efficiency(target, draft, tree=tree).value)
     for verifier in verifiers:
         law = exact_block_law(verifier, target, draft, tree.n, tree.length)
+        efficiency = float(sum(len(b) * w for b, w in law.items()))
+        tv = float(block_law_tv(law, target, tree.length))
         row = {"rule": verifier.label, "drafts": tree.n, "length": tree.length,
-               "block_efficiency": float(sum(len(b) * w for b, w in law.items())),
-               "exact": True, "validity_tv": float(block_law_tv(law, target, tree.length))}
+               "block_efficiency": efficiency, "exact": True, "validity_tv": tv}
         if best is not None:
             row["optimum"] = best
+        row.update(status="exact", success=tv <= EXACT_TOL,  # the rows' JSON has every result's shape
+                   message=f"exact: E|B| = {efficiency:.6g}, validity TV {tv:.1e}")
         rows.append(row)
     return rows
 
