@@ -10,8 +10,14 @@ import numpy as np
 import pytest
 
 import mdtheory as md
-from mdtheory.blocks import BlockVerification, audit_block, block_efficiency_bound, iid_drafts, sun_toy
-from mdtheory.blocks import simulation
+from mdtheory.blocks import (
+    BlockVerification,
+    audit_block,
+    block_efficiency_bound,
+    iid_drafts,
+    simulation,
+    sun_toy,
+)
 from mdtheory.result import Result
 
 from .test_block_verifiers import _markov_pair
