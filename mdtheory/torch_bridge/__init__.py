@@ -12,12 +12,13 @@ modules, one job each; every name is re-exported here (the device constructions 
 * :mod:`~mdtheory.torch_bridge.acceptance`: :func:`alpha_star`, batched optimal acceptance of iid
   drafts by the sorted-prefix route (``mdtheory.routes.subsets.prefix_scan``), differentiable in p and q
   through autograd.
-* :mod:`~mdtheory.torch_bridge.rules`: :data:`TORCH_RULES`, batched ``rrs``, ``k-seq``, ``khisti-lp``
-  and ``optimal``, each written as the sequential algorithm itself (coins drawn on the device), not
-  from the numpy rules' exact conditional laws, so :func:`mdtheory.audit.crossval.cross_validate`
-  checks one implementation against the other. ``khisti-lp`` solves its truncated stages for the
-  whole batch on the device (:mod:`~mdtheory.torch_bridge.khisti`); ``optimal`` builds its cells and
-  swaps for the whole batch on the device (:mod:`~mdtheory.torch_bridge.optimal`).
+* :mod:`~mdtheory.torch_bridge.rules`: :data:`TORCH_RULES`, batched ``rrs``, ``k-seq``, ``khisti-lp``,
+  ``optimal`` and ``gls``, each written as the sequential algorithm itself (coins drawn on the
+  device), not from the numpy rules' exact conditional laws, so
+  :func:`mdtheory.audit.crossval.cross_validate` checks one implementation against the other.
+  ``khisti-lp`` solves its truncated stages for the whole batch on the device
+  (:mod:`~mdtheory.torch_bridge.khisti`); ``optimal`` builds its cells and swaps for the whole batch
+  on the device (:mod:`~mdtheory.torch_bridge.optimal`).
 * :mod:`~mdtheory.torch_bridge.khisti`: the truncated tournament's stages, batched: ``torch.topk``,
   bucketed scores, and the stage's maximum flow by an exact batched simplex.
 * :mod:`~mdtheory.torch_bridge.optimal`: the optimal rule's construction, batched: cells of time in
@@ -30,6 +31,7 @@ lives with it (:func:`mdtheory.audit.crossval.cross_validate`).
 from .acceptance import alpha_star
 from .rules import (
     TORCH_RULES,
+    TorchGLS,
     TorchKhisti,
     TorchKSeq,
     TorchOptimal,
@@ -40,4 +42,4 @@ from .rules import (
 from .tensors import _torch, check_device, sample_drafts, to_probs  # noqa: F401 - _torch: audit
 
 __all__ = ["to_probs", "alpha_star", "check_device", "sample_drafts", "TorchRule", "TORCH_RULES",
-           "TorchRRS", "TorchKSeq", "TorchKhisti", "TorchOptimal", "register_torch_rule"]
+           "TorchRRS", "TorchKSeq", "TorchKhisti", "TorchOptimal", "TorchGLS", "register_torch_rule"]
