@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numpy as np  # noqa: F401 - the doctest's laws are numpy arrays
+
 from .recursive import _Recursive
 
 __all__ = ["PrefixTrie"]
