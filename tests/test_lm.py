@@ -223,7 +223,9 @@ def test_block_efficiency_rows(capsys):
     assert [r["rule"] for r in rows] == ["token:single", "token:optimal"]
     for r in rows:
         assert set(r) == {"rule", "drafts", "length", "block_efficiency", "ci95", "interval",
-                          "replicates", "ci95_iid", "target_calls", "tokens"}
+                          "replicates", "ci95_iid", "target_calls", "tokens", "status", "success",
+                          "message"}
+        assert r["status"] == "estimate" and r["success"] and r["message"].startswith("estimate: E|B| = ")
         assert r["target_calls"] == 4 and 4 <= r["tokens"] <= 12
         assert r["block_efficiency"] == r["tokens"] / 4
 
