@@ -1,10 +1,14 @@
 """One result base: every result class of the package is a :class:`mdtheory.result.Result` with a
 status, a success flag, a message and ``to_dict(keys)``, so that every ``--json`` has one shape. A
-result class without an instance here fails ``test_every_result_class_is_covered``."""
+result class of any module of the package without an instance here fails
+``test_every_result_class_is_covered``."""
 
 from __future__ import annotations
 
+import importlib
 import json
+import pkgutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -21,6 +25,19 @@ from mdtheory.blocks import (
 from mdtheory.result import Result
 
 from .test_block_verifiers import _markov_pair
+
+
+def _package_results() -> set:
+    """Every Result subclass defined in the package (each module imported first; a module that needs
+    an optional dependency that is absent is left out)."""
+    for info in pkgutil.walk_packages(md.__path__, "mdtheory."):
+        if info.name.endswith("__main__"):  # importing it runs the command line
+            continue
+        try:
+            importlib.import_module(info.name)
+        except ImportError:
+            continue
+    return {cls for cls in _subclasses(Result) if cls.__module__.startswith("mdtheory.")}
 
 
 def _subclasses(cls) -> set:
@@ -44,14 +61,30 @@ def _instances() -> dict:
         "BlockBoundResult": block_efficiency_bound(*toy, 1, 2),
         "BlockResult": simulation.simulate(target, drafter, verifier, iid_drafts(2, 2), 20,
                                            np.random.default_rng(0), replicates=2, start=(0,)),
+        "EngineAuditResult": _engine_audit(toy),
     }
 
 
-INSTANCES = _instances()
+def _engine_audit(toy):
+    """A chain-contract audit (it runs the verifier on torch tensors), or None without torch."""
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        return None
+    from mdtheory.audit.verifier import load_target
+
+    example = Path(__file__).resolve().parents[1] / "examples/verifiers/engines/chain_rejection.py"
+    return md.audit_chain(load_target(f"{example}:verify"), *toy, 2, samples=2000)
+
+
+INSTANCES = {name: res for name, res in _instances().items() if res is not None}
 
 
 def test_every_result_class_is_covered():
-    assert {cls.__name__ for cls in _subclasses(Result)} == set(INSTANCES)
+    names = {cls.__name__ for cls in _package_results()}
+    if "EngineAuditResult" not in INSTANCES:
+        pytest.importorskip("torch", reason="the engine audit's instance runs torch")
+    assert names == set(INSTANCES)
 
 
 @pytest.mark.parametrize("name", list(INSTANCES))

@@ -448,6 +448,19 @@ def _sampled(f, P, Q, V, L, tree, p_full, samples, seed, bound, max_seconds, t0,
         while len(seq) < L1:
             seq.append(P.sample(tuple(seq), fill_rng))
         counts[_index(seq, V)] += 1
+    return BlockAuditResult(**_summary(counts, lengths, kinds, examples, p_full, bound, common), seed=seed,
+                            seconds=time.perf_counter() - t0, **common)
+
+
+def _summary(counts: np.ndarray, lengths: np.ndarray, kinds: dict, examples: list, p_full: np.ndarray,
+             bound: float | None, common: dict, ceiling: float | None = None) -> dict:
+    """The sampled audit's statistics and verdict, as :class:`BlockAuditResult` fields: ``counts``
+    of the completed sequences (V^(L+1) cells and a last one for the blocks that cannot be
+    completed), ``lengths[m]`` the completed blocks of m tokens, ``kinds`` the structural
+    violations by reason. Acceptance above ``bound`` (or ``ceiling``, a tighter ceiling on E k when
+    smaller) is tested one-sided."""
+    samples = int(counts.sum())
+    L = lengths.size - 2
     p_ext = np.append(p_full, 0.0)
     pvalue = law_test(counts, p_ext)
     observed = counts / samples
@@ -459,11 +472,12 @@ def _sampled(f, P, Q, V, L, tree, p_full, samples, seed, bound, max_seconds, t0,
     mean_k = float((lengths * ks).sum() / completed) if completed else 0.0
     sd = float(np.sqrt(max((lengths * (ks - mean_k) ** 2).sum() / max(completed - 1, 1), 0.0)))
     half = 1.959963984540054 * sd / math.sqrt(max(completed, 1))
+    top = min(x for x in (bound, ceiling, math.inf) if x is not None)
     opt = None
-    if bound is not None and completed > 1:
+    if math.isfinite(top) and completed > 1:
         from scipy import stats
 
-        opt = float(stats.norm.sf((mean_k - bound) / max(sd / math.sqrt(completed), 1e-12)))
+        opt = float(stats.norm.sf((mean_k - top) / max(sd / math.sqrt(completed), 1e-12)))
     invalid = sum(kinds.values())
     if invalid:
         verdict = "invalid"
@@ -473,14 +487,13 @@ def _sampled(f, P, Q, V, L, tree, p_full, samples, seed, bound, max_seconds, t0,
         verdict = "inconclusive"
     else:
         verdict = "passed"
-    return BlockAuditResult(
+    return dict(
         lossless=verdict == "passed", pvalue=pvalue, tv=tv, tv_upper=float(tv_upper),
         acceptance=mean_k, acceptance_ci95=(mean_k - half, mean_k + half), alpha_star=bound,
-        samples=samples, worst_tokens=_worst(observed, p_ext, V, L1), detectable_tv=detectable,
-        optimum_pvalue=opt, mode="sampled", seed=seed, seconds=time.perf_counter() - t0,
-        verdict=verdict, block_efficiency=mean_k + 1, block_efficiency_ci95=(mean_k + 1 - half,
-                                                                          mean_k + 1 + half),
-        violations=kinds, invalid_mass=invalid / samples, violation_examples=examples, **common)
+        samples=samples, worst_tokens=_worst(observed, p_ext, common["vocab"], L + 1),
+        detectable_tv=detectable, optimum_pvalue=opt, mode="sampled", verdict=verdict,
+        block_efficiency=mean_k + 1, block_efficiency_ci95=(mean_k + 1 - half, mean_k + 1 + half),
+        violations=kinds, invalid_mass=invalid / samples, violation_examples=examples)
 
 
 def _exact(law, P, Q, V, L, tree, step, p_full, bound, max_seconds, t0, common):

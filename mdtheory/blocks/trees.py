@@ -258,6 +258,37 @@ class DraftTree:
         (:meth:`~mdtheory.models.base.DraftModel.node_sample`; ``ctx`` names the node in a refusal)."""
         return self.model.node_sample(q, b, rng, f" at context {ctx}")
 
+    def sample_batch(self, draft: Callable, rng: np.random.Generator, size: int,
+                     context: tuple = ()) -> np.ndarray:
+        """``size`` trees drawn independently from ``draft`` after ``context``: (size, K, L).
+
+        Each tree has :meth:`sample`'s law; the nodes of all trees that share a context draw their
+        children in one call (:meth:`draw_children_batch`), so a batch costs about one law read and
+        one vectorised draw per distinct context, not one per node.
+        """
+        out = np.zeros((size, self.n, self.length), dtype=np.int64)
+        root = tuple(context)
+        for depth, b in enumerate(self.branching):
+            width = self.n if depth == 0 else self.stride[depth - 1]  # rows under one node at this depth
+            nodes = self.n // width
+            ctx = out[:, ::width, :depth].reshape(size * nodes, depth)
+            keys, which = np.unique(ctx, axis=0, return_inverse=True)
+            order = np.argsort(which.ravel(), kind="stable")
+            bounds = np.cumsum(np.bincount(which.ravel(), minlength=len(keys)))
+            kids = np.empty((size * nodes, b), dtype=np.int64)
+            for key, at in zip(keys, np.split(order, bounds[:-1]), strict=True):
+                c = root + tuple(int(t) for t in key)
+                q = np.asarray(_law_row(draft, c), dtype=np.float64)
+                kids[at] = self.draw_children_batch(q, b, at.size, rng, c)
+            out[:, :, depth] = np.repeat(kids.reshape(size, nodes * b), width // b, axis=1)
+        return out
+
+    def draw_children_batch(self, q: np.ndarray, b: int, m: int, rng: np.random.Generator,
+                            ctx: tuple = ()) -> np.ndarray:
+        """The children of ``m`` nodes with the same draft law ``q``, each drawn independently by the
+        tree's sampling: (m, b) tokens (:meth:`~mdtheory.models.base.DraftModel.node_sample_batch`)."""
+        return self.model.node_sample_batch(q, b, m, rng, f" at context {ctx}")
+
     def count_draws(self, V: int) -> int:
         """An upper bound on the number of tree draws :meth:`enumerate` lists: the product over the
         nodes of each node's children tuples (:meth:`~mdtheory.models.base.DraftModel.node_count`;

@@ -19,7 +19,7 @@ from ..audit.verifier import (
     load_target,
 )
 from ..errors import InvalidInputError
-from . import audit_block
+from . import audit_block, audit_engine
 from ._common import _seconds, add_seed_option, load_npy
 
 
@@ -36,7 +36,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                     "verifier is shown lossless (not rejected, and the run detects any TV of at "
                     "least --detect-tv), 1 if it is found lossy, 5 if the run is inconclusive "
                     "(not rejected, too few samples to detect --detect-tv), 2 for bad input or "
-                    "work over --max-seconds. A block or tree verifier: --block (below).",
+                    "work over --max-seconds. A block or tree verifier: --block; a verifier in an "
+                    "engine's chain or tree contract: --engine (below).",
     )
     sub.add_argument("target", metavar="TARGET", nargs="?", help="FILE.py:NAME or MODULE:NAME")
     sub.add_argument("P", nargs="?", help="target distribution p: .npy of shape (V,) or (B, V)")
@@ -68,11 +69,15 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     sub.add_argument("--quiet", "-q", action="store_true",
                      help="no progress (a bar on a terminal, else a line every 10 s)")
     audit_block.add_arguments(sub)
+    audit_engine.add_arguments(sub)
     sub.set_defaults(func=run)
     return sub
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.engine is not None:
+        return audit_engine.run(args)
+    audit_engine.refuse_engine_options(args)
     if args.block is not None:
         return audit_block.run(args)
     audit_block.refuse_block_options(args)

@@ -379,6 +379,14 @@ class DraftModel(ABC):
         raise InvalidInputError(f"sampling {cls.sampling!r} does not draw a draft tree's children")
 
     @classmethod
+    def node_sample_batch(cls, q: np.ndarray, n: int, m: int, rng: np.random.Generator,
+                          where: str = "") -> np.ndarray:
+        """The children of ``m`` nodes of one law ``q``, each drawn independently as
+        :meth:`node_sample` draws them: an int array (m, n). Generic: m calls of :meth:`node_sample`;
+        a model overrides it with one vectorised draw of the same law."""
+        return np.array([cls.node_sample(q, n, rng, where) for _ in range(m)], dtype=np.int64).reshape(m, n)
+
+    @classmethod
     def node_count(cls, V: int, n: int) -> int:
         """An upper bound on the number of tuples :meth:`node_draws` lists over V tokens: V^n."""
         return V ** n

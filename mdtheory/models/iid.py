@@ -82,6 +82,10 @@ class IID(_MarkovDraftModel):
     def node_sample(cls, q, n, rng, where=""):
         return [int(y) for y in rng.choice(q.size, size=n, p=q / q.sum())]
 
+    @classmethod
+    def node_sample_batch(cls, q, n, m, rng, where=""):
+        return rng.choice(q.size, size=(m, n), p=q / q.sum())
+
     def containment(self, T):
         """q(T)^n. A few sets (the certificate's cut): q(T) by numpy's pairwise sum, relative error
         at most about log2(V) u (u = 2^-53), or, where the power would amplify that past 1e-13

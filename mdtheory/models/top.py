@@ -113,6 +113,10 @@ class Top(DraftModel):
         return list(cls.node_draws(q, n, where)[0][0])
 
     @classmethod
+    def node_sample_batch(cls, q, n, m, rng, where=""):
+        return np.tile(np.array(cls.node_sample(q, n, rng, where), dtype=np.int64), (m, 1))
+
+    @classmethod
     def node_count(cls, V, n):
         return 1
 

@@ -102,6 +102,23 @@ class WithoutReplacement(_MarkovDraftModel):
         cls._check_support(int(np.count_nonzero(q)), n, where)
         return [int(y) for y in rng.choice(q.size, size=n, replace=False, p=q / q.sum())]
 
+    @classmethod
+    def node_sample_batch(cls, q, n, m, rng, where=""):
+        """m nodes' children at once: successive sampling, each of the n draws one inverse-CDF
+        draw per node from q with the node's earlier children removed."""
+        cls._check_support(int(np.count_nonzero(q)), n, where)
+        left = np.tile(q / q.sum(), (m, 1))
+        out = np.empty((m, n), dtype=np.int64)
+        rows = np.arange(m)
+        for j in range(n):
+            cdf = np.cumsum(left, axis=1)
+            t = np.minimum((cdf <= (rng.random(m) * cdf[:, -1])[:, None]).sum(axis=1), q.size - 1)
+            last = q.size - 1 - np.argmax(left[:, ::-1] > 0, axis=1)  # a uniform rounded up to the total
+            t = np.where(left[rows, t] > 0, t, last)
+            out[:, j] = t
+            left[rows, t] = 0.0
+        return out
+
     @staticmethod
     def _check_support(support: int, n: int, where: str) -> None:
         if support < n:
