@@ -21,7 +21,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
 from mdtheory.blocks import DraftTree, optimal_block_efficiency  # noqa: E402
 from mdtheory.blocks.deterministic import deterministic_trees  # noqa: E402
-from mdtheory.language.blockeff import parse_instance  # noqa: E402
+from mdtheory.blocks.simulation import parse_instance  # noqa: E402
 
 #: Sampled draft models with N nodes and depth <= 2: (K, L) iid drafts, and iid trees.
 CHAINS = {2: [(1, 2), (2, 1)], 4: [(2, 2), (4, 1)], 6: [(3, 2), (6, 1)]}

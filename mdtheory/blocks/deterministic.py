@@ -25,6 +25,7 @@ from fractions import Fraction
 import numpy as np
 
 from ..errors import InvalidInputError
+from ..result import Result
 from .markov import _check_length
 from .trees import checked_row
 
@@ -149,9 +150,10 @@ def best_first_tree(law: Callable, nodes: int, length: int, context=()) -> Deter
 
 
 @dataclass
-class DeterministicTreesResult:
+class DeterministicTreesResult(Result):
     """The deterministic trees of ``nodes`` nodes (depth at most ``length``) under the draft and the
-    target, and what a lossless verifier keeps on each.
+    target, and what a lossless verifier keeps on each (:class:`mdtheory.result.Result`: status
+    ``"exact"``).
 
     Attributes
     ----------
@@ -170,12 +172,24 @@ class DeterministicTreesResult:
     best_tree: DeterministicTree
     draft_value: float
     best_value: float
+    status: str = "exact"
 
-    def to_dict(self) -> dict:
-        return {"nodes": self.nodes, "length": self.length, "draft_tree_value": float(self.draft_value),
-                "best_tree_value": float(self.best_value),
-                "draft_tree": [list(x) for x in self.draft_tree.paths],
-                "best_tree": [list(x) for x in self.best_tree.paths]}
+    @property
+    def success(self) -> bool:
+        return True
+
+    @property
+    def message(self) -> str:
+        return (f"exact: with {self.nodes} nodes the draft's best-first tree keeps "
+                f"{float(self.draft_value):.6g} tokens per call, the target's {float(self.best_value):.6g}")
+
+    def _items(self) -> dict:
+        out = super()._items()
+        for key in ("draft_tree", "best_tree"):
+            out[key] = [list(x) for x in out[key].paths]
+        for key in ("draft_value", "best_value"):
+            out[key] = float(out[key])
+        return out
 
 
 def deterministic_trees(target: Callable, draft: Callable, nodes: int, length: int,

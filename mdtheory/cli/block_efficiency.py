@@ -189,7 +189,7 @@ def _best_trees(args, target, drafter, tree, start=None, replicates=1) -> list[d
     the mean over their calls' contexts of the exact E|B| there."""
     from ..blocks import block_law_tv
     from ..blocks.deterministic import deterministic_trees, simulate_best_first, target_only_law
-    from ..language.blockeff import BlockResult
+    from ..blocks.simulation import EXACT_TOL, BlockResult
 
     nodes = sum(int(np.prod(tree.branching[:d + 1])) for d in range(tree.length))
     if start is None:
@@ -197,9 +197,12 @@ def _best_trees(args, target, drafter, tree, start=None, replicates=1) -> list[d
         rows = []
         for who, best in (("draft", r.draft_tree), ("target", r.best_tree)):
             law = target_only_law(target, best)
+            efficiency = float(sum(len(b) * w for b, w in law.items()))
+            tv = float(block_law_tv(law, target, tree.length))
             rows.append({"rule": f"best-first:{who}:{nodes}", "drafts": tree.n, "length": tree.length,
-                         "nodes": nodes, "block_efficiency": float(sum(len(b) * w for b, w in law.items())),
-                         "exact": True, "validity_tv": float(block_law_tv(law, target, tree.length))})
+                         "nodes": nodes, "block_efficiency": efficiency, "exact": True, "validity_tv": tv,
+                         "status": "exact", "success": tv <= EXACT_TOL,
+                         "message": f"exact: E|B| = {efficiency:.6g}, validity TV {tv:.1e}"})
         return rows
     rows = []
     for who in ("draft", "target"):
