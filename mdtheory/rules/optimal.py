@@ -22,7 +22,7 @@ from .base import SetPlanRule
 from .baselines import GreedyDrafts
 from .schedule import _realise
 
-__all__ = ["Optimal", "MAX_PLAN_SETS"]
+__all__ = ["Optimal", "MAX_PLAN_SETS", "Strategy", "STRATEGIES", "strategy_for"]
 
 #: Non-iid drafts: the LP plan over draft sets up to this many sets, the order mixture beyond.
 MAX_PLAN_SETS = 2_000
@@ -93,8 +93,14 @@ class Optimal(SetPlanRule):
         Order mixtures only: Wolfe's iterations stop this long after the rule is created, the rule
         then built from the run's order mixture with its proven bounds (default 60 s).
 
+    The four cases are four :class:`Strategy` objects (:data:`STRATEGIES`): the rule picks one per
+    draft model, once (:func:`strategy_for`), and hands it the estimate, the preparation, the exact
+    law of a step and the step.
+
     Attributes
     ----------
+    strategy : Strategy
+        The one serving this rule's draft model.
     marginal : ndarray, shape (V,)
         Exact law of the candidate.
     schedule : Schedule or None
@@ -128,76 +134,196 @@ class Optimal(SetPlanRule):
 
     @classmethod
     def estimate(cls, model) -> Estimate:
-        """The preparation's estimate on ``model``, by the route :meth:`_prepare` takes: the
-        minimum-norm point (:func:`mdtheory._budget.min_norm_point`; stopped at ``max_seconds``
-        anyway), the dual LP over the draft sets, or for iid drafts a sort, a convex hull and the
-        schedule (O(V log V))."""
+        """The preparation's estimate on ``model``, by the strategy :func:`strategy_for` picks: the
+        greedy verifier (O(V)), the minimum-norm point (:func:`mdtheory._budget.min_norm_point`;
+        stopped at ``max_seconds`` anyway), the dual LP over the draft sets, or for iid drafts a
+        sort, a convex hull and the schedule (O(V log V))."""
+        return strategy_for(model).estimate(model)
+
+    def _prepare(self):
+        self.strategy = strategy_for(self.model)(self)
+
+    schedule = property(lambda self: self.strategy.schedule, doc="The time schedule (iid drafts).")
+    base = property(lambda self: self.strategy.base, doc="The base it realises (iid drafts).")
+    mixture = property(lambda self: self.strategy.mixture, doc="The order mixture it samples.")
+    greedy = property(lambda self: self.strategy.greedy, doc="The verifier it runs (greedy drafts).")
+    alpha_bounds = property(lambda self: self.strategy.alpha_bounds,
+                            doc="Proven bounds on alpha* (order mixtures).")
+
+    def conditional(self, drafts):
+        return self.strategy.conditional(self, drafts)
+
+    def _step(self, drafts, rng):
+        return self.strategy.step(self, drafts, rng)
+
+
+class Strategy:
+    """How the optimal rule proposes its candidate on one kind of draft model.
+
+    The rule picks one strategy per draft model (:func:`strategy_for`, the first of
+    :data:`STRATEGIES` whose :meth:`fits` admits the model) and hands it every call that depends on
+    the kind: the estimate, the preparation (the constructor, which gives the rule its exact
+    marginal), the exact law of a step (:meth:`conditional`) and a step (:meth:`step`). The default
+    step is a candidate (:meth:`candidate`, law :meth:`candidate_law`) and one speculative step
+    against the rule's marginal.
+
+    Attributes
+    ----------
+    schedule, base, mixture, greedy, alpha_bounds
+        What the strategy built, None where it builds no such thing (see :class:`Optimal`).
+    """
+
+    schedule = base = mixture = greedy = alpha_bounds = None
+
+    @staticmethod
+    def fits(model) -> bool:
+        """Whether the strategy serves ``model`` (asked in the order of :data:`STRATEGIES`)."""
+        raise NotImplementedError
+
+    @staticmethod
+    def estimate(model) -> Estimate:
+        """The preparation's time and memory on ``model``, from its sizes alone."""
+        raise NotImplementedError
+
+    def __init__(self, rule: Optimal):
+        raise NotImplementedError
+
+    def candidate(self, drafts: np.ndarray, rng: np.random.Generator) -> int:
+        """A candidate among ``drafts``."""
+        raise NotImplementedError
+
+    def candidate_law(self, drafts: np.ndarray) -> np.ndarray:
+        """The exact law of :meth:`candidate` given ``drafts``, shape (V,)."""
+        raise NotImplementedError
+
+    def conditional(self, rule: Optimal, drafts):
+        accept = self.candidate_law(drafts) * rule.accept_ratio
+        return accept, max(1.0 - accept.sum(), 0.0) * rule.res
+
+    def step(self, rule: Optimal, drafts, rng):
+        y = self.candidate(drafts, rng)
+        if rng.random() < rule.accept_ratio[y]:
+            return y, True
+        k = np.searchsorted(rule._res_cdf, rng.random() * rule._res_cdf[-1], side="right")
+        return int(min(k, rule.V - 1)), False
+
+
+class GreedyVerifier(Strategy):
+    """Greedy drafts (any model declaring ``fixed_top``): the ``greedy`` rule's verifier, whose
+    steps the rule runs as they are."""
+
+    @staticmethod
+    def fits(model) -> bool:
+        return bool(model.fixed_top)
+
+    @staticmethod
+    def estimate(model) -> Estimate:
         V = model.V
-        if model.fixed_top:
-            return Estimate(f"optimal rule on {model.sampling} drafts, V = {V}", 1e-7 * V, 40.0 * V)
-        if model.qs is not None or (
-                not model.lex_base_closed_form and model.count_sets() > MAX_PLAN_SETS):
-            return _budget.min_norm_point(model)
-        if not model.lex_base_closed_form:
-            return _budget.law_route(model, "dual")
+        return Estimate(f"optimal rule on {model.sampling} drafts, V = {V}", 1e-7 * V, 40.0 * V)
+
+    def __init__(self, rule: Optimal):
+        self.greedy = GreedyDrafts(rule.p, rule.model, rule.n)
+        rule.marginal = self.greedy.marginal
+
+    def conditional(self, rule, drafts):
+        return self.greedy.conditional(drafts)
+
+    def step(self, rule, drafts, rng):
+        return self.greedy._step(drafts, rng)
+
+
+class MixtureOfOrders(Strategy):
+    """Independent drafts, and the other models with more than :data:`MAX_PLAN_SETS` draft sets:
+    the minimum-norm-point base as a mixture of priority orders, with its proven bounds."""
+
+    @staticmethod
+    def fits(model) -> bool:
+        return model.qs is not None or (
+            not model.lex_base_closed_form and model.count_sets() > MAX_PLAN_SETS)
+
+    @staticmethod
+    def estimate(model) -> Estimate:
+        return _budget.min_norm_point(model)
+
+    def __init__(self, rule: Optimal):
+        base = min_norm_base(rule.p, rule.model, strict=False, deadline=rule.deadline)
+        self.mixture = OrderMixture(rule.model, base.orders, base.weights, base.vertices)
+        rule._use_marginal(self.mixture.marginal)
+        self.alpha_bounds = (rule.closed_form_acceptance(), base.upper)
+        if not base.upper - self.alpha_bounds[0] <= MNP_ACCEPT:
+            warnings.warn(OptimalityGapWarning(
+                f"optimal rule ({rule.model.sampling} drafts): the minimum-norm-point method left "
+                f"a gap of {base.upper - self.alpha_bounds[0]:.3g}; the rule is lossless and "
+                f"accepts with {self.alpha_bounds[0]:.12g}, alpha* <= {base.upper:.12g} "
+                "(alpha_bounds)"), stacklevel=6)
+
+    def candidate(self, drafts, rng):
+        return self.mixture.candidate(drafts, rng)
+
+    def candidate_law(self, drafts):
+        return self.mixture.candidate_law(drafts)
+
+
+class SetPlan(Strategy):
+    """Other draft models, small: a maximum flow of the token/draft-set network (the dual LP's),
+    as a plan over the draft sets (the rule's :class:`~mdtheory.rules.base.SetPlanRule` steps)."""
+
+    @staticmethod
+    def fits(model) -> bool:
+        return not model.lex_base_closed_form
+
+    @staticmethod
+    def estimate(model) -> Estimate:
+        return _budget.law_route(model, "dual")
+
+    def __init__(self, rule: Optimal):
+        flow = dual_lp(rule.p, rule.model).proof  # a SetFlow
+        w = flow.support_probs
+        # a set whose probability underflowed to 0 gets an empty plan row, not 0/0; the solver's
+        # S(U, y) <= w_U up to its tolerance, 1e-10 over a w_U = 2e-322: capped, not inf (NaN rows)
+        plan = np.divide(np.minimum(flow.flow, w[:, None]), w[:, None], out=np.zeros(flow.flow.shape),
+                         where=w[:, None] > 0)
+        rule._use_plan(flow.support, w, plan)
+
+    def conditional(self, rule, drafts):
+        return SetPlanRule.conditional(rule, drafts)
+
+    def step(self, rule, drafts, rng):
+        return SetPlanRule._step(rule, drafts, rng)
+
+
+class TimeSchedule(Strategy):
+    """iid drafts: the lexicographically optimal base and its time schedule."""
+
+    @staticmethod
+    def fits(model) -> bool:
+        return bool(model.lex_base_closed_form)
+
+    @staticmethod
+    def estimate(model) -> Estimate:
+        V = model.V
         return Estimate(f"optimal rule on iid drafts, V = {V}, n = {model.n}: a base and its "
                         "schedule", 1e-7 * V * max(math.log2(V), 1.0), 200.0 * V)
 
-    def _prepare(self):
-        self.schedule = self.base = self.mixture = self.greedy = self.alpha_bounds = None
-        if self.model.fixed_top:
-            self.greedy = GreedyDrafts(self.p, self.model, self.n)
-            self.marginal = self.greedy.marginal
-            return
-        if self.model.qs is not None or (
-                not self.model.lex_base_closed_form and self.model.count_sets() > MAX_PLAN_SETS):
-            base = min_norm_base(self.p, self.model, strict=False, deadline=self.deadline)
-            self.mixture = OrderMixture(self.model, base.orders, base.weights, base.vertices)
-            self._use_marginal(self.mixture.marginal)
-            self.alpha_bounds = (self.closed_form_acceptance(), base.upper)
-            if not base.upper - self.alpha_bounds[0] <= MNP_ACCEPT:
-                warnings.warn(OptimalityGapWarning(
-                    f"optimal rule ({self.model.sampling} drafts): the minimum-norm-point method left "
-                    f"a gap of {base.upper - self.alpha_bounds[0]:.3g}; the rule is lossless and "
-                    f"accepts with {self.alpha_bounds[0]:.12g}, alpha* <= {base.upper:.12g} "
-                    "(alpha_bounds)"), stacklevel=5)
-            return
-        if not self.model.lex_base_closed_form:
-            flow = dual_lp(self.p, self.model).proof  # a SetFlow
-            w = flow.support_probs
-            # a set whose probability underflowed to 0 gets an empty plan row, not 0/0; the solver's
-            # S(U, y) <= w_U up to its tolerance, 1e-10 over a w_U = 2e-322: capped, not inf (NaN rows)
-            plan = np.divide(np.minimum(flow.flow, w[:, None]), w[:, None], out=np.zeros(flow.flow.shape),
-                             where=w[:, None] > 0)
-            self._use_plan(flow.support, w, plan)
-            return
-        self.base = lex_optimal_base_iid(self.p, self.q, self.n)
+    def __init__(self, rule: Optimal):
+        self.base = lex_optimal_base_iid(rule.p, rule.q, rule.n)
         # realise_iid's checks, less their cost: q divided by its float sum once more, mu as built;
         # the base's order makes the schedule's sort linear
-        self.schedule = _realise(self.base.mu, self.q / self.q.sum(), self.n, self.base.order)
-        self._use_marginal(self.schedule.marginal)
+        self.schedule = _realise(self.base.mu, rule.q / rule.q.sum(), rule.n, self.base.order)
+        rule._use_marginal(self.schedule.marginal)
 
-    def conditional(self, drafts):
-        if self.greedy is not None:
-            return self.greedy.conditional(drafts)
-        if self.mixture is not None:
-            accept = self.mixture.candidate_law(drafts) * self.accept_ratio
-            return accept, max(1.0 - accept.sum(), 0.0) * self.res
-        if self.schedule is None:
-            return super().conditional(drafts)
-        accept = self.schedule.candidate_law(drafts) * self.accept_ratio
-        return accept, max(1.0 - accept.sum(), 0.0) * self.res
+    def candidate(self, drafts, rng):
+        return self.schedule.candidate(drafts, rng)
 
-    def _step(self, drafts, rng):
-        if self.greedy is not None:
-            return self.greedy._step(drafts, rng)
-        if self.mixture is not None:
-            y = self.mixture.candidate(drafts, rng)
-        elif self.schedule is None:
-            return super()._step(drafts, rng)
-        else:
-            y = self.schedule.candidate(drafts, rng)
-        if rng.random() < self.accept_ratio[y]:
-            return y, True
-        k = np.searchsorted(self._res_cdf, rng.random() * self._res_cdf[-1], side="right")
-        return int(min(k, self.V - 1)), False
+    def candidate_law(self, drafts):
+        return self.schedule.candidate_law(drafts)
+
+
+#: The optimal rule's strategies, in the order :func:`strategy_for` asks them.
+STRATEGIES: tuple[type[Strategy], ...] = (GreedyVerifier, MixtureOfOrders, SetPlan, TimeSchedule)
+
+
+def strategy_for(model) -> type[Strategy]:
+    """The first of :data:`STRATEGIES` that fits ``model`` (every model fits one: the set plan
+    takes every model without the iid closed form, the schedule the rest)."""
+    return next(s for s in STRATEGIES if s.fits(model))
