@@ -71,14 +71,14 @@ def test_interpreted_work_is_bounded_then_numba_runs():
     """Ski rental: a fresh process interprets the CLI example, and compiles once its interpreted
     work would pass the budget."""
     code = ("import numpy as np, sys\nimport mdtheory as md\nfrom mdtheory import _jit\n"
-            "from mdtheory.routes import subsets\n"
+            "from mdtheory.routes import select\n"
             "p, q = np.load('examples/p.npy'), np.load('examples/q.npy')\n"
             "md.optimal_acceptance(p, q, 4)\n"
             "first = ('numba' in sys.modules, 0 < _jit._spent <= _jit.INTERPRETED_BUDGET)\n"
             "rng = np.random.default_rng(0)\n"
             "for _ in range(4):\n"
             "    md.optimal_acceptance(rng.dirichlet(np.ones(3000)), rng.dirichlet(np.ones(3000)), 4)\n"
-            "print(first, 'numba' in sys.modules, subsets._best_prefix._compiled is not None, "
+            "print(first, 'numba' in sys.modules, select._histogram._compiled is not None, "
             "_jit._spent <= _jit.INTERPRETED_BUDGET)")
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True,
