@@ -151,26 +151,29 @@ def support_members(support: np.ndarray, V: int) -> np.ndarray:
 @njit(cache=True)
 def _iid_cut(p, q, cut, n):
     """(p(T), q(T)^n) of the token set ``cut``, strictly increasing indices in 0..V-1, in one
-    pass over it; (NaN, NaN) for any other ``cut``. p(T) and q(T) are summed in blocks of 64
+    pass over it; (NaN, NaN) for any other ``cut`` (checked first: the pass then reads unchecked
+    unsigned indices, which numba does not wrap around). p(T) and q(T) are summed in blocks of 64
     tokens, four lanes of plain sums each (no chain of additions one token long), the blocks
     compensated: relative error below 17 u (u = 2^-53). Beyond
     :data:`~mdtheory.routes.subsets.LOG_POWER_N` drafts, where the power needs q(T)'s distance
     to one to its own precision, every token is added compensated. The power by
     :func:`~mdtheory.routes.subsets._iid_power`."""
     V, K = p.size, cut.size
+    bad = K > 0 and (cut[0] < 0 or cut[K - 1] >= V)
+    for k in range(1, K):
+        bad |= cut[k] <= cut[k - 1]
+    if bad:
+        return np.nan, np.nan
     exact = n > LOG_POWER_N
     s, sc, t, tc = 0.0, 0.0, 0.0, 0.0
-    bad = False
-    last = -1
     for start in range(0, K, 64):
         stop = min(start + 64, K)
         a0, a1, a2, a3, b0, b1, b2, b3 = 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0
         k = start
         if not exact:
             for _ in range((stop - start) // 4):
-                i0, i1, i2, i3 = cut[k], cut[k + 1], cut[k + 2], cut[k + 3]
-                bad |= (i0 <= last) | (i1 <= i0) | (i2 <= i1) | (i3 <= i2) | (i3 >= V)
-                last = i3
+                i0, i1 = np.uint64(cut[k]), np.uint64(cut[k + 1])
+                i2, i3 = np.uint64(cut[k + 2]), np.uint64(cut[k + 3])
                 a0 += p[i0]
                 a1 += p[i1]
                 a2 += p[i2]
@@ -181,9 +184,7 @@ def _iid_cut(p, q, cut, n):
                 b3 += q[i3]
                 k += 4
         for j in range(k, stop):
-            i0 = cut[j]
-            bad |= (i0 <= last) | (i0 >= V)
-            last = i0
+            i0 = np.uint64(cut[j])
             if exact:
                 s, sc = _add(s, sc, p[i0])
                 t, tc = _add(t, tc, q[i0])
@@ -192,8 +193,6 @@ def _iid_cut(p, q, cut, n):
                 b0 += q[i0]
         s, sc = _add(s, sc, (a0 + a1) + (a2 + a3))
         t, tc = _add(t, tc, (b0 + b1) + (b2 + b3))
-    if bad:
-        return np.nan, np.nan
     return s + sc, _iid_power(t, tc, n)
 
 

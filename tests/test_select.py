@@ -218,13 +218,14 @@ def test_interpreted_and_compiled_agree(mode, monkeypatch):
 
 def test_few_tokens_are_opened_on_language_model_pairs():
     """The point of the buckets: on a language-model-like pair at V = 128,000 the tokens sorted
-    are a few hundred (below 1% of them), and the bracket closes (every other bucket's bound is below the
+    are a few dozen at n >= 4 and below 2% of them at n = 1 (the gain is linear there), and the
+    bracket closes (every other bucket's bound is below the
     best less the tie tolerance)."""
     p, q = llm_pair(128_000)
     for n in (1, 4, 16):
         found = bracket(p, q, n)
         opened_tokens = int(found.opened[found.digit].sum())
-        assert 0 < opened_tokens <= p.size // 100, (n, opened_tokens)
+        assert 0 < opened_tokens <= (p.size // 50 if n == 1 else 100), (n, opened_tokens)
         assert found.closed < found.best - TIE_TOL
 
 

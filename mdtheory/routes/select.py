@@ -39,13 +39,15 @@ __all__ = ["select_scan", "bracket", "bucket_scheme", "Bracket", "DIGIT_BITS", "
            "SELECT_MIN_V"]
 
 #: Mantissa bits of a bucket's digit: a bucket spans a factor of at most 1 + 2^-DIGIT_BITS of the ratio.
-DIGIT_BITS = 6
+DIGIT_BITS = 5
 #: Ratios p/q below 2^-LOW_EXP share the first bucket (with the ratio 0, p = 0 < q).
 LOW_EXP = 40
 #: ``method="auto"`` takes this route for iid drafts from this many tokens on (below, the sort-based
 #: ``prefix`` route is as fast); below it, one bucket holds all the tokens (it is opened: a sort of
 #: V keys, cheaper there than a pass over the buckets).
 SELECT_MIN_V = 2048
+#: Room for this many opened tokens before they are counted (beyond, they are gathered again).
+GATHER_ROOM = 4096
 #: A bucket's lowest ratio is shaded by this (relative) before it bounds the p of its tokens: the
 #: computed ratio p/q is within 2^-53 of the true one.
 RATIO_SHADE = 2.0 ** -52
@@ -136,8 +138,11 @@ def _bounds(sums, shift, lo, nb, n, excess, P, Pc, Q, Qc, gain, bound):
         Pc[j + 1] = Pc[j] + e
         Q[j + 1], e = _two_sum(Q[j], sums[j, 1])
         Qc[j + 1] = Qc[j] + e
-    for j in range(m + 1):
-        gain[j] = _power(Q[j], Qc[j], rest[j], excess, n) - (P[j] + Pc[j])
+    gain[0] = _power(0.0, 0.0, rest[0], excess, n)
+    for j in range(m):  # an empty bucket's end is its start: one power per bucket that holds mass
+        empty = sums[j, 0] == 0.0 and sums[j, 1] == 0.0
+        gain[j + 1] = gain[j] if empty else _power(Q[j + 1], Qc[j + 1], rest[j + 1], excess, n) - (
+            P[j + 1] + Pc[j + 1])
     for j in range(m):
         if sums[j, 1] > 0.0:
             low = 0.0 if j == 0 else np.int64((j - 1 + lo) << shift).view(np.float64)
@@ -151,12 +156,15 @@ def _bounds(sums, shift, lo, nb, n, excess, P, Pc, Q, Qc, gain, bound):
 @njit(cache=True, error_model="numpy")
 def _gather(p, q, digit, opened, bits, ps, qs):
     """The tokens of the opened buckets: their ratio bits, p and q written to the front of
-    ``bits``, ``ps``, ``qs``; returns how many."""
+    ``bits``, ``ps``, ``qs`` while they have room; returns how many there are (more than the room:
+    call again with room for all)."""
     m = 0
+    room = bits.size
     for i in range(p.size):
         if opened[digit[i]]:
-            bits[m] = _ratio_bits(p[i], q[i])
-            ps[m], qs[m] = p[i], q[i]
+            if m < room:
+                bits[m] = _ratio_bits(p[i], q[i])
+                ps[m], qs[m] = p[i], q[i]
             m += 1
     return m
 
@@ -220,15 +228,15 @@ def _threshold(gain, bound, opened, bits, gains, shift, lo, nb, floor):
 def _cut(p, q, digit, j, kbits, out):
     """The tokens below the threshold (j, kbits) of :func:`_threshold`, in increasing order, into
     ``out``; returns how many (branch-free: each token is written and counted if it belongs)."""
-    count = 0
+    count = np.uint64(0)  # unsigned: an index numba does not wrap around
     for i in range(p.size):
         d = np.int64(digit[i])
         inside = d < j
         if d == j:  # the opened bucket the cut ends in: a few tokens
             inside = _ratio_bits(p[i], q[i]) <= kbits
         out[count] = i
-        count += inside
-    return count
+        count += np.uint64(inside)
+    return np.int64(count)
 
 
 class Bracket(NamedTuple):
@@ -290,8 +298,12 @@ def bracket(p: np.ndarray, q: np.ndarray, n: int, scheme: tuple | None = None,
     rest = _bounds(sums, shift, lo, nb, n, excess, P, Pc, Q, Qc, gain, bound)
     best = max(float(gain.max()), 0.0)
     opened = bound >= best - tie_tol
-    bits, ps, qs = np.empty(V, np.int64), np.empty(V), np.empty(V)
+    room = min(V, GATHER_ROOM)
+    bits, ps, qs = np.empty(room, np.int64), np.empty(room), np.empty(room)
     m = _gather(p, q, digit, opened, bits, ps, qs)
+    if m > room:  # rare (ties, flat gains): room for all of them
+        bits, ps, qs = np.empty(m, np.int64), np.empty(m), np.empty(m)
+        _gather(p, q, digit, opened, bits, ps, qs)
     by = np.argsort(bits[:m])
     bits, ps, qs = bits[:m][by], ps[:m][by], qs[:m][by]
     gains = np.empty(m)
