@@ -303,3 +303,32 @@ def test_batches_and_full_certificates():
     assert sel.value == pytest.approx(srt.value, abs=1e-14)
     assert sel.base is not None
     assert np.minimum(P[0], sel.base).sum() == pytest.approx(sel.value, abs=ROUNDING)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_torch_buckets_match_the_numpy_route(dtype):
+    """The torch form (torch_bridge.alpha_star, method "select") on language-model-like rows, ties,
+    zeros in p and q and a subnormal draft tail, against the numpy select route (float64: a few
+    roundings; float32: the rows' own rounding), n up to 64 (the torch forms take q(H)^n from the
+    rounded mass, whose rounding n multiplies)."""
+    torch = pytest.importorskip("torch")
+    from mdtheory import torch_bridge as tb
+
+    rows = [llm_pair(20_000, seed) for seed in range(3)]
+    p, q = llm_pair(20_000, 5)
+    rows.append((q, q))  # p = q: every ratio in one bucket
+    p0, q0 = p.copy(), q.copy()
+    p0[::5], q0[1::7] = 0.0, 0.0
+    rows.append((p0 / p0.sum(), q0 / q0.sum()))
+    q1 = q.copy()
+    q1[::3] *= 1e-300
+    rows.append((p, q1 / q1.sum()))
+    P, Q = np.array([a for a, _ in rows]), np.array([b for _, b in rows])
+    dt = getattr(torch, dtype)
+    Pt, Qt = torch.tensor(P, dtype=dt), torch.tensor(Q, dtype=dt)
+    tol = ROUNDING if dtype == "float64" else 1e-5
+    for n in (1, 2, 4, 64):
+        got = tb.alpha_star(Pt, Qt, n, "select").double().numpy()
+        ref = np.array([md.alpha_star(a, b, n, normalize=True) for a, b in
+                        zip(Pt.double().numpy(), Qt.double().numpy(), strict=True)])
+        assert np.abs(got - ref).max() <= tol, n
