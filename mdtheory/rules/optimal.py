@@ -16,7 +16,6 @@ from .._budget import MAX_SECONDS, Estimate
 from ..errors import OptimalityGapWarning
 from ..models.mixture import OrderMixture
 from ..models.polymatroid import lex_optimal_base_iid
-from ..routes.dual import dual_lp
 from ..routes.mnp import MNP_ACCEPT, min_norm_base
 from .base import SetPlanRule
 from .baselines import GreedyDrafts
@@ -277,6 +276,8 @@ class SetPlan(Strategy):
         return _budget.law_route(model, "dual")
 
     def __init__(self, rule: Optimal):
+        from ..routes.dual import dual_lp  # HiGHS, loaded where a plan is built
+
         flow = dual_lp(rule.p, rule.model).proof  # a SetFlow
         w = flow.support_probs
         # a set whose probability underflowed to 0 gets an empty plan row, not 0/0; the solver's
