@@ -316,10 +316,10 @@ def test_schedule_workspace_reuse_and_threads(monkeypatch):
 
 
 def test_prepared_optimal_rules_own_their_arrays():
-    """A prepared optimal rule keeps nothing in the per-thread workspace: after rules of other sizes
-    (the workspace reused, grown, passed over above CACHE_TOKENS), a pickled copy and a rule that
-    rebuilt its schedule (tokens of q = 1e-17 at the back of [0, 1]), every earlier rule's arrays
-    are bit for bit as built and share no memory with the workspace."""
+    """A prepared optimal rule (its window schedule) keeps nothing in the per-thread workspace: after
+    rules of other sizes (the workspace reused, grown, passed over above CACHE_TOKENS), a pickled
+    copy and a rule that rebuilt its schedule (tokens of q = 1e-17 at the back of [0, 1]), every
+    earlier rule's arrays are bit for bit as built and share no memory with the workspace."""
     import pickle
 
     from mdtheory.rules import make_rule, schedule
@@ -335,7 +335,7 @@ def test_prepared_optimal_rules_own_their_arrays():
               (*_instance(schedule.CACHE_TOKENS + 1, 1), 4), (*_instance(300, 2), 8)]
     kept = []
     for p, q, n in pairs:
-        rule = make_rule("optimal", p, q, n)
+        rule = make_rule("optimal", p, q, n, realise="windows")
         ws = schedule._cache.ws
         scratch = (ws.front, ws.rest, ws.order, ws.keys, ws.qs, ws.mus) + ws.build
         assert not any(np.shares_memory(a, w) for a in arrays(rule) for w in scratch)

@@ -13,15 +13,16 @@ import numpy as np
 
 from .. import _budget
 from .._budget import MAX_SECONDS, Estimate
-from ..errors import OptimalityGapWarning
+from ..errors import InvalidInputError, OptimalityGapWarning
 from ..models.mixture import OrderMixture
 from ..models.polymatroid import lex_optimal_base_iid
 from ..routes.mnp import MNP_ACCEPT, min_norm_base
 from .base import SetPlanRule
 from .baselines import GreedyDrafts
+from .cells import MAX_CELL_DRAFTS, CellSchedule
 from .schedule import _realise
 
-__all__ = ["Optimal", "MAX_PLAN_SETS", "Strategy", "STRATEGIES", "strategy_for"]
+__all__ = ["Optimal", "MAX_PLAN_SETS", "Strategy", "STRATEGIES", "REALISATIONS", "strategy_for"]
 
 #: Non-iid drafts: the LP plan over draft sets up to this many sets, the order mixture beyond.
 MAX_PLAN_SETS = 2_000
@@ -30,16 +31,29 @@ MAX_PLAN_SETS = 2_000
 class Optimal(SetPlanRule):
     """Optimal selection: acceptance α* of the draft model, output law exactly p.
 
-    **iid drafts** (the default). The lexicographically optimal base μ* of the coverage polymatroid
+    **iid drafts** (the default), up to :data:`~mdtheory.rules.cells.MAX_CELL_DRAFTS` (256) drafts:
+    cells of time and swaps between them (:class:`~mdtheory.rules.cells.CellSchedule`; proof:
+    papers/theory.md, section "The optimal rule batched: cells of time and swaps between them").
+    Tokens in the order of q/p own consecutive cells of [0, 1]; a target marginal from the running
+    minima of G - P attains :math:`\\sum_y \\min(p, \\mu) = \\alpha^*`; cells above their target swap
+    time with later cells below theirs. Every draft draws a time from its token's cells and the
+    earliest draft is the candidate, whose exact law μ (:attr:`marginal`) is computed from the stored
+    pieces. One speculative step against μ follows: accept the candidate y with probability
+    :math:`\\min(1, p(y)/\\mu(y))`, otherwise sample :math:`\\mathrm{norm}((p - \\mu)^+)`. The output
+    law is p (Khisti et al., Thm 1) and the acceptance is α* up to float rounding (within 1e-12,
+    ``tests/test_fuzz_optimal.py``); preparation is one sort of q/p and a few linear passes (about
+    3x one ``np.argsort`` at V = 32,000, ``benchmarks/bench_speed.py``). Tokens with q below
+    :data:`~mdtheory.rules.cells.FRONT_Q` (2^-51) take their cells at the front of [0, 1], where
+    floats are finest, so every token with q > 0 owns time; this costs at most n times their mass
+    of acceptance.
+
+    **iid drafts, any n** (``realise="windows"``, and beyond 256 drafts): the lexicographically
+    optimal base μ* of the coverage polymatroid
     (:func:`mdtheory.models.polymatroid.lex_optimal_base_iid`, one sort and one convex hull) attains
-    :math:`\\sum_y \\min(p, \\mu^*) = \\alpha^*`. A time schedule
-    (:func:`mdtheory.rules.schedule.realise_iid`)
-    makes it a rule: every draft draws a time from its token's pieces of [0, 1] and the earliest draft
-    is the candidate, whose law is the schedule's exact marginal μ (μ* up to rounding). One speculative
-    step against μ follows: accept the candidate y with probability :math:`\\min(1, p(y)/\\mu(y))`,
-    otherwise sample :math:`\\mathrm{norm}((p - \\mu)^+)`. The output law is p (Khisti et al., Thm 1) and
-    the acceptance :math:`\\sum_y \\min(p, \\mu)` is α* up to float rounding, on every valid input;
-    preparation is O(V log V) with no enumeration of draft sets. At most
+    :math:`\\sum_y \\min(p, \\mu^*) = \\alpha^*`, and a time schedule of windows
+    (:func:`mdtheory.rules.schedule.realise_iid`) makes it a rule: every draft draws a time from its
+    token's pieces of [0, 1], the earliest draft is the candidate, whose law is the schedule's exact
+    marginal μ (μ* up to rounding), then the same speculative step. At most
     :data:`mdtheory.rules.schedule.MAX_DRAFTS` (2^20) drafts: a schedule's G-masses are powers of
     degree n, each exact to about n 2^-53.
 
@@ -91,6 +105,9 @@ class Optimal(SetPlanRule):
     max_seconds : float
         Order mixtures only: Wolfe's iterations stop this long after the rule is created, the rule
         then built from the run's order mixture with its proven bounds (default 60 s).
+    realise : str
+        iid drafts: ``"cells"`` (default; the windows beyond 256 drafts) or ``"windows"``
+        (:data:`REALISATIONS`).
 
     The four cases are four :class:`Strategy` objects (:data:`STRATEGIES`): the rule picks one per
     draft model, once (:func:`strategy_for`), and hands it the estimate, the preparation, the exact
@@ -102,10 +119,12 @@ class Optimal(SetPlanRule):
         The one serving this rule's draft model.
     marginal : ndarray, shape (V,)
         Exact law of the candidate.
+    cells : CellSchedule or None
+        The cells and swaps (iid drafts, ``realise="cells"``).
     schedule : Schedule or None
-        The time schedule (iid drafts).
+        The time schedule of windows (iid drafts, ``realise="windows"`` or n > 256).
     base : LexBase or None
-        The lexicographically optimal base it realises (iid drafts).
+        The lexicographically optimal base the windows realise.
     mixture : OrderMixture or None
         The order mixture it samples (independent drafts; other non-iid models beyond
         :data:`MAX_PLAN_SETS` draft sets).
@@ -126,8 +145,11 @@ class Optimal(SetPlanRule):
     name = "optimal"
 
     def __init__(self, p, q, n, *, sampling: str = "iid", normalize: bool = False,
-                 max_seconds: float = MAX_SECONDS, **params):
+                 max_seconds: float = MAX_SECONDS, realise: str = "cells", **params):
+        if realise not in REALISATIONS:
+            raise InvalidInputError(f"realise must be one of {', '.join(REALISATIONS)}, got {realise!r}")
         self.sampling = sampling
+        self.realise = realise
         self.deadline = time.perf_counter() + max_seconds
         super().__init__(p, q, n, normalize=normalize, **params)
 
@@ -136,14 +158,15 @@ class Optimal(SetPlanRule):
         """The preparation's estimate on ``model``, by the strategy :func:`strategy_for` picks: the
         greedy verifier (O(V)), the minimum-norm point (:func:`mdtheory._budget.min_norm_point`;
         stopped at ``max_seconds`` anyway), the dual LP over the draft sets, or for iid drafts a
-        sort, a convex hull and the schedule (O(V log V))."""
+        sort and linear passes (cells), or a sort, a convex hull and the windows (O(V log V))."""
         return strategy_for(model).estimate(model)
 
     def _prepare(self):
-        self.strategy = strategy_for(self.model)(self)
+        self.strategy = strategy_for(self.model, self.realise)(self)
 
     schedule = property(lambda self: self.strategy.schedule, doc="The time schedule (iid drafts).")
     base = property(lambda self: self.strategy.base, doc="The base it realises (iid drafts).")
+    cells = property(lambda self: self.strategy.cells, doc="Its cells and swaps (iid drafts).")
     mixture = property(lambda self: self.strategy.mixture, doc="The order mixture it samples.")
     greedy = property(lambda self: self.strategy.greedy, doc="The verifier it runs (greedy drafts).")
     alpha_bounds = property(lambda self: self.strategy.alpha_bounds,
@@ -168,11 +191,11 @@ class Strategy:
 
     Attributes
     ----------
-    schedule, base, mixture, greedy, alpha_bounds
+    schedule, base, cells, mixture, greedy, alpha_bounds
         What the strategy built, None where it builds no such thing (see :class:`Optimal`).
     """
 
-    schedule = base = mixture = greedy = alpha_bounds = None
+    schedule = base = cells = mixture = greedy = alpha_bounds = None
 
     @staticmethod
     def fits(model) -> bool:
@@ -293,8 +316,36 @@ class SetPlan(Strategy):
         return SetPlanRule._step(rule, drafts, rng)
 
 
+class TimeCells(Strategy):
+    """iid drafts, up to :data:`~mdtheory.rules.cells.MAX_CELL_DRAFTS`: cells of time in the order of
+    q/p and swaps between them (:class:`~mdtheory.rules.cells.CellSchedule`), one sort and linear
+    passes."""
+
+    @staticmethod
+    def fits(model) -> bool:
+        return bool(model.lex_base_closed_form) and model.n <= MAX_CELL_DRAFTS
+
+    @staticmethod
+    def estimate(model) -> Estimate:
+        V = model.V
+        return Estimate(f"optimal rule on iid drafts, V = {V}, n = {model.n}: cells of time and "
+                        "their swaps", 2e-8 * V * max(math.log2(V), 1.0), 160.0 * V)
+
+    def __init__(self, rule: Optimal):
+        self.cells = CellSchedule(rule.p, rule.q, rule.n)
+        rule._use_marginal(self.cells.marginal)
+
+    def candidate(self, drafts, rng):
+        return self.cells.candidate(drafts, rng)
+
+    def candidate_law(self, drafts):
+        return self.cells.candidate_law(drafts)
+
+
 class TimeSchedule(Strategy):
-    """iid drafts: the lexicographically optimal base and its time schedule."""
+    """iid drafts, any number (``realise="windows"``, and beyond
+    :data:`~mdtheory.rules.cells.MAX_CELL_DRAFTS`): the lexicographically optimal base and its time
+    schedule of windows."""
 
     @staticmethod
     def fits(model) -> bool:
@@ -321,10 +372,16 @@ class TimeSchedule(Strategy):
 
 
 #: The optimal rule's strategies, in the order :func:`strategy_for` asks them.
-STRATEGIES: tuple[type[Strategy], ...] = (GreedyVerifier, MixtureOfOrders, SetPlan, TimeSchedule)
+STRATEGIES: tuple[type[Strategy], ...] = (GreedyVerifier, MixtureOfOrders, SetPlan, TimeCells,
+                                          TimeSchedule)
+#: The iid realisations by name (``Optimal(..., realise=NAME)``).
+REALISATIONS = {"cells": TimeCells, "windows": TimeSchedule}
 
 
-def strategy_for(model) -> type[Strategy]:
+def strategy_for(model, realise: str = "cells") -> type[Strategy]:
     """The first of :data:`STRATEGIES` that fits ``model`` (every model fits one: the set plan
-    takes every model without the iid closed form, the schedule the rest)."""
+    takes every model without the iid closed form, the schedules the rest); for iid drafts,
+    ``realise="windows"`` asks for the window schedule whatever n."""
+    if realise == "windows" and TimeSchedule.fits(model):
+        return TimeSchedule
     return next(s for s in STRATEGIES if s.fits(model))
