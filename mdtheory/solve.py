@@ -68,10 +68,10 @@ def _maxflow(p, model):
 #: ``route.estimate(model)`` is its size estimate; ``method="auto"`` picks, among the routes whose
 #: ``auto`` admits the model (from its declared capabilities), the one of lowest ``rank``.
 METHODS: dict[str, Route] = {r.name: r for r in (
-    Route("select", select_scan, _budget.select_route,
-          auto=lambda model: model.lex_base_closed_form and model.V >= SELECT_MIN_V, rank=-1),
     Route("prefix", prefix_scan, _budget.prefix_route,
           auto=lambda model: model.prefix_property is not None, rank=0),
+    Route("select", select_scan, _budget.select_route,
+          auto=lambda model: model.lex_base_closed_form and model.V >= SELECT_MIN_V, rank=-1),
     Route("subsets", subsets_exhaustive, _budget.subsets_route,
           auto=lambda model: model.V <= AUTO_SUBSET_V, rank=2),
     Route("otlp", _otlp, lambda model: _budget.law_route(model, "otlp")),

@@ -98,7 +98,7 @@ def test_language_model_pairs_at_large_v(n):
     assert isinstance(rule.strategy, TimeCells)
     assert rule.closed_form_acceptance() == pytest.approx(md.alpha_star(p, q, n, method="prefix"),
                                                           abs=ROUNDING)
-    cells = rule.cells
+    cells = rule.schedule
     assert cells.up_cell.size < V and np.all(cells.ell >= 0)
     assert np.all(cells.keep >= 0) and np.all(cells.keep <= cells.length)
     drafts = rule.model.sample(rng, 3)
@@ -117,7 +117,7 @@ def test_light_tokens_take_the_front():
     q /= q.sum()
     assert np.all(q[light] < FRONT_Q)
     rule = make_rule("optimal", p, q, 4)
-    s = rule.cells
+    s = rule.schedule
     assert np.all(s.where[light] < 0) and s.front_length.size == light.size
     assert np.all(np.diff(s.front_start) >= 0)
     assert rule.closed_form_acceptance() == pytest.approx(md.alpha_star(p, q, 4, method="prefix"),
@@ -137,7 +137,7 @@ def test_strategy_choice_and_refusals():
     assert isinstance(make_rule("optimal", p, q, MAX_CELL_DRAFTS).strategy, TimeCells)
     assert isinstance(make_rule("optimal", p, q, MAX_CELL_DRAFTS + 1).strategy, TimeSchedule)
     windows = make_rule("optimal", p, q, 4, realise="windows")
-    assert isinstance(windows.strategy, TimeSchedule) and windows.cells is None
+    assert isinstance(windows.strategy, TimeSchedule) and windows.base is not None
     assert windows.closed_form_acceptance() == pytest.approx(
         make_rule("optimal", p, q, 4).closed_form_acceptance(), abs=ROUNDING)
     with pytest.raises(InvalidInputError, match="realise must be one of"):

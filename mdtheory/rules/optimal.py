@@ -119,10 +119,10 @@ class Optimal(SetPlanRule):
         The one serving this rule's draft model.
     marginal : ndarray, shape (V,)
         Exact law of the candidate.
-    cells : CellSchedule or None
-        The cells and swaps (iid drafts, ``realise="cells"``).
-    schedule : Schedule or None
-        The time schedule of windows (iid drafts, ``realise="windows"`` or n > 256).
+    schedule : CellSchedule, Schedule or None
+        The time schedule the candidate is drawn from (iid drafts): its cells and swaps
+        (``realise="cells"``), or its windows (``realise="windows"``, or n > 256); each has the
+        candidate's exact law (``marginal``, ``candidate_law``).
     base : LexBase or None
         The lexicographically optimal base the windows realise.
     mixture : OrderMixture or None
@@ -164,9 +164,9 @@ class Optimal(SetPlanRule):
     def _prepare(self):
         self.strategy = strategy_for(self.model, self.realise)(self)
 
-    schedule = property(lambda self: self.strategy.schedule, doc="The time schedule (iid drafts).")
-    base = property(lambda self: self.strategy.base, doc="The base it realises (iid drafts).")
-    cells = property(lambda self: self.strategy.cells, doc="Its cells and swaps (iid drafts).")
+    schedule = property(lambda self: self.strategy.schedule,
+                        doc="The time schedule its candidate is drawn from (iid drafts).")
+    base = property(lambda self: self.strategy.base, doc="The base the windows realise (iid drafts).")
     mixture = property(lambda self: self.strategy.mixture, doc="The order mixture it samples.")
     greedy = property(lambda self: self.strategy.greedy, doc="The verifier it runs (greedy drafts).")
     alpha_bounds = property(lambda self: self.strategy.alpha_bounds,
@@ -191,11 +191,11 @@ class Strategy:
 
     Attributes
     ----------
-    schedule, base, cells, mixture, greedy, alpha_bounds
+    schedule, base, mixture, greedy, alpha_bounds
         What the strategy built, None where it builds no such thing (see :class:`Optimal`).
     """
 
-    schedule = base = cells = mixture = greedy = alpha_bounds = None
+    schedule = base = mixture = greedy = alpha_bounds = None
 
     @staticmethod
     def fits(model) -> bool:
@@ -332,14 +332,14 @@ class TimeCells(Strategy):
                         "their swaps", 2e-8 * V * max(math.log2(V), 1.0), 160.0 * V)
 
     def __init__(self, rule: Optimal):
-        self.cells = CellSchedule(rule.p, rule.q, rule.n)
-        rule._use_marginal(self.cells.marginal)
+        self.schedule = CellSchedule(rule.p, rule.q, rule.n)
+        rule._use_marginal(self.schedule.marginal)
 
     def candidate(self, drafts, rng):
-        return self.cells.candidate(drafts, rng)
+        return self.schedule.candidate(drafts, rng)
 
     def candidate_law(self, drafts):
-        return self.cells.candidate_law(drafts)
+        return self.schedule.candidate_law(drafts)
 
 
 class TimeSchedule(Strategy):
