@@ -32,7 +32,7 @@ import mdtheory as md
 
 ROOT = Path(md.__file__).resolve().parents[1]  # the checkout being measured
 OUT = Path(__file__).resolve().parent / "results" / "speed.json"
-ROWS = ("cli", "import", "alpha", "floor", "torch-alpha", "batch", "optimal-rule", "steps",
+ROWS = ("cli", "import", "alpha", "sort-free", "torch-alpha", "batch", "optimal-rule", "steps",
         "successive", "conditional-poisson")
 
 
@@ -82,8 +82,9 @@ def row_alpha(repeats: int) -> dict:
             "goal": "<= 1.5x argsort (try <= 3x sort)"}
 
 
-def row_floor(repeats: int) -> dict:
-    """The floor issue's two figures, each against its reference in one run, calls alternated:
+def row_sort_free(repeats: int) -> dict:
+    """The two paths without a sort of their own, each against its reference in one run, calls
+    alternated:
     ``md.alpha_star(p, q, 4)`` (certified; the select route) at V = 128,000 against one ``np.sort``
     of q/p (``x_sort``; also one ``np.argsort``), beside the sort-based prefix route's; and the
     optimal rule's preparation at V = 32,000, n = 8 against one ``np.argsort`` of random keys of
@@ -271,7 +272,7 @@ def main(argv=None) -> int:
     if unknown := set(rows) - set(ROWS):
         ap.error(f"unknown rows {sorted(unknown)}; valid: {', '.join(ROWS)}")
     run = {"alpha": lambda: row_alpha(args.repeats),
-           "floor": lambda: row_floor(max(args.repeats, 30)),
+           "sort-free": lambda: row_sort_free(max(args.repeats, 30)),
            "torch-alpha": lambda: row_torch_alpha(args.repeats),
            "batch": lambda: row_batch(max(args.repeats // 4, 2), args.batch),
            "optimal-rule": lambda: row_optimal_rule(args.repeats),
