@@ -399,10 +399,8 @@ from mdtheory.blocks import iid_drafts
 def block_estimate(target, drafter, rule, K, L, steps, start=1):
     # the run's own estimate: the models' measured calls where this checkout has them
     if hasattr(blockeff, "model_seconds"):
-        tree = iid_drafts(K, L)
-        calls = blockeff.model_seconds(target, drafter, tree, steps, 1, start)
-        T = blockeff.mean_context(tree, steps, 1, start)
-        return blockeff.estimate(rule, target.V, K, L, steps, calls, T)
+        calls = blockeff.model_seconds(target, drafter, iid_drafts(K, L), steps, 1, start)
+        return blockeff.estimate(rule, target.V, K, L, steps, calls)
     return blockeff.estimate(rule, target.V, K, L, steps)
 """
 #: Tiny Hugging Face checkpoints (random GPT-2s) built into the scratch directory, no download.

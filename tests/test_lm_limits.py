@@ -135,10 +135,10 @@ def test_block_efficiency_is_refused_by_the_models_measured_calls(fake_clock):
     """1 ms per context token: 200 calls of a text that grows to about 400 tokens cost minutes,
     while the sizes alone (the rule, the contexts) take milliseconds. Refused from the pilot calls,
     before any drafting."""
-    from mdtheory.language import blockeff
+    from mdtheory.blocks import simulation as blockeff
 
     target, drafter = Clocked(fake_clock, 1e-3), Clocked(fake_clock, 1e-3)
-    assert blockeff.estimate("rrs", 5, 2, 2, 200).seconds < 1
+    assert blockeff.estimate("rrs", 5, 2, 2, 200).seconds < 10  # the sizes alone fit the limit
     with pytest.raises(ProblemTooLargeError,
                        match=r"the models .* a call \(measured\).*over the limit of 10 s"):
         blockeff.block_efficiency(target, drafter, "rrs", 2, 2, 200, np.random.default_rng(0),
@@ -148,14 +148,16 @@ def test_block_efficiency_is_refused_by_the_models_measured_calls(fake_clock):
 
 def test_the_measured_estimate_follows_the_models_cost_and_the_texts_length(fake_clock):
     from mdtheory.blocks import iid_drafts
-    from mdtheory.language import blockeff
+    from mdtheory.blocks import simulation as blockeff
 
     tree = iid_drafts(2, 2)
     one = blockeff.model_seconds(Clocked(fake_clock, 1e-3), Clocked(fake_clock, 1e-3), tree, 20)
     slow = blockeff.model_seconds(Clocked(fake_clock, 2e-3), Clocked(fake_clock, 1e-3), tree, 20)
     long = blockeff.model_seconds(Clocked(fake_clock, 1e-3), Clocked(fake_clock, 1e-3), tree, 200)
     T = blockeff.mean_context(tree, 20)
-    # the drafter at depths 0 and 1 (1 and 2 contexts), the target on the 1 + 2 + 2 nodes
-    assert T == 20 and one == pytest.approx(1e-3 * (T + 2 * (T + 1) + 5 * (T + 1)))
+    # the drafter at depths 0 and 1 (1 and 2 contexts), the target on the 1 + 2 + 2 nodes, and the
+    # 2 x 3 nodes' contexts of T + L tokens built
+    contexts = blockeff.CONTEXT_TOKEN_SECONDS * 2 * 3 * (T + 2)
+    assert T == 20 and one == pytest.approx(1e-3 * (T + 2 * (T + 1) + 5 * (T + 1)) + contexts)
     assert slow > one and long > 8 * one
     assert blockeff.mean_context(tree, 200, replicates=10) == T

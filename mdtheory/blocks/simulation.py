@@ -32,27 +32,33 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import _budget
-from ..blocks.trees import DraftTree, tree_samplings
+from .._progress import progress
+from ..audit.verifier import EXACT_TOL
 from ..errors import InvalidInputError
-from ..models.registry import make_draft_model
-from .drafters import draw, progress
-from .langmodel import as_model
+from ..language.drafters import draw
+from ..language.langmodel import as_model
+from ..result import Result
+from .markov import block_law_tv, random_instance, sun_toy
+from .trees import DraftTree, iid_drafts, tree_samplings
+from .verifiers.base import exact_block_law, rule_runs_on
+from .verifiers.token_by_token import rule_estimate
 
 __all__ = ["BlockResult", "speculative_step", "block_efficiency", "estimate", "block_interval",
-           "draft_tree", "verifier_step", "estimate_verifier", "model_seconds", "mean_context",
-           "simulate", "BATCHES", "ceiling", "drafter_equals_target", "parse_instance", "exact_rows",
-           "INSTANCE_HELP"]
+           "draft_tree", "verifier_step", "model_seconds", "mean_context", "simulate", "BATCHES",
+           "ceiling", "drafter_equals_target", "parse_instance", "exact_rows", "INSTANCE_HELP"]
 
 
 @dataclass
-class BlockResult:
-    """Tokens emitted per target call by one rule or verifier.
+class BlockResult(Result):
+    """Tokens emitted per target call by one rule or verifier (a :class:`~mdtheory.result.Result`:
+    ``status`` ``"estimate"``).
 
     ``counts`` holds ``replicates`` independent texts of equal length, one after the other. The calls
     along one text are correlated (neighbouring contexts are alike), so the 95% interval comes from
     the replicates' means (Student t, R - 1 degrees of freedom) when there are at least two, else from
     :data:`BATCHES` batch means of consecutive calls; ``ci95_iid``, the interval that treats every call
-    as independent, is kept for comparison only.
+    as independent, is kept for comparison only. :meth:`to_dict` gives the row the command line
+    prints: the block efficiency and its intervals in place of ``counts``.
     """
 
     rule: str
@@ -68,7 +74,20 @@ class BlockResult:
         """(low, high, method) of the 95% interval of the block efficiency."""
         return block_interval(self.counts, self.replicates)
 
-    def row(self) -> dict:
+    status = "estimate"
+
+    @property
+    def success(self) -> bool:
+        """True: the mean of the counted calls, with its interval."""
+        return True
+
+    @property
+    def message(self) -> str:
+        lo, hi, method = self.interval()
+        return (f"estimate: E|B| = {float(self.counts.mean()):.4f} tokens per target call over "
+                f"{self.counts.size} calls, 95% [{lo:.4f}, {hi:.4f}] ({method})")
+
+    def _items(self) -> dict:
         m = self.counts.size
         mean = float(self.counts.mean())
         lo, hi, method = self.interval()
@@ -79,7 +98,12 @@ class BlockResult:
                "target_calls": int(m), "tokens": int(self.counts.sum())}
         if self.ceiling is not None:
             out[self.ceiling_kind] = float(self.ceiling)
+        out.update((name, getattr(self, name)) for name in self.derived)
         return out
+
+    def row(self) -> dict:
+        """The row the command line prints (:meth:`to_dict`)."""
+        return self.to_dict()
 
 
 #: Batch means of one text: its calls in this many consecutive batches.
@@ -179,27 +203,9 @@ def verifier_step(target, drafter, context: tuple, verifier, tree, rng) -> list[
     return verifier.sample(at(p), at(q), drafts, rng).tolist()
 
 
-def estimate_verifier(V: int, tree, steps: int, model_time: float = 0.0,
-                      context: int = 1) -> _budget.Estimate:
-    """``steps`` target calls of a sequence-level verifier on ``tree``: ``model_time`` seconds a
-    call for the models (:func:`model_seconds`, measured; 0: the sizes alone), O(V) work per node
-    and the nodes' contexts built (:data:`CONTEXT_TOKEN_SECONDS` per token; ``context`` the text's
-    mean length, :func:`mean_context`)."""
-    nodes = tree.n * (tree.length + 1)
-    own = nodes * V * 2e-7 + CONTEXT_TOKEN_SECONDS * nodes * (context + tree.length)
-    return _budget.Estimate(
-        f"block-efficiency: {steps} target calls of a tree of K = {tree.n} paths of L = {tree.length} "
-        f"tokens over V = {V}" + _measured(model_time), steps * (own + model_time),
-        16.0 * nodes * V)
-
-
 #: Seconds per token of the contexts a target call builds (the text and a draft prefix, per node:
 #: tuples of Python ints, hashed as keys).
 CONTEXT_TOKEN_SECONDS = 2e-8
-
-
-def _measured(model_time: float) -> str:
-    return f", the models {_budget.fmt_seconds(model_time)} a call (measured)" if model_time else ""
 
 
 def mean_context(tree, steps: int, replicates: int = 1, start: int = 1) -> int:
@@ -213,20 +219,22 @@ def model_seconds(target, drafter, tree, steps: int, replicates: int = 1, start:
                   optimum: bool = False) -> float:
     """Seconds of the models' work in one target call, from their own measured calls
     (:meth:`~mdtheory.language.langmodel.LanguageModel.laws_seconds`) at the run's mean context
-    length (:func:`mean_context`): the drafter once per depth on the nodes of that depth (b_1 ...
-    b_d of them), the target once on every node; with ``optimum``, the bound at the call's
-    context (its laws in batches of 64 nodes, :func:`mdtheory.blocks.bound.estimate` for the
-    rest)."""
+    length T (:func:`mean_context`): the drafter once per depth on the nodes of that depth (b_1 ...
+    b_d of them), the target once on every node, and the nodes' contexts built
+    (:data:`CONTEXT_TOKEN_SECONDS` per token); with ``optimum``, the bound at the call's context (its
+    laws in batches of 64 nodes, :func:`mdtheory.blocks.bound.estimate` for the rest). The
+    verifiers' estimates take it as their ``model_time``."""
     import math
 
-    from ..blocks.bound import estimate as bound_estimate
-    from ..blocks.bound import internal_nodes
+    from .bound import estimate as bound_estimate
+    from .bound import internal_nodes
 
     T = mean_context(tree, steps, replicates, start)
     widths = [math.prod(tree.branching[:d]) for d in range(tree.length + 1)]
     target, drafter = as_model(target), as_model(drafter)
     seconds = sum(drafter.laws_seconds(w, T + d) for d, w in enumerate(widths[:-1]))
     seconds += target.laws_seconds(sum(widths), T + tree.length // 2)
+    seconds += CONTEXT_TOKEN_SECONDS * tree.n * (tree.length + 1) * (T + tree.length)
     if optimum:
         expanded = min(256.0, internal_nodes(target.V, tree.length))
         batches = math.ceil(expanded / 64)
@@ -270,7 +278,7 @@ def simulate(target, drafter, verifier, tree, steps: int, rng, *, replicates: in
 def drafter_equals_target(target, drafter) -> bool:
     """Whether the drafter is the target itself (the same LSTM at the same temperature and
     truncation): then every single draft is accepted and block efficiencies say nothing."""
-    from .drafters import LSTMLaw
+    from ..language.drafters import LSTMLaw
 
     if drafter is target:
         return True
@@ -280,16 +288,12 @@ def drafter_equals_target(target, drafter) -> bool:
 
 
 def ceiling(target, drafter, tree):
-    """``(function(context) -> float, kind)``: the best available ceiling of E|B| for the draft tree
-    (K iid drafts: ``iid_drafts(K, L)``) at a context of the text: a proven upper bound on the optimum
-    (``mdtheory.blocks.block_efficiency_bound``) where the build has it."""
-    from .. import blocks
+    """``(function(context) -> float, kind)``: the ceiling of E|B| for the draft tree (K iid
+    drafts: ``iid_drafts(K, L)``) at a context of the text: a proven upper bound on the optimum
+    (:func:`mdtheory.blocks.bound.block_efficiency_bound`)."""
+    from .bound import block_efficiency_bound as bound
 
-    bound = getattr(blocks, "block_efficiency_bound", None)
-    if bound is None:
-        raise InvalidInputError("--optimum needs mdtheory.blocks.block_efficiency_bound, which this build "
-                                "lacks")
-    if tree == blocks.iid_drafts(tree.n, tree.length):
+    if tree.is_iid_drafts:
         return (lambda context: bound(target, drafter, tree.n, tree.length, context=tuple(context)).value,
                 "optimum_bound")
     return lambda context: bound(target, drafter, tree=tree, context=tuple(context)).value, "optimum_bound"
@@ -301,10 +305,8 @@ INSTANCE_HELP = "toy (Sun et al.: V = 2, p = (1/3, 2/3), q = (2/3, 1/3)) or rand
 
 def parse_instance(text: str):
     """``(target, draft)`` of a small exact instance named as :data:`INSTANCE_HELP` says."""
-    from .. import blocks
-
     if text == "toy":
-        return blocks.sun_toy()
+        return sun_toy()
     parts = str(text).split(":")
     try:
         if len(parts) != 3 or parts[0] != "random":
@@ -314,33 +316,33 @@ def parse_instance(text: str):
         raise InvalidInputError(f"--instance must be {INSTANCE_HELP}; got {text!r}") from None
     if not 2 <= V <= 8:
         raise InvalidInputError(f"--instance random:V:SEED needs 2 <= V <= 8 for exact enumeration, got {V}")
-    return blocks.random_instance(V, seed)
+    return random_instance(V, seed)
 
 
 def exact_rows(target, draft, verifiers, tree, optimum: bool = False) -> list[dict]:
     """Exact E|B| of each verifier on a small instance, by enumerating every draw of the drafts
     (``tree``: the draft model), each checked lossless; with ``optimum``, the exact optimum of that
-    draft model (``mdtheory.blocks.optimal_block_efficiency``, K iid drafts or the tree) beside them."""
-    from .. import blocks
+    draft model (:func:`mdtheory.blocks.optimum.optimal_block_efficiency`, K iid drafts or the tree)
+    beside them."""
+    from .optimum import optimal_block_efficiency
 
     rows = []
     best = None
     if optimum:
-        solve = getattr(blocks, "optimal_block_efficiency", None)
-        if solve is None:
-            raise InvalidInputError("--optimum needs mdtheory.blocks.optimal_block_efficiency, which this "
-                                    "build lacks")
-        if tree == blocks.iid_drafts(tree.n, tree.length):
-            best = float(solve(target, draft, tree.n, tree.length).value)
+        if tree.is_iid_drafts:
+            best = float(optimal_block_efficiency(target, draft, tree.n, tree.length).value)
         else:
-            best = float(solve(target, draft, tree=tree).value)
+            best = float(optimal_block_efficiency(target, draft, tree=tree).value)
     for verifier in verifiers:
-        law = blocks.exact_block_law(verifier, target, draft, tree.n, tree.length)
+        law = exact_block_law(verifier, target, draft, tree.n, tree.length)
+        efficiency = float(sum(len(b) * w for b, w in law.items()))
+        tv = float(block_law_tv(law, target, tree.length))
         row = {"rule": verifier.label, "drafts": tree.n, "length": tree.length,
-               "block_efficiency": float(sum(len(b) * w for b, w in law.items())),
-               "exact": True, "validity_tv": float(blocks.block_law_tv(law, target, tree.length))}
+               "block_efficiency": efficiency, "exact": True, "validity_tv": tv}
         if best is not None:
             row["optimum"] = best
+        row.update(status="exact", success=tv <= EXACT_TOL,  # the rows' JSON has every result's shape
+                   message=f"exact: E|B| = {efficiency:.6g}, validity TV {tv:.1e}")
         rows.append(row)
     return rows
 
@@ -355,34 +357,18 @@ def _check_rule(rule: str, sampling: str) -> None:
     if sampling not in tree_samplings():
         raise InvalidInputError(f"unknown sampling {sampling!r}; valid choices: "
                                 f"{', '.join(tree_samplings())}")
-    from .. import rules  # the rules load scipy, HiGHS and numba: only when a simulation runs
+    if not rule_runs_on(rule, sampling):
+        from .. import rules
 
-    if rule not in rules.RULES:
-        raise InvalidInputError(
-            f"unknown selection rule {rule!r}; valid choices: {', '.join(rules.RULES)}")
-    cls = rules.RULES[rule]
-    if cls.sampling == sampling or cls.first_draft_only or "sampling" in rules.rule_keywords(cls):
-        return
-    expects = cls.sampling
-    raise InvalidInputError(f"rule {rule!r} expects {expects} drafts, not {sampling}")
+        raise InvalidInputError(f"rule {rule!r} expects {rules.RULES[rule].sampling} drafts, not {sampling}")
 
 
-def estimate(rule: str, V: int, K: int, L: int, steps: int, model_time: float = 0.0,
-             context: int = 1) -> _budget.Estimate:
-    """``steps`` target calls with ``rule``: each drafts K x L tokens and scores the K (L + 1) nodes
-    (``model_time`` seconds a call, :func:`model_seconds`, measured; 0: the sizes alone), builds
-    their contexts (:data:`CONTEXT_TOKEN_SECONDS` per token; ``context`` the text's mean length,
-    :func:`mean_context`) and prepares the rule at up to L prefixes (the rule's
-    :meth:`~mdtheory.rules.base.SelectionRule.estimate` with K drafts, an upper bound)."""
-    from .. import rules
-
-    cls = rules.RULES[rule]
-    prep = cls.estimate(make_draft_model(np.full(V, 1.0 / V), K, cls.sampling))
-    own = L * prep.seconds + CONTEXT_TOKEN_SECONDS * K * (L + 1) * (context + L)
-    return _budget.Estimate(
-        f"block-efficiency with {rule}: {steps} target calls of K = {K} drafts of L = {L} tokens "
-        f"over V = {V}" + _measured(model_time), steps * (own + model_time),
-        8.0 * K * (L + 1) * V + prep.bytes)
+def estimate(rule: str, V: int, K: int, L: int, steps: int,
+             model_time: float | None = None) -> _budget.Estimate:
+    """``steps`` target calls with ``rule`` on K drafts of L tokens, the models taking
+    ``model_time`` seconds a call (:func:`model_seconds`; None: a guess from the sizes)
+    (:func:`mdtheory.blocks.verifiers.token_by_token.rule_estimate`)."""
+    return rule_estimate(rule, V, K, L, steps, model_time)
 
 
 def block_efficiency(target, drafter, rule: str, K: int, L: int, steps: int, rng,
@@ -393,13 +379,9 @@ def block_efficiency(target, drafter, rule: str, K: int, L: int, steps: int, rng
     refused first if :func:`estimate` is over ``max_seconds`` or the memory limit."""
     _check_sizes(K, L, steps)
     _check_rule(rule, sampling)
-    from ..blocks import iid_drafts
-
-    tree, first = iid_drafts(K, L), max(len(start), 1)
-    T = mean_context(tree, steps, 1, first)
-    _budget.require(estimate(rule, target.V, K, L, steps, context=T), max_seconds)
-    calls = model_seconds(target, drafter, tree, steps, start=first)
-    _budget.require(estimate(rule, target.V, K, L, steps, calls, T), max_seconds)
+    _budget.require(estimate(rule, target.V, K, L, steps), max_seconds)  # the sizes, then the models
+    calls = model_seconds(target, drafter, iid_drafts(K, L), steps, start=max(len(start), 1))
+    _budget.require(estimate(rule, target.V, K, L, steps, calls), max_seconds)
     text = tuple(start)
     counts = np.zeros(steps, dtype=np.int64)
     for i in progress(range(steps), steps, rule, quiet):
