@@ -13,9 +13,10 @@ from ..blocks.simulation import (
     ceiling,
     drafter_equals_target,
     exact_rows,
-    model_seconds,
+    model_estimate,
     parse_instance,
     simulate,
+    with_models,
 )
 from ..blocks.trees import tree_samplings
 from ..blocks.verifiers import VERIFIERS
@@ -172,12 +173,12 @@ def run(args) -> int:
     if target.bos is None:
         raise InvalidInputError(f"{args.target} has no start token (bos) to begin the text after")
     start = (target.bos,)
-    def require(calls: float | None) -> None:  # every verifier's estimate before any run
-        for v in verifiers:
-            _budget.require(v.estimate(target.V, tree, args.steps, calls), args.max_seconds)
-
-    require(None)  # the sizes alone, then the models' own measured calls
-    require(model_seconds(target, drafter, tree, args.steps, replicates, len(start), args.optimum))
+    for v in verifiers:  # every estimate before any run: the sizes alone, then the models' calls
+        _budget.require(v.estimate(target.V, tree, args.steps), args.max_seconds)
+    models = model_estimate(target, drafter, tree, args.steps, replicates, len(start), args.optimum)
+    for v in verifiers:
+        _budget.require(with_models(v.estimate(target.V, tree, args.steps, models.seconds), models),
+                        args.max_seconds)
     top = ceiling(target, drafter, tree) if args.optimum else (None, None)
     for v in verifiers:
         res = simulate(target, drafter, v, tree, args.steps, np.random.default_rng(args.seed),

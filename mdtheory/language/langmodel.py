@@ -186,6 +186,13 @@ class LanguageModel:
         return best * max(int(batch), 1) / pilot
 
 
+    def laws_bytes(self, batch: int, length: int) -> float:
+        """Peak bytes of one :meth:`laws` call on ``batch`` contexts of ``length`` tokens: the laws
+        and the logits (float64) and two temporaries of their size; a model whose forward pass
+        holds more (a transformer's logits at every position and attention scores) overrides it."""
+        return 4 * 8.0 * max(int(batch), 1) * self.V
+
+
 class CallableModel(LanguageModel):
     """A plain callable ``law(context) -> (V,)`` as a :class:`LanguageModel` (one call per context).
 

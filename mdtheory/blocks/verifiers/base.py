@@ -269,7 +269,7 @@ class BlockVerifier(ABC):
         """Seconds and bytes of ``steps`` target calls of the simulation with this verifier on
         ``tree`` (:func:`mdtheory.blocks.simulation.simulate`): the drafter at each internal node
         and the target at every node (``model_time`` seconds a call, the models' own measured
-        calls, :func:`mdtheory.blocks.simulation.model_seconds`; None: about 2 ms an LSTM call per
+        calls, :func:`mdtheory.blocks.simulation.model_estimate`; None: about 2 ms an LSTM call per
         depth, measured with ``lm-pairs`` on one BLAS thread) and O(V) work per node."""
         nodes = tree.n * (tree.length + 1)
         models = (tree.length + 1) * 2e-3 if model_time is None else model_time

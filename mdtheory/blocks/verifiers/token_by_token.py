@@ -16,7 +16,7 @@ def rule_estimate(rule: str, V: int, K: int, L: int, steps: int,
                   model_time: float | None = None) -> _budget.Estimate:
     """``steps`` target calls of the simulation verifying token by token with ``rule``: each drafts
     K x L tokens and scores the nodes (``model_time`` seconds a call, the models' own measured calls,
-    :func:`mdtheory.blocks.simulation.model_seconds`; None: about 2 ms an LSTM call per depth, the
+    :func:`mdtheory.blocks.simulation.model_estimate`; None: about 2 ms an LSTM call per depth, the
     char-LSTM's, measured with ``lm-pairs``), keeps K (L + 1) target laws and prepares the rule at
     up to L prefixes (the rule's :meth:`~mdtheory.rules.base.SelectionRule.estimate` with K drafts,
     an upper bound)."""
