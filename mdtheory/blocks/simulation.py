@@ -389,7 +389,8 @@ def block_efficiency(target, drafter, rule: str, K: int, L: int, steps: int, rng
                      rule_params: dict | None = None,
                      max_seconds: float = _budget.MAX_SECONDS) -> BlockResult:
     """Run ``steps`` target calls of speculative decoding from ``start`` and count tokens per call;
-    refused first if :func:`estimate` is over ``max_seconds`` or the memory limit."""
+    refused first if :func:`estimate` (from the sizes, then with the models' measured calls,
+    :func:`model_estimate`) is over ``max_seconds`` or the memory limit."""
     _check_sizes(K, L, steps)
     _check_rule(rule, sampling)
     _budget.require(estimate(rule, target.V, K, L, steps), max_seconds)  # the sizes, then the models
