@@ -119,16 +119,101 @@ def test_closed_form_agrees_with_enumeration_on_large_ratios_and_subnormal_masse
         acc, law = rule.enumerate()
         assert rule.exact_acceptance() == pytest.approx(acc, abs=QUADRATURE)
         assert np.abs(law - p).max() <= QUADRATURE
-    # p/q past float64 (5e-324 against 0.5): a draft there is an unconditioned race, still a law
+    # p/q past float64 (5e-324 against 0.5): the token keeps its place above every finite ratio
     rule = make_rule("gls", [0.5, 0.5, 0.0], [5e-324, 0.5, 0.5 - 5e-324], 2)
-    assert rule.free[0]
-    a, r = rule.conditional(np.array([0, 1]))
-    assert a.sum() + r.sum() == pytest.approx(1.0, abs=QUADRATURE)
-    assert 0.0 <= rule.exact_acceptance() <= 1.0
-    # drafts of probability 1e-300 (their law's integrand would reach 1e319) condition no race: law p
-    rule = make_rule("gls", [0.5, 0.5], [1e-150, 1 - 1e-150], 2)
-    assert np.array_equal(rule.law([0, 0]), rule.p)
-    assert not rule.law([0, 1])[0] == rule.p[0]  # 1e-150 alone still conditions
+    acc, law = rule.enumerate()
+    assert rule.exact_acceptance() == pytest.approx(acc, abs=QUADRATURE)
+    assert np.abs(law - rule.p).max() <= QUADRATURE
+
+
+def exact_pair(head_p, head_q):
+    """Rationals of the given floats, the last entry completing each to one."""
+    pf, qf = [Fraction(v) for v in head_p], [Fraction(v) for v in head_q]
+    return pf + [1 - sum(pf)], qf + [1 - sum(qf)]
+
+
+@pytest.mark.parametrize("head_p, head_q, x", [
+    ((0.5, 0.25), (1e-310, 0.5), (0,)),               # p/q = 5e309: past float64
+    ((0.5, 0.25), (1e-290, 0.5), (0,)),               # one draft of probability 1e-290
+    ((0.5, 0.5), (5e-324, 0.5), (0, 1)),              # the smallest subnormal
+    ((0.5, 0.5 - 1e-300), (5e-324, 0.5), (0, 2)),     # two ratios past float64's range apart
+    ((0.5, 0.5 - 1e-320), (1e-320, 0.5), (0, 2, 2)),  # p and q both subnormal at token 2's side
+])
+def test_laws_at_subnormal_draft_masses_match_exact_rationals(head_p, head_q, x):
+    """A draft whose q is subnormal, p/q past float64: t Φ is formed in logs and the drafted token's
+    own term in logs, so the law given such drafts is the exact one (it outputs the draft)."""
+    pf, qf = exact_pair(head_p, head_q)
+    rule = make_rule("gls", floats(pf), floats(qf), len(x))
+    exact = floats(law_given(pf, qf, x))
+    assert exact[0] == pytest.approx(1.0, abs=1e-15)
+    assert np.abs(rule.law(np.array(x)) - exact).max() <= QUADRATURE
+
+
+def test_laws_of_improbable_drafts_match_exact_rationals():
+    """Drafts of probability 2^-1000 and 1e-285, far below float64's range: every race's factor is
+    a probability, so no product over the races overflows and the drafts condition the law."""
+    F = Fraction
+    cases = [([F(1, 2)] * 2, [F(1, 2)] * 2, (0,) * 1000),  # p = q: Y is always drafted
+             ([F(1, 2000), F(1, 5), F(1599, 2000)], [F(1, 1000), F(999, 2000), F(999, 2000)], (0,) * 95),
+             ([F(1, 2), F(1, 2)], [F(1, 10**150), 1 - F(1, 10**150)], (0, 0))]
+    for pf, qf, x in cases:
+        rule = make_rule("gls", floats(pf), floats(qf), len(x))
+        exact = floats(law_given(pf, qf, x))
+        assert np.abs(rule.law(np.array(x)) - exact).max() <= QUADRATURE, len(x)
+    assert exact[0] > 0.99  # two drafts of token 0 make it the likely output
+
+
+def test_draws_at_many_drafts_follow_the_exact_acceptance():
+    """V = 1000, n = 128: every iid draft tuple has probability below 1e-280. The conditional laws'
+    accepted mass, averaged over iid drafts, and select's acceptance both estimate the exact
+    acceptance (both would be about 0.11, the acceptance of an output ignoring the drafts, were the
+    drafts dropped)."""
+    rng = np.random.default_rng(0)
+    p, q = rng.dirichlet(np.ones(1000)), rng.dirichlet(np.ones(1000))
+    rule = make_rule("gls", p, q, 128)
+    exact = rule.exact_acceptance()
+    xs = rng.choice(1000, size=(300, 128), p=q)
+    assert np.log(q[xs]).sum(axis=1).max() < np.log(1e-280)
+    se = np.sqrt(exact * (1 - exact) / len(xs))
+    assert abs(np.mean([rule.conditional(x)[0].sum() for x in xs[:100]]) - exact) <= 4.5 * se * np.sqrt(3)
+    assert abs(np.mean([rule.select(x, rng)[1] for x in xs]) - exact) <= 4.5 * se
+
+
+def test_impossible_drafts_are_refused():
+    rule = make_rule("gls", [0.5, 0.5, 0.0], [0.5, 0.0, 0.5], 2)
+    for method in (rule.conditional, rule.law, lambda x: rule.select(x, 0)):
+        with pytest.raises(md.InvalidInputError, match=r"drafts\[1\] = 1 has draft probability q = 0"):
+            method([0, 1])
+
+
+def test_the_estimate_covers_a_step_and_a_step_holds_a_block_of_races(monkeypatch):
+    """make_rule refuses n V beyond the time limit; a step draws the races RACES at a time (its
+    memory does not grow with n) and the blocks are the same draws as one array of them."""
+    from mdtheory.rules import gls
+
+    u = np.full(1000, 1e-3)
+    with pytest.raises(md.ProblemTooLargeError, match="one step: 1000000000 races of 1000 times"):
+        make_rule("gls", u, u, 10**9)
+
+    class Recording:
+        def __init__(self, seed):
+            self.rng, self.sizes = np.random.default_rng(seed), []
+
+        def standard_exponential(self, size):
+            self.sizes.append(int(np.prod(size)))
+            return self.rng.standard_exponential(size)
+
+    rng = np.random.default_rng(4)
+    p, q = rng.dirichlet(np.ones(16)), rng.dirichlet(np.ones(16))
+    rule = make_rule("gls", p, q, 50)
+    for seed in range(20):
+        x = rng.choice(16, size=50, p=q)
+        whole = rule._step(x, np.random.default_rng(seed))
+        monkeypatch.setattr(gls, "RACES", 64)
+        blocks = Recording(seed)
+        assert rule._step(x, blocks) == whole
+        assert max(blocks.sizes) == 64 and sum(blocks.sizes) == 50 * 16 + 50
+        monkeypatch.undo()
 
 
 def test_acceptance_kernel_interpreted_and_compiled_agree(monkeypatch):
