@@ -309,3 +309,35 @@ def test_torch_rule_agrees_with_numpy():
     q = torch.tensor([[0.0, 0.5, 0.5]], dtype=torch.float64)
     token, _ = TorchGLS(p, q, 2).step(torch.tensor([[0, 2]]), torch.Generator().manual_seed(0))
     assert token.item() in (0, 1)
+
+
+@pytest.mark.slow
+def test_torch_rule_at_many_drafts():
+    """V = 1000, n = 128 (every iid tuple below 1e-280): the batched step's acceptance is the exact
+    one, as the numpy rule's (test_draws_at_many_drafts_follow_the_exact_acceptance)."""
+    torch = pytest.importorskip("torch")
+    from mdtheory.torch_bridge import TorchGLS
+
+    rng = np.random.default_rng(0)
+    p, q = rng.dirichlet(np.ones(1000)), rng.dirichlet(np.ones(1000))
+    exact = make_rule("gls", p, q, 128).exact_acceptance()
+    B = 300
+    drafts = torch.tensor(rng.choice(1000, size=(B, 128), p=q))
+    rows = (torch.tensor(np.tile(v, (B, 1))) for v in (p, q))
+    _, accepted = TorchGLS(*rows, 128).step(drafts, torch.Generator().manual_seed(0))
+    assert abs(accepted.double().mean().item() - exact) <= 4.5 * np.sqrt(exact * (1 - exact) / B)
+
+
+def test_torch_rule_at_subnormal_masses():
+    """A draft of q subnormal in the dtype (p/q past its range) wins its race, as its exact law
+    [1, 0, 0] says (test_laws_at_subnormal_draft_masses_match_exact_rationals)."""
+    torch = pytest.importorskip("torch")
+    from mdtheory.torch_bridge import TorchGLS
+
+    for dtype, tiny in ((torch.float64, 1e-310), (torch.float32, 1e-40)):
+        P = torch.tensor([[0.5, 0.25, 0.25]] * 500, dtype=dtype)
+        Q = torch.tensor([[tiny, 0.5, 0.5 - tiny]] * 500, dtype=dtype)
+        assert Q[0, 0] > 0 and torch.isinf(P[0, 0] / Q[0, 0])
+        token, accepted = TorchGLS(P, Q, 1).step(torch.zeros(500, 1, dtype=torch.long),
+                                                 torch.Generator().manual_seed(1))
+        assert (token == 0).all() and accepted.all(), dtype
