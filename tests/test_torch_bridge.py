@@ -667,10 +667,10 @@ def test_torch_rules_check_their_drafts(rule):
     cases = {
         r"drafts\[1, 1\] = 3 is not a token id in 0 \.\. 2": torch.tensor([[0, 1], [2, 3]]),
         r"drafts\[0, 0\] = -1 is not a token id": torch.tensor([[-1, 1], [2, 2]]),
-        rf"{rule} was prepared for 2 rows of n = 2 drafts; got drafts of shape \(2, 3\)":
+        rf"{rule} takes drafts of shape \(B, n\) = \(2, 2\); got shape \(2, 3\)":
             torch.tensor([[0, 1, 1], [2, 2, 2]]),
-        r"got drafts of shape \(1, 2\)": good[:1],
-        r"got drafts of shape \(2,\)": good[:, 0],
+        r"got shape \(1, 2\)": good[:1],
+        r"got shape \(2,\)": good[:, 0],
         "integer torch tensor of token ids, got a tensor of dtype torch.float64": good.double(),
         "got a tensor of dtype torch.bool": good > 0,
         "got list": good.tolist(),

@@ -91,8 +91,8 @@ class TorchRule(ABC):
                 else type(drafts).__name__
             raise InvalidInputError(f"drafts must be an integer torch tensor of token ids, got {kind}")
         if tuple(drafts.shape) != (B, self.n):
-            raise InvalidInputError(f"{self.name or type(self).__name__} was prepared for {B} rows of "
-                                    f"n = {self.n} drafts; got drafts of shape {tuple(drafts.shape)}")
+            raise InvalidInputError(f"{self.name or type(self).__name__} takes drafts of shape (B, n) = "
+                                    f"({B}, {self.n}); got shape {tuple(drafts.shape)}")
         if drafts.device != self.p.device:
             raise InvalidInputError(f"drafts are on {drafts.device} but the rows are on {self.p.device}")
         drafts = drafts.long()
