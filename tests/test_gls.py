@@ -132,21 +132,31 @@ def exact_pair(head_p, head_q):
     return pf + [1 - sum(pf)], qf + [1 - sum(qf)]
 
 
-@pytest.mark.parametrize("head_p, head_q, x", [
+SUBNORMAL = [
     ((0.5, 0.25), (1e-310, 0.5), (0,)),               # p/q = 5e309: past float64
     ((0.5, 0.25), (1e-290, 0.5), (0,)),               # one draft of probability 1e-290
     ((0.5, 0.5), (5e-324, 0.5), (0, 1)),              # the smallest subnormal
     ((0.5, 0.5 - 1e-300), (5e-324, 0.5), (0, 2)),     # two ratios past float64's range apart
     ((0.5, 0.5 - 1e-320), (1e-320, 0.5), (0, 2, 2)),  # p and q both subnormal at token 2's side
-])
+    ((5e-321, 0.5), (1e-320, 0.5), (0, 0)),           # Φ's first slope subnormal: 1/s overflows
+    ((5e-321, 3e-321, 0.5), (1e-320, 1e-320, 0.5), (0, 1)),
+    ((0.0, 0.5), (1e-320, 0.5), (0,)),                # p = 0 at a subnormal q
+]
+
+
+@pytest.mark.parametrize("head_p, head_q, x", SUBNORMAL)
 def test_laws_at_subnormal_draft_masses_match_exact_rationals(head_p, head_q, x):
-    """A draft whose q is subnormal, p/q past float64: t Φ is formed in logs and the drafted token's
-    own term in logs, so the law given such drafts is the exact one (it outputs the draft)."""
+    """Drafts whose q is subnormal: p/q past float64, or Φ's slope s so small that 1/s overflows.
+    t Φ, the segments of a subnormal slope and the drafted token's own term are formed in logs, so
+    the law given such drafts is the exact one; so are the acceptance and the output law."""
     pf, qf = exact_pair(head_p, head_q)
     rule = make_rule("gls", floats(pf), floats(qf), len(x))
-    exact = floats(law_given(pf, qf, x))
-    assert exact[0] == pytest.approx(1.0, abs=1e-15)
-    assert np.abs(rule.law(np.array(x)) - exact).max() <= QUADRATURE
+    assert np.abs(rule.law(np.array(x)) - floats(law_given(pf, qf, x))).max() <= QUADRATURE
+    accepted, _ = acceptance_and_law(pf, qf, len(x))
+    assert rule.exact_acceptance() == pytest.approx(float(accepted), abs=QUADRATURE)
+    acc, law = rule.enumerate()
+    assert acc == pytest.approx(float(accepted), abs=QUADRATURE)
+    assert np.abs(law - rule.p).max() <= QUADRATURE
 
 
 def test_laws_of_improbable_drafts_match_exact_rationals():
@@ -216,15 +226,20 @@ def test_the_estimate_covers_a_step_and_a_step_holds_a_block_of_races(monkeypatc
         monkeypatch.undo()
 
 
-def test_acceptance_kernel_interpreted_and_compiled_agree(monkeypatch):
+def test_kernels_interpreted_and_compiled_agree(monkeypatch):
+    """The acceptance's and the law's kernels, on a random pair and on one with a subnormal slope
+    (the segments' log branch)."""
     from mdtheory import _jit
 
     p, q, _ = next(random_floats(3, 1))
-    values = []
-    for mode in ("python", "numba"):
-        monkeypatch.setattr(_jit, "FORCE", mode)
-        values.append(make_rule("gls", p, q, 5).exact_acceptance())
-    assert values[0] == pytest.approx(values[1], abs=ROUNDING)
+    pf, qf = exact_pair((5e-321, 3e-321, 0.5), (1e-320, 1e-320, 0.5))
+    for p, q, x in ((p, q, [0, 1, 1, 2, 0]), (floats(pf), floats(qf), [0, 1, 3, 2, 0])):
+        values = []
+        for mode in ("python", "numba"):
+            monkeypatch.setattr(_jit, "FORCE", mode)
+            rule = make_rule("gls", p, q, 5)
+            values.append(np.append(rule.law(x), rule.exact_acceptance()))
+        assert np.abs(values[0] - values[1]).max() <= ROUNDING
 
 
 def test_step_frequencies_match_the_exact_law_given_fixed_drafts():

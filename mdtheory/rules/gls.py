@@ -36,6 +36,8 @@ LOG_TAIL = math.log(1e-18)
 RACES = 1 << 18
 #: Nodes times tokens from which the acceptance's kernel runs compiled.
 COMPILED_WORK = 20_000
+#: Slopes of Φ below this are divided by in logs (1/s overflows near the subnormals).
+TINY = 1e-290
 #: Draft multisets whose conditional law a prepared rule keeps.
 CACHE = 4096
 #: Seconds per race time of a step and per (node, level or draft) of a conditional law, and the
@@ -73,26 +75,45 @@ def _nodes(n: int, log_lo: float, log_fastest: float, log_size: float = 0.0) -> 
 
 
 @njit(cache=True, error_model="numpy")
-def _rejected(t, weights, excess, rise, slope, level, q, p, n, tail):
+def _segment(lt, t, offset, l, excess, log_excess, rise, log_rise, slope):
+    """:math:`e^{-\\text{offset}} (e^{-t(\\Phi(\\rho_l) - 1)} - e^{-t(\\Phi(\\rho_{l+1}) - 1)})/s_l`
+    at the node ln t = ``lt`` (at the top level, the first term alone). t Φ is a product where t is
+    above 1e-300 and Φ a float, else formed in logs; where :math:`s_l` is below :data:`TINY` the
+    segment is formed in logs without dividing by it (1/s may overflow, and the rise
+    :math:`s_l (\\rho_{l+1} - \\rho_l)` lose its digits as a subnormal), with :math:`1 - e^{-x} = x`
+    below x = 1e-300."""
+    direct = t > 1e-300
+    rate = t * excess[l] if direct and excess[l] < math.inf else math.exp(lt + log_excess[l])
+    if l == slope.size - 1:
+        return math.exp(-rate - offset) / slope[l]
+    if slope[l] >= TINY:
+        step = t * rise[l] if direct and rise[l] < math.inf else math.exp(lt + log_rise[l])
+        return math.exp(-rate - offset) * -math.expm1(-step) / slope[l]
+    step = math.exp(lt + log_rise[l])
+    gone = math.log(-math.expm1(-step)) if step > 1e-300 else lt + log_rise[l]
+    return math.exp(gone - rate - offset - math.log(slope[l]))
+
+
+@njit(cache=True, error_model="numpy")
+def _rejected(log_t, weights, excess, log_excess, rise, log_rise, slope, level, q, p, n, tail):
     """:math:`\\sum_y n p_y \\int (e^{-t} - e^{-t\\Phi(r_y)})(e^{-t} - q_y g_y(t))^{n-1} dt` over the
     tokens given (``level``, ``q``, ``p``: their Φ level and masses) at the nodes: per node, the
-    segments' suffix sums (``tail``, workspace of length L) from the top level down, then one pass
-    over the tokens. Every term is non-negative; :math:`1 - q_y e^t g_y` is a difference of masses,
-    guarded at zero against rounding."""
+    segments' suffix sums (``tail``, workspace of length L: :math:`e^t g`) from the top level down,
+    then one pass over the tokens. Every term is non-negative; :math:`1 - q_y e^t g_y` is a
+    difference of masses, guarded at zero against rounding."""
     L = excess.size
     total = 0.0
-    for j in range(t.size):
+    for j in range(log_t.size):
+        lt = log_t[j]
+        t = math.exp(lt)
         running = 0.0
         for m in range(L - 1, -1, -1):
-            seg = math.exp(-t[j] * excess[m]) / slope[m]
-            if m < L - 1:
-                seg *= -math.expm1(-t[j] * rise[m])
-            running += seg
+            running += _segment(lt, t, 0.0, m, excess, log_excess, rise, log_rise, slope)
             tail[m] = running
         here = 0.0
         for i in range(level.size):
             missed = max(1.0 - q[i] * tail[level[i]], 0.0)
-            here += p[i] * -math.expm1(-t[j] * excess[level[i]]) * _ipow(missed, n - 1)
+            here += p[i] * -math.expm1(-t * excess[level[i]]) * _ipow(missed, n - 1)
         total += weights[j] * here
     return n * total
 
@@ -105,27 +126,19 @@ def _law_nodes(log_t, log_w, excess, log_excess, rise, log_rise, slope, at, coun
     of the law over p for the tokens at level l) and ``drafted`` (m: the drafted tokens' own term).
     ``at``, ``counts``, ``log_r``: the distinct drafted tokens' levels (ascending), multiplicities and
     ln(c r); ``seg``, ``tail``, ``others``: workspaces of lengths L, L, m. Per node, from the top
-    level down, the segments :math:`(e^{-t\\Phi(\\rho_l)} - e^{-t\\Phi(\\rho_{l+1})})/s_l` and their
-    suffix sums, the probability :math:`g` that a race drafting the level's token outlasts t (at most
-    one: no product of them overflows); then each draft's other races' product
-    :math:`G_i` and, from the bottom level up, :math:`h(l) = \\sum_{l' < l} \\mathrm{seg}_{l'}
-    W_{l'}`, :math:`W_{l'} = \\sum_{\\ell(i) \\le l'} c_i G_i`. t Φ is a product where t and Φ are
-    floats, else formed in logs (t below 1e-300, Φ past float64)."""
+    level down, the segments :math:`(e^{-t\\Phi(\\rho_l)} - e^{-t\\Phi(\\rho_{l+1})})/s_l`
+    (:func:`_segment`) and their suffix sums, the probability :math:`g` that a race drafting the
+    level's token outlasts t (at most one: no product of them overflows); then each draft's other
+    races' product :math:`G_i` and, from the bottom level up, :math:`h(l) = \\sum_{l' < l}
+    \\mathrm{seg}_{l'} W_{l'}`, :math:`W_{l'} = \\sum_{\\ell(i) \\le l'} c_i G_i`."""
     L, m = slope.size, at.size
     for j in range(log_t.size):
         lt = log_t[j]
         t = math.exp(lt)
-        direct = t > 1e-300
-        decay = math.exp(-t)
         running = 0.0
         for l in range(L - 1, -1, -1):
-            rate = t * excess[l] if direct and excess[l] < math.inf else math.exp(lt + log_excess[l])
-            here = math.exp(-rate) / slope[l] * decay
-            if l < L - 1:
-                step = t * rise[l] if direct and rise[l] < math.inf else math.exp(lt + log_rise[l])
-                here *= -math.expm1(-step)
-            seg[l] = here
-            running += here
+            seg[l] = _segment(lt, t, t, l, excess, log_excess, rise, log_rise, slope)
+            running += seg[l]
             tail[l] = running
         before = 1.0
         for i in range(m):  # others[i]: the races of the tokens before i, then times those after
@@ -145,7 +158,7 @@ def _law_nodes(log_t, log_w, excess, log_excess, rise, log_rise, slope, at, coun
             below[l + 1] += w * h
         for i in range(m):
             if others[i] > 0.0:
-                rate = t * excess[at[i]] if direct and excess[at[i]] < math.inf \
+                rate = t * excess[at[i]] if t > 1e-300 and excess[at[i]] < math.inf \
                     else math.exp(lt + log_excess[at[i]])
                 drafted[i] += math.exp(log_w[j] + math.log(others[i]) + log_r[i] - t - rate)
 
@@ -219,16 +232,14 @@ class GumbelListSampling(SelectionRule):
         self.level[on[big]] = rho.size + over_level
         # Φ's slope from the l-th ratio on, its rise to the next ratio, and its value there less one
         self.slope = np.cumsum(np.bincount(self.level[on], weights=q[on], minlength=L))
-        rise = np.full(L - 1, np.inf)  # inf from the last finite ratio on
-        rise[:rho.size - 1] = self.slope[:rho.size - 1] * np.diff(rho)
-        with np.errstate(divide="ignore"):
-            self.log_rise = np.log(rise)
-        if over.size:  # from the last finite ratio on: s_l (ρ_{l+1} - ρ_l) in logs
-            at = np.arange(max(rho.size - 1, 0), L - 1)
-            self.log_rise[at] = (np.log(self.slope[at]) + log_rho[at + 1]
-                                 + np.log1p(-np.exp(log_rho[at] - log_rho[at + 1])))
-        self.rise = rise
-        self.excess = np.concatenate(([0.0], np.cumsum(rise)))  # Φ(ρ_l) - 1, inf past float64
+        gap = np.full(L - 1, np.inf)  # ρ_{l+1} - ρ_l, inf from the last finite ratio on
+        gap[:rho.size - 1] = np.diff(rho)
+        log_gap = np.log(gap)
+        at = np.arange(max(rho.size - 1, 0), L - 1)  # from the last finite ratio on, in logs
+        log_gap[at] = log_rho[at + 1] + np.log1p(-np.exp(log_rho[at] - log_rho[at + 1]))
+        self.rise = self.slope[:-1] * gap
+        self.log_rise = np.log(self.slope[:-1]) + log_gap  # its digits even where the rise is subnormal
+        self.excess = np.concatenate(([0.0], np.cumsum(self.rise)))  # Φ(ρ_l) - 1, inf past float64
         with np.errstate(divide="ignore"):
             self.log_excess = np.where(np.isfinite(self.excess), np.log(self.excess),
                                        np.logaddexp.accumulate(np.concatenate(([-np.inf], self.log_rise))))
@@ -236,20 +247,6 @@ class GumbelListSampling(SelectionRule):
         self.log_fastest = math.log(self.n) + float(np.logaddexp(0.0, self.log_excess[-1]))
         self._laws: dict[tuple, np.ndarray] = {}
         self._acceptance: float | None = None
-
-    def _suffix(self, log_t: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """At nodes ln t (c,): :math:`t (\\Phi(\\rho_l) - 1)` (c, L); the segments
-        :math:`e^{t} (e^{-t\\Phi(\\rho_l)} - e^{-t\\Phi(\\rho_{l+1})})/s_l` (c, L); and
-        :math:`e^{t}\\, t \\int_{\\rho_l}^\\infty e^{-t\\Phi}`, their sums from l on, with a zero column
-        L for the tokens beyond every ratio (c, L + 1). Every term is non-negative; t times Φ is
-        formed in logs, so that neither t nor Φ need be in float64's range."""
-        with np.errstate(over="ignore"):  # t Φ past float64: e^{-inf} = 0, as it should
-            rate = np.exp(log_t[:, None] + self.log_excess)
-            seg = np.exp(-rate) / self.slope
-            seg[:, :-1] *= -np.expm1(-np.exp(log_t[:, None] + self.log_rise))
-        tail = np.zeros((log_t.size, seg.shape[1] + 1))
-        tail[:, :-1] = np.cumsum(seg[:, ::-1], axis=1)[:, ::-1]
-        return rate, seg, tail
 
     def _check_drafts(self, drafts) -> np.ndarray:
         """The base class's check, and q > 0 at every draft (a draft of q = 0 has no law)."""
@@ -380,10 +377,10 @@ class GumbelListSampling(SelectionRule):
             on = np.flatnonzero(~self.free & (self.p > 0))
             # the integrand is at most n p_y: cut at 1e-18 / n
             log_t, log_w = _nodes(self.n, LOG_TAIL - math.log(self.n), self.log_fastest)
-            t, w = np.exp(log_t), np.exp(log_w)
-            kernel = _rejected.compiled if t.size * on.size > COMPILED_WORK else _rejected
-            lost = kernel(t, w, self.excess, self.rise, self.slope, self.level[on], self.q[on],
-                          self.p[on], self.n, np.empty(self.excess.size))
+            kernel = _rejected.compiled if log_t.size * on.size > COMPILED_WORK else _rejected
+            lost = kernel(log_t, np.exp(log_w), self.excess, self.log_excess, self.rise, self.log_rise,
+                          self.slope, self.level[on], self.q[on], self.p[on], self.n,
+                          np.empty(self.excess.size))
             self._acceptance = 1.0 - float(self.p[self.free].sum()) - lost  # never drafted: rejected
         return self._acceptance
 
