@@ -86,6 +86,8 @@ def test_known_values():
     assert make_rule("gls", p, q, 1).exact_acceptance() == pytest.approx(exact, abs=ROUNDING)
     # p = q: the target's winning race drafts the same token
     assert make_rule("gls", p, p, 4).exact_acceptance() == pytest.approx(1.0, abs=ROUNDING)
+    # the mass of the drafted tokens kept to its last digit (1e-100 here), never 1 - (1 - 1e-100)
+    assert make_rule("gls", [1.0, 1e-100], [0.0, 1.0], 2).exact_acceptance() == pytest.approx(1e-100, rel=1e-14)
     # disjoint supports: never accepted
     assert make_rule("gls", [0.5, 0.5, 0, 0], [0, 0, 0.5, 0.5], 3).exact_acceptance() == \
         pytest.approx(0.0, abs=ROUNDING)

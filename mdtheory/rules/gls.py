@@ -381,7 +381,7 @@ class GumbelListSampling(SelectionRule):
             lost = kernel(log_t, np.exp(log_w), self.excess, self.log_excess, self.rise, self.log_rise,
                           self.slope, self.level[on], self.q[on], self.p[on], self.n,
                           np.empty(self.excess.size))
-            self._acceptance = 1.0 - float(self.p[self.free].sum()) - lost  # never drafted: rejected
+            self._acceptance = float(self.p[~self.free].sum()) - lost  # never drafted: rejected
         return self._acceptance
 
     def list_matching_bound(self) -> float:
