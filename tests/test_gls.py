@@ -87,7 +87,8 @@ def test_known_values():
     # p = q: the target's winning race drafts the same token
     assert make_rule("gls", p, p, 4).exact_acceptance() == pytest.approx(1.0, abs=ROUNDING)
     # the mass of the drafted tokens kept to its last digit (1e-100 here), never 1 - (1 - 1e-100)
-    assert make_rule("gls", [1.0, 1e-100], [0.0, 1.0], 2).exact_acceptance() == pytest.approx(1e-100, rel=1e-14)
+    tiny = make_rule("gls", [1.0, 1e-100], [0.0, 1.0], 2)
+    assert tiny.exact_acceptance() == pytest.approx(1e-100, rel=1e-14)
     # disjoint supports: never accepted
     assert make_rule("gls", [0.5, 0.5, 0, 0], [0, 0, 0.5, 0.5], 3).exact_acceptance() == \
         pytest.approx(0.0, abs=ROUNDING)
@@ -235,11 +236,11 @@ def test_kernels_interpreted_and_compiled_agree(monkeypatch):
 
     p, q, _ = next(random_floats(3, 1))
     pf, qf = exact_pair((5e-321, 3e-321, 0.5), (1e-320, 1e-320, 0.5))
-    for p, q, x in ((p, q, [0, 1, 1, 2, 0]), (floats(pf), floats(qf), [0, 1, 3, 2, 0])):
+    for a, b, x in ((p, q, [0, 1, 1, 2, 0]), (floats(pf), floats(qf), [0, 1, 3, 2, 0])):
         values = []
         for mode in ("python", "numba"):
             monkeypatch.setattr(_jit, "FORCE", mode)
-            rule = make_rule("gls", p, q, 5)
+            rule = make_rule("gls", a, b, 5)
             values.append(np.append(rule.law(x), rule.exact_acceptance()))
         assert np.abs(values[0] - values[1]).max() <= ROUNDING
 
@@ -310,6 +311,24 @@ def test_the_audit_passes_it():
     assert exact.acceptance == pytest.approx(make_rule("gls", p, q, 3).exact_acceptance(), abs=ROUNDING)
     sampled = md.audit(GumbelListSampling, p, q, 3, exact=False, samples=20_000, seed=3)
     assert sampled.verdict == "lossless", sampled
+
+
+def test_monte_carlo_at_many_drafts_holds_a_bounded_block_of_tuples():
+    """Monte Carlo draws its draft tuples in blocks of at most CHUNK_BYTES of n drafts each, so at
+    n = 10^6 it holds a few tuples, not mc_chunk(V) of them (8 GB at V = 1000)."""
+    from mdtheory import _budget
+
+    rule = make_rule("gls", [0.5, 0.5], [0.5, 0.5], 5000)
+    sizes, sample = [], rule.model.sample
+
+    def recording(rng, size):
+        sizes.append(size)
+        return sample(rng, size)
+
+    rule.model.sample = recording
+    result = rule.monte_carlo(1000, 0)
+    assert result["acceptance"] == 1.0 and sum(sizes) == 1000  # p = q: always accepted
+    assert 8 * 5000 * max(sizes) <= _budget.CHUNK_BYTES < 8 * 5000 * 1000
 
 
 def test_torch_rule_agrees_with_numpy():
