@@ -190,10 +190,11 @@ class GumbelListSampling(SelectionRule):
     -----
     The integrals are evaluated by composite Gauss-Legendre quadrature in ln t (a few hundred nodes);
     against exact rationals they agree to about 1e-14 (``tests/test_gls.py``). The law given the drafts
-    is computed in logs, scaled node by node, so it holds at any probability Q(x) of the drafts and at
-    ratios p/q past float64 (q subnormal); a step compares the drafted tokens' times in logs for the
-    same reason. :meth:`select`, :meth:`law` and :meth:`conditional` refuse a draft of q = 0, which
-    has no conditional law.
+    keeps every race's factor a probability, so it holds at any probability Q(x) of the drafts, and
+    forms t Φ, the segments of a subnormal slope and the drafted tokens' own terms in logs, so it holds
+    at ratios p/q past float64 (q subnormal); a step compares the drafted tokens' times in logs for
+    the same reason. :meth:`select`, :meth:`law` and :meth:`conditional` refuse a draft of q = 0,
+    which has no conditional law.
     """
 
     name = "gls"
