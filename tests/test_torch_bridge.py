@@ -657,6 +657,34 @@ def test_torch_rules_refuse_bad_input_in_one_line(rule, case):
 
 
 @pytest.mark.parametrize("rule", sorted(tb.TORCH_RULES))
+def test_torch_rules_check_their_drafts(rule):
+    """Every batched rule's step refuses drafts of another shape or dtype, or an id out of range,
+    with InvalidInputError naming it (never a raw torch error, never extra drafts silently used), and
+    takes int32 ids as the same int64 ones."""
+    P = torch.tensor([[0.2, 0.3, 0.5], [0.5, 0.25, 0.25]], dtype=torch.float64)
+    Q = torch.tensor([[0.3, 0.3, 0.4], [0.2, 0.4, 0.4]], dtype=torch.float64)
+    prepared = tb.TORCH_RULES[rule](P, Q, 2)
+    good = torch.tensor([[0, 1], [2, 2]])
+    cases = {
+        r"drafts\[1, 1\] = 3 is not a token id in 0 \.\. 2": torch.tensor([[0, 1], [2, 3]]),
+        r"drafts\[0, 0\] = -1 is not a token id": torch.tensor([[-1, 1], [2, 2]]),
+        rf"{rule} takes drafts of shape \(B, n\) = \(2, 2\); got shape \(2, 3\)":
+            torch.tensor([[0, 1, 1], [2, 2, 2]]),
+        r"got shape \(1, 2\)": good[:1],
+        r"got shape \(2,\)": good[:, 0],
+        "integer torch tensor of token ids, got a tensor of dtype torch.float64": good.double(),
+        "got a tensor of dtype torch.bool": good > 0,
+        "got list": good.tolist(),
+    }
+    for message, drafts in cases.items():
+        with pytest.raises(md.InvalidInputError, match=message):
+            prepared.step(drafts, torch.Generator().manual_seed(0))
+    wide = prepared.step(good, torch.Generator().manual_seed(1))
+    narrow = prepared.step(good.int(), torch.Generator().manual_seed(1))
+    assert all(torch.equal(a, b) for a, b in zip(wide, narrow, strict=True))
+
+
+@pytest.mark.parametrize("rule", sorted(tb.TORCH_RULES))
 def test_torch_rules_take_rows_only(rule):
     p = torch.tensor([0.2, 0.3, 0.5], dtype=torch.float64)
     with pytest.raises(md.InvalidDistributionError, match=r"p has shape \(3,\); a batched rule"):

@@ -274,7 +274,7 @@ class SelectionRule(ABC):
             raise InvalidInputError(f"Monte Carlo needs an integer number of samples >= 1, got "
                                     f"{samples!r}")
         rng = as_generator(rng)
-        chunk = _budget.mc_chunk(self.V)
+        chunk = max(1, min(_budget.mc_chunk(self.V), _budget.CHUNK_BYTES // (8 * self.n)))  # as audit's
         counts = np.zeros(self.V, dtype=np.int64)
         hits = 0
         for start in range(0, samples, chunk):
