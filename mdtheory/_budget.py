@@ -58,6 +58,12 @@ _CDD_REDUNDANCY = 8e-7  # Hall comparison: seconds = _CDD_REDUNDANCY * rows ** 3
 # order; about model.mnp_iterations * sqrt(V) iterations (default MNP_ITER_DEFAULT) with a corral of
 # about _MNP_CORRAL * sqrt(V) vertices
 _MNP_STEP = 1e-4
+# successive sampling's majorant certificate (mdtheory.models.majorant): at most MAJORANT_WORK cells
+# (a part of the 2^m parts of W, m <= MAJORANT_EXACT, a prefix, a degree), each a multiply-add
+# (2^12 x 466 x 9 cells took 10 ms at V = 465, n = 8)
+MAJORANT_WORK = 1 << 25
+MAJORANT_EXACT = 14
+_MAJORANT_CELL = 1.5e-9
 _MNP_CELL = 3e-9
 _MNP_CUBE = 4e-11
 MNP_ITER_DEFAULT = 15.0  # (a model's own: DraftModel.mnp_iterations)
@@ -281,12 +287,18 @@ def prefix_route(model) -> Estimate:
     if model.lex_base_closed_form:
         # iid: a sort and two scans; n enters only through the integer powers (log2 n squarings)
         return Estimate(head, 2e-8 * V * max(math.log2(V), 1.0) * (1.0 + math.log2(n) / 8), 40.0 * V)
+    # successive sampling's certificate (mdtheory.models.majorant): two more prefix passes (the
+    # best prefix, a vertex) and at most MAJORANT_WORK cells of the majorant's minimisation
+    cells = min(MAJORANT_WORK, 2.0 ** min(MAJORANT_EXACT, V) * (V + 1) * (n + 1))
+    extra = 2 * model.prefix_pass_seconds() + _MAJORANT_CELL * cells \
+        if model.prefix_property == "checked" else 0.0
     if model.closed_form_containment:
-        return Estimate(head, 1e-7 * V * max(math.log2(V), 1.0) * (n if n > 1 else 1), 40.0 * V)
+        return Estimate(head, 1e-7 * V * max(math.log2(V), 1.0) * (n if n > 1 else 1) + extra,
+                        40.0 * V)
     # one trapezoidal pass carrying a degree-n polynomial per node along the prefixes (and once
     # more for the certificate's cut)
     return Estimate(f"{head}: a one-pass containment over {V} prefixes",
-                    2 * model.prefix_pass_seconds(), 8.0 * V * (n + 2) * 64)
+                    2 * model.prefix_pass_seconds() + extra, 8.0 * V * (n + 2) * 64)
 
 
 def closed_form_route(model) -> Estimate:
