@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import math
 import numbers
-import os
 from typing import NamedTuple
 
 from .errors import InvalidInputError, ProblemTooLargeError
@@ -23,8 +22,8 @@ from .errors import InvalidInputError, ProblemTooLargeError
 __all__ = ["Estimate", "require", "check_limit", "combine", "fmt_seconds", "fmt_bytes", "stored_floats",
            "mc_chunk", "monte_carlo", "batched_steps", "lm_pairs", "ngram_distillation", "enumeration",
            "capped_power", "prefix_route", "closed_form_route", "subsets_route", "law_route",
-           "min_norm_point", "acceptance_cone", "verify_claim", "MAX_SECONDS",
-           "MAX_BYTES", "MNP_MAX_ITER", "CHUNK_BYTES", "MAX_CHUNK", "TORCH_CHUNK"]
+           "min_norm_point", "mnp_corral_cap", "mnp_run_bytes", "acceptance_cone", "verify_claim",
+           "MAX_SECONDS", "MAX_BYTES", "MNP_MAX_ITER", "CHUNK_BYTES", "MAX_CHUNK", "TORCH_CHUNK"]
 
 #: Default time limit of one CLI step (``--max-seconds``).
 MAX_SECONDS = 60.0
@@ -70,6 +69,11 @@ MNP_ITER_DEFAULT = 15.0  # (a model's own: DraftModel.mnp_iterations)
 #: Major iterations (one vertex each) of the minimum-norm-point route at most (:mod:`mdtheory.routes.mnp`).
 MNP_MAX_ITER = 10_000
 _MNP_CORRAL = 1.5
+# Wolfe runs of the mnp route alive at once at most: a free and a face run for each of the three
+# raced norms, and a face starting beside the one it replaces
+MNP_RUNS = 7
+# bytes all the mnp route's runs may reserve for their corrals together (mnp_corral_cap)
+MNP_RESERVE = 2.0 * 2**30
 PRODUCT_TOKEN_SECONDS = 1e-8    # prefix containments of a product model (cumulative sums), per (token, law)
 CP_PREFIX_TOKEN_SECONDS = 1e-8  # conditional Poisson: per (token, degree + 4) of the e_j recurrence
 CONTAINMENT_SECONDS = 1.5e-5    # one generic containment Q(T) (greedy), plus LAW_CELL_SECONDS per token
@@ -356,6 +360,25 @@ def law_route(model, method: str) -> Estimate:
     raise InvalidInputError(f"no law-route estimate for method {method!r}")
 
 
+def mnp_corral_cap(V: int) -> int:
+    """The most corral vertices one Wolfe run of the ``mnp`` route stores (its storage grows by
+    doubling up to this): V + 2 (a corral is affinely independent), or fewer where
+    :data:`MNP_RUNS` runs of that many would reserve more than :data:`MNP_RESERVE` bytes
+    (:func:`mnp_run_bytes`); at least 8. A run whose corral would outgrow it stops as a stall,
+    with its proven bounds."""
+    if MNP_RUNS * mnp_run_bytes(V, V + 2) <= MNP_RESERVE:
+        return V + 2
+    a, b, c = 24.0, 32.0 * (V + 1), -MNP_RESERVE / MNP_RUNS  # mnp_run_bytes(V, K) = a K^2 + b K
+    return max(8, int((-b + math.sqrt(b * b - 4 * a * c)) / (2 * a)))
+
+
+def mnp_run_bytes(V: int, K: float) -> float:
+    """Bytes one Wolfe run reserves for a corral of K vertices: four K x (V + 1) arrays (the
+    vertices, the same minus p and scaled, their orders, the least-squares route's Q) and three
+    K x K (the Gram matrix, its Cholesky factor, the least-squares route's R), 8 bytes an entry."""
+    return 32.0 * K * (V + 1) + 24.0 * K * K
+
+
 def min_norm_point(model) -> Estimate:
     """The ``mnp`` route on ``model``: Wolfe's minimum-norm point (:mod:`mdtheory.routes.mnp`).
 
@@ -370,34 +393,22 @@ def min_norm_point(model) -> Estimate:
     sqrt(V) (but a generic containment per prefix, O(V^2) an iteration); corrals held 0.1 to 13
     sqrt(V) vertices. The estimate takes 10 sqrt(V) iterations for independent drafts, 2 sqrt(V) for
     greedy ones and 15 sqrt(V) for the others (at most the cap) and 1.5 sqrt(V) vertices; the runs
-    took 0.02 to 4.5 times the estimate (median 0.12). The memory is
-    the corral rows the runs touch (two norms raced, each with a free and a face run; per vertex its
-    order, the vertex and its scaled difference: 24 V bytes) and their K x K factors; each run also
-    reserves (V + 2) x V arrays, which fail to allocate beyond the machine's memory (V = 100,000
-    asks for 75 GiB per array).
+    took 0.02 to 4.5 times the estimate (median 0.12). The memory is what the runs may reserve:
+    :data:`MNP_RUNS` runs (a free and a face run for each of the three raced norms, and a face
+    starting beside the one it replaces), each up to :func:`mnp_corral_cap` vertices
+    (:func:`mnp_run_bytes`), at most :data:`MNP_RESERVE` in all; a run stores its corral in rows
+    that double as it grows, so most runs reserve far less.
     """
     V, n = model.V, model.n
     per_root = model.mnp_iterations
     iterations = min(MNP_MAX_ITER, per_root * math.sqrt(V))
     K = min(V + 1.0, _MNP_CORRAL * math.sqrt(V))
     step = _MNP_STEP + _MNP_CELL * K * V + _MNP_CUBE * K**3 + model.prefix_pass_seconds()
-    touched = 4 * (24.0 * K * V + 16.0 * K * K)
-    # each run reserves five (V + 2)-square arrays, of which it touches the corral's rows; a
-    # reservation beyond the machine's memory fails to allocate, so it counts then
-    reserved = 8.0 * (V + 2.0) ** 2
+    reserved = MNP_RUNS * mnp_run_bytes(V, mnp_corral_cap(V)) + 64.0 * (V + 2)
     return Estimate(f"method 'mnp' on {model.sampling} drafts, V = {V}, n = {n}: about "
                     f"{iterations:.3g} iterations of Wolfe's minimum-norm point (an estimate; "
-                    "runs vary ten-fold)", iterations * step,
-                    max(touched, 20 * reserved if reserved > _physical_memory() else 0.0),
+                    "runs vary ten-fold)", iterations * step, reserved,
                     f"the solver stops after {MNP_MAX_ITER} iterations at most")
-
-
-def _physical_memory() -> float:
-    """Bytes of physical memory (infinite where the system does not say)."""
-    try:
-        return float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
-    except (AttributeError, ValueError, OSError):
-        return math.inf
 
 
 def acceptance_cone(m: int, K: int, model: str, supports: int) -> Estimate:
