@@ -33,6 +33,18 @@ from .solve import METHODS, alpha_star, optimal_acceptance
 
 __version__ = "0.1.0"
 
+#: Audits of verifiers in the engines' contracts, loaded (with torch) on first access.
+_ENGINE_AUDITS = ("audit_chain", "audit_tree")
+
+
+def __getattr__(name: str):
+    if name in _ENGINE_AUDITS:
+        from .engines import audit as _engine_audit
+
+        return getattr(_engine_audit, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 __all__ = [
     "optimal_acceptance",
     "alpha_star",
@@ -42,6 +54,8 @@ __all__ = [
     "AuditResult",
     "audit_block",
     "BlockAuditResult",
+    "audit_chain",
+    "audit_tree",
     "AcceptanceResult",
     "METHODS",
     "DraftModel",

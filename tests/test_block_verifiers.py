@@ -8,6 +8,7 @@ import pytest
 from scipy.stats import chi2
 
 from mdtheory.blocks import (
+    VERIFIERS,
     BlockVerification,
     DraftTree,
     PrefixTrie,
@@ -23,7 +24,11 @@ from mdtheory.blocks import (
     sun_toy,
 )
 from mdtheory.errors import InvalidInputError, ProblemTooLargeError
+from tests.block_registry import RULES_FOR, draft_models, variants
 from tests.tolerances import ROUNDING, SOLVER
+
+#: Children drawn without replacement (the tree sampling's registry name).
+WOR = "without-replacement"
 
 
 def _exact_law(probs):
@@ -33,16 +38,6 @@ def _exact_law(probs):
 
 def _toy_fractions():
     return _exact_law(["1/3", "2/3"]), _exact_law(["2/3", "1/3"])
-
-
-def _verifiers(K, L, V):
-    """Every verifier valid for K iid drafts of length L, and with V >= K the verifiers of the tree
-    of K distinct first tokens (without replacement) each continued on its own."""
-    wor = DraftTree((K,) + (1,) * (L - 1), "wor")
-    extra = [Traversal(wor), TokenByToken("rrs-wor", wor)] if V >= K else []
-    optimal = [SelectedPath("optimal")] if K * L <= 4 else []  # its selection law enumerates n-tuples
-    return [TokenByToken("rrs"), TokenByToken("k-seq"), BlockVerification(), SelectedPath(), *optimal,
-            PrefixTrie(), Traversal(), *extra]
 
 
 INSTANCES = {"toy": sun_toy,
@@ -57,7 +52,7 @@ def test_toy_block_verification_is_20_ninths_exactly():
 
 
 @pytest.mark.parametrize("verifier", [SelectedPath(), PrefixTrie(), Traversal(),
-                                      Traversal(DraftTree((1, 1), "wor"))])
+                                      Traversal(DraftTree((1, 1), WOR))])
 def test_toy_multi_draft_verifiers_are_block_verification_at_one_draft(verifier):
     p, q = _toy_fractions()
     assert verifier.block_efficiency(p, q, 1, 2) == Fraction(20, 9)
@@ -80,30 +75,42 @@ def test_toy_exact_multi_draft_values():
 @pytest.mark.parametrize("name", list(INSTANCES))
 @pytest.mark.parametrize("K,L", [(K, L) for K in (1, 2, 3) for L in (1, 2, 3)])
 def test_every_verifier_is_lossless(name, K, L):
+    """Every registered verifier, with every rule it is tested with, on every draft model it
+    verifies (tests/block_registry.py), by enumerating every draw of the drafts."""
     target, draft = INSTANCES[name]()
     V = target(()).size
     if V ** (K * L) > 600:
         pytest.skip(f"{V ** (K * L)} draft tuples: the slow test covers it")
-    for verifier in _verifiers(K, L, V):
-        law = exact_block_law(verifier, target, draft, K, L)
-        assert block_law_tv(law, target, L) <= 1e-12, verifier.label
+    for tree in draft_models(K, L, V):
+        for verifier in variants(tree):
+            law = exact_block_law(verifier, target, draft, K, L)
+            assert block_law_tv(law, target, L) <= 1e-12, (verifier.label, tree)
+
+
+def test_every_registered_verifier_is_covered():
+    """A verifier registered in mdtheory.blocks.VERIFIERS that no draft model of the registry-driven
+    tests reaches, or a rule role they do not know, fails here."""
+    covered = {v.name for tree in draft_models(2, 2, 3) for v in variants(tree)}
+    assert covered == set(VERIFIERS)
+    assert {cls.takes_rule for cls in VERIFIERS.values()} <= set(RULES_FOR)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", range(3))
 def test_every_verifier_is_lossless_at_V3_K3_L3(seed):
     target, draft = random_instance(3, seed)
-    for verifier in [TokenByToken("rrs"), BlockVerification(), SelectedPath(), PrefixTrie(), Traversal(),
-                     Traversal(DraftTree((3, 1, 1), "wor"))]:
-        assert block_law_tv(exact_block_law(verifier, target, draft, 3, 3), target, 3) <= 1e-12
+    for tree in draft_models(3, 3, 3):
+        for verifier in variants(tree, rules=("rrs", "rrs-wor")):
+            assert block_law_tv(exact_block_law(verifier, target, draft, 3, 3), target, 3) <= 1e-12
 
 
-@pytest.mark.parametrize("tree", [DraftTree((2, 2), "iid"), DraftTree((2, 2), "wor"),
-                                  DraftTree((3, 1), "wor"), DraftTree((1, 2, 1), "iid"),
-                                  pytest.param(DraftTree((2, 1, 2), "wor"), marks=pytest.mark.slow)])
+@pytest.mark.parametrize("tree", [DraftTree((2, 2), "iid"), DraftTree((2, 2), WOR),
+                                  DraftTree((3, 1), WOR), DraftTree((1, 2, 1), "iid"),
+                                  pytest.param(DraftTree((2, 1, 2), WOR),
+                                               marks=pytest.mark.slow)])
 def test_traversal_and_token_level_on_trees_are_lossless(tree):
     target, draft = random_instance(3, 11)
-    rule = "rrs-wor" if tree.sampling == "wor" else "rrs"
+    rule = "rrs-wor" if tree.sampling == WOR else "rrs"
     for verifier in (Traversal(tree), TokenByToken(rule, tree), TokenByToken("optimal", tree)):
         law = exact_block_law(verifier, target, draft, tree.n, tree.length)
         assert block_law_tv(law, target, tree.length) <= 1e-12, verifier.label
@@ -159,7 +166,7 @@ def test_at_one_draft_every_block_verifier_has_block_verifications_law(seed):
         x = iid_drafts(1, 3).sample(draft, rng)
         want = BlockVerification().law(target, draft, x)
         for verifier in (SelectedPath(), SelectedPath("optimal"), PrefixTrie(), Traversal(),
-                         Traversal(DraftTree((1, 1, 1), "wor"))):
+                         Traversal(DraftTree((1, 1, 1), WOR))):
             got = verifier.law(target, draft, x)
             assert min(got.values()) >= 0
             assert max(abs(got.get(b, 0) - want.get(b, 0)) for b in {*got, *want}) <= ROUNDING
@@ -173,21 +180,22 @@ def test_at_length_one_the_block_verifiers_are_token_level_rules(seed):
     for K in (2, 3):
         rrs = TokenByToken("rrs").block_efficiency(target, draft, K, 1)
         assert abs(Traversal().block_efficiency(target, draft, K, 1) - rrs) <= ROUNDING
-        wor = DraftTree((K,), "wor")
+        wor = DraftTree((K,), WOR)
         assert abs(Traversal(wor).block_efficiency(target, draft, K, 1)
                    - TokenByToken("rrs-wor", wor).block_efficiency(target, draft, K, 1)) <= ROUNDING
 
 
 # ------------------------------------------------------------------ the sample form follows the law form
-@pytest.mark.parametrize("verifier", [BlockVerification(), SelectedPath(), PrefixTrie(),
-                                      Traversal(DraftTree((2, 2), "wor")),
-                                      TokenByToken("rrs-wor", DraftTree((2, 2), "wor")),
-                                      TokenByToken("rrs")])
-def test_samples_follow_the_exact_law(verifier):
+SAMPLED = [(tree, v) for tree in draft_models(3, 2, 3)
+           for v in variants(tree, rules=("rrs", "rrs-wor", "optimal"))]
+
+
+@pytest.mark.parametrize("tree,verifier", SAMPLED, ids=[f"{v.label}-{t.sampling}" for t, v in SAMPLED])
+def test_samples_follow_the_exact_law(tree, verifier):
+    """Every registered verifier's sampler against its own law on drafts of each draft model."""
     target, draft = random_instance(3, 5)
     rng = np.random.default_rng(7)
-    model = verifier.draft_model(4, 2) if verifier.tree is not None else iid_drafts(3, 2)
-    x = model.sample(draft, rng)
+    x = tree.sample(draft, rng)
     law = verifier.law(target, draft, x)
     N = 4000
     counts: dict = {}
@@ -199,7 +207,6 @@ def test_samples_follow_the_exact_law(verifier):
     assert stat <= chi2.ppf(1 - 1e-6, max(len(law) - 1, 1))
 
 
-# ------------------------------------------------------------------ bad input
 def test_bad_input_is_refused_with_a_named_error():
     target, draft = random_instance(3, 0)
     with pytest.raises(InvalidInputError, match="unknown verifier"):
@@ -211,13 +218,13 @@ def test_bad_input_is_refused_with_a_named_error():
     with pytest.raises(InvalidInputError, match="laid out"):
         Traversal(DraftTree((1, 2), "iid")).law(target, draft, np.array([[0, 1], [1, 2]]))
     with pytest.raises(InvalidInputError, match="repeat a token"):
-        Traversal(DraftTree((2,), "wor")).law(target, draft, np.array([[1], [1]]))
+        Traversal(DraftTree((2,), WOR)).law(target, draft, np.array([[1], [1]]))
     with pytest.raises(InvalidInputError, match="expects"):
-        TokenByToken("rrs", DraftTree((2,), "wor"))
+        TokenByToken("rrs", DraftTree((2,), WOR))
     with pytest.raises(InvalidInputError, match="branching"):
         DraftTree((2, 0))
     with pytest.raises(InvalidInputError, match="positive mass"):
-        list(DraftTree((3,), "wor").enumerate(_exact_law(["1/2", "1/2"])))
+        list(DraftTree((3,), WOR).enumerate(_exact_law(["1/2", "1/2"])))
     with pytest.raises(InvalidInputError, match="tree"):
         Traversal(DraftTree((2, 2), "iid")).block_efficiency(target, draft, 2, 2)
     with pytest.raises(ProblemTooLargeError, match="draws"):
@@ -244,9 +251,10 @@ def _markov_pair(V=3, seed=11):
             _BatchMarkov(rng.dirichlet(np.ones(V) * 0.7, size=V)))
 
 
-@pytest.mark.parametrize("tree", [iid_drafts(2, 2), DraftTree((2, 2), "wor"), DraftTree((2, 1), "iid")])
+@pytest.mark.parametrize("tree", [iid_drafts(2, 2), DraftTree((2, 2), WOR),
+                                  DraftTree((2, 1), "iid")])
 def test_drafted_trees_have_the_tree_law(tree):
-    from mdtheory.language import blockeff
+    from mdtheory.blocks import simulation as blockeff
 
     _, drafter = _markov_pair()
     rng = np.random.default_rng(3)
@@ -265,10 +273,11 @@ def test_drafted_trees_have_the_tree_law(tree):
 
 @pytest.mark.parametrize("verifier,tree", [(SelectedPath(), iid_drafts(3, 2)),
                                            (PrefixTrie(), iid_drafts(3, 2)),
-                                           (Traversal(DraftTree((2, 2), "wor")), DraftTree((2, 2), "wor"))])
+                                           (Traversal(DraftTree((2, 2), WOR)),
+                                            DraftTree((2, 2), WOR))])
 def test_decoding_with_a_verifier_keeps_the_targets_law(verifier, tree):
     """The first two tokens emitted from a fixed context, block after block, follow the target."""
-    from mdtheory.language import blockeff
+    from mdtheory.blocks import simulation as blockeff
 
     target, drafter = _markov_pair()
     rng = np.random.default_rng(5)
@@ -287,7 +296,7 @@ def test_decoding_with_a_verifier_keeps_the_targets_law(verifier, tree):
 
 
 def test_intervals_come_from_replicates_or_batch_means():
-    from mdtheory.language import blockeff
+    from mdtheory.blocks import simulation as blockeff
 
     counts = np.arange(40) % 4 + 1
     lo, hi, method = blockeff.block_interval(counts, replicates=4)
@@ -302,7 +311,7 @@ def test_intervals_come_from_replicates_or_batch_means():
 
 
 def test_simulate_runs_independent_texts():
-    from mdtheory.language import blockeff
+    from mdtheory.blocks import simulation as blockeff
 
     target, drafter = _markov_pair()
     res = blockeff.simulate(target, drafter, SelectedPath(), iid_drafts(2, 2), 60, np.random.default_rng(1),
@@ -318,7 +327,7 @@ def test_simulate_runs_independent_texts():
 
 
 def test_exact_rows_on_the_toy():
-    from mdtheory.language import blockeff
+    from mdtheory.blocks import simulation as blockeff
 
     target, draft = blockeff.parse_instance("toy")
     rows = blockeff.exact_rows(target, draft, [BlockVerification(), TokenByToken("single")], iid_drafts(1, 2))
@@ -353,7 +362,7 @@ def test_cli_exact_rows_on_the_toy(capsys):
 
 def test_cli_exact_rows_on_a_tree(capsys):
     code, out, _ = _run_cli(["block-efficiency", "--instance", "random:3:1", "--tree", "2,2",
-                             "--sampling", "without-replacement", "--verifier", "traversal,token,block",
+                             "--sampling", WOR, "--verifier", "traversal,token,block",
                              "--rules", "rrs-wor"], capsys)
     assert code == 0
     lines = out.splitlines()
@@ -378,22 +387,9 @@ def test_cli_bad_input_exits_2_with_one_line(argv, culprit, capsys):
     assert len(err.strip().splitlines()) == 1 and culprit in err
 
 
-def _have_model() -> bool:
-    from mdtheory.errors import MdtheoryError
-    from mdtheory.language import lm
-
-    try:
-        lm.textgenrnn_files()
-        import h5py  # noqa: F401
-    except (MdtheoryError, ImportError):
-        return False
-    return True
 
 
-needs_model = pytest.mark.skipif(not _have_model(), reason="the char-LSTM's data is absent (lm.INSTALL)")
-
-
-@needs_model
+@pytest.mark.char_lstm
 def test_cli_simulation_rows(capsys):
     code, out, err = _run_cli(["block-efficiency", "-n", "2", "-L", "2", "--verifier", "block,multipath,trie",
                                "--steps", "6", "--replicates", "2", "--json", "--quiet"], capsys)
@@ -406,7 +402,7 @@ def test_cli_simulation_rows(capsys):
         assert r["ci95"][0] <= r["block_efficiency"] <= r["ci95"][1]
 
 
-@needs_model
+@pytest.mark.char_lstm
 def test_cli_says_when_the_drafter_is_the_target(capsys):
     code, out, err = _run_cli(["block-efficiency", "-n", "1", "-L", "2", "--verifier", "block",
                                "--steps", "3", "--draft-temperature", "1.0", "--json", "--quiet"], capsys)
@@ -427,7 +423,7 @@ def test_cli_optimum_on_a_small_instance(capsys):
         assert code == 2 and "optimal_block_efficiency" in err and len(err.strip().splitlines()) == 1
 
 
-@needs_model
+@pytest.mark.char_lstm
 @pytest.mark.slow
 def test_cli_optimum_bound_beside_the_char_lstm_rows(capsys):
     from mdtheory import blocks
