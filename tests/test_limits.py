@@ -121,11 +121,16 @@ def test_set_routes_see_the_forward_pass_over_n_drafts(method):
 
 
 def test_independent_drafts_at_huge_v_are_refused_before_allocating():
+    """V = 100,000: refused up front, by its time; its memory is the corral's capped reservation
+    (at most 2 GiB), and a limit below that refuses it for memory."""
     V = 100_000
     p = np.full(V, 1 / V)
     Q = np.stack([p, np.roll(np.linspace(1, 2, V) / np.linspace(1, 2, V).sum(), 1)])
-    with pytest.raises(ProblemTooLargeError, match="memory"):
+    with pytest.raises(ProblemTooLargeError, match="estimated"):
         md.alpha_star(p, Q, sampling="independent")
+    assert route_estimate(md.Independent(Q), "mnp").bytes <= _budget.MNP_RESERVE + 64 * (V + 2)
+    with pytest.raises(ProblemTooLargeError, match="memory"):
+        md.alpha_star(p, Q, sampling="independent", max_seconds=float("inf"), max_bytes=2**30)
 
 
 def test_an_unclosed_minimum_norm_point_stops_at_the_limit_with_its_bounds():
