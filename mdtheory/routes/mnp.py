@@ -575,7 +575,7 @@ def _phases(p, model, qbar, tol, max_iter, weights):
             continue
         for _ in range(max_iter):  # a face run that finds a better cut moves to that cut's face
             if face is None or not np.array_equal(face.face_cut, source.cut):
-                if best is face and face is not None:  # the face it replaces keeps only its result
+                if best is face:  # the face it replaces keeps only its result
                     best = face.frozen()
                 face = _face(p, model, sw, qbar, source)
             source = None  # (an earlier face it started from is released)

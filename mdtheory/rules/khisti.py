@@ -456,8 +456,9 @@ class KhistiLP(SelectionRule):
 
     name = "khisti-lp"
     #: Seconds per token of one stage (a partition and a few passes over V; 7e-9 measured at
-    #: V = 32,000 on a 2-core AMD EPYC with AVX-512, this with room for slower machines).
-    STAGE_TOKEN_SECONDS = 5e-8
+    #: V = 32,000 on a 2-core AMD EPYC with AVX-512, this with room for slower machines), and per
+    #: stage whatever V (the calls that set it up: 3e-5 - 5e-5 measured at V <= 64).
+    STAGE_TOKEN_SECONDS, STAGE_SECONDS = 5e-8, 1e-4
 
     @classmethod
     def estimate(cls, model):
@@ -468,7 +469,8 @@ class KhistiLP(SelectionRule):
         s = default_size(V)
         flow = FLOW_PAIR_SECONDS * s * (s - 1) / 2
         return Estimate(f"khisti-lp: {n - 1} truncated stages over {V} tokens",
-                        (n - 1) * (cls.STAGE_TOKEN_SECONDS * V + flow), 8.0 * (n + 8) * V + 8.0 * s * s * n)
+                        (n - 1) * (cls.STAGE_SECONDS + cls.STAGE_TOKEN_SECONDS * V + flow),
+                        8.0 * (n + 8) * V + 8.0 * s * s * n)
 
     def _prepare(self, s: int | None = None, rest: str = "bucket"):
         guard = s is None
