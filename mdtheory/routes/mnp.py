@@ -937,7 +937,7 @@ class _Wolfe:
                            self.R[rows])
 
     def frozen(self) -> _Frozen:
-        """This run's result and bounds, without its storage (a run that no longer iterates)."""
+        """This run's result and bounds, without its storage (for a run that stops iterating)."""
         return _Frozen(self.upper, self.lower, self.result(0))
 
 
