@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import math
 import numbers
-import os
 from typing import NamedTuple
 
 from .errors import InvalidInputError, ProblemTooLargeError
@@ -23,8 +22,8 @@ from .errors import InvalidInputError, ProblemTooLargeError
 __all__ = ["Estimate", "require", "check_limit", "combine", "fmt_seconds", "fmt_bytes", "stored_floats",
            "mc_chunk", "monte_carlo", "batched_steps", "lm_pairs", "ngram_distillation", "enumeration",
            "capped_power", "prefix_route", "select_route", "closed_form_route", "subsets_route", "law_route",
-           "min_norm_point", "acceptance_cone", "verify_claim", "MAX_SECONDS",
-           "MAX_BYTES", "MNP_MAX_ITER", "CHUNK_BYTES", "MAX_CHUNK", "TORCH_CHUNK"]
+           "min_norm_point", "mnp_corral_cap", "mnp_run_bytes", "acceptance_cone", "verify_claim",
+           "MAX_SECONDS", "MAX_BYTES", "MNP_MAX_ITER", "CHUNK_BYTES", "MAX_CHUNK", "TORCH_CHUNK"]
 
 #: Default time limit of one CLI step (``--max-seconds``).
 MAX_SECONDS = 60.0
@@ -58,12 +57,23 @@ _CDD_REDUNDANCY = 8e-7  # Hall comparison: seconds = _CDD_REDUNDANCY * rows ** 3
 # order; about model.mnp_iterations * sqrt(V) iterations (default MNP_ITER_DEFAULT) with a corral of
 # about _MNP_CORRAL * sqrt(V) vertices
 _MNP_STEP = 1e-4
+# successive sampling's majorant certificate (mdtheory.models.majorant): at most MAJORANT_WORK cells
+# (a part of the 2^m parts of W, m <= MAJORANT_EXACT, a prefix, a degree), each a multiply-add
+# (2^12 x 466 x 9 cells took 10 ms at V = 465, n = 8)
+MAJORANT_WORK = 1 << 25
+MAJORANT_EXACT = 14
+_MAJORANT_CELL = 1.5e-9
 _MNP_CELL = 3e-9
 _MNP_CUBE = 4e-11
 MNP_ITER_DEFAULT = 15.0  # (a model's own: DraftModel.mnp_iterations)
 #: Major iterations (one vertex each) of the minimum-norm-point route at most (:mod:`mdtheory.routes.mnp`).
 MNP_MAX_ITER = 10_000
 _MNP_CORRAL = 1.5
+# Wolfe runs of the mnp route alive at once at most: a free and a face run for each of the three
+# raced norms, and a face starting beside the one it replaces
+MNP_RUNS = 7
+# bytes all the mnp route's runs may reserve for their corrals together (mnp_corral_cap)
+MNP_RESERVE = 2.0 * 2**30
 PRODUCT_TOKEN_SECONDS = 1e-8    # prefix containments of a product model (cumulative sums), per (token, law)
 CP_PREFIX_TOKEN_SECONDS = 1e-8  # conditional Poisson: per (token, degree + 4) of the e_j recurrence
 CONTAINMENT_SECONDS = 1.5e-5    # one generic containment Q(T) (greedy), plus LAW_CELL_SECONDS per token
@@ -281,12 +291,18 @@ def prefix_route(model) -> Estimate:
     if model.lex_base_closed_form:
         # iid: a sort and two scans; n enters only through the integer powers (log2 n squarings)
         return Estimate(head, 2e-8 * V * max(math.log2(V), 1.0) * (1.0 + math.log2(n) / 8), 40.0 * V)
+    # successive sampling's certificate (mdtheory.models.majorant): two more prefix passes (the
+    # best prefix, a vertex) and at most MAJORANT_WORK cells of the majorant's minimisation
+    cells = min(MAJORANT_WORK, 2.0 ** min(MAJORANT_EXACT, V) * (V + 1) * (n + 1))
+    extra = 2 * model.prefix_pass_seconds() + _MAJORANT_CELL * cells \
+        if model.prefix_property == "checked" else 0.0
     if model.closed_form_containment:
-        return Estimate(head, 1e-7 * V * max(math.log2(V), 1.0) * (n if n > 1 else 1), 40.0 * V)
+        return Estimate(head, 1e-7 * V * max(math.log2(V), 1.0) * (n if n > 1 else 1) + extra,
+                        40.0 * V)
     # one trapezoidal pass carrying a degree-n polynomial per node along the prefixes (and once
     # more for the certificate's cut)
     return Estimate(f"{head}: a one-pass containment over {V} prefixes",
-                    2 * model.prefix_pass_seconds(), 8.0 * V * (n + 2) * 64)
+                    2 * model.prefix_pass_seconds() + extra, 8.0 * V * (n + 2) * 64)
 
 
 def closed_form_route(model) -> Estimate:
@@ -352,6 +368,25 @@ def law_route(model, method: str) -> Estimate:
     raise InvalidInputError(f"no law-route estimate for method {method!r}")
 
 
+def mnp_corral_cap(V: int) -> int:
+    """The most corral vertices one Wolfe run of the ``mnp`` route stores (its storage grows by
+    doubling up to this): V + 2 (a corral is affinely independent), or fewer where
+    :data:`MNP_RUNS` runs of that many would reserve more than :data:`MNP_RESERVE` bytes
+    (:func:`mnp_run_bytes`); at least 8. A run whose corral would outgrow it stops as a stall,
+    with its proven bounds."""
+    if MNP_RUNS * mnp_run_bytes(V, V + 2) <= MNP_RESERVE:
+        return V + 2
+    a, b, c = 24.0, 32.0 * (V + 1), -MNP_RESERVE / MNP_RUNS  # mnp_run_bytes(V, K) = a K^2 + b K
+    return max(8, int((-b + math.sqrt(b * b - 4 * a * c)) / (2 * a)))
+
+
+def mnp_run_bytes(V: int, K: float) -> float:
+    """Bytes one Wolfe run reserves for a corral of K vertices: four K x (V + 1) arrays (the
+    vertices, the same minus p and scaled, their orders, the least-squares route's Q) and three
+    K x K (the Gram matrix, its Cholesky factor, the least-squares route's R), 8 bytes an entry."""
+    return 32.0 * K * (V + 1) + 24.0 * K * K
+
+
 def min_norm_point(model) -> Estimate:
     """The ``mnp`` route on ``model``: Wolfe's minimum-norm point (:mod:`mdtheory.routes.mnp`).
 
@@ -366,34 +401,22 @@ def min_norm_point(model) -> Estimate:
     sqrt(V) (but a generic containment per prefix, O(V^2) an iteration); corrals held 0.1 to 13
     sqrt(V) vertices. The estimate takes 10 sqrt(V) iterations for independent drafts, 2 sqrt(V) for
     greedy ones and 15 sqrt(V) for the others (at most the cap) and 1.5 sqrt(V) vertices; the runs
-    took 0.02 to 4.5 times the estimate (median 0.12). The memory is
-    the corral rows the runs touch (two norms raced, each with a free and a face run; per vertex its
-    order, the vertex and its scaled difference: 24 V bytes) and their K x K factors; each run also
-    reserves (V + 2) x V arrays, which fail to allocate beyond the machine's memory (V = 100,000
-    asks for 75 GiB per array).
+    took 0.02 to 4.5 times the estimate (median 0.12). The memory is what the runs may reserve:
+    :data:`MNP_RUNS` runs (a free and a face run for each of the three raced norms, and a face
+    starting beside the one it replaces), each up to :func:`mnp_corral_cap` vertices
+    (:func:`mnp_run_bytes`), at most :data:`MNP_RESERVE` in all; a run stores its corral in rows
+    that double as it grows, so most runs reserve far less.
     """
     V, n = model.V, model.n
     per_root = model.mnp_iterations
     iterations = min(MNP_MAX_ITER, per_root * math.sqrt(V))
     K = min(V + 1.0, _MNP_CORRAL * math.sqrt(V))
     step = _MNP_STEP + _MNP_CELL * K * V + _MNP_CUBE * K**3 + model.prefix_pass_seconds()
-    touched = 4 * (24.0 * K * V + 16.0 * K * K)
-    # each run reserves five (V + 2)-square arrays, of which it touches the corral's rows; a
-    # reservation beyond the machine's memory fails to allocate, so it counts then
-    reserved = 8.0 * (V + 2.0) ** 2
+    reserved = MNP_RUNS * mnp_run_bytes(V, mnp_corral_cap(V)) + 64.0 * (V + 2)
     return Estimate(f"method 'mnp' on {model.sampling} drafts, V = {V}, n = {n}: about "
                     f"{iterations:.3g} iterations of Wolfe's minimum-norm point (an estimate; "
-                    "runs vary ten-fold)", iterations * step,
-                    max(touched, 20 * reserved if reserved > _physical_memory() else 0.0),
+                    "runs vary ten-fold)", iterations * step, reserved,
                     f"the solver stops after {MNP_MAX_ITER} iterations at most")
-
-
-def _physical_memory() -> float:
-    """Bytes of physical memory (infinite where the system does not say)."""
-    try:
-        return float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
-    except (AttributeError, ValueError, OSError):
-        return math.inf
 
 
 def acceptance_cone(m: int, K: int, model: str, supports: int) -> Estimate:

@@ -183,6 +183,7 @@ def test_duals_named_with_alias_keys():
 
 def test_upper_bound_is_not_success(monkeypatch):
     monkeypatch.setattr(certify, "MAX_CERT_SETS", 0)
+    monkeypatch.setattr(certify, "_successive_bounds", lambda *args: None)  # no majorant either
     res = md.optimal_acceptance(P3, Q3, 2, "without-replacement", method="prefix")
     assert res.status == "upper-bound" and res.success is False
     assert "optimality is not proven" in res.message

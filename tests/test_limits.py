@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import mdtheory as md
-from mdtheory import _budget, _jit
+from mdtheory import _budget, _jit, certify
 from mdtheory._validate import as_distribution
 from mdtheory.certify import CERT_TOL, MAX_CERT_SETS
 from mdtheory.errors import InvalidInputError, ProblemTooLargeError
@@ -121,11 +121,16 @@ def test_set_routes_see_the_forward_pass_over_n_drafts(method):
 
 
 def test_independent_drafts_at_huge_v_are_refused_before_allocating():
+    """V = 100,000: refused up front, by its time; its memory is the corral's capped reservation
+    (at most 2 GiB), and a limit below that refuses it for memory."""
     V = 100_000
     p = np.full(V, 1 / V)
     Q = np.stack([p, np.roll(np.linspace(1, 2, V) / np.linspace(1, 2, V).sum(), 1)])
-    with pytest.raises(ProblemTooLargeError, match="memory"):
+    with pytest.raises(ProblemTooLargeError, match="estimated"):
         md.alpha_star(p, Q, sampling="independent")
+    assert route_estimate(md.Independent(Q), "mnp").bytes <= _budget.MNP_RESERVE + 64 * (V + 2)
+    with pytest.raises(ProblemTooLargeError, match="memory"):
+        md.alpha_star(p, Q, sampling="independent", max_seconds=float("inf"), max_bytes=2**30)
 
 
 def test_an_unclosed_minimum_norm_point_stops_at_the_limit_with_its_bounds():
@@ -142,7 +147,10 @@ def test_an_unclosed_minimum_norm_point_stops_at_the_limit_with_its_bounds():
     assert lower == pytest.approx(rule.exact_acceptance(), abs=ROUNDING) and lower <= upper
 
 
-def test_auto_proves_without_replacement_beyond_the_flow_certificate():
+def test_auto_proves_without_replacement_beyond_the_flow_certificate(monkeypatch):
+    """Where no majorant meets the prefix route's cut (here: none tried), auto proves it by
+    Wolfe's method, within the limit or not at all."""
+    monkeypatch.setattr(certify, "_successive_bounds", lambda *args: None)
     p, q = _dirichlet_pair(30, seed=3)
     model = md.WithoutReplacement(q, 3)
     assert model.count_sets() > MAX_CERT_SETS

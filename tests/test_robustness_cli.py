@@ -173,7 +173,8 @@ def test_slow_preparation_refused_up_front(capsys, pair):
 
 
 def test_many_drafts_refused_by_memory(capsys, pair):
-    """-n 1000000 (khisti-lp: 999,999 LPs and V x V matrices; rrs: 10^6 residuals) is refused."""
+    """-n 1000000 (khisti-lp: 999,999 stages, each an s x s block and V-sized laws; rrs: 10^6
+    residuals) is refused."""
     p, q = pair(1000)
     code, out, err = run_main(capsys, "compare-selectors", p, q, "-n", 10**6, "--rules",
                               "rrs,khisti-lp,k-seq,greedy,gr-softmax", "--json")
@@ -181,7 +182,7 @@ def test_many_drafts_refused_by_memory(capsys, pair):
     rows = {r["rule"]: r for r in map(json.loads, out.splitlines())}  # JSON Lines
     assert re.search(r"rrs keeps n \+ 1 = 1000001 residuals.*estimated 7.45 GiB of memory",
                      rows["rrs"]["error"])
-    assert re.search(r"999999 truncated stages over 1000 tokens: estimated 7.45 GiB",
+    assert re.search(r"999999 truncated stages over 1000 tokens: estimated 22.5 GiB",
                      rows["khisti-lp"]["error"])
     assert "n <= the number of tokens with q > 0 (1000)" in rows["greedy"]["error"]
     assert "fits over 1e+300 draft sets" in rows["gr-softmax"]["error"]  # a saturated count

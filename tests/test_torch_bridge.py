@@ -282,17 +282,24 @@ def test_rank_stage_is_the_dense_program():
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_torch_khisti_is_the_numpy_program(device):
-    """The device rule's default truncation is the numpy rule's, row by row; its final marginal is
-    the exact law of its own stages (the numpy rule's enumeration over every draft tuple, run on
-    the device's stages), which is lossless with acceptance sum min(p, mu)."""
+    """The device rule's default truncation is the numpy rule's on the CPU and at most DEVICE_S on
+    a GPU; its final marginal is the exact law of its own stages (the numpy rule's enumeration over
+    every draft tuple, run on the device's stages), which is lossless with acceptance sum min(p, mu).
+    On the CPU each row's flow is the numpy rule's: the same marginal at V = 60 (s = 45)."""
     from mdtheory.rules import khisti as K
     from mdtheory.rules import make_rule
-    from mdtheory.torch_bridge.khisti import default_truncation
+    from mdtheory.torch_bridge.khisti import DEVICE_S, default_size
 
+    assert default_size(60, "cpu") == K.default_size(60) == 45
+    assert default_size(60, "cuda") == DEVICE_S
+    if device == "cpu":
+        p_np, q_np = llm_pairs(np.random.default_rng(5), 6, 60)
+        rule = tb.TorchKhisti(*(torch.tensor(x) for x in (p_np, q_np)), 3)
+        for i in range(6):
+            ref = make_rule("khisti-lp", p_np[i], q_np[i], 3)
+            assert ref.s == 45 and np.abs(rule.mu[i].numpy() - ref.mu).max() <= ROUNDING
     p_np, q_np = llm_pairs(np.random.default_rng(4), 8, 6)
     p, q = (torch.tensor(x, device=device) for x in (p_np, q_np))
-    s_dev = default_truncation(p, q).cpu().numpy()
-    assert s_dev.tolist() == [K.default_truncation(a, b) for a, b in zip(p_np, q_np, strict=True)]
     rule = tb.TorchKhisti(p, q, 3)
     assert rule.unsolved == 0
     for i in range(8):

@@ -94,6 +94,8 @@ def run(args: argparse.Namespace) -> int:
         p_cut, q_cut, single = res.cut_p, res.cut_q, res.single_draft
         if args.json:
             head, tail = res.to_dict(JSON_HEAD), res.to_dict(JSON_TAIL)
+            if res.acceptance_one and res.status != "optimal":
+                head["acceptance_one"] = None  # not proven: only the upper bound alpha* <= 1
             print(json.dumps({"row": i, "alpha_star": head.pop("value"), **head, "vocab": int(p.size),
                               **tail}))
             continue
@@ -111,7 +113,9 @@ def run(args: argparse.Namespace) -> int:
         hall += "; iid: p(T) >= q(T)^n, Khisti et al. Thm 2 / Remark 2)" \
             if model.lex_base_closed_form else ")"
         print(f"  optimal cut set T* = {fmt_set(res.cut)}")
-        if res.acceptance_one:
+        if res.acceptance_one and res.status != "optimal":  # a cut of value one proves nothing
+            print("  acceptance one: not proven (only alpha* <= 1 is)")
+        elif res.acceptance_one:
             print(f"  acceptance one: yes, {hall}")
         else:
             print(f"  acceptance one: no; T* is a witness: p(T*) = {p_cut:.10g} < Q(T*) = "

@@ -211,8 +211,9 @@ class TorchKSeq(TorchRule):
 class TorchKhisti(TorchRule):
     """Khisti et al.'s tournament, solved on the device (:mod:`mdtheory.torch_bridge.khisti`).
 
-    Class attributes ``s`` (None: the numpy rule's default truncation and guard, row by row) and
-    ``rest`` (``"bucket"``, sort-free; or ``"rank"``) choose the program, as the numpy rule's keywords.
+    Class attributes ``s`` (None: the default truncation and guard, :func:`.khisti.default_size`: the
+    numpy rule's on the CPU, at most :data:`.khisti.DEVICE_S` on a GPU) and ``rest`` (``"bucket"``,
+    sort-free; or ``"rank"``) choose the program, as the numpy rule's keywords.
     Every stage keeps the top s tokens (``torch.topk``), a block of keep-probabilities from the batched
     flow, and the scores of the rest; nothing of size V x V. ``unsolved`` counts the stage solves that
     stopped short of their optimum (none expected: the simplex ends by Bland's rule).
@@ -223,18 +224,13 @@ class TorchKhisti(TorchRule):
     rest = "bucket"
 
     def prepare(self):
-        from ..rules.khisti import DEFAULT_S
-        from .khisti import default_truncation, truncated_stage
+        from .khisti import default_size, truncated_stage
 
         torch = _torch()
         B, V = self.p.shape
         dev = self.p.device
-        if self.s is None:
-            s = default_truncation(self.p, self.q, DEFAULT_S)
-            S = min(DEFAULT_S, V)
-        else:
-            S = min(int(self.s), V)
-            s = torch.full((B,), S, dtype=torch.long, device=dev)
+        S = default_size(V, dev) if self.s is None else min(int(self.s), V)
+        s = torch.full((B,), S, dtype=torch.long, device=dev)
         self.stages = []
         law, self.unsolved = self.q, 0
         for _ in range(self.n - 1):
