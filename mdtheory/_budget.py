@@ -141,8 +141,10 @@ def require(est: Estimate, max_seconds: float = MAX_SECONDS, *, max_bytes: float
     Raises
     ------
     ProblemTooLargeError
-        Naming what would run, the estimate, the limit and (for time) ``flag`` to raise it.
+        Naming what would run, the estimate, the limit and (for time) ``flag`` to raise it (the
+        library's ``"max_seconds"`` is named with its command-line spelling too).
     """
+    flag = "max_seconds (--max-seconds)" if flag == "max_seconds" else flag
     hint = f"; {est.hint}" if est.hint else ""
     if est.bytes > max_bytes:
         raise ProblemTooLargeError(

@@ -219,7 +219,7 @@ def test_memory_error_is_one_line(capsys, monkeypatch, files):
 
     def boom(*args, **kwargs):
         raise MemoryError("Unable to allocate 74.5 GiB for an array")
-    monkeypatch.setattr(check_acceptance, "optimal_acceptance", boom)
+    monkeypatch.setattr(check_acceptance, "acceptance_rows", boom)
     code, _, err = run_main(capsys, "check-acceptance", files["p"], files["q"])
     one_line_error(code, err, "out of memory: Unable to allocate 74.5 GiB", "too large for this machine")
 
