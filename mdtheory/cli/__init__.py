@@ -28,6 +28,7 @@ notebook) a plain line at most every 10 s, the first after 10 s; ``--quiet`` sil
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 from collections.abc import Sequence
@@ -95,10 +96,26 @@ class _ClosedStdout:
         raise OSError("stdout is closed")
 
 
+def _writable(stream) -> None:
+    """Let ``stream`` write what its encoding cannot (``PYTHONIOENCODING=ascii``: the help's Greek
+    letters) as backslash escapes instead of raising UnicodeEncodeError."""
+    try:
+        "\u03b1".encode(stream.encoding or "utf-8")
+    except (UnicodeEncodeError, LookupError):
+        with contextlib.suppress(AttributeError, ValueError):
+            stream.reconfigure(errors="backslashreplace")
+    except AttributeError:  # a stream without an encoding: it takes str as it is
+        pass
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI and return its exit code."""
     if sys.stdout is None:
         sys.stdout = _ClosedStdout()
+    if sys.stderr is None:  # started with file descriptor 2 closed (``2>&-``): messages are lost
+        sys.stderr = open(os.devnull, "w")  # noqa: SIM115 (the process's own stderr, never closed)
+    for stream in (sys.stdout, sys.stderr):
+        _writable(stream)
     parser = build_parser()
     try:
         try:
