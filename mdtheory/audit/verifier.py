@@ -507,6 +507,7 @@ def audit(f: Callable | type, p: ArrayLike, q: ArrayLike, n: int, *, sampling: s
     samples : int, optional
         Verification steps per position; default :func:`samples_for` at ``detect_tv``.
     seed : int
+        Seed of the draws, an integer >= 0.
     level : float
         Level of the output-law test (Bonferroni over positions).
     exact, torch : bool
@@ -557,6 +558,8 @@ def audit(f: Callable | type, p: ArrayLike, q: ArrayLike, n: int, *, sampling: s
 
     t0 = time.perf_counter()
     n = as_drafts(n)
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise InvalidInputError(f"seed must be an integer >= 0, got {seed!r}")
     if not 0 < level < 1:
         raise InvalidInputError(f"the level must be in (0, 1), got {level}")
     if isinstance(detect_tv, bool) or not isinstance(detect_tv, (int, float, np.floating)) \
