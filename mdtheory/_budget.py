@@ -341,10 +341,13 @@ def law_route(model, method: str) -> Estimate:
             else "method 'prefix' enumerates nothing" if model.prefix_property else "")
     count = float(model.count_tuples() if literal else model.count_sets())
     kind = "draft tuples" if literal else "draft sets"
-    law_bytes = count * V * 9.0  # indicators and the forward pass's float masses
-    law_seconds = 2 * model.law_seconds(count)  # the route's law, and the certificate's own
-    if model.law_steps(count) > 1000:
-        head += f" (its set law by {model.law_steps(count):.3g} forward steps)"
+    held = count if literal else float(model.set_law_size())  # what the law's enumeration holds
+    law_bytes = held * V * 9.0  # indicators and the forward pass's float masses
+    law_seconds = 2 * model.law_seconds(held)  # the route's law, and the certificate's own
+    if model.law_steps(held) > 1000:
+        head += f" (its set law by {model.law_steps(held):.3g} forward steps)"
+    if held > count:
+        head += f" (its set law's enumeration through up to {held:.3g} sets)"
     incidences = count * min(n, V)  # rows of the dual, edges of the flow network (set members)
     if method in ("otlp", "otlp-literal"):
         cols = count * V

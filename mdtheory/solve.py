@@ -122,7 +122,7 @@ def route_estimate(model: DraftModel, method: str = "auto", certify: str | None 
         )
     est = METHODS[name].estimate(model)
     if certify is not None and name == "prefix" and model.prefix_property == "checked" and \
-            (certify == "full" or model.count_sets() <= _certificates.MAX_CERT_SETS):
+            (certify == "full" or model.set_law_size() <= _certificates.MAX_CERT_SETS):
         est = _budget.combine(est, METHODS["dual"].estimate(model), what=est.what)
     return est
 

@@ -254,3 +254,27 @@ def test_bad_limit_values_are_named_in_the_front_door(limit, value):
 def test_none_limits_mean_no_limit_in_the_front_door():
     p, q = np.array([0.5, 0.3, 0.2]), np.array([0.2, 0.2, 0.6])
     assert md.alpha_star(p, q, 2, max_seconds=None, max_bytes=None) == md.alpha_star(p, q, 2)
+
+
+def test_the_set_law_estimate_counts_what_its_enumeration_passes_through():
+    """Successive sampling of n = 29 of 30 tokens has 30 draft sets, but the forward pass that
+    enumerates them holds C(30, 15) = 1.6e8 sets halfway: the law routes' estimates and the set
+    law's own guard count those, so the law is refused before it is built, the front door's
+    flow certificate is not attempted, and alpha* is proven by the minimum-norm point."""
+    from math import comb
+
+    p, q = _dirichlet_pair(30, seed=4)
+    model = md.WithoutReplacement(q, 29)
+    assert model.count_sets() == 30 and model.set_law_size() == comb(30, 15)
+    for method in ("dual", "otlp", "maxflow"):
+        assert route_estimate(model, method).bytes > _budget.MAX_BYTES
+        with pytest.raises(ProblemTooLargeError, match=r"through up to 1\.55e\+08 sets"):
+            md.optimal_acceptance(p, model, method=method)
+    with pytest.raises(ProblemTooLargeError, match="the set law has up to 1.55e"):
+        model.set_law()
+    assert route_estimate(model, certify="fast").seconds < 1.0
+    res = md.optimal_acceptance(p, model)
+    assert res.status == "optimal" and res.method == "mnp"
+    assert res.value == pytest.approx(md.optimal_acceptance(p, model, method="prefix").value,
+                                      abs=CERT_TOL)
+    assert md.WithoutReplacement(q, 3).set_law_size() == comb(30, 3)  # n <= s / 2: the last step
