@@ -78,8 +78,6 @@ __all__ = ["audit", "AuditResult", "load_target"]
 EXACT_TOL = 1e-9
 #: Sampled form: calls of the target timed to estimate the whole audit (``max_seconds``).
 PILOT_CALLS = 100
-#: Draft tuples per call of a torch target.
-TORCH_CHUNK = _budget.TORCH_CHUNK
 #: Exit code of ``mdtheory audit`` for an inconclusive run (too few samples for ``--detect-tv``).
 EXIT_INCONCLUSIVE = 5
 #: During the pilot, the pace is judged after every call once the calls so far took this fraction
@@ -375,7 +373,7 @@ def _torch_steps(torch, tb_rules, f, P, Q, n, sampling, samples, seed, device, d
     Qt = torch.as_tensor(Q, dtype=dtype, device=device)
     B, V = P.shape
     prepared = f(Pt, Qt, n) if isinstance(f, type) and issubclass(f, tb_rules.TorchRule) else None
-    per_call = max(1, TORCH_CHUNK // B)
+    per_call = _budget.torch_steps_per_call(B, samples, V, n)
     counts = torch.zeros(B, V, dtype=torch.float64, device=device)
     hits = torch.zeros(B, dtype=torch.float64, device=device)
     done = 0

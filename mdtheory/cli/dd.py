@@ -29,9 +29,10 @@ def add_parser(sub) -> None:
 
 
 def require_cone(args: argparse.Namespace, m: int, K: int, model: str) -> None:
-    """Refuse a cone whose Hall comparison is estimated over ``--max-seconds``."""
+    """Refuse a cone whose Hall comparison is estimated over ``--max-seconds`` or ``--max-bytes``."""
     supports = len(draft_supports(m, K, model))  # refuses dimensions over the DD limit first
-    _budget.require(_budget.acceptance_cone(m, K, model, supports), args.max_seconds)
+    _budget.require(_budget.acceptance_cone(m, K, model, supports), args.max_seconds,
+                    max_bytes=args.max_bytes)
 
 
 def run(args: argparse.Namespace) -> int:

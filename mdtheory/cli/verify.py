@@ -77,7 +77,8 @@ def _verify_one(args: argparse.Namespace) -> dict:
     if args.claim == "theorem2":
         require_cone(args, m, K, args.model)
         return verify_theorem2(m, K, args.model)
-    _budget.require(_budget.verify_claim(args.claim, m, K, instances), args.max_seconds)
+    _budget.require(_budget.verify_claim(args.claim, m, K, instances), args.max_seconds,
+                    max_bytes=args.max_bytes)
     total = instances + (args.claim == "hu-wor" and (m, K) == (3, 2))
     with progress(args, total, f"verify {args.claim}") as bar:
         if args.claim == "theorem3":
