@@ -41,7 +41,8 @@ from fractions import Fraction
 from itertools import combinations, combinations_with_replacement, product
 from math import gcd, lcm
 
-from ..errors import InvalidInputError, ProblemTooLargeError
+from .. import _budget
+from ..errors import InvalidInputError, ProblemTooLargeError, SolverError
 
 __all__ = ["Cone", "acceptance_one_cone", "draft_supports", "hall_family", "compare_with_hall",
            "format_inequality", "canonical", "sparsest", "DD_MODELS", "MAX_DD_DIMENSION"]
@@ -209,7 +210,64 @@ def _elimination_route(m, supports):
     return [r[: m + nd] for r in ineq], [r[: m + nd] for r in eq]
 
 
-def acceptance_one_cone(m: int, K: int, model: str = "iid", method: str = "generators") -> Cone:
+#: Seconds between the parent's looks at pycddlib's child process (an interrupt is answered within).
+POLL_SECONDS = 0.05
+
+
+def _child(send, route, m, supports) -> None:
+    """Run ``route(m, supports)`` and send ("ok", result) or ("error", message) back."""
+    try:
+        send.send(("ok", route(m, supports)))
+    except Exception as exc:  # pycddlib's own errors: reported by the parent as a SolverError
+        send.send(("error", f"{type(exc).__name__}: {exc}"))
+
+
+def _in_child(route, m: int, supports, what: str, max_seconds: float | None):
+    """``route(m, supports)`` in a child process, so that the caller stays responsive: pycddlib holds
+    the interpreter for as long as a projection runs (an interrupt waited 85 s), while here the
+    parent waits in steps of :data:`POLL_SECONDS`, answers Ctrl-C at once and stops the child at
+    ``max_seconds`` (None: no limit).
+
+    Raises
+    ------
+    ProblemTooLargeError
+        The child did not finish within ``max_seconds`` (it is stopped).
+    SolverError
+        pycddlib raised, or its process ended without an answer (killed, out of memory).
+    """
+    import multiprocessing as mp
+
+    ctx = mp.get_context("fork" if "fork" in mp.get_all_start_methods() else "spawn")
+    recv, send = ctx.Pipe(duplex=False)
+    child = ctx.Process(target=_child, args=(send, route, m, supports), daemon=True)
+    child.start()
+    send.close()
+    start = time.monotonic()
+    try:
+        while not recv.poll(POLL_SECONDS):  # an answer, or the end of the pipe: the child ended
+            if max_seconds is not None and time.monotonic() - start > max_seconds:
+                raise ProblemTooLargeError(
+                    f"{what}: pycddlib did not finish within the limit of "
+                    f"{_budget.fmt_seconds(max_seconds)} and was stopped; raise it with max_seconds "
+                    "(--max-seconds) to run it longer")
+        try:
+            status, value = recv.recv()
+        except EOFError:
+            child.join()
+            raise SolverError(f"{what}: pycddlib's process ended without an answer (exit code "
+                              f"{child.exitcode}; out of memory?)") from None
+    finally:
+        if child.is_alive():
+            child.kill()
+        child.join()
+        recv.close()
+    if status == "error":
+        raise SolverError(f"{what}: {value}")
+    return value
+
+
+def acceptance_one_cone(m: int, K: int, model: str = "iid", method: str = "generators", *,
+                        max_seconds: float | None = None) -> Cone:
     """Facets of the acceptance-one cone, by exact double description (pycddlib, GMP rationals).
 
     Parameters
@@ -222,6 +280,9 @@ def acceptance_one_cone(m: int, K: int, model: str = "iid", method: str = "gener
         Draft supports: multisets (iid masses grouped by multiset) or free ordered tuples.
     method : {"generators", "elimination"}
         Projection route (see the module docstring); both are exact and are cross-checked in tests.
+    max_seconds : float, optional
+        The projection runs in a child process (an interrupt is answered at once, where pycddlib
+        would hold the interpreter), stopped after this many seconds (default: no limit).
 
     Returns
     -------
@@ -232,7 +293,10 @@ def acceptance_one_cone(m: int, K: int, model: str = "iid", method: str = "gener
     InvalidInputError
         Unknown model or method, or m, K < 1.
     ProblemTooLargeError
-        Cone dimension over :data:`MAX_DD_DIMENSION`.
+        Cone dimension over :data:`MAX_DD_DIMENSION`, or the projection not done within
+        ``max_seconds``.
+    SolverError
+        pycddlib failed, or its process ended without an answer.
 
     Notes
     -----
@@ -253,8 +317,10 @@ def acceptance_one_cone(m: int, K: int, model: str = "iid", method: str = "gener
     if method not in routes:
         raise InvalidInputError(f"unknown DD method {method!r}; valid choices: {', '.join(routes)}")
     supports = draft_supports(m, K, model)
+    max_seconds = _budget.check_limit(max_seconds, "max_seconds")
     t0 = time.perf_counter()
-    ineq, eq = routes[method](m, supports)
+    ineq, eq = _in_child(routes[method], m, supports, f"the {method} projection of the {model} "
+                         f"acceptance-one cone for m = {m}, K = {K}", max_seconds)
     facets = sorted({canonical(r, eq) for r in ineq} - {tuple([0] * (m + len(supports)))})
     return Cone(m, K, model, supports, variable_names(m, supports), facets,
                 [tuple(r) for r in eq], method, time.perf_counter() - t0, raw=ineq)

@@ -37,7 +37,8 @@ def require_cone(args: argparse.Namespace, m: int, K: int, model: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     require_cone(args, args.vocab, args.drafts, args.model)
-    cone = acceptance_one_cone(args.vocab, args.drafts, args.model, args.method)
+    cone = acceptance_one_cone(args.vocab, args.drafts, args.model, args.method,
+                               max_seconds=args.max_seconds)
     cmp = compare_with_hall(cone)
     rows = sorted(zip(cmp["facets"], cone.facets, strict=True),  # Hall's inequalities first
                   key=lambda r: (r[0][1] is None, not (r[0][1] or "").startswith("hall"),
