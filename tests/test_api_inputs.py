@@ -98,7 +98,7 @@ def test_a_law_callable_that_returns_no_numbers_is_named():
     model = as_model(lambda context: "abc")
     with pytest.raises(InvalidInputError, match=r"the law at context \(\) is not an array of numbers "
                        r"\(got str 'abc'\)"):
-        model.V
+        _ = model.V
 
 
 @pytest.mark.parametrize("rng", [None, 3])

@@ -29,22 +29,14 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from ..errors import MdtheoryError, SolverError
-from . import (
-    audit,
-    block_efficiency,
-    check_acceptance,
-    compare_selectors,
-    cross_validate,
-    dd,
-    lm_pairs,
-    verify,
-)
 from ._common import (
+    COMMANDS,
     EXIT_BAD_INPUT,
     EXIT_BOUNDS,
     EXIT_BROKEN_PIPE,
@@ -60,7 +52,9 @@ __all__ = ["main", "build_parser", "load_npy", "EXIT_OK", "EXIT_REFUTED", "EXIT_
            "EXIT_SOLVER", "EXIT_BOUNDS", "EXIT_INTERRUPTED", "EXIT_BROKEN_PIPE"]
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(commands: Iterable[str] | None = None) -> argparse.ArgumentParser:
+    """The parser of ``mdtheory``, with the options of ``commands`` (default: every command); the
+    others are listed by their help line alone, so that their modules are not imported."""
     from .. import __version__
 
     parser = argparse.ArgumentParser(
@@ -75,9 +69,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"mdtheory {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
                                 parser_class=Parser)
-    for command in (check_acceptance, compare_selectors, cross_validate, dd, verify, audit, lm_pairs,
-                    block_efficiency):
-        command.add_parser(sub)
+    wanted = set(COMMANDS) if commands is None else set(commands)
+    for name, (module, line) in COMMANDS.items():
+        if name in wanted:
+            importlib.import_module(f".{module}", __name__).add_parser(sub)
+        else:
+            sub.add_parser(name, help=line)
     return parser
 
 
@@ -116,7 +113,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stderr = open(os.devnull, "w")  # noqa: SIM115 (the process's own stderr, never closed)
     for stream in (sys.stdout, sys.stderr):
         _writable(stream)
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    command = next((a for a in argv if not a.startswith("-")), None)  # the first word names it
+    parser = build_parser([command] if command in COMMANDS else [])
     try:
         try:
             args = parser.parse_args(argv)

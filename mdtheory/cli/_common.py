@@ -11,6 +11,24 @@ from .. import _budget
 from .._validate import as_distribution, as_drafts
 from ..errors import InvalidDistributionError, InvalidInputError, MdtheoryError
 
+#: The commands: name -> (module of :mod:`mdtheory.cli`, the line ``mdtheory --help`` lists it by). A
+#: run imports the module of its command alone.
+COMMANDS = {
+    "check-acceptance": ("check_acceptance",
+                         "optimal acceptance alpha*, acceptance-one test and optimal cut set"),
+    "compare-selectors": ("compare_selectors", "acceptance of practical selection rules against "
+                          "alpha*, or alpha* of each draft model (--sampling)"),
+    "cross-validate": ("cross_validate",
+                       "run the torch rules batched and test them against the exact theory"),
+    "dd": ("dd", "facets of the acceptance-one cone by exact double description"),
+    "verify": ("verify", "verify a published claim exactly"),
+    "audit": ("audit",
+              "certify that a verifier is lossless and measure its acceptance against alpha*"),
+    "lm-pairs": ("lm_pairs", "(target, draft) next-token laws of a language model and a drafter"),
+    "block-efficiency": ("block_efficiency",
+                         "tokens per target call of multi-draft speculative decoding"),
+}
+
 EXIT_OK, EXIT_REFUTED, EXIT_BAD_INPUT, EXIT_SOLVER, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 #: ``check-acceptance``: a row's solver proved only bounds on alpha* that did not meet (printed).
 EXIT_BOUNDS = 4

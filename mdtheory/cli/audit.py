@@ -13,13 +13,13 @@ from ..audit.statistics import DEFAULT_LEVEL, POWER, TARGET_TV
 from ..audit.verifier import EXIT_INCONCLUSIVE, PILOT_CALLS, SAMPLINGS, AuditResult, audit, load_target
 from ..errors import InvalidInputError
 from . import audit_block
-from ._common import _seconds, add_seed_option, load_npy
+from ._common import COMMANDS, _seconds, add_seed_option, load_npy
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
     """Add ``mdtheory audit`` to the CLI's subparsers."""
     sub = subparsers.add_parser(
-        "audit", help="certify that a verifier is lossless and measure its acceptance against alpha*",
+        "audit", help=COMMANDS["audit"][1],
         description="Run a verifier written by anyone on drafts drawn by the audit and test that its "
                     "output law is p (Pearson chi-square, sparse cells pooled, Bonferroni over "
                     "positions); report its acceptance against alpha*. TARGET is FILE.py:NAME or "

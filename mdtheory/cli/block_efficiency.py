@@ -20,7 +20,7 @@ from ..language.blockeff import (
     parse_instance,
     simulate,
 )
-from ._common import _seconds, add_seed_option
+from ._common import COMMANDS, _seconds, add_seed_option
 from .lm_pairs import add_model_options, models_from_args
 
 #: Verifiers of ``--verifier`` (mdtheory.blocks.VERIFIERS).
@@ -32,7 +32,7 @@ DRAFT_TEMPERATURE_FACTOR = 1.5
 def add_parser(subparsers) -> None:
     """Add ``block-efficiency`` to the CLI's subparsers."""
     cmd = subparsers.add_parser(
-        "block-efficiency", help="tokens per target call of multi-draft speculative decoding",
+        "block-efficiency", help=COMMANDS["block-efficiency"][1],
         description="Simulate K-draft, L-token speculative decoding with a target (the bundled "
                     "pretrained char-LSTM, textgenrnn 2.0.0, or a local Hugging Face checkpoint, "
                     "hf:PATH) and a drafter, and print the block efficiency "

@@ -10,6 +10,7 @@ from ..errors import OptimalityGapError
 from ..models.registry import SAMPLINGS, file_samplings
 from ..solve import METHODS, acceptance_rows
 from ._common import (
+    COMMANDS,
     EXIT_BOUNDS,
     EXIT_OK,
     add_common,
@@ -29,8 +30,7 @@ JSON_TAIL = ("status", "certificate", "certificate_gap")
 def add_parser(sub) -> None:
     """Add ``check-acceptance`` to the CLI's subparsers."""
     check = sub.add_parser(
-        "check-acceptance",
-        help="optimal acceptance alpha*, acceptance-one test and optimal cut set",
+        "check-acceptance", help=COMMANDS["check-acceptance"][1],
         description="Optimal acceptance alpha* = 1 + min_T [p(T) - Q(T)] of n-draft speculative "
                     "sampling, whether it is exactly one, a witness set, and the optimal cut set. "
                     "Exit code 4: for some row the solver proved only a lower and an upper bound "

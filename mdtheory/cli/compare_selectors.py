@@ -27,6 +27,7 @@ from ..language.logits import tempered
 from ..models.registry import SAMPLINGS, make_draft_model, sampling_names
 from ..solve import Row, acceptance_rows, optimal_acceptance
 from ._common import (
+    COMMANDS,
     EXIT_BOUNDS,
     EXIT_OK,
     add_common,
@@ -55,8 +56,7 @@ def _rules_epilog() -> str:
 def add_parser(sub) -> None:
     """Add ``compare-selectors`` to the CLI's subparsers."""
     cmp = sub.add_parser(
-        "compare-selectors", help="acceptance of practical selection rules against alpha*, or "
-                                  "alpha* of each draft model (--sampling)",
+        "compare-selectors", help=COMMANDS["compare-selectors"][1],
         description="Exact (or Monte Carlo) acceptance of each selection rule, the optimum alpha* "
                     "of its draft model, the gap, and the preparation time per position. With "
                     "--sampling all: which draft model to choose, alpha* of iid, without-"

@@ -5,13 +5,13 @@ from __future__ import annotations
 import argparse
 import json
 
-from ._common import EXIT_OK, EXIT_REFUTED, add_common, add_limits, checked_names, drafts_option
+from ._common import COMMANDS, EXIT_OK, EXIT_REFUTED, add_common, add_limits, checked_names, drafts_option
 
 
 def add_parser(sub) -> None:
     """Add ``cross-validate`` to the CLI's subparsers."""
     xv = sub.add_parser(
-        "cross-validate", help="run the torch rules batched and test them against the exact theory",
+        "cross-validate", help=COMMANDS["cross-validate"][1],
         description="Run each batched torch selection rule on random LLM-like (p, q) pairs and test "
                     "its acceptance (against the exact value and alpha*) and its output law "
                     "(chi-square against p). Needs the torch extra. Exit code 0 if every rule "

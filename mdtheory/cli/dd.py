@@ -7,13 +7,13 @@ import json
 
 from .. import _budget
 from ..claims.dd import DD_MODELS, acceptance_one_cone, compare_with_hall, draft_supports, sparsest
-from ._common import EXIT_OK, add_common, add_limits, drafts_option, vocab_option
+from ._common import COMMANDS, EXIT_OK, add_common, add_limits, drafts_option, vocab_option
 
 
 def add_parser(sub) -> None:
     """Add ``dd`` to the CLI's subparsers."""
     dd = sub.add_parser(
-        "dd", help="facets of the acceptance-one cone by exact double description",
+        "dd", help=COMMANDS["dd"][1],
         description="Project the flows out of the acceptance-one polyhedral cone with pycddlib "
                     "(exact GMP arithmetic) and compare its facets with Hall's family.",
     )

@@ -14,7 +14,7 @@ from ..errors import InvalidInputError
 from ..language import drafters
 from ..language.drafters import CHAR_LSTM, DRAFTERS, lm_pairs, load_drafter, load_model
 from ..language.logits import check_sampling
-from ._common import _bytes, _seconds, add_seed_option
+from ._common import COMMANDS, _bytes, _seconds, add_seed_option
 
 
 def _drafter_spec(text: str) -> str:
@@ -68,7 +68,7 @@ def models_from_args(args, rng: np.random.Generator, before_drafter=None):
 def add_parser(subparsers) -> None:
     """Add ``lm-pairs`` to the CLI's subparsers."""
     cmd = subparsers.add_parser(
-        "lm-pairs", help="(target, draft) next-token laws of a language model and a drafter",
+        "lm-pairs", help=COMMANDS["lm-pairs"][1],
         description="Write DIR/P.npy and DIR/Q.npy (positions x V): the next-token laws of a target "
                     "(the bundled pretrained char-LSTM, textgenrnn 2.0.0, V = 465; or a local "
                     "Hugging Face checkpoint, hf:PATH) and of a drafter, at the positions of texts "

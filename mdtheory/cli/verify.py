@@ -11,6 +11,7 @@ from .. import _budget
 from ..claims.dd import DD_MODELS
 from ..errors import InvalidInputError
 from ._common import (
+    COMMANDS,
     EXIT_OK,
     EXIT_REFUTED,
     add_common,
@@ -42,7 +43,7 @@ def _claims_epilog() -> str:
 def add_parser(sub) -> None:
     """Add ``verify`` to the CLI's subparsers."""
     ver = sub.add_parser(
-        "verify", help="verify a published claim exactly",
+        "verify", help=COMMANDS["verify"][1],
         description="Verify a published claim in exact arithmetic.",
         epilog=_claims_epilog, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
