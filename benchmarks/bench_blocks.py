@@ -153,10 +153,10 @@ def trees(args) -> None:
         target, draft = make()
         V = target(()).size
         for branching in TREES:
-            for sampling in ("iid", "wor"):
+            for sampling in ("iid", "without-replacement"):
                 tree = DraftTree(branching, sampling)
                 row = {"instance": name, "V": V, "tree": list(branching), "sampling": sampling}
-                if sampling == "wor" and max(branching) > V:
+                if sampling == "without-replacement" and max(branching) > V:
                     row["refused"] = f"{max(branching)} children without replacement from V = {V}"
                     rows.append(row)
                     print(f"| {name} | {branching} | wor | - ({row['refused']}) |||||||||")
@@ -233,7 +233,8 @@ def sparse(args) -> None:
     cases = [(f"V={V} L={L} K={K}", V, {"n": K, "length": L}) for V, L, K in
              ((3, 3, 1), (4, 2, 1), (2, 3, 1), (3, 2, 2), (2, 3, 2), (4, 2, 2), (3, 2, 3))]
     cases += [(f"V=3 tree {b} {smp}", 3, {"tree": DraftTree(b, smp)}) for b, smp in
-              (((2, 2), "iid"), ((2, 2), "wor"), ((2, 1, 1), "wor"), ((3, 1), "wor"))]
+              (((2, 2), "iid"), ((2, 2), "without-replacement"), ((2, 1, 1), "without-replacement"),
+               ((3, 1), "without-replacement"))]
     rows = []
     print("| instances (20 seeds each) | proven | plan: simplex / ipm / dual LP | bound: primal duals / "
           "dual LP | raised |")
@@ -267,7 +268,7 @@ def lstm_trees(args) -> None:
     drafter = make_drafter("ngram", target, np.random.default_rng([0, 1]), temperature=1.2)
     text = sample_texts(target, 1, 20 + 10 * args.contexts, np.random.default_rng(1), model.vocab[META])[0]
     shapes = ((8, 1, 1, 1), (4, 2, 1, 1), (2, 2, 2, 1))
-    trees = [DraftTree(b, s) for b in shapes for s in ("iid", "wor")]
+    trees = [DraftTree(b, s) for b in shapes for s in ("iid", "without-replacement")]
     rows = []
     print("| context | " + " | ".join(f"{t.branching} {t.sampling}" for t in trees) + " |")
     print("|---|" + "---|" * len(trees))

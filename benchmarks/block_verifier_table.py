@@ -71,7 +71,7 @@ def main() -> None:
                              "multipath:optimal": SelectedPath("optimal"), "gbv": GreedyMultiPath(),
                              "trie": PrefixTrie(), "traversal": Traversal()}
                 if V >= K:
-                    verifiers["traversal-wor"] = Traversal(DraftTree((K,) + (1,) * (L - 1), "wor"))
+                    verifiers["traversal-wor"] = Traversal(DraftTree.chains(K, L, "without-replacement"))
                 if only is not None:
                     verifiers = {k: v for k, v in verifiers.items() if k in only}
                 row = {"instance": spec, "V": V, "K": K, "L": L}

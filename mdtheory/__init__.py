@@ -25,6 +25,8 @@ _ORIGIN = {
     "AuditResult": "audit.verifier",
     "audit_block": "blocks.audit",
     "BlockAuditResult": "blocks.audit",
+    "audit_chain": "engines.audit",  # loads torch
+    "audit_tree": "engines.audit",
     "AcceptanceResult": "result",
     "METHODS": "solve",
     "DraftModel": "models.base",

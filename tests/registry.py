@@ -46,6 +46,7 @@ MODEL_INSTANCES = {
     "without-replacement": _one_law("without-replacement"),
     "conditional-poisson": _one_law("conditional-poisson"),
     "greedy": _one_law("greedy"),
+    "top": _one_law("top"),
     "independent": _independent,
     "joint": _joint,
 }

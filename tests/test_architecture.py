@@ -32,7 +32,8 @@ ALLOWED_CYCLES: list[set[str]] = []
 #: the package and its modules); ``=name`` names that module alone. A module takes the layer of its
 #: longest entry. The torch bridge's tensors and rules sit below the audit, which draws through them;
 #: its cross-validation harness (and the package, which exports it) runs the audit, so sits above it.
-#: The simulations of language models run block verifiers, so sit above the blocks.
+#: The simulations of language models run block verifiers, so sit above the blocks. The engines'
+#: contracts and their audits use the blocks' audit and the torch bridge, so sit above both.
 LAYERS: list[tuple[str, list[str]]] = [
     ("infrastructure", ["mdtheory.errors", "mdtheory._validate", "mdtheory._budget", "mdtheory._highs",
                         "mdtheory._jit", "mdtheory._progress", "mdtheory._synthetic"]),
@@ -47,6 +48,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("blocks", ["mdtheory.blocks"]),
     ("simulations", ["mdtheory.language.blockeff"]),
     ("cross-validation", ["mdtheory.torch_bridge.harness", "=mdtheory.torch_bridge"]),
+    ("engines", ["mdtheory.engines"]),
     ("public API", ["=mdtheory"]),
     ("command line", ["mdtheory.cli", "mdtheory.__main__"]),
 ]

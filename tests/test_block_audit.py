@@ -21,7 +21,8 @@ from mdtheory.blocks import (
     random_instance,
     sun_toy,
 )
-from mdtheory.blocks.audit import MAX_CELLS, _enumerate, _Law
+from mdtheory.blocks.audit import MAX_CELLS, _Law
+from mdtheory.blocks.trees import DraftTree
 from mdtheory.cli import main
 from mdtheory.cli.audit_block import EXIT_INCONCLUSIVE
 
@@ -114,8 +115,8 @@ def test_correct_examples_pass_the_exact_audit(name, n, L):
 
 def test_traversal_on_a_two_by_two_tree_is_lossless_and_beats_one_draft():
     for target, draft in (TOY, seeded(), seeded(V=2, seed=4)):
-        tree = audit_block(example("tree_traversal", "law_tree"), target, draft, n=4, length=2,
-                           exact=True, branching=(2, 2))
+        tree = audit_block(example("tree_traversal", "law_tree"), target, draft, exact=True,
+                           tree=DraftTree((2, 2)))
         chain = audit_block(example("block_verification", "law"), target, draft, n=1, length=2,
                             exact=True)
         assert tree.verdict == "lossless" and tree.tv <= ROUNDING
@@ -207,8 +208,8 @@ def test_library_verifiers_pass_and_agree_with_the_examples():
         for mine, theirs in (("block_verification", "block"), ("tree_traversal", "traversal")):
             res = audit_block(example(mine, "law"), target, draft, n=n, length=L, exact=True)
             assert abs(res.block_efficiency - got[theirs].block_efficiency) <= ROUNDING, (mine, n)
-    tree = make_verifier("traversal", tree=DraftTree((2, 2), "wor"))
-    wor = {"n": 4, "length": 2, "branching": (2, 2), "sampling": "without-replacement"}
+    tree = make_verifier("traversal", tree=DraftTree((2, 2), "without-replacement"))
+    wor = {"tree": DraftTree((2, 2), "without-replacement")}
     assert audit_block(tree.law, target, draft, exact=True, **wor).verdict == "lossless"
     assert audit_block(tree.sample, target, draft, detect_tv=0.1, seed=1, **wor).verdict == "passed"
 
@@ -229,8 +230,8 @@ def test_correct_examples_pass_the_sampled_audit(name, n):
 
 def test_tree_sampler_passes_the_sampled_audit():
     target, draft = seeded()
-    res = audit_block(example("tree_traversal", "verify_tree"), target, draft, n=4, length=2,
-                      branching=(2, 2), detect_tv=0.05, seed=5)
+    res = audit_block(example("tree_traversal", "verify_tree"), target, draft, tree=DraftTree((2, 2)),
+                      detect_tv=0.05, seed=5)
     assert res.verdict == "passed" and res.branching == [2, 2]
 
 
@@ -316,15 +317,37 @@ def test_tree_layout_and_enumeration():
     target, draft = seeded()
     law = _Law(draft, "draft")
     law.V = 3
-    from mdtheory.blocks.audit import _draw
-
     rng = np.random.default_rng(0)
+    tree = DraftTree((2, 3))
     for _ in range(20):
-        paths = _draw(law, (2, 3), rng)
+        paths = tree.sample(law, rng)
         assert paths.shape == (6, 2) and (paths[:3, 0] == paths[0, 0]).all()
         assert (paths[3:, 0] == paths[3, 0]).all()
-    trees = _enumerate(law, (2, 1))
+    trees = list(DraftTree((2, 1)).enumerate(law))
     assert len(trees) == 3 ** 4 and abs(sum(w for _, w in trees) - 1) <= ROUNDING
+
+
+def test_exact_audit_of_a_tree_keeps_the_mass_left_after_a_heavy_sibling():
+    """Two children without replacement from q = (1 - 2e-16, 1e-16, 1e-16): after the heavy token
+    each light one is drawn with probability 1/2. The mass left is summed over the tokens not drawn
+    (2e-16); taken as 1 minus the mass drawn (2.2e-16 in floats) the second child's weights sum to
+    0.9, and the exact audit would read the target-only verifier (lossless on any drafts) as lossy,
+    TV 0.0496 and E|B| 0.9007 < 1."""
+    q = ConstantLaw([1 - 2e-16, 1e-16, 1e-16])
+    p = ConstantLaw([0.2, 0.3, 0.5])
+    heavy = float(q(())[0])
+    cancelling = 1e-16 / (1.0 - heavy)
+    assert abs(2 * cancelling - 1) > 0.09  # the weights of the second child would sum to 0.9
+
+    def target_only(target, draft, drafts):
+        return {(y,): float(py) for y, py in enumerate(target(()))}
+
+    tree = DraftTree((2,), "without-replacement")
+    res = audit_block(target_only, p, q, tree=tree, exact=True)
+    assert res.verdict == "lossless" and res.tv <= ROUNDING and abs(res.block_efficiency - 1) <= ROUNDING
+    law = list(tree.enumerate(q))
+    assert abs(sum(w for _, w in law) - 1) <= ROUNDING
+    assert all(abs(w / heavy - 0.5) <= 1e-12 for x, w in law if x[0, 0] == 0)
 
 
 def rrs_without_replacement(target, draft, drafts):
@@ -351,43 +374,44 @@ def test_without_replacement_drafts():
     in general: after the first branch is rejected it tries the second with q where the siblings'
     law is q renormalised off the first token."""
     target, draft = seeded()
-    wor = {"exact": True, "sampling": "without-replacement"}
-    res = audit_block(rrs_without_replacement, target, draft, n=2, length=1, **wor)
+    wor = {"exact": True, "tree": DraftTree((2,), "without-replacement")}
+    res = audit_block(rrs_without_replacement, target, draft, **wor)
     assert res.verdict == "lossless" and res.tv <= ROUNDING and res.sampling == "without-replacement"
     assert res.alpha_star is None
-    res = audit_block(example("block_verification", "law"), target, draft, n=2, length=2, **wor)
+    wor2 = {"exact": True, "tree": DraftTree((2, 1), "without-replacement")}
+    res = audit_block(example("block_verification", "law"), target, draft, **wor2)
     assert res.verdict == "lossless" and res.tv <= ROUNDING
     # the iid formulas on distinct siblings lose unless the root's residual (p - q)^+ is a point
     # mass (seeded(seed=1) has one token with p > q at the root and passes; seed 2 has two)
-    res = audit_block(example("tree_traversal", "law"), target, draft, n=2, length=2, **wor)
+    res = audit_block(example("tree_traversal", "law"), target, draft, **wor2)
     assert res.verdict == "lossless" and (target(()) > draft(())).sum() == 1
     target, draft = seeded(seed=2)
-    res = audit_block(example("tree_traversal", "law"), target, draft, n=2, length=2, **wor)
+    res = audit_block(example("tree_traversal", "law"), target, draft, **wor2)
     assert res.verdict == "lossy" and res.tv > 0.1, res.tv
-    res = audit_block(rrs_without_replacement, target, draft, n=2, length=1, **wor)
+    res = audit_block(rrs_without_replacement, target, draft, **wor)
     assert res.verdict == "lossless" and res.tv <= ROUNDING
-    with pytest.raises(md.InvalidInputError, match="cannot give 3 children without replacement"):
+    with pytest.raises(md.InvalidInputError, match="3 children without replacement"):
         audit_block(rrs_without_replacement, ConstantLaw([0.5, 0.5, 0.0]), ConstantLaw([0.5, 0.5, 0.0]),
-                    n=3, length=1, **wor)
+                    exact=True, tree=DraftTree((3,), "without-replacement"))
 
 
-@pytest.mark.parametrize("wor", [False, True])
-def test_drawn_trees_follow_the_enumerated_law(wor):
+@pytest.mark.parametrize("sampling", ["iid", "without-replacement"])
+def test_drawn_trees_follow_the_enumerated_law(sampling):
     """The sampler of draft trees against the enumeration (two independent routes): Pearson's test
     of 4,000 draws of a (2, 1) tree over V = 3 does not reject at 0.001."""
     from mdtheory.audit.statistics import law_test
-    from mdtheory.blocks.audit import _draw
 
     target, draft = seeded(V=3, seed=3)
     law = _Law(draft, "draft")
     law.V = 3
-    trees = _enumerate(law, (2, 1), wor)
+    tree = DraftTree((2, 1), sampling)
+    trees = list(tree.enumerate(law))
     index = {tuple(t.ravel().tolist()): i for i, (t, _) in enumerate(trees)}
     probs = np.array([w for _, w in trees])
     rng = np.random.default_rng(11)
-    counts = np.bincount([index[tuple(_draw(law, (2, 1), rng, wor).ravel().tolist())]
-                          for _ in range(4000)], minlength=len(trees))
-    assert len(trees) == (6 * 9 if wor else 81) and abs(probs.sum() - 1) <= ROUNDING
+    counts = np.bincount([index[tuple(tree.sample(law, rng).ravel().tolist())] for _ in range(4000)],
+                         minlength=len(trees))
+    assert len(trees) == (6 * 9 if tree.distinct else 81) and abs(probs.sum() - 1) <= ROUNDING
     assert law_test(counts, probs) > 1e-3
 
 
@@ -412,12 +436,12 @@ def test_a_slow_verifier_is_refused_with_its_estimate():
 @pytest.mark.parametrize("kwargs,error,message", [
     ({"n": 0}, md.InvalidInputError, "n must be"),
     ({"length": 0}, md.InvalidInputError, "length must be"),
-    ({"branching": (2, 2)}, md.InvalidInputError, "branching"),
+    ({"tree": DraftTree((2, 2))}, md.InvalidInputError, "does not match"),
+    ({"tree": (2, 2)}, md.InvalidInputError, "tree must be a DraftTree"),
     ({"samples": 3}, md.InvalidInputError, "samples must be"),
     ({"level": 1.5}, md.InvalidInputError, "level must be"),
     ({"detect_tv": 0}, md.InvalidInputError, "detect_tv must be"),
     ({"seed": -1}, md.InvalidInputError, "seed must be"),
-    ({"sampling": "sorted"}, md.InvalidInputError, "unknown sampling 'sorted'"),
     ({"f": 3}, md.InvalidInputError, "verifier must be callable"),
     ({"target": lambda c: np.array([0.5, 0.6])}, md.InvalidDistributionError,
      "target at context"),
@@ -507,8 +531,8 @@ def test_cli_block_invalid_blocks_exit_1(capsys, laws, tmp_path):
     (["-n", "1", "-L", "2", "p.npy", "q.npy"], "takes no TARGET P Q"),
     (["-n", "1", "-L", "2", "--instance", "toy"], "either --target and --draft, or --instance"),
     (["-n", "1", "-L", "2", "--instance", "bogus", "NOLAWS"], "--instance must be toy"),
-    (["-L", "2", "--tree", "2,x"], "expected integers"),
-    (["-n", "3", "-L", "2", "--tree", "2,2"], "branching"),
+    (["-L", "2", "--tree", "2,x"], "comma-separated branching factors"),
+    (["-n", "3", "-L", "2", "--tree", "2,2"], "does not match"),
     (["-n", "1", "-L", "2", "--detect-tv", "2"], "detect_tv must be"),
     (["-n", "1", "-L", "2", "--samples", "5000", "--max-seconds", "1e-9"], "verifier calls"),
 ])

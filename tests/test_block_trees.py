@@ -13,7 +13,7 @@ from mdtheory.blocks.bound import block_efficiency_bound
 from mdtheory.blocks.markov import ConstantLaw, block_law_tv, random_instance, sun_toy
 from mdtheory.blocks.optimum import tree_estimate
 from mdtheory.blocks.prefixsets import prefix_presence, prefix_set_law, wor_inclusion
-from mdtheory.blocks.trees import DraftTree, iid_drafts
+from mdtheory.blocks.trees import DraftTree, iid_drafts, tree_samplings
 from mdtheory.certify import CERT_TOL
 from mdtheory.errors import InvalidInputError, ProblemTooLargeError
 from tests.tolerances import ROUNDING, SOLVER
@@ -29,7 +29,7 @@ def _enumerated_prefix_sets(draft, tree):
     return law
 
 
-@pytest.mark.parametrize("sampling", ["iid", "wor"])
+@pytest.mark.parametrize("sampling", tree_samplings())
 @pytest.mark.parametrize("branching", TREES)
 def test_prefix_set_law_is_the_law_of_the_enumerated_draws(branching, sampling):
     _, draft = random_instance(3, 2, concentration=0.8)
@@ -55,30 +55,35 @@ def test_iid_chain_tree_is_the_k_iid_drafts_optimum(K, L, seed):
     assert by_tree.lp["multisets"] <= by_multisets.lp["multisets"]
 
 
+@pytest.mark.parametrize("sampling", tree_samplings())
 @pytest.mark.parametrize("seed", range(3))
 @pytest.mark.parametrize(("V", "K"), [(3, 2), (4, 2), (4, 3), (5, 2)])
-def test_one_level_tree_without_replacement_is_one_plus_alpha_star(V, K, seed):
+def test_one_level_tree_is_one_plus_alpha_star(V, K, seed, sampling):
+    """One level of K children: the block is a token of the token-level optimum and a bonus token."""
     target, draft = random_instance(V, seed, concentration=0.7)
-    res = md.optimal_block_efficiency(target, draft, tree=DraftTree((K,), "wor"))
-    alpha = md.optimal_acceptance(target(()), draft(()), K, sampling="without-replacement").value
+    res = md.optimal_block_efficiency(target, draft, tree=DraftTree((K,), sampling))
+    alpha = md.optimal_acceptance(target(()), draft(()), K, sampling=sampling).value
     assert res.value == pytest.approx(1 + alpha, abs=SOLVER)
 
 
 def _tree_verifiers(tree):
-    rules = ["rrs", "optimal"] if tree.sampling == "iid" else ["rrs-wor", "optimal"]
+    from mdtheory.rules import RULES
+
+    rules = [r for r in ("rrs", "rrs-wor", "optimal") if RULES[r].sampling == tree.sampling or r == "optimal"]
     tokens = [make_verifier("token", rule=r, tree=tree) for r in rules]
-    return [make_verifier("traversal", tree=tree), *tokens]
+    drawn = tree.sampling in ("iid", "without-replacement")  # traversal: children drawn from q
+    return ([make_verifier("traversal", tree=tree)] if drawn else []) + tokens
 
 
-@pytest.mark.parametrize("sampling", ["iid", "wor"])
+@pytest.mark.parametrize("sampling", tree_samplings())
 @pytest.mark.parametrize("branching", [(2, 2), (3, 1), (2, 1, 1), (1, 2)])
 @pytest.mark.parametrize("instance", ["toy", "rand0", "rand1"])
 def test_tree_verifiers_are_at_most_the_tree_optimum_and_the_bound_above_it(instance, branching, sampling):
     target, draft = sun_toy() if instance == "toy" else random_instance(3, int(instance[-1]), 0.8)
     V = target(()).size
     tree = DraftTree(branching, sampling)
-    if sampling == "wor" and max(branching) > V:
-        with pytest.raises(InvalidInputError, match="without replacement"):
+    if tree.distinct and max(branching) > V:
+        with pytest.raises(InvalidInputError, match="children without replacement|top tokens"):
             md.optimal_block_efficiency(target, draft, tree=tree)
         return
     res = md.optimal_block_efficiency(target, draft, tree=tree)
@@ -109,7 +114,7 @@ def test_tree_plan_is_a_valid_verifier_of_the_enumerated_draws():
     assert sum(len(b) * m for b, m in law.items()) == pytest.approx(res.value, abs=SOLVER)
 
 
-@pytest.mark.parametrize("sampling", ["iid", "wor"])
+@pytest.mark.parametrize("sampling", ["iid", "without-replacement"])
 def test_tree_optimum_grows_with_the_tree(sampling):
     """A tree's first child at every node is a draw of any tree with smaller branching factors (its
     law is the node's q under either rule), so a larger tree allows a superset of blocks: the optimum
@@ -127,11 +132,11 @@ def test_tree_optimum_grows_with_the_tree(sampling):
 def test_tree_results_are_json_ready():
     import json
 
-    tree = DraftTree((2, 1), "wor")
+    tree = DraftTree((2, 1), "without-replacement")
     res = md.optimal_block_efficiency(*sun_toy(), tree=tree)
     bound = block_efficiency_bound(*sun_toy(), tree=tree)
     for out in (json.loads(json.dumps(res.to_dict())), json.loads(json.dumps(bound.to_dict()))):
-        assert out["tree"] == {"branching": [2, 1], "sampling": "wor"}
+        assert out["tree"] == {"branching": [2, 1], "sampling": "without-replacement"}
     plain = md.optimal_block_efficiency(*sun_toy(), n=1, length=1).to_dict()
     assert json.loads(json.dumps(plain))["tree"] is None
 
@@ -141,7 +146,7 @@ def test_sparse_laws_on_trees_are_proven(branching):
     """Dirichlet(0.1) laws (masses down to 1e-38; q = (0.988, 3.6e-27, 0.0117) at one root): the
     prefix-set law sums to one (the mass left after some draws without replacement is summed, not
     taken as 1 minus a near-one), and every tree optimum is proven, most through the dual LP."""
-    for sampling in ("iid", "wor"):
+    for sampling in ("iid", "without-replacement"):
         tree = DraftTree(branching, sampling)
         for seed in range(0, 20, 4):
             target, draft = random_instance(3, seed, concentration=0.1)
@@ -157,7 +162,7 @@ def test_tree_enumeration_without_replacement_sums_to_one_on_sparse_laws(seed):
     """The root laws hold all but 1e-12 (seeds 0, 2) or 1e-27 (seed 12) of their mass on two tokens;
     three children without replacement must still be a law."""
     _, draft = random_instance(3, seed, concentration=0.1)
-    tree = DraftTree((3, 1), "wor")
+    tree = DraftTree((3, 1), "without-replacement")
     assert sum(p for _, p in tree.enumerate(draft)) == pytest.approx(1.0, abs=ROUNDING)
     assert sum(prefix_set_law(draft, tree, 3).values()) == pytest.approx(1.0, abs=ROUNDING)
 
@@ -189,7 +194,7 @@ def test_tree_input_is_checked():
         block_efficiency_bound(target, draft, 2, 3, tree=DraftTree((2, 2)))
 
 
-@pytest.mark.parametrize("sampling", ["iid", "wor"])
+@pytest.mark.parametrize("sampling", ["iid", "without-replacement"])
 @pytest.mark.parametrize("branching", [(2, 2), (3, 1), (2, 1, 1), (3, 2), (2, 2, 1), (4,)])
 def test_prefix_set_count_bounds_the_law(branching, sampling):
     """The estimate's count of prefix sets is an upper bound on those drawn (and exact here: every
@@ -197,7 +202,7 @@ def test_prefix_set_count_bounds_the_law(branching, sampling):
     from mdtheory.blocks.prefixsets import count_prefix_sets
 
     tree = DraftTree(branching, sampling)
-    if sampling == "wor" and max(branching) > 3:
+    if sampling == "without-replacement" and max(branching) > 3:
         assert count_prefix_sets(3, tree)[0] == -np.inf
         return
     _, draft = random_instance(3, 0, concentration=0.8)
@@ -212,12 +217,12 @@ def test_large_trees_are_refused_by_estimate():
     with pytest.raises(ProblemTooLargeError, match="prefix sets"):
         md.optimal_block_efficiency(target, draft, tree=DraftTree((4, 4, 4), "iid"))
     assert tree_estimate(3, DraftTree((2, 2), "iid")).seconds < 1
-    assert tree_estimate(465, DraftTree((8, 1, 1, 1), "wor")).seconds == float("inf")
+    assert tree_estimate(465, DraftTree((8, 1, 1, 1), "without-replacement")).seconds == float("inf")
 
 
 # --- the bound's cap for trees ---------------------------------------------------------------------
 
-@pytest.mark.parametrize("sampling", ["iid", "wor"])
+@pytest.mark.parametrize("sampling", tree_samplings())
 @pytest.mark.parametrize("branching", [(2, 2), (3, 1), (2, 1, 1), (1, 2), (2, 2, 1)])
 def test_prefix_presence_is_the_probability_that_a_path_has_the_prefix(branching, sampling):
     """P(some path starts with y) from the closed forms against the enumerated prefix sets."""
@@ -227,10 +232,10 @@ def test_prefix_presence_is_the_probability_that_a_path_has_the_prefix(branching
     for m in range(1, tree.length + 1):
         for y in np.ndindex(*(3,) * m):
             exact = sum(w for S, w in law.items() if any(s[:m] == y for s in S))
-            if sampling == "iid":
+            if not tree.distinct:
                 steps = [draft(y[:d])[y[d]] for d in range(m)]
             else:
-                steps = [wor_inclusion(draft(y[:d]), tree.branching[d])[0][y[d]] for d in range(m)]
+                steps = [tree.inclusion(draft(y[:d]), tree.branching[d])[0][y[d]] for d in range(m)]
             assert float(prefix_presence(tree, steps)) == pytest.approx(exact, abs=ROUNDING)
 
 
@@ -267,7 +272,7 @@ def test_one_draft_chain_tree_without_replacement_is_block_verification():
     """A tree of branching (1, ..., 1) is one draft whatever its rule: the bound is the optimum."""
     target, draft = random_instance(3, 4, concentration=0.8)
     opt = md.optimal_block_efficiency(target, draft, n=1, length=3).value
-    for sampling in ("iid", "wor"):
+    for sampling in ("iid", "without-replacement"):
         tree = DraftTree((1, 1, 1), sampling)
         assert md.optimal_block_efficiency(target, draft, tree=tree).value == pytest.approx(opt, abs=SOLVER)
         assert block_efficiency_bound(target, draft, tree=tree).value == pytest.approx(opt, abs=SOLVER)
@@ -275,7 +280,7 @@ def test_one_draft_chain_tree_without_replacement_is_block_verification():
 
 def test_tree_bound_partial_trees_are_valid():
     target, draft = random_instance(3, 2, concentration=0.8)
-    for sampling in ("iid", "wor"):
+    for sampling in ("iid", "without-replacement"):
         tree = DraftTree((2, 1, 1), sampling)
         opt = md.optimal_block_efficiency(target, draft, tree=tree).value
         full = block_efficiency_bound(target, draft, tree=tree)
@@ -286,7 +291,7 @@ def test_tree_bound_partial_trees_are_valid():
 
 def test_constant_law_tree_optimum_is_exact_on_identical_laws():
     law = ConstantLaw([0.2, 0.5, 0.3])
-    res = md.optimal_block_efficiency(law, law, tree=DraftTree((2, 1), "wor"))
+    res = md.optimal_block_efficiency(law, law, tree=DraftTree((2, 1), "without-replacement"))
     assert res.value == pytest.approx(3.0, abs=SOLVER)
 
 
@@ -302,6 +307,53 @@ def test_cli_prints_the_tree_optimum_beside_the_tree_verifiers(capsys):
     assert code == 0, err
     rows = [json.loads(line) for line in out.splitlines()]
     target, draft = instance(3, 0)
-    best = md.optimal_block_efficiency(target, draft, tree=DraftTree((2, 2), "wor")).value
+    best = md.optimal_block_efficiency(target, draft, tree=DraftTree((2, 2), "without-replacement")).value
     assert len(rows) == 2 and all(abs(r["optimum"] - best) <= SOLVER for r in rows)
     assert all(r["block_efficiency"] <= best + SOLVER for r in rows)
+
+
+# --- deterministic (top) trees ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("branching", [(2, 2), (3, 1), (1, 2, 2), (2,)])
+@pytest.mark.parametrize("seed", range(3))
+def test_a_top_tree_has_one_draw_and_its_optimum_is_one_plus_the_paths_target_mass(branching, seed):
+    """Each node's children are the draft's most likely tokens (one draw of probability one); no
+    lossless verifier emits more than 1 + sum over the tree's nodes of p(path to the node), which
+    the LP attains, token-by-token verification with the optimal rule attains, and the bound meets."""
+    target, draft = random_instance(4, seed, concentration=0.7)
+    tree = DraftTree(branching, "top")
+    (drafts, prob), = list(tree.enumerate(draft))
+    assert prob == 1 and (tree.sample(draft, np.random.default_rng(seed)) == drafts).all()
+    for d in range(tree.length):  # every node's children are the draft's top tokens there
+        for s in tree.nodes(d):
+            q = draft(tuple(drafts[s, :d]))
+            kids = [int(drafts[lo, d]) for lo, _ in tree.children_rows(d, s)]
+            assert kids == sorted(range(q.size), key=lambda y: -q[y])[:len(kids)]
+    nodes = {tuple(row[:m]) for row in drafts.tolist() for m in range(1, tree.length + 1)}
+    reach = 1 + sum(float(np.prod([target(path[:i])[path[i]] for i in range(len(path))]))
+                    for path in nodes)
+    res = md.optimal_block_efficiency(target, draft, tree=tree)
+    assert res.success and res.value == pytest.approx(reach, abs=SOLVER)
+    law = md.blocks.exact_block_law(make_verifier("token", rule="optimal", tree=tree), target, draft,
+                                    tree.n, tree.length)
+    assert block_law_tv(law, target, tree.length) <= ROUNDING
+    assert sum(len(b) * w for b, w in law.items()) == pytest.approx(reach, abs=ROUNDING)
+    assert block_efficiency_bound(target, draft, tree=tree).value == pytest.approx(reach, abs=ROUNDING)
+
+
+def test_top_children_need_no_mass_and_verifiers_of_drawn_children_refuse_them():
+    """Ties break toward the lower token index; a token of mass 0 is a child once the others run
+    out; traversal and the first-draft rule read the children as draws from q and refuse."""
+    tree = DraftTree((3,), "top")
+    (drafts, _), = list(tree.enumerate(ConstantLaw([0.5, 0.0, 0.25, 0.25])))
+    assert drafts[:, 0].tolist() == [0, 2, 3]
+    (drafts, _), = list(tree.enumerate(ConstantLaw([0.0, 1.0, 0.0, 0.0])))
+    assert drafts[:, 0].tolist() == [1, 0, 2]
+    with pytest.raises(InvalidInputError, match="traversal verifies trees of children drawn from q"):
+        make_verifier("traversal", tree=tree)
+    with pytest.raises(InvalidInputError, match="expects iid drafts, not top"):
+        make_verifier("token", rule="single", tree=tree)
+    with pytest.raises(InvalidInputError, match="drafts repeat a token among siblings"):
+        tree.check_drafts(np.array([[0], [0], [1]]))
+    with pytest.raises(InvalidInputError, match="unknown tree sampling 'greedy'"):
+        DraftTree((2,), "greedy")

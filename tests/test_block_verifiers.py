@@ -25,6 +25,9 @@ from mdtheory.blocks import (
 from mdtheory.errors import InvalidInputError, ProblemTooLargeError
 from tests.tolerances import ROUNDING, SOLVER
 
+#: Children drawn without replacement (the tree sampling's registry name).
+WOR = "without-replacement"
+
 
 def _exact_law(probs):
     row = np.array([Fraction(x) for x in probs], dtype=object)
@@ -38,7 +41,7 @@ def _toy_fractions():
 def _verifiers(K, L, V):
     """Every verifier valid for K iid drafts of length L, and with V >= K the verifiers of the tree
     of K distinct first tokens (without replacement) each continued on its own."""
-    wor = DraftTree((K,) + (1,) * (L - 1), "wor")
+    wor = DraftTree((K,) + (1,) * (L - 1), WOR)
     extra = [Traversal(wor), TokenByToken("rrs-wor", wor)] if V >= K else []
     optimal = [SelectedPath("optimal")] if K * L <= 4 else []  # its selection law enumerates n-tuples
     return [TokenByToken("rrs"), TokenByToken("k-seq"), BlockVerification(), SelectedPath(), *optimal,
@@ -57,7 +60,7 @@ def test_toy_block_verification_is_20_ninths_exactly():
 
 
 @pytest.mark.parametrize("verifier", [SelectedPath(), PrefixTrie(), Traversal(),
-                                      Traversal(DraftTree((1, 1), "wor"))])
+                                      Traversal(DraftTree((1, 1), WOR))])
 def test_toy_multi_draft_verifiers_are_block_verification_at_one_draft(verifier):
     p, q = _toy_fractions()
     assert verifier.block_efficiency(p, q, 1, 2) == Fraction(20, 9)
@@ -94,16 +97,17 @@ def test_every_verifier_is_lossless(name, K, L):
 def test_every_verifier_is_lossless_at_V3_K3_L3(seed):
     target, draft = random_instance(3, seed)
     for verifier in [TokenByToken("rrs"), BlockVerification(), SelectedPath(), PrefixTrie(), Traversal(),
-                     Traversal(DraftTree((3, 1, 1), "wor"))]:
+                     Traversal(DraftTree((3, 1, 1), WOR))]:
         assert block_law_tv(exact_block_law(verifier, target, draft, 3, 3), target, 3) <= 1e-12
 
 
-@pytest.mark.parametrize("tree", [DraftTree((2, 2), "iid"), DraftTree((2, 2), "wor"),
-                                  DraftTree((3, 1), "wor"), DraftTree((1, 2, 1), "iid"),
-                                  pytest.param(DraftTree((2, 1, 2), "wor"), marks=pytest.mark.slow)])
+@pytest.mark.parametrize("tree", [DraftTree((2, 2), "iid"), DraftTree((2, 2), WOR),
+                                  DraftTree((3, 1), WOR), DraftTree((1, 2, 1), "iid"),
+                                  pytest.param(DraftTree((2, 1, 2), WOR),
+                                               marks=pytest.mark.slow)])
 def test_traversal_and_token_level_on_trees_are_lossless(tree):
     target, draft = random_instance(3, 11)
-    rule = "rrs-wor" if tree.sampling == "wor" else "rrs"
+    rule = "rrs-wor" if tree.sampling == WOR else "rrs"
     for verifier in (Traversal(tree), TokenByToken(rule, tree), TokenByToken("optimal", tree)):
         law = exact_block_law(verifier, target, draft, tree.n, tree.length)
         assert block_law_tv(law, target, tree.length) <= 1e-12, verifier.label
@@ -159,7 +163,7 @@ def test_at_one_draft_every_block_verifier_has_block_verifications_law(seed):
         x = iid_drafts(1, 3).sample(draft, rng)
         want = BlockVerification().law(target, draft, x)
         for verifier in (SelectedPath(), SelectedPath("optimal"), PrefixTrie(), Traversal(),
-                         Traversal(DraftTree((1, 1, 1), "wor"))):
+                         Traversal(DraftTree((1, 1, 1), WOR))):
             got = verifier.law(target, draft, x)
             assert min(got.values()) >= 0
             assert max(abs(got.get(b, 0) - want.get(b, 0)) for b in {*got, *want}) <= ROUNDING
@@ -173,15 +177,15 @@ def test_at_length_one_the_block_verifiers_are_token_level_rules(seed):
     for K in (2, 3):
         rrs = TokenByToken("rrs").block_efficiency(target, draft, K, 1)
         assert abs(Traversal().block_efficiency(target, draft, K, 1) - rrs) <= ROUNDING
-        wor = DraftTree((K,), "wor")
+        wor = DraftTree((K,), WOR)
         assert abs(Traversal(wor).block_efficiency(target, draft, K, 1)
                    - TokenByToken("rrs-wor", wor).block_efficiency(target, draft, K, 1)) <= ROUNDING
 
 
 # ------------------------------------------------------------------ the sample form follows the law form
 @pytest.mark.parametrize("verifier", [BlockVerification(), SelectedPath(), PrefixTrie(),
-                                      Traversal(DraftTree((2, 2), "wor")),
-                                      TokenByToken("rrs-wor", DraftTree((2, 2), "wor")),
+                                      Traversal(DraftTree((2, 2), WOR)),
+                                      TokenByToken("rrs-wor", DraftTree((2, 2), WOR)),
                                       TokenByToken("rrs")])
 def test_samples_follow_the_exact_law(verifier):
     target, draft = random_instance(3, 5)
@@ -211,13 +215,13 @@ def test_bad_input_is_refused_with_a_named_error():
     with pytest.raises(InvalidInputError, match="laid out"):
         Traversal(DraftTree((1, 2), "iid")).law(target, draft, np.array([[0, 1], [1, 2]]))
     with pytest.raises(InvalidInputError, match="repeat a token"):
-        Traversal(DraftTree((2,), "wor")).law(target, draft, np.array([[1], [1]]))
+        Traversal(DraftTree((2,), WOR)).law(target, draft, np.array([[1], [1]]))
     with pytest.raises(InvalidInputError, match="expects"):
-        TokenByToken("rrs", DraftTree((2,), "wor"))
+        TokenByToken("rrs", DraftTree((2,), WOR))
     with pytest.raises(InvalidInputError, match="branching"):
         DraftTree((2, 0))
     with pytest.raises(InvalidInputError, match="positive mass"):
-        list(DraftTree((3,), "wor").enumerate(_exact_law(["1/2", "1/2"])))
+        list(DraftTree((3,), WOR).enumerate(_exact_law(["1/2", "1/2"])))
     with pytest.raises(InvalidInputError, match="tree"):
         Traversal(DraftTree((2, 2), "iid")).block_efficiency(target, draft, 2, 2)
     with pytest.raises(ProblemTooLargeError, match="draws"):
@@ -244,7 +248,8 @@ def _markov_pair(V=3, seed=11):
             _BatchMarkov(rng.dirichlet(np.ones(V) * 0.7, size=V)))
 
 
-@pytest.mark.parametrize("tree", [iid_drafts(2, 2), DraftTree((2, 2), "wor"), DraftTree((2, 1), "iid")])
+@pytest.mark.parametrize("tree", [iid_drafts(2, 2), DraftTree((2, 2), WOR),
+                                  DraftTree((2, 1), "iid")])
 def test_drafted_trees_have_the_tree_law(tree):
     from mdtheory.language import blockeff
 
@@ -265,7 +270,8 @@ def test_drafted_trees_have_the_tree_law(tree):
 
 @pytest.mark.parametrize("verifier,tree", [(SelectedPath(), iid_drafts(3, 2)),
                                            (PrefixTrie(), iid_drafts(3, 2)),
-                                           (Traversal(DraftTree((2, 2), "wor")), DraftTree((2, 2), "wor"))])
+                                           (Traversal(DraftTree((2, 2), WOR)),
+                                            DraftTree((2, 2), WOR))])
 def test_decoding_with_a_verifier_keeps_the_targets_law(verifier, tree):
     """The first two tokens emitted from a fixed context, block after block, follow the target."""
     from mdtheory.language import blockeff
@@ -353,7 +359,7 @@ def test_cli_exact_rows_on_the_toy(capsys):
 
 def test_cli_exact_rows_on_a_tree(capsys):
     code, out, _ = _run_cli(["block-efficiency", "--instance", "random:3:1", "--tree", "2,2",
-                             "--sampling", "without-replacement", "--verifier", "traversal,token,block",
+                             "--sampling", WOR, "--verifier", "traversal,token,block",
                              "--rules", "rrs-wor"], capsys)
     assert code == 0
     lines = out.splitlines()

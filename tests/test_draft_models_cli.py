@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import mdtheory as md
+from mdtheory.models.registry import sampling_names
 
 from .cli_helpers import one_line_error, run_main
 
@@ -68,7 +69,7 @@ def test_check_acceptance_greedy(capsys, files):
 
 
 # --------------------------------------------------------------- compare-selectors --sampling
-ONE_LAW = ["iid", "without-replacement", "conditional-poisson", "greedy"]
+ONE_LAW = list(sampling_names(lambda cls: cls.single_q))
 
 
 @pytest.fixture
@@ -226,13 +227,15 @@ def test_memory_error_is_one_line(capsys, monkeypatch, files):
 
 def test_model_that_cannot_be_built_is_a_row(capsys, npy):
     """Two tokens with q > 0 and n = 3: successive sampling, conditional Poisson and greedy sets
-    cannot be drawn; their rows say why, iid still runs (alpha* = p of q's support = 1/2)."""
+    cannot be drawn; their rows say why, iid still runs (alpha* = p of q's support = 1/2), and so
+    does the top set (tokens 0, 1 and, of mass 0, 2: alpha* = 3/4)."""
     pf, qf = npy("p4.npy", np.full(4, 0.25)), npy("q4.npy", [0.5, 0.5, 0.0, 0.0])
     code, out, _ = run_main(capsys, "compare-selectors", pf, qf, "-n", "3", "--sampling", "all",
                             "--json")
     rows = {r["sampling"]: r for r in json_rows(out)}
     assert code == 0 and abs(rows["iid"]["alpha_star"] - 0.5) <= 1e-12
-    for name in ONE_LAW[1:]:
+    assert abs(rows["top"]["alpha_star"] - 0.75) <= 1e-12
+    for name in ("without-replacement", "conditional-poisson", "greedy"):
         assert rows[name]["alpha_star"] is None and "n <= the number of tokens with q > 0 (2)" in \
             rows[name]["error"]
 

@@ -465,8 +465,10 @@ def test_block_efficiency_refuses_long_runs_up_front(capsys, monkeypatch, argv, 
 def test_cross_validate_time_estimate_counts_the_drafts(capsys):
     """cross-validate --drafts 3000 ran for minutes with no estimate (the steps were modelled as
     free); it is refused up front, the estimate naming the rules it would run."""
+    from mdtheory.torch_bridge import TORCH_RULES
+
     code, out, err = run_main(capsys, "cross-validate", "--drafts", "3000")
-    one_line_error(code, err, ESTIMATE, "n = 3000", "4 rules", "--max-seconds")
+    one_line_error(code, err, ESTIMATE, "n = 3000", f"{len(TORCH_RULES)} rules", "--max-seconds")
     assert md._budget.batched_steps(8, 4000, 6, 3000, 4).seconds > 10 * md._budget.batched_steps(
         8, 4000, 6, 2, 4).seconds
 

@@ -87,10 +87,6 @@ PILOT_EARLY = 0.1
 PACE_EVERY = 0.25
 #: Tokens listed in ``worst_tokens``.
 SHOW_WORST = 5
-#: Draft models the torch form of the audit draws (keys of :data:`mdtheory.models.registry.SAMPLINGS` whose
-#: drafts are a ``torch.multinomial`` draw: :attr:`~mdtheory.models.base.DraftModel.torch_replacement`).
-#: The numpy forms take every registered model built from one law q (:func:`audit_samplings`).
-SAMPLINGS = sampling_names(lambda cls: cls.torch_replacement is not None)
 
 
 def audit_samplings(torch: bool = False) -> tuple[str, ...]:

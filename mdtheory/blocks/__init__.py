@@ -16,7 +16,7 @@ from .markov import (
     sun_toy,
 )
 from .optimum import BlockOptimumResult, dual_bound, lp_size, optimal_block_efficiency
-from .trees import TREE_SAMPLINGS, DraftTree, iid_drafts
+from .trees import DraftTree, iid_drafts, tree_samplings
 from .verifiers import (
     VERIFIERS,
     BlockVerification,
@@ -51,7 +51,7 @@ __all__ = [
     "dual_bound",
     "lp_size",
     "optimal_block_efficiency",
-    "TREE_SAMPLINGS",
+    "tree_samplings",
     "DraftTree",
     "iid_drafts",
     "VERIFIERS",

@@ -31,11 +31,12 @@ Here ``target`` and ``draft`` are the audit's read-only, validated views of the 
 relative to the root: ``target(())`` is the target's law after the root context (a law is a function
 of the context: each row is read from the user's law once, checked and cached). ``drafts`` is an
 int64 array (K, L), row k the k-th draft. By default the K drafts are iid (a tree with branching
-(K, 1, ..., 1)); ``branching=(b_1, ..., b_L)`` draws a draft tree instead, each node's b_d children
-iid from q at that node (``sampling="without-replacement"``: distinct siblings by successive
-sampling), and lists its K = b_1 ⋯ b_L root-to-leaf paths in depth-first (mixed-radix) order: paths
-k and k' share their node at depth d exactly when ``k // (K // (b_1 ⋯ b_d))`` agree (a tree verifier
-must know the branching; the array does not tell siblings that drew the same token apart).
+(K, 1, ..., 1)); ``tree=DraftTree((b_1, ..., b_L), sampling)`` draws a draft tree instead
+(:class:`~mdtheory.blocks.trees.DraftTree`: each node's b_d children drawn from q at that node,
+iid, without replacement or its top b_d tokens), and lists its K = b_1 ⋯ b_L root-to-leaf paths in
+depth-first (mixed-radix) order: paths k and k' share their node at depth d exactly when
+``k // (K // (b_1 ⋯ b_d))`` agree (a tree verifier must know the branching; the array does not tell
+siblings that drew the same token apart).
 
 Every emitted block is also checked for *structural* validity: length 1..L + 1, tokens in 0..V - 1,
 :math:`b_{1:k}` a prefix of some draft. A violation is a failure of the verifier (verdict
@@ -75,7 +76,7 @@ import operator
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from itertools import permutations, product
+from itertools import product
 
 import numpy as np
 
@@ -102,20 +103,20 @@ from ..audit.verifier import (
 from ..audit.watchdog import CALLS
 from ..errors import InvalidDistributionError, InvalidInputError, MdtheoryError, ProblemTooLargeError
 from .markov import row_tolerance
+from .trees import MAX_TREE_DRAWS, DraftTree, draft_shape, iid_drafts
 
-__all__ = ["audit_block", "BlockAuditResult", "SAMPLINGS", "MAX_CELLS", "MAX_TREES",
+__all__ = ["audit_block", "BlockAuditResult", "MAX_CELLS", "MAX_TREES",
            "BOUND_MAX_PREFIXES"]
 
 #: Largest V^(L+1): the completed sequences are the test's cells.
 MAX_CELLS = 1 << 16
-#: Exact mode enumerates at most this many draft arrays (V to the number of tree nodes).
-MAX_TREES = 200_000
+#: Exact mode enumerates at most this many draft arrays (V to the number of tree nodes for sampled
+#: children; :data:`mdtheory.blocks.trees.MAX_TREE_DRAWS`).
+MAX_TREES = MAX_TREE_DRAWS
 #: The bound sum_m alpha*_m is computed when V^L is at most this.
 BOUND_MAX_PREFIXES = 4096
 #: Violations listed with their drafts in ``violation_examples``.
 SHOW_VIOLATIONS = 5
-#: How a node's children are drawn from the draft's law there.
-SAMPLINGS = ("iid", "without-replacement")
 
 
 @dataclass
@@ -125,8 +126,8 @@ class BlockAuditResult(AuditResult):
     The inherited fields read on blocks: ``tv``, ``tv_upper``, ``pvalue`` and ``detectable_tv`` are
     of the completed law on :math:`V^{L+1}` against the target's; ``acceptance`` is :math:`E k`, the
     accepted draft tokens per call (a mean, not a fraction), with a normal 95% interval;
-    ``alpha_star`` is the bound :math:`\\sum_m \\alpha^*_m` on it (None where not computed: trees,
-    drafts without replacement, or :math:`V^L >` :data:`BOUND_MAX_PREFIXES`); ``optimum_pvalue``
+    ``alpha_star`` is the bound :math:`\\sum_m \\alpha^*_m` on it (None where not computed: trees
+    other than K iid drafts, or :math:`V^L >` :data:`BOUND_MAX_PREFIXES`); ``optimum_pvalue``
     tests acceptance above that bound; ``worst_tokens`` lists the completed sequences that deviate
     most (key ``sequence``).
 
@@ -244,99 +245,6 @@ def _tables(law: _Law, V: int, L1: int) -> tuple[np.ndarray, np.ndarray]:
     return step, step.prod(axis=0)
 
 
-# ---------------------------------------------------------------------------------------- drafts
-def _branching(branching, n: int, length: int) -> tuple[int, ...]:
-    if branching is None:
-        return (n,) + (1,) * (length - 1)
-    try:
-        b = tuple(operator.index(x) for x in branching)
-    except TypeError:
-        raise InvalidInputError(f"branching must be a sequence of integers, got {branching!r}") from None
-    if len(b) != length or min(b) < 1 or math.prod(b) != n:
-        raise InvalidInputError(
-            f"branching {list(b)} must give L = {length} factors >= 1 whose product is n = {n}")
-    return b
-
-
-def _children(row: np.ndarray, b: int, wor: bool, rng: np.random.Generator | None = None):
-    """Tokens of b children from ``row``: one draw without replacement by successive sampling (with
-    ``rng``), or every ordered outcome with its probability (without), iid or without replacement."""
-    if rng is not None:  # without replacement (iid draws use the law's cached CDF)
-        left, out = row.copy(), []
-        for _ in range(b):
-            cdf = np.cumsum(left)
-            t = min(int(np.searchsorted(cdf, rng.random() * cdf[-1], side="right")), row.size - 1)
-            out.append(t)
-            left[t] = 0.0
-        return out
-    support = np.flatnonzero(row > 0).tolist()
-    if not wor:
-        return [(toks, math.prod(row[t] for t in toks)) for toks in product(support, repeat=b)]
-    outcomes = []
-    for toks in permutations(support, b):
-        w, used = 1.0, 0.0
-        for t in toks:
-            w *= row[t] / (1.0 - used)
-            used += row[t]
-        outcomes.append((toks, w))
-    return outcomes
-
-
-def _check_support(row: np.ndarray, b: int, wor: bool, ctx: tuple) -> None:
-    if wor and np.count_nonzero(row) < b:
-        raise InvalidInputError(
-            f"the draft's law at context {ctx} has {np.count_nonzero(row)} tokens of positive "
-            f"probability: it cannot give {b} children without replacement")
-
-
-def _draw(draft: _Law, branching: tuple, rng: np.random.Generator, wor: bool = False) -> np.ndarray:
-    """One draft tree as its K root-to-leaf paths (K, L), mixed-radix order."""
-    K = math.prod(branching)
-    out = np.empty((K, len(branching)), dtype=np.int64)
-    span = K
-    for d, b in enumerate(branching):
-        width, span = span, span // b  # rows below a node at depth d, and below each of its children
-        for start in range(0, K, width):
-            ctx = tuple(out[start, :d].tolist())
-            if wor:
-                _check_support(draft(ctx), b, wor, ctx)
-                tokens = _children(draft(ctx), b, wor, rng)
-            else:
-                tokens = [draft.sample(ctx, rng) for _ in range(b)]
-            for c, t in enumerate(tokens):
-                out[start + c * span:start + (c + 1) * span, d] = t
-    return out
-
-
-def _enumerate(draft: _Law, branching: tuple, wor: bool = False) -> list[tuple[np.ndarray, float]]:
-    """Every draft tree of positive probability: [(paths (K, L), probability)]."""
-    K, L = math.prod(branching), len(branching)
-    trees = [(np.empty((K, L), dtype=np.int64), 1.0)]
-    span = K
-    for d, b in enumerate(branching):
-        width, span = span, span // b
-        starts = range(0, K, width)
-        grown = []
-        for paths, w in trees:
-            options = []
-            for s in starts:
-                ctx = tuple(paths[s, :d].tolist())
-                row = draft(ctx)
-                if wor:
-                    _check_support(row, b, wor, ctx)
-                options.append(_children(row, b, wor))
-            for choice in product(*options):
-                w2 = w * math.prod(cw for _, cw in choice)
-                if w2 > 0:
-                    new = paths.copy()
-                    for s, (toks, _) in zip(starts, choice, strict=True):
-                        for c, t in enumerate(toks):
-                            new[s + c * span:s + (c + 1) * span, d] = t
-                    grown.append((new, w2))
-        trees = grown
-    return trees
-
-
 # ---------------------------------------------------------------------------------------- blocks
 def _check_block(out, prefixes: set, V: int, L: int) -> tuple[tuple | None, str | None]:
     """(block, None) for a valid block; (block, reason) for one that is not a draft prefix plus a
@@ -370,10 +278,10 @@ def _index(seq, V: int) -> int:
 
 
 # ---------------------------------------------------------------------------------------- front door
-def audit_block(f: Callable, target: Callable, draft: Callable, n: int, length: int, *,
-                samples: int | None = None, seed: int = 0, level: float = DEFAULT_LEVEL,
-                detect_tv: float = TARGET_TV, exact: bool = False, branching=None,
-                sampling: str = "iid", context=(), max_seconds: float | None = _budget.MAX_SECONDS
+def audit_block(f: Callable, target: Callable, draft: Callable, n: int | None = None,
+                length: int | None = None, *, tree: DraftTree | None = None, samples: int | None = None,
+                seed: int = 0, level: float = DEFAULT_LEVEL, detect_tv: float = TARGET_TV,
+                exact: bool = False, context=(), max_seconds: float | None = _budget.MAX_SECONDS
                 ) -> BlockAuditResult:
     """Audit a block or tree verifier: is "emitted block + fresh target tokens" the target's law?
 
@@ -387,10 +295,15 @@ def audit_block(f: Callable, target: Callable, draft: Callable, n: int, length: 
     target, draft : callable
         Next-token laws ``law(context: tuple[int, ...]) -> (V,)`` (the package's language-model
         objects qualify).
-    n : int
-        K, the number of drafts (root-to-leaf paths of a tree).
-    length : int
-        L, the number of tokens per draft.
+    n : int, optional
+        K, the number of drafts (root-to-leaf paths of a tree; optional with ``tree``).
+    length : int, optional
+        L, the number of tokens per draft (optional with ``tree``).
+    tree : DraftTree, optional
+        Draw the drafts as this tree (:class:`~mdtheory.blocks.trees.DraftTree`: branching factors
+        per depth, children ``"iid"``, ``"without-replacement"`` or ``"top"`` at every node);
+        default K = ``n`` iid drafts of ``length`` tokens. A given ``n`` or ``length`` must be the
+        tree's.
     samples : int, optional
         Sampled form: verifier calls; default
         :func:`~mdtheory.audit.statistics.samples_for` ``(detect_tv)`` on
@@ -402,11 +315,6 @@ def audit_block(f: Callable, target: Callable, draft: Callable, n: int, length: 
         The TV the run must detect with probability :data:`~mdtheory.audit.statistics.POWER` to pass.
     exact : bool
         ``f`` is the law form: enumerate every draft array.
-    branching : sequence of int, optional
-        A draft tree: children per node at depths 1..L (product n); default n iid drafts.
-    sampling : {"iid", "without-replacement"}
-        How a node's children are drawn from the draft's law there: independently, or without
-        replacement by successive sampling (each from q renormalised off the siblings drawn).
     context : sequence of int
         The root context (default empty).
     max_seconds : float or None
@@ -446,8 +354,9 @@ def audit_block(f: Callable, target: Callable, draft: Callable, n: int, length: 
     ('lossy', 0.333333, 3.0)
     """
     t0 = time.perf_counter()
-    n = _positive(n, "n")
-    L = _positive(length, "length")
+    if tree is None:
+        tree = iid_drafts(_positive(n, "n"), _positive(length, "length"))
+    n, L = draft_shape(n, length, tree)
     max_seconds = _budget.check_limit(max_seconds, "max_seconds")
     if not 0 < level < 1:
         raise InvalidInputError(f"the level must be in (0, 1), got {level}")
@@ -457,9 +366,6 @@ def audit_block(f: Callable, target: Callable, draft: Callable, n: int, length: 
         raise InvalidInputError(f"the verifier must be callable, got {type(f).__name__}")
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
         raise InvalidInputError(f"seed must be an integer >= 0, got {seed!r}")
-    branching = _branching(branching, n, L)
-    if sampling not in SAMPLINGS:
-        raise InvalidInputError(f"unknown sampling {sampling!r}; valid choices: {', '.join(SAMPLINGS)}")
     P = _Law(target, "target", _context(context))
     V = P.V = P(()).size
     Q = _Law(draft, "draft", _context(context), V)
@@ -471,21 +377,20 @@ def audit_block(f: Callable, target: Callable, draft: Callable, n: int, length: 
             f"the audit tests the law of V^(L+1) = {V}^{L1} = {cells:,} sequences, over {MAX_CELLS:,}; "
             "shorten the block or audit on a smaller vocabulary")
     step, p_full = _tables(P, V, L1)
-    common = {"sampling": sampling, "drafts": n, "vocab": V, "positions": 1, "level": level,
-              "target": _describe(f), "length": L, "branching": list(branching),
+    common = {"sampling": tree.sampling, "drafts": n, "vocab": V, "positions": 1, "level": level,
+              "target": _describe(f), "length": L, "branching": list(tree.branching),
               "detect_tv": detect_tv, "cells": cells}
-    chains = branching[1:] == (1,) * (L - 1) and sampling == "iid"
-    bound = _bound(p_full, Q, V, n, L) if chains else None
+    bound = _bound(p_full, Q, V, n, L) if tree.is_iid_drafts else None
     if exact:
         with CALLS.armed(max_seconds, f"block audit of {_describe(f)}"):
-            return _exact(f, P, Q, V, L, branching, step, p_full, bound, max_seconds, t0, common)
+            return _exact(f, P, Q, V, L, tree, step, p_full, bound, max_seconds, t0, common)
     if samples is None:
         samples = samples_for(detect_tv, p_full, level)
     if isinstance(samples, bool) or not isinstance(samples, (int, np.integer)) \
             or not 10 <= samples <= MAX_SAMPLES:
         raise InvalidInputError(f"samples must be an integer in 10..{MAX_SAMPLES}, got {samples!r}")
     with CALLS.armed(max_seconds, f"block audit of {_describe(f)}"):
-        return _sampled(f, P, Q, V, L, branching, p_full, int(samples), seed, bound, max_seconds,
+        return _sampled(f, P, Q, V, L, tree, p_full, int(samples), seed, bound, max_seconds,
                         t0, common)
 
 
@@ -513,7 +418,7 @@ def _bound(p_full: np.ndarray, Q: _Law, V: int, n: int, L: int) -> float | None:
     return float(total)
 
 
-def _sampled(f, P, Q, V, L, branching, p_full, samples, seed, bound, max_seconds, t0, common):
+def _sampled(f, P, Q, V, L, tree, p_full, samples, seed, bound, max_seconds, t0, common):
     L1, N = L + 1, V ** (L + 1)
     draft_rng, verifier_rng, fill_rng = (np.random.default_rng(s)
                                          for s in np.random.SeedSequence(seed).spawn(3))
@@ -521,10 +426,13 @@ def _sampled(f, P, Q, V, L, branching, p_full, samples, seed, bound, max_seconds
     lengths = np.zeros(L + 2, dtype=np.int64)
     kinds: dict[str, int] = {}
     examples: list[dict] = []
+    def rows(contexts):  # the draft's rows, validated once and cached by the view
+        return [Q(c) for c in contexts]
+
     t_pilot = time.perf_counter()
     for i in range(samples):
         _pilot(f, i, min(PILOT_CALLS, samples - 1), t_pilot, samples, max_seconds)
-        drafts = _draw(Q, branching, draft_rng, common["sampling"] != "iid")
+        drafts = tree.sample(Q, draft_rng, rows=rows)
         drafts.setflags(write=False)
         try:
             out = CALLS.call(None, drafts, f, P, Q, drafts, verifier_rng)  # (watchdog)
@@ -544,6 +452,19 @@ def _sampled(f, P, Q, V, L, branching, p_full, samples, seed, bound, max_seconds
         while len(seq) < L1:
             seq.append(P.sample(tuple(seq), fill_rng))
         counts[_index(seq, V)] += 1
+    return BlockAuditResult(**_summary(counts, lengths, kinds, examples, p_full, bound, common), seed=seed,
+                            seconds=time.perf_counter() - t0, **common)
+
+
+def _summary(counts: np.ndarray, lengths: np.ndarray, kinds: dict, examples: list, p_full: np.ndarray,
+             bound: float | None, common: dict, ceiling: float | None = None) -> dict:
+    """The sampled audit's statistics and verdict, as :class:`BlockAuditResult` fields: ``counts``
+    of the completed sequences (V^(L+1) cells and a last one for the blocks that cannot be
+    completed), ``lengths[m]`` the completed blocks of m tokens, ``kinds`` the structural
+    violations by reason. Acceptance above ``bound`` (or ``ceiling``, a tighter ceiling on E k when
+    smaller) is tested one-sided."""
+    samples = int(counts.sum())
+    L = lengths.size - 2
     p_ext = np.append(p_full, 0.0)
     pvalue = law_test(counts, p_ext)
     observed = counts / samples
@@ -555,11 +476,12 @@ def _sampled(f, P, Q, V, L, branching, p_full, samples, seed, bound, max_seconds
     mean_k = float((lengths * ks).sum() / completed) if completed else 0.0
     sd = float(np.sqrt(max((lengths * (ks - mean_k) ** 2).sum() / max(completed - 1, 1), 0.0)))
     half = 1.959963984540054 * sd / math.sqrt(max(completed, 1))
+    top = min(x for x in (bound, ceiling, math.inf) if x is not None)
     opt = None
-    if bound is not None and completed > 1:
+    if math.isfinite(top) and completed > 1:
         from scipy import stats
 
-        opt = float(stats.norm.sf((mean_k - bound) / max(sd / math.sqrt(completed), 1e-12)))
+        opt = float(stats.norm.sf((mean_k - top) / max(sd / math.sqrt(completed), 1e-12)))
     invalid = sum(kinds.values())
     if invalid:
         verdict = "invalid"
@@ -569,19 +491,18 @@ def _sampled(f, P, Q, V, L, branching, p_full, samples, seed, bound, max_seconds
         verdict = "inconclusive"
     else:
         verdict = "passed"
-    return BlockAuditResult(
+    return dict(
         lossless=verdict == "passed", pvalue=pvalue, tv=tv, tv_upper=float(tv_upper),
         acceptance=mean_k, acceptance_ci95=(mean_k - half, mean_k + half), alpha_star=bound,
-        samples=samples, worst_tokens=_worst(observed, p_ext, V, L1), detectable_tv=detectable,
-        optimum_pvalue=opt, mode="sampled", seed=seed, seconds=time.perf_counter() - t0,
-        verdict=verdict, block_efficiency=mean_k + 1, block_efficiency_ci95=(mean_k + 1 - half,
-                                                                          mean_k + 1 + half),
-        violations=kinds, invalid_mass=invalid / samples, violation_examples=examples, **common)
+        samples=samples, worst_tokens=_worst(observed, p_ext, common["vocab"], L + 1),
+        detectable_tv=detectable, optimum_pvalue=opt, mode="sampled", verdict=verdict,
+        block_efficiency=mean_k + 1, block_efficiency_ci95=(mean_k + 1 - half, mean_k + 1 + half),
+        violations=kinds, invalid_mass=invalid / samples, violation_examples=examples)
 
 
-def _exact(law, P, Q, V, L, branching, step, p_full, bound, max_seconds, t0, common):
-    nodes = sum(math.prod(branching[:d + 1]) for d in range(L))
-    count = V ** nodes
+def _exact(law, P, Q, V, L, tree, step, p_full, bound, max_seconds, t0, common):
+    nodes = sum(math.prod(tree.branching[:d + 1]) for d in range(L))
+    count = tree.count_draws(V)
     if count > MAX_TREES:
         raise ProblemTooLargeError(
             f"exact mode would enumerate V^nodes = {V}^{nodes} = {count:.3g} draft arrays, over "
@@ -595,7 +516,7 @@ def _exact(law, P, Q, V, L, branching, step, p_full, bound, max_seconds, t0, com
     kinds: dict[str, float] = {}
     examples: list[dict] = []
     t_pilot = time.perf_counter()
-    trees = _enumerate(Q, branching, common["sampling"] != "iid")
+    trees = list(tree.enumerate(Q, V))
     for i, (drafts, w) in enumerate(trees):
         _pilot(law, i, min(PILOT_CALLS, len(trees) - 1), t_pilot, len(trees), max_seconds)
         drafts.setflags(write=False)

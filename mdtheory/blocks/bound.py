@@ -21,10 +21,10 @@ bound's mass at depth m. Every value is a valid bound whatever the tree; a compl
 alpha*_m bound exactly and, at K = 1, the optimum itself (block verification attains it; proof in
 papers/blocks.md).
 
-A draft tree (branching factors per depth, iid or without-replacement children) replaces the cap
-1 - (1 - q_m(y))^K by P(some path of the tree starts with y) (:mod:`mdtheory.blocks.prefixsets`)
+A draft tree (branching factors per depth; iid, without-replacement or top children) replaces the
+cap 1 - (1 - q_m(y))^K by P(some path of the tree starts with y) (:mod:`mdtheory.blocks.prefixsets`)
 and K by the number of depth-m nodes b_1 ... b_m in the prefix-set bound of iid trees (left out for
-trees without replacement).
+trees of distinct children).
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from .._validate import as_drafts
 from ..errors import InvalidDistributionError, InvalidInputError, MdtheoryError
 from ..result import to_jsonable
 from .markov import Law, _check_length, batched, row_tolerance
-from .prefixsets import prefix_presence, wor_inclusion
+from .prefixsets import prefix_presence
 from .trees import DraftTree, draft_shape
 
 __all__ = ["BlockBoundResult", "block_efficiency_bound", "coarse_alpha_bound", "estimate"]
@@ -214,8 +214,8 @@ def block_efficiency_bound(target: Law, draft: Law, n: int | None = None, length
     n, length : int
         K and L (optional with ``tree``; if given they must be the tree's).
     tree : DraftTree, optional
-        Draw the drafts as this tree (iid or without-replacement children, branching factors per
-        depth; :class:`~mdtheory.blocks.trees.DraftTree`). The nested recursion's cap
+        Draw the drafts as this tree (iid, without-replacement or top children, branching factors
+        per depth; :class:`~mdtheory.blocks.trees.DraftTree`). The nested recursion's cap
         1 - (1 - q_m(y))^K becomes P(some path of the tree starts with y)
         (:func:`~mdtheory.blocks.prefixsets.prefix_presence`); the prefix-set bound uses
         b_1 ... b_m iid nodes at depth m for iid trees and is left out (1) for trees without
@@ -305,8 +305,8 @@ def block_efficiency_bound(target: Law, draft: Law, n: int | None = None, length
                 with np.errstate(divide="ignore"):
                     cover = -np.expm1(n * np.log1p(-np.minimum(cq, 1.0)))
             else:
-                if tree.sampling == "wor":
-                    incl, is_exact = wor_inclusion(qrow, tree.branching[d - 1])
+                if tree.distinct:
+                    incl, is_exact = tree.inclusion(qrow, tree.branching[d - 1])
                     exact = exact and is_exact
                     cs = incl[v]
                 else:

@@ -549,7 +549,7 @@ def optimal_block_efficiency(target: Law, draft: Law, n: int | None = None, leng
 
     A tree of two tokens then one each, children without replacement (the two first tokens differ):
 
-    >>> res = optimal_block_efficiency(*sun_toy(), tree=DraftTree((2, 1), "wor"))
+    >>> res = optimal_block_efficiency(*sun_toy(), tree=DraftTree((2, 1), "without-replacement"))
     >>> res.lp["multisets"], round(res.value, 6)
     (4, 2.888889)
     """

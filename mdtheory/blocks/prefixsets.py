@@ -12,24 +12,27 @@ disappear.
 
 The law is computed bottom-up: at a node with context c the subtree's prefix set is the union over
 its children y of {y} x (the child's subtree's prefix set); iid children are b independent draws of
-(token, subtree), merged by union; children without replacement are b distinct tokens by successive
-sampling, each with an independent subtree.
+(token, subtree), merged by union; distinct children (without replacement, or the top b tokens) are
+a set of b tokens (:meth:`~mdtheory.blocks.trees.DraftTree.children_sets`), each with an independent
+subtree.
 """
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections.abc import Callable
 
 import numpy as np
 
-from .. import _budget
-from ..errors import InvalidInputError
+from ..models.without_replacement import WithoutReplacement
 from .markov import _check_law_row, call_law
 from .trees import DraftTree
 
 __all__ = ["prefix_set_law", "count_prefix_sets", "prefix_presence", "wor_inclusion", "estimate_law"]
+
+#: P(token y is among b draws without replacement from q), or an upper bound: ``(values, exact)``
+#: (:meth:`mdtheory.models.without_replacement.WithoutReplacement.node_inclusion`).
+wor_inclusion = WithoutReplacement.node_inclusion
 
 #: seconds per (state, state) merge of two prefix-set laws (a frozenset union and a dict update),
 #: measured on a 2-core x86 machine
@@ -66,7 +69,7 @@ def count_prefix_sets(V: int, tree: DraftTree) -> list[float]:
 
     A subtree below depth d has at most K_d = b_{d+1} ... b_L leaves, so N_d is at most the number
     of non-empty sets of at most K_d paths of V^(L-d). Its b = b_{d+1} children carry j distinct
-    tokens: without replacement j = b, each token with its own subtree (C(V, b) N_{d+1}^b); iid,
+    tokens: distinct children j = b, each token with its own subtree (C(V, b) N_{d+1}^b); iid,
     1 <= j <= min(b, V), each token's set the union of at most b - j + 1 subtrees' sets (at most
     (b - j + 1) K_{d+1} paths of V^(L-d-1); N_{d+1} when j = b)."""
     L = tree.length
@@ -75,7 +78,7 @@ def count_prefix_sets(V: int, tree: DraftTree) -> list[float]:
         b = tree.branching[d]
         below = tree.stride[d]            # leaves under one child
         bound = _log_sets_of_paths((L - d) * math.log(V), below * b)
-        if tree.sampling == "wor":
+        if tree.distinct:
             bound = min(bound, _log_comb(V, b) + b * out[d + 1] if b <= V else -math.inf)
         else:
             terms = []
@@ -91,15 +94,15 @@ def count_prefix_sets(V: int, tree: DraftTree) -> list[float]:
 def estimate_law(V: int, tree: DraftTree) -> tuple[float, float]:
     """(seconds, log number of prefix sets) of :func:`prefix_set_law` from sizes alone: per depth d,
     V^d contexts; iid, each merges its b - 1 further children into a law of at most
-    min(N_d, (V N_{d+1})^i) states after i children, one state of V N_{d+1} at a time; without
-    replacement, one product of b laws per token set, at most C(V, b) N_{d+1}^b states."""
+    min(N_d, (V N_{d+1})^i) states after i children, one state of V N_{d+1} at a time; distinct
+    children, one product of b laws per token set, at most C(V, b) N_{d+1}^b states."""
     logs = count_prefix_sets(V, tree)
     seconds = 0.0
     for d in range(tree.length):
         b = tree.branching[d]
         ctx = d * math.log(V)
         one = math.log(V) + logs[d + 1]
-        if tree.sampling == "iid":
+        if not tree.distinct:
             if b == 1:
                 work = ctx + one
             else:
@@ -108,29 +111,6 @@ def estimate_law(V: int, tree: DraftTree) -> tuple[float, float]:
             work = ctx + logs[d] + math.log(max(b, 1))
         seconds += _MERGE_SECONDS * math.exp(min(work, 700.0))
     return seconds, logs[0]
-
-
-def _child_sets(q: np.ndarray, b: int, ctx: tuple):
-    """``{frozenset of b distinct tokens: probability}`` under successive sampling from ``q``.
-
-    The mass left after some draws is summed over the tokens not drawn, never taken as 1 minus the
-    mass drawn: that difference cancels when the drawn tokens hold all but 1e-12 of the mass (the
-    law would then miss 1 by 1e-4, or lose all its mass)."""
-    support = [int(y) for y in np.flatnonzero(q > 0)]
-    if len(support) < b:
-        raise InvalidInputError(f"{b} children without replacement at context {ctx}, but the draft law "
-                                f"there has only {len(support)} tokens of positive mass")
-    mass = {y: float(q[y]) for y in support}
-    out: dict = {}
-    for order in itertools.permutations(support, b):
-        w, drawn = 1.0, set()
-        for y in order:
-            rest = math.fsum(m for z, m in mass.items() if z not in drawn)
-            w *= mass[y] / rest
-            drawn.add(y)
-        key = frozenset(order)
-        out[key] = out.get(key, 0.0) + w
-    return out
 
 
 def prefix_set_law(draft: Callable, tree: DraftTree, V: int, context: tuple = ()) -> dict:
@@ -172,7 +152,7 @@ def prefix_set_law(draft: Callable, tree: DraftTree, V: int, context: tuple = ()
         def child(y: int) -> dict:
             return {frozenset((y,) + s for s in S): w for S, w in law_at(ctx + (y,)).items()}
 
-        if tree.sampling == "iid":
+        if not tree.distinct:
             one: dict = {}
             for y in np.flatnonzero(q > 0).tolist():
                 for S, w in child(y).items():
@@ -187,7 +167,7 @@ def prefix_set_law(draft: Callable, tree: DraftTree, V: int, context: tuple = ()
                 out = nxt
         else:
             out = {}
-            for tokens, w in _child_sets(q, b, full).items():
+            for tokens, w in tree.children_sets(q, b, full).items():
                 part = {frozenset(): w}
                 for y in sorted(tokens):
                     part = {A | B: wa * wb for A, wa in part.items() for B, wb in child(y).items()}
@@ -198,47 +178,6 @@ def prefix_set_law(draft: Callable, tree: DraftTree, V: int, context: tuple = ()
         return out
 
     return law_at(())
-
-
-def wor_inclusion(q: np.ndarray, b: int, *, max_orders: int = 20_000) -> tuple[np.ndarray, bool]:
-    """P(token y is among ``b`` draws without replacement from ``q``), for every y, or an upper bound.
-
-    Returns ``(values, exact)``. Exact for b = 1 (q), b = 2 (the closed form
-    q_y (1 + sum_{x != y} q_x / (1 - q_x))) and where the ordered draws number at most ``max_orders``
-    (enumerated); otherwise the upper bound 1 - prod_{j=1}^{b} (1 - q_y / (1 - M_{j-1}(y))), M_j(y) the
-    j largest masses other than y: at the j-th draw, given y not drawn yet, y is drawn with probability
-    q_y / (1 - mass drawn) <= q_y / (1 - M_{j-1}(y)) (papers/blocks.md, "Draft trees in the bound").
-    """
-    q = np.asarray(q, dtype=np.float64)
-    V = q.size
-    support = np.flatnonzero(q > 0)
-    if b >= support.size:
-        return (q > 0).astype(np.float64), True
-    if b == 1:
-        return q.copy(), True
-    # tail[k]: the mass of all but the k largest tokens, summed from the smallest (no cancellation)
-    desc = np.sort(q)[::-1]
-    tail = np.concatenate([np.cumsum(desc[::-1])[::-1], [0.0]])
-    if b == 2:
-        # 1 - q_x as the sum of the other masses: the largest token's is tail[1], any other's is
-        # tail[1] + desc[0] - q_x, i.e. the total minus q_x with the largest kept out of the difference
-        others = np.where(q >= desc[0], tail[1], tail[1] - q + desc[0])
-        with np.errstate(divide="ignore", invalid="ignore"):
-            ratio = np.where(others > 0, q / others, 0.0)
-        return np.minimum(1.0, q * (1 + ratio.sum() - ratio)), True
-    if math.perm(support.size, b) <= max_orders:
-        out = np.zeros(V)
-        for tokens, w in _child_sets(q, b, ()).items():
-            out[list(tokens)] += w
-        return np.minimum(out, 1.0), True
-    miss = np.ones(V)
-    for j in range(1, b + 1):
-        # 1 - M_{j-1}(y), the mass outside the j - 1 largest tokens other than y: outside the top
-        # j - 1, or (y among them) outside the top j, plus y
-        room = np.where(q >= desc[j - 2], tail[j] + q, tail[j - 1]) if j > 1 else np.full(V, tail[0])
-        with np.errstate(divide="ignore", invalid="ignore"):
-            miss *= np.clip(1.0 - np.where(room > 0, q / room, 1.0), 0.0, 1.0)
-    return np.where(q > 0, 1.0 - miss, 0.0), False
 
 
 def prefix_presence(tree: DraftTree, steps: list) -> np.ndarray:
@@ -252,9 +191,10 @@ def prefix_presence(tree: DraftTree, steps: list) -> np.ndarray:
       below the node y_{1:d} has a path continuing with y_{d+1:m} (each of its b_{d+1} iid children
       is y_{d+1} and then has such a path independently), and g_0 the answer; for K iid drafts,
       branching (K, 1, ..., 1), it is 1 - (1 - q_m(y))^K;
-    - ``"wor"``: ``steps[d]`` = P(y_{d+1} among the b_{d+1} children of y_{1:d}) (:func:`wor_inclusion`,
-      or an upper bound from it); children are distinct tokens, each with an independent subtree, so
-      the node y_{1:m} is present with probability prod_d steps[d] (an upper bound if a step is).
+    - distinct children (``"without-replacement"``, ``"top"``): ``steps[d]`` = P(y_{d+1} among the
+      b_{d+1} children of y_{1:d}) (:meth:`~mdtheory.blocks.trees.DraftTree.inclusion`, or an upper
+      bound on it); children are distinct tokens, each with an independent subtree, so the node
+      y_{1:m} is present with probability prod_d steps[d] (an upper bound if a step is).
 
     Examples
     --------
@@ -262,7 +202,7 @@ def prefix_presence(tree: DraftTree, steps: list) -> np.ndarray:
     0.488
     """
     m = len(steps)
-    if tree.sampling == "wor":
+    if tree.distinct:
         out = np.ones_like(np.asarray(steps[-1], dtype=np.float64))
         for d in range(m):
             out = out * np.asarray(steps[d], dtype=np.float64)
@@ -273,12 +213,3 @@ def prefix_presence(tree: DraftTree, steps: list) -> np.ndarray:
         with np.errstate(divide="ignore"):
             g = -np.expm1(tree.branching[d] * np.log1p(-x))
     return np.clip(g, 0.0, 1.0)
-
-
-def require_law(V: int, tree: DraftTree, max_seconds: float, max_bytes: float) -> None:
-    """Refuse, before any work, a prefix-set law whose estimate is over the limits."""
-    seconds, logs = estimate_law(V, tree)
-    states = math.exp(min(logs, 700.0))
-    _budget.require(_budget.Estimate(
-        f"the prefix-set law of {tree!r} over V = {V} (up to {states:.3g} prefix sets)", seconds,
-        200.0 * states * tree.n, "a smaller tree"), max_seconds, max_bytes=max_bytes)

@@ -2,36 +2,51 @@
 
 A tree with branching factors ``(b_1, ..., b_L)`` has ``b_1`` children at the root, each of which has
 ``b_2`` children, and so on; its K = b_1 ... b_L root-to-leaf paths are the rows of a (K, L) draft
-array. At a node with context c the children's tokens are drawn from the draft's law q(. | c):
+array. At a node with context c the b children's tokens are drawn from the draft's law q(. | c) by a
+draft model of the registry (:data:`mdtheory.models.registry.SAMPLINGS`) that can draw a node's
+children (:attr:`~mdtheory.models.base.DraftModel.tree_node`, listed by :func:`tree_samplings`):
 
 - ``"iid"``: b independent draws (siblings may repeat a token; SpecInfer's sampled trees);
-- ``"wor"``: b draws without replacement (successive sampling: each from q renormalised off the
-  tokens already drawn; what ``torch.multinomial(..., replacement=False)`` and EAGLE's top-k trees
-  with sampling do).
+- ``"without-replacement"``: b draws without replacement (successive sampling: each from q
+  renormalised off the tokens already drawn; what ``torch.multinomial(..., replacement=False)``
+  and EAGLE's top-k trees with sampling do);
+- ``"top"``: the b most likely tokens of q, ties broken by the lower token index (no draw: the
+  deterministic top-k trees of the serving engines; a tree of them has one draw).
 
 The rows are in depth-first order: the subtree of the j-th child of a node at depth d is the j-th
 block of ``K / (b_1 ... b_d)`` consecutive rows of the parent's block, so the tree is read back from
 the array and its branching factors. K iid drafts of length L are the tree with branching
 ``(K, 1, ..., 1)`` and ``"iid"`` sampling. The tree's sampling rule is part of the draft model: a
-verifier must be told it (:class:`DraftTree` carries it).
+verifier must be told it (:class:`DraftTree` carries it). :class:`DraftTree` is the package's one
+drawing and enumeration of draft trees: the verifiers' exact laws, the exact optimum, the block
+audit and the simulation all read the tree through it.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator
 
 import numpy as np
 
 from ..errors import InvalidDistributionError, InvalidInputError, MdtheoryError, ProblemTooLargeError
+from ..models.registry import SAMPLINGS, sampling_names
 from .markov import _check_length, row_tolerance
 
-__all__ = ["DraftTree", "TREE_SAMPLINGS", "MAX_TREE_DRAWS", "iid_drafts", "checked_row"]
-
-#: Sampling rules of a node's children.
-TREE_SAMPLINGS = ("iid", "wor")
+__all__ = ["DraftTree", "tree_samplings", "MAX_TREE_DRAWS", "iid_drafts", "checked_row"]
 
 #: Largest number of tree draws :meth:`DraftTree.enumerate` lists.
 MAX_TREE_DRAWS = 200_000
+
+
+def tree_samplings() -> tuple[str, ...]:
+    """The registered draft models a node of a draft tree draws its children by
+    (:attr:`~mdtheory.models.base.DraftModel.tree_node`), by registry name.
+
+    >>> tree_samplings()
+    ('iid', 'without-replacement', 'top')
+    """
+    return sampling_names(lambda cls: cls.tree_node)
 
 
 def _short(x) -> str:
@@ -92,12 +107,23 @@ class DraftTree:
     branching : sequence of int
         ``(b_1, ..., b_L)``, each at least 1; L is the draft length, K = b_1 ... b_L the number of
         root-to-leaf paths.
-    sampling : {"iid", "wor"}
-        How a node's children are drawn from the draft's law there.
+    sampling : str
+        How a node's children are drawn from the draft's law there: a registered draft model that
+        draws a node's children (:func:`tree_samplings`: ``"iid"``, ``"without-replacement"``,
+        ``"top"``), by its name or an alias of the registry; :attr:`sampling` holds its name.
+
+    Attributes
+    ----------
+    model : type
+        The registered draft model class that draws a node's children
+        (:meth:`~mdtheory.models.base.DraftModel.node_draws`,
+        :meth:`~mdtheory.models.base.DraftModel.node_sample`).
+    distinct : bool
+        Siblings are distinct tokens (:attr:`~mdtheory.models.base.DraftModel.distinct_drafts`).
 
     Examples
     --------
-    >>> tree = DraftTree((2, 1), "wor")
+    >>> tree = DraftTree((2, 1), "without-replacement")
     >>> tree.n, tree.length
     (2, 2)
     >>> tree.children_rows(0, 0)
@@ -111,11 +137,14 @@ class DraftTree:
             raise InvalidInputError(f"branching must be a sequence of integers, got {branching!r}") from None
         if not b or any(isinstance(x, bool) or not isinstance(x, (int, np.integer)) or x < 1 for x in b):
             raise InvalidInputError(f"branching must be integers >= 1 (one per depth), got {branching!r}")
-        if sampling not in TREE_SAMPLINGS:
+        model = SAMPLINGS.get(sampling) if isinstance(sampling, str) else None
+        if model is None or not model.tree_node:
             raise InvalidInputError(f"unknown tree sampling {sampling!r}; valid choices: "
-                                    f"{', '.join(TREE_SAMPLINGS)}")
+                                    f"{', '.join(tree_samplings())}")
         self.branching = tuple(int(x) for x in b)
-        self.sampling = sampling
+        self.model = model
+        self.sampling = model.sampling
+        self.distinct = bool(model.distinct_drafts)
         self.length = len(self.branching)
         # stride[d] = rows under one node at depth d + 1 (after d + 1 tokens): suffix products, in
         # Python integers (no overflow) and one pass (a tree of any depth)
@@ -127,7 +156,7 @@ class DraftTree:
 
     @classmethod
     def parse(cls, text: str, sampling: str = "iid") -> DraftTree:
-        """A tree from ``"b1,b2,...,bL"`` (the CLI's form).
+        """A tree from ``"b1,b2,...,bL"`` (the command line's ``--tree``).
 
         >>> DraftTree.parse("2,2,1").branching
         (2, 2, 1)
@@ -149,6 +178,21 @@ class DraftTree:
     def __hash__(self) -> int:
         return hash((self.branching, self.sampling))
 
+    @classmethod
+    def chains(cls, n: int, length: int, sampling: str = "iid") -> DraftTree:
+        """``n`` drafts of ``length`` tokens as a tree: branching ``(n, 1, ..., 1)``, the n first
+        tokens drawn by ``sampling``, each draft then continued by itself.
+
+        >>> DraftTree.chains(3, 2, "without-replacement")
+        DraftTree((3, 1), 'without-replacement')
+        """
+        return cls((n,) + (1,) * (length - 1), sampling)
+
+    @property
+    def is_iid_drafts(self) -> bool:
+        """Whether the tree is K iid drafts: branching ``(K, 1, ..., 1)``, iid children."""
+        return self.sampling == "iid" and self.branching[1:] == (1,) * (self.length - 1)
+
     # ------------------------------------------------------------------ the layout
     def children_rows(self, depth: int, start: int) -> list[tuple[int, int]]:
         """Row ranges ``[(lo, hi), ...]`` of the children of the node at ``depth`` (tokens so far)
@@ -156,9 +200,14 @@ class DraftTree:
         width = self.stride[depth]
         return [(start + j * width, start + (j + 1) * width) for j in range(self.branching[depth])]
 
+    def nodes(self, depth: int) -> range:
+        """The first rows of the nodes at ``depth`` (tokens so far), one row block each."""
+        return range(0, self.n, self.stride[depth] * self.branching[depth])
+
     def check_drafts(self, drafts) -> np.ndarray:
-        """``drafts`` as an int array of shape (K, L) laid out as this tree (siblings distinct for
-        ``"wor"``, rows of one node agreeing on its prefix); else :class:`InvalidInputError`."""
+        """``drafts`` as an int array of shape (K, L) laid out as this tree (siblings distinct when
+        the sampling draws distinct tokens, rows of one node agreeing on its prefix); else
+        :class:`InvalidInputError`."""
         x = np.asarray(drafts)
         if x.dtype.kind not in "iu" or x.shape != (self.n, self.length):
             raise InvalidInputError(f"drafts must be integer tokens of shape ({self.n}, {self.length}) for "
@@ -169,44 +218,81 @@ class DraftTree:
             if np.any(blocks != blocks[:, :1]):
                 raise InvalidInputError(f"drafts are not laid out as {self!r}: the rows under one node "
                                         f"disagree at depth {d + 1}")
-            if self.sampling == "wor" and self.branching[d] > 1:
+            if self.distinct and self.branching[d] > 1:
                 sib = blocks[:, 0].reshape(-1, self.branching[d])
                 if any(len(set(row.tolist())) < row.size for row in sib):
                     raise InvalidInputError(f"drafts repeat a token among siblings at depth {d + 1}, "
-                                            "which sampling without replacement cannot draw")
+                                            f"which {self.sampling} children cannot be")
         return x
 
     # ------------------------------------------------------------------ sampling and enumeration
-    def sample(self, draft: Callable, rng: np.random.Generator, context: tuple = ()) -> np.ndarray:
-        """One tree drawn from ``draft`` after ``context``: the (K, L) array."""
+    def sample(self, draft: Callable, rng: np.random.Generator, context: tuple = (), *,
+               rows: Callable | None = None) -> np.ndarray:
+        """One tree drawn from ``draft`` after ``context``: the (K, L) array.
+
+        The nodes are drawn depth by depth, each node's children by :meth:`draw_children` from the
+        draft's law at the node. ``rows(contexts) -> [q, ...]``, if given, supplies the laws of a
+        depth's nodes (absolute contexts) in one call, as float64 rows summing to one (a language
+        model's batch); by default each is ``draft(context)``, validated and rescaled.
+        """
+        if rows is None:
+            def rows(contexts):
+                return [np.asarray(_law_row(draft, c), dtype=np.float64) for c in contexts]
         out = np.zeros((self.n, self.length), dtype=np.int64)
-
-        def grow(depth: int, start: int, ctx: tuple) -> None:
-            if depth == self.length:
-                return
-            q = np.asarray(_law_row(draft, ctx), dtype=np.float64)
-            tokens = self.draw_children(q, self.branching[depth], rng, ctx)
-            for (lo, hi), y in zip(self.children_rows(depth, start), tokens, strict=True):
-                out[lo:hi, depth] = y
-                grow(depth + 1, lo, ctx + (int(y),))
-
-        grow(0, 0, tuple(context))
+        context = tuple(context)
+        for d in range(self.length):
+            starts = self.nodes(d)
+            contexts = [context + tuple(out[s, :d].tolist()) for s in starts]
+            for s, ctx, q in zip(starts, contexts, rows(contexts), strict=True):
+                tokens = self.draw_children(q, self.branching[d], rng, ctx)
+                for (lo, hi), y in zip(self.children_rows(d, s), tokens, strict=True):
+                    out[lo:hi, d] = y
         return out
 
     def draw_children(self, q: np.ndarray, b: int, rng: np.random.Generator, ctx: tuple = ()) -> list[int]:
-        """``b`` children drawn from the node's draft law ``q`` by the tree's rule (``ctx`` names
-        the node in the refusal when ``"wor"`` asks for more children than q has tokens)."""
-        if self.sampling == "iid":
-            return [int(y) for y in rng.choice(q.size, size=b, p=q / q.sum())]
-        if np.count_nonzero(q) < b:
-            raise InvalidInputError(f"{b} children without replacement at context {ctx}, but the draft "
-                                    f"law there has only {np.count_nonzero(q)} tokens of positive mass")
-        return [int(y) for y in rng.choice(q.size, size=b, replace=False, p=q / q.sum())]
+        """``b`` children drawn from the node's draft law ``q`` by the tree's sampling
+        (:meth:`~mdtheory.models.base.DraftModel.node_sample`; ``ctx`` names the node in a refusal)."""
+        return self.model.node_sample(q, b, rng, f" at context {ctx}")
+
+    def sample_batch(self, draft: Callable, rng: np.random.Generator, size: int,
+                     context: tuple = ()) -> np.ndarray:
+        """``size`` trees drawn independently from ``draft`` after ``context``: (size, K, L).
+
+        Each tree has :meth:`sample`'s law; the nodes of all trees that share a context draw their
+        children in one call (:meth:`draw_children_batch`), so a batch costs about one law read and
+        one vectorised draw per distinct context, not one per node.
+        """
+        out = np.zeros((size, self.n, self.length), dtype=np.int64)
+        root = tuple(context)
+        for depth, b in enumerate(self.branching):
+            width = self.n if depth == 0 else self.stride[depth - 1]  # rows under one node at this depth
+            nodes = self.n // width
+            ctx = out[:, ::width, :depth].reshape(size * nodes, depth)
+            keys, which = np.unique(ctx, axis=0, return_inverse=True)
+            order = np.argsort(which.ravel(), kind="stable")
+            bounds = np.cumsum(np.bincount(which.ravel(), minlength=len(keys)))
+            kids = np.empty((size * nodes, b), dtype=np.int64)
+            for key, at in zip(keys, np.split(order, bounds[:-1]), strict=True):
+                c = root + tuple(int(t) for t in key)
+                q = np.asarray(_law_row(draft, c), dtype=np.float64)
+                kids[at] = self.draw_children_batch(q, b, at.size, rng, c)
+            out[:, :, depth] = np.repeat(kids.reshape(size, nodes * b), width // b, axis=1)
+        return out
+
+    def draw_children_batch(self, q: np.ndarray, b: int, m: int, rng: np.random.Generator,
+                            ctx: tuple = ()) -> np.ndarray:
+        """The children of ``m`` nodes with the same draft law ``q``, each drawn independently by the
+        tree's sampling: (m, b) tokens (:meth:`~mdtheory.models.base.DraftModel.node_sample_batch`)."""
+        return self.model.node_sample_batch(q, b, m, rng, f" at context {ctx}")
 
     def count_draws(self, V: int) -> int:
-        """Number of ordered tree draws :meth:`enumerate` would list (an upper bound for ``"wor"``)."""
-        nodes = sum(int(np.prod(self.branching[:d + 1])) for d in range(self.length))
-        return V ** nodes
+        """An upper bound on the number of tree draws :meth:`enumerate` lists: the product over the
+        nodes of each node's children tuples (:meth:`~mdtheory.models.base.DraftModel.node_count`;
+        V^nodes for iid children)."""
+        total = 1
+        for d in range(self.length):
+            total *= self.model.node_count(V, self.branching[d]) ** math.prod(self.branching[:d])
+        return total
 
     def enumerate(self, draft: Callable, V: int | None = None) -> Iterator[tuple[np.ndarray, object]]:
         """Every tree draw of positive probability with its probability: ``(drafts (K, L), prob)``.
@@ -228,7 +314,7 @@ class DraftTree:
                 return
             (depth, start, ctx), rest = items[0], items[1:]
             q = _law_row(draft, ctx)
-            for tokens, w in self._child_draws(q, self.branching[depth]):
+            for tokens, w in self.model.node_draws(q, self.branching[depth]):
                 rows = self.children_rows(depth, start)
                 for (lo, hi), y in zip(rows, tokens, strict=True):
                     out[lo:hi, depth] = y
@@ -238,31 +324,19 @@ class DraftTree:
 
         yield from grow([(0, 0, ())], 1)
 
-    def _child_draws(self, q: np.ndarray, b: int):
-        """Every ordered tuple of b children with its probability under the node's sampling.
+    def children_sets(self, q: np.ndarray, b: int, ctx: tuple = ()) -> dict:
+        """``{frozenset of tokens: probability}``: the law of the set of a node's ``b`` children
+        drawn from ``q`` (:meth:`~mdtheory.models.base.DraftModel.node_draws` grouped by set)."""
+        out: dict = {}
+        for tokens, w in self.model.node_draws(q, b, f" at context {ctx}"):
+            key = frozenset(tokens)
+            out[key] = out.get(key, 0) + w
+        return out
 
-        Without replacement the mass left is summed over the tokens not drawn (exact for fractions),
-        not taken as 1 minus the mass drawn, which cancels when the drawn tokens hold nearly all of it.
-        """
-        support = [int(y) for y in np.flatnonzero(q > 0)]
-
-        def rec(prefix: list, w):
-            if len(prefix) == b:
-                yield tuple(prefix), w
-                return
-            left = sum(q[z] for z in support if z not in prefix) if self.sampling == "wor" else 1
-            for y in support:
-                if self.sampling == "wor":
-                    if y in prefix:
-                        continue
-                    yield from rec(prefix + [y], w * q[y] / left)
-                else:
-                    yield from rec(prefix + [y], w * q[y])
-
-        if self.sampling == "wor" and len(support) < b:
-            raise InvalidInputError(f"{b} children without replacement, but the draft law has only "
-                                    f"{len(support)} tokens of positive mass")
-        yield from rec([], 1)
+    def inclusion(self, q: np.ndarray, b: int) -> tuple[np.ndarray, bool]:
+        """P(token y is among a node's ``b`` children drawn from ``q``), or an upper bound:
+        ``(values, exact)`` (:meth:`~mdtheory.models.base.DraftModel.node_inclusion`)."""
+        return self.model.node_inclusion(q, b)
 
 
 def draft_shape(n, length, tree: DraftTree | None) -> tuple:
@@ -292,4 +366,4 @@ def iid_drafts(n: int, length: int) -> DraftTree:
     >>> iid_drafts(3, 2)
     DraftTree((3, 1), 'iid')
     """
-    return DraftTree((n,) + (1,) * (length - 1), "iid")
+    return DraftTree.chains(n, length)

@@ -82,7 +82,7 @@ def _total(x: np.ndarray):
 
 
 def _tree_tag(tree) -> str:
-    """``"[2,2 wor]"`` for a tree, ``""`` for K iid drafts."""
+    """``"[2,2 without-replacement]"`` for a tree, ``""`` for K iid drafts."""
     return "" if tree is None else f"[{','.join(map(str, tree.branching))} {tree.sampling}]"
 
 
@@ -182,11 +182,20 @@ def _rule_params(rule: str, wanted: str, params: dict) -> dict:
         raise InvalidInputError(
             f"unknown selection rule {rule!r}; valid choices: {', '.join(rules.RULES)}")
     cls = rules.RULES[rule]
-    if cls.sampling == wanted or cls.first_draft_only:
+    if cls.sampling == wanted or cls.first_draft_only and _first_draft_is_q(wanted):
         return params
     if "sampling" in rules.rule_keywords(cls):
         return {"sampling": wanted, **params}
     raise InvalidInputError(f"rule {rule!r} expects {cls.sampling} drafts, not {wanted}")
+
+
+def _first_draft_is_q(sampling: str) -> bool:
+    """Whether the first draft of ``sampling``'s drafts is a draw from q (iid, successive sampling),
+    read off the model's own first-draft law on a small q."""
+    from ..models.registry import make_draft_model
+
+    model = make_draft_model(np.array([0.5, 0.3, 0.2]), 2, sampling)
+    return bool(np.allclose(model.first_draft_law(), model.q, rtol=0, atol=1e-12))
 
 
 class BlockVerifier(ABC):
@@ -783,7 +792,8 @@ class Traversal(_Recursive):
 
     The depth-first order visits the first leaf first: it is accepted with its sequence-level
     weight, else removed and its parent's residual passed to the next sibling, drawn from q off the
-    earlier siblings for ``"wor"`` trees; a node whose children are all removed becomes a leaf.
+    earlier siblings for trees without replacement; a node whose children are all removed becomes a
+    leaf. The children must be draws from q (iid or without replacement), not fixed tokens.
     On K iid drafts it shares no prefix (drafts with one first token are different subtrees), unlike
     :class:`PrefixTrie`.
     """
@@ -793,6 +803,9 @@ class Traversal(_Recursive):
     def __init__(self, tree: DraftTree | None = None):
         if tree is not None and not isinstance(tree, DraftTree):
             raise InvalidInputError(f"tree must be a DraftTree, got {tree!r}")
+        if tree is not None and tree.sampling not in ("iid", "without-replacement"):
+            raise InvalidInputError(f"traversal verifies trees of children drawn from q (iid or "
+                                    f"without-replacement), not {tree.sampling}")
         self.tree = tree
 
     @property
@@ -807,7 +820,7 @@ class Traversal(_Recursive):
     def _children(self, x, depth, rows):
         tree = self._layout
         kids = tree.children_rows(depth, int(rows[0]))
-        return [(int(x[lo, depth]), np.arange(lo, hi)) for lo, hi in kids], tree.sampling == "wor"
+        return [(int(x[lo, depth]), np.arange(lo, hi)) for lo, hi in kids], tree.distinct
 
 
 # ---------------------------------------------------------------------------------------- token by token
@@ -816,15 +829,15 @@ class TokenByToken(BlockVerifier):
 
     At depth d the drafts consistent with the accepted prefix offer their d-th tokens to the rule
     prepared for (p, q) there (K iid drafts: every consistent draft, iid given the prefix; a tree:
-    the node's children, iid or without replacement as the tree draws them); the rule's output is
+    the node's children, as the tree draws them); the rule's output is
     emitted and a rejection ends the block; after L accepted tokens one bonus token is drawn from p.
     In a tree whose accepted token labels several siblings the first is followed.
 
     Parameters
     ----------
     rule : str
-        A key of :data:`mdtheory.rules.RULES` whose draft model matches (``rrs-wor`` or
-        ``optimal`` on ``"wor"`` trees).
+        A key of :data:`mdtheory.rules.RULES` whose draft model matches the tree's sampling
+        (``rrs-wor`` or ``optimal`` on trees without replacement, ``optimal`` on top trees).
     tree : DraftTree, optional
         Verify a tree; default K iid drafts.
     **params
@@ -836,7 +849,7 @@ class TokenByToken(BlockVerifier):
     def __init__(self, rule: str = "rrs", tree: DraftTree | None = None, **params):
         if tree is not None and not isinstance(tree, DraftTree):
             raise InvalidInputError(f"tree must be a DraftTree, got {tree!r}")
-        wanted = "iid" if tree is None else {"iid": "iid", "wor": "without-replacement"}[tree.sampling]
+        wanted = "iid" if tree is None else tree.sampling
         self.rule, self.tree, self.params = rule, tree, _rule_params(rule, wanted, params)
         self._prepared: dict = {}
 

@@ -10,9 +10,16 @@ import sys
 
 from .. import _budget
 from ..audit.statistics import DEFAULT_LEVEL, POWER, TARGET_TV
-from ..audit.verifier import EXIT_INCONCLUSIVE, PILOT_CALLS, SAMPLINGS, AuditResult, audit, load_target
+from ..audit.verifier import (
+    EXIT_INCONCLUSIVE,
+    PILOT_CALLS,
+    AuditResult,
+    audit,
+    audit_samplings,
+    load_target,
+)
 from ..errors import InvalidInputError
-from . import audit_block
+from . import audit_block, audit_engine
 from ._common import COMMANDS, _seconds, add_seed_option, load_npy
 
 
@@ -29,14 +36,15 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                     "verifier is shown lossless (not rejected, and the run detects any TV of at "
                     "least --detect-tv), 1 if it is found lossy, 5 if the run is inconclusive "
                     "(not rejected, too few samples to detect --detect-tv), 2 for bad input or "
-                    "work over --max-seconds. A block or tree verifier: --block (below).",
+                    "work over --max-seconds. A block or tree verifier: --block; a verifier in an "
+                    "engine's chain or tree contract: --engine (below).",
     )
     sub.add_argument("target", metavar="TARGET", nargs="?", help="FILE.py:NAME or MODULE:NAME")
     sub.add_argument("P", nargs="?", help="target distribution p: .npy of shape (V,) or (B, V)")
     sub.add_argument("Q", nargs="?", help="draft distribution q: .npy of shape (V,) or (B, V)")
     sub.add_argument("--drafts", "-n", "-K", type=int, metavar="N",
                      help="number of drafts n (-K is an older spelling)")
-    sub.add_argument("--sampling", choices=SAMPLINGS, default=None,
+    sub.add_argument("--sampling", choices=audit_samplings(torch=True), default=None,
                      help="draft model (default iid, or a SelectionRule's own)")
     sub.add_argument("--samples", type=int, default=None,
                      help="steps per position (default: enough to detect TV --detect-tv with "
@@ -61,11 +69,15 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     sub.add_argument("--quiet", "-q", action="store_true",
                      help="no progress (a bar on a terminal, else a line every 10 s)")
     audit_block.add_arguments(sub)
+    audit_engine.add_arguments(sub)
     sub.set_defaults(func=run)
     return sub
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.engine is not None:
+        return audit_engine.run(args)
+    audit_engine.refuse_engine_options(args)
     if args.block is not None:
         return audit_block.run(args)
     audit_block.refuse_block_options(args)

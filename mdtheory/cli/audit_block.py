@@ -5,13 +5,13 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import math
 import sys
 from collections.abc import Callable
 
 from ..audit.statistics import POWER
 from ..audit.verifier import load_target
 from ..blocks.audit import BlockAuditResult, audit_block
+from ..blocks.trees import DraftTree
 from ..errors import InvalidInputError
 
 #: Exit code when the run is too small to pass (verdict "inconclusive").
@@ -72,25 +72,22 @@ def run(args: argparse.Namespace) -> int:
     files = (args.block_target, args.block_draft)
     if (args.instance is None) == (files == (None, None)) or (args.instance is None and None in files):
         raise InvalidInputError("--block needs either --target and --draft, or --instance")
-    branching = None
+    sampling = args.sampling or "iid"
+    n, length = args.drafts, args.length
     if args.tree is not None:
-        try:
-            branching = tuple(int(b) for b in args.tree.split(","))
-        except ValueError:
-            raise InvalidInputError(f"--tree {args.tree!r}: expected integers B1,...,BL") from None
-    n = args.drafts if args.drafts is not None else math.prod(branching) if branching else None
-    length = args.length if args.length is not None else len(branching) if branching else None
-    if n is None or length is None:
+        tree = DraftTree.parse(args.tree, sampling)
+    elif n is None or length is None:
         raise InvalidInputError("--block needs --drafts/-n and --length/-L (or --tree)")
+    else:
+        tree = DraftTree.chains(n, length, sampling)
     with contextlib.redirect_stdout(sys.stderr):  # user code's prints must not break --json
         f = load_target(args.block)
         if args.instance is not None:
             target, draft = instance_laws(args.instance)
         else:
             target, draft = load_target(args.block_target), load_target(args.block_draft)
-        res = audit_block(f, target, draft, n, length, samples=args.samples, seed=args.seed,
+        res = audit_block(f, target, draft, n, length, tree=tree, samples=args.samples, seed=args.seed,
                           level=args.level, detect_tv=args.detect_tv, exact=args.exact,
-                          branching=branching, sampling=args.sampling or "iid",
                           max_seconds=args.max_seconds)
     res.target = args.block
     if args.json:

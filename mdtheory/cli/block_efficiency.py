@@ -8,10 +8,10 @@ import sys
 import numpy as np
 
 from .. import _budget
+from ..blocks.trees import tree_samplings
 from ..errors import InvalidInputError
 from ..language.blockeff import (
     INSTANCE_HELP,
-    SAMPLINGS,
     ceiling,
     drafter_equals_target,
     estimate,
@@ -64,9 +64,9 @@ def add_parser(subparsers) -> None:
                      help="independent texts the steps are split into, the interval taken over their "
                           "means (default min(8, steps)); 1: one text, interval from 10 batch means "
                           "(which miss correlations longer than a batch)")
-    cmd.add_argument("--sampling", choices=SAMPLINGS, default="iid",
-                     help="without K iid drafts: the first tokens without replacement (rrs-wor), "
-                          "or with --tree every node's children")
+    cmd.add_argument("--sampling", choices=tree_samplings(), default="iid",
+                     help="without K iid drafts: the first tokens without replacement (rrs-wor) or "
+                          "the top K tokens, or with --tree every node's children")
     cmd.add_argument("--optimum", action="store_true",
                      help="print beside each verifier the ceiling: the exact optimum with --instance, "
                           "else the mean over the calls' contexts of a proven upper bound on it")
@@ -93,11 +93,10 @@ def _names(text: str, what: str) -> list[str]:
 
 
 def _tree(args):
-    from ..blocks import DraftTree, iid_drafts
+    from ..blocks import DraftTree
 
-    wor = "wor" if args.sampling == "without-replacement" else "iid"
     if args.tree is not None:
-        tree = DraftTree.parse(args.tree, wor)
+        tree = DraftTree.parse(args.tree, args.sampling)
         for value, have, name in ((args.drafts, tree.n, "--drafts"), (args.length, tree.length, "--length")):
             if value is not None and value != have:
                 raise InvalidInputError(f"{name} {value} contradicts --tree {args.tree} ({have})")
@@ -107,15 +106,13 @@ def _tree(args):
             raise InvalidInputError(f"{name} is required without --tree")
         if isinstance(value, bool) or value < 1:
             raise InvalidInputError(f"{name} must be an integer >= 1, got {value}")
-    if wor == "wor":
-        return DraftTree((args.drafts,) + (1,) * (args.length - 1), "wor")
-    return iid_drafts(args.drafts, args.length)
+    return DraftTree.chains(args.drafts, args.length, args.sampling)
 
 
 def _verifiers(args, tree) -> list:
-    from ..blocks import iid_drafts, make_verifier
+    from ..blocks import make_verifier
 
-    is_iid = tree == iid_drafts(tree.n, tree.length)
+    is_iid = tree.is_iid_drafts
     out = []
     for name in _names(args.verifier, "--verifier"):
         if name not in VERIFIER_NAMES:

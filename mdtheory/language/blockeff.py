@@ -2,9 +2,10 @@
 
 One *step* (one call of the target):
 
-1. the drafter writes K drafts of L tokens from the current text: iid drafts, or (``sampling=
-   "without-replacement"``) K distinct first tokens drawn by successive sampling and then each draft
-   continued on its own, or any draft tree (:class:`mdtheory.blocks.DraftTree`, :func:`draft_tree`);
+1. the drafter writes K drafts of L tokens from the current text: iid drafts, or K first tokens
+   drawn by another tree sampling (``sampling="without-replacement"``: K distinct first tokens by
+   successive sampling) and then each draft continued on its own, or any draft tree
+   (:class:`mdtheory.blocks.DraftTree`, :func:`draft_tree`);
 2. the target scores, in one batch, every node of the draft tree (K (L + 1) contexts at most);
 3. a verifier emits the block. :func:`speculative_step` verifies token by token: at depth d the drafts
    consistent with the accepted prefix offer their d-th tokens to the selection rule, prepared for
@@ -31,19 +32,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import _budget
+from ..blocks.trees import DraftTree, tree_samplings
 from ..errors import InvalidInputError
-from ..models.registry import SAMPLINGS as _MODELS
-from ..models.registry import make_draft_model, sampling_names
+from ..models.registry import make_draft_model
 from .drafters import draw, progress
 from .langmodel import as_model
 
 __all__ = ["BlockResult", "speculative_step", "block_efficiency", "estimate", "block_interval",
            "draft_tree", "verifier_step", "estimate_verifier", "simulate", "BATCHES", "ceiling",
-           "drafter_equals_target", "parse_instance", "exact_rows", "INSTANCE_HELP", "SAMPLINGS"]
-
-#: Draft samplings of the first token: the models that are a multinomial draw from the drafter's
-#: law (:attr:`~mdtheory.models.base.DraftModel.torch_replacement`).
-SAMPLINGS = sampling_names(lambda cls: cls.single_q and cls.torch_replacement is not None)
+           "drafter_equals_target", "parse_instance", "exact_rows", "INSTANCE_HELP"]
 
 
 @dataclass
@@ -115,21 +112,6 @@ def _laws(law, contexts: list[tuple]) -> dict:
     return dict(zip(unique, rows, strict=True))
 
 
-def _draft(drafter, context: tuple, K: int, L: int, sampling: str, rng) -> tuple[np.ndarray, dict]:
-    """K drafts (K, L) from ``context`` and the drafter's law at every prefix it visited."""
-    drafts = np.zeros((K, L), dtype=np.int64)
-    q = {}
-    for d in range(L):
-        prefixes = [context + tuple(drafts[k, :d].tolist()) for k in range(K)]
-        q.update(_laws(drafter, prefixes))
-        rows = np.stack([q[c] for c in prefixes])
-        if d == 0 and not _MODELS[sampling].torch_replacement:  # a joint draw, not K independent
-            drafts[:, 0] = make_draft_model(rows[0], K, sampling, normalize=True).sample(rng, 1)[0]
-        else:
-            drafts[:, d] = draw(rows, rng)
-    return drafts, q
-
-
 def speculative_step(target, drafter, context: tuple, rule: str, K: int, L: int, rng,
                      sampling: str = "iid", rule_params: dict | None = None,
                      prepared: dict | None = None,
@@ -142,7 +124,7 @@ def speculative_step(target, drafter, context: tuple, rule: str, K: int, L: int,
     """
     from .. import rules  # loaded on use: the rules import scipy, HiGHS and numba
 
-    drafts, q = _draft(drafter, context, K, L, sampling, rng)
+    drafts, q = draft_tree(drafter, context, DraftTree.chains(K, L, sampling), rng)
     p = _laws(target, [context + tuple(drafts[k, :d].tolist()) for k in range(K) for d in range(L + 1)])
     emitted: list[int] = []
     alive = np.arange(K)
@@ -172,20 +154,15 @@ def speculative_step(target, drafter, context: tuple, rule: str, K: int, L: int,
 
 def draft_tree(drafter, context: tuple, tree, rng) -> tuple[np.ndarray, dict]:
     """One draft tree (:class:`mdtheory.blocks.DraftTree`) from ``context``: the (K, L) drafts and
-    the drafter's law at every node it expanded (absolute contexts), one batch per depth."""
-    drafts = np.zeros((tree.n, tree.length), dtype=np.int64)
+    the drafter's law at every node it expanded (absolute contexts), one batch per depth
+    (:meth:`mdtheory.blocks.DraftTree.sample`)."""
     q: dict = {}
-    for d in range(tree.length):
-        width = tree.stride[d] * tree.branching[d]  # rows under one node at depth d
-        starts = range(0, tree.n, width)
-        prefixes = [context + tuple(drafts[s, :d].tolist()) for s in starts]
-        q.update(_laws(drafter, prefixes))
-        for s, ctx in zip(starts, prefixes, strict=True):
-            row = np.asarray(q[ctx], dtype=np.float64)
-            children = tree.draw_children(row, tree.branching[d], rng, ctx)
-            for (lo, hi), y in zip(tree.children_rows(d, s), children, strict=True):
-                drafts[lo:hi, d] = y
-    return drafts, q
+
+    def rows(contexts):
+        q.update(_laws(drafter, contexts))
+        return [np.asarray(q[c], dtype=np.float64) for c in contexts]
+
+    return tree.sample(drafter, rng, context, rows=rows), q
 
 
 def verifier_step(target, drafter, context: tuple, verifier, tree, rng) -> list[int]:
@@ -329,8 +306,9 @@ def _check_sizes(K, L, steps) -> None:
 
 
 def _check_rule(rule: str, sampling: str) -> None:
-    if sampling not in SAMPLINGS:
-        raise InvalidInputError(f"unknown sampling {sampling!r}; valid choices: {', '.join(SAMPLINGS)}")
+    if sampling not in tree_samplings():
+        raise InvalidInputError(f"unknown sampling {sampling!r}; valid choices: "
+                                f"{', '.join(tree_samplings())}")
     from .. import rules  # the rules load scipy, HiGHS and numba: only when a simulation runs
 
     if rule not in rules.RULES:

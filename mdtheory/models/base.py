@@ -21,6 +21,8 @@ Models
 ``joint``                  an explicit table Q(x_1, ..., x_n).
 ``greedy``                 Hu et al.'s greedy set: the n - 1 most likely tokens of q and one
                            draw from q renormalised outside them.
+``top``                    the n most likely tokens of q, fixed (no draw): the children of a
+                           top-k draft tree's node.
 =========================  ==================================================================
 
 Each model is one module of :mod:`mdtheory.models`: a subclass of :class:`DraftModel` with its
@@ -37,7 +39,7 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from typing import ClassVar, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 
@@ -197,6 +199,12 @@ class DraftModel(ABC):
     mnp_iterations : float
         Class attribute: the ``mnp`` route's iterations per :math:`\\sqrt V`, for its size
         estimate (:func:`mdtheory._budget.min_norm_point`).
+    tree_node : bool
+        Class attribute: a node of a draft tree (:class:`mdtheory.blocks.DraftTree`) may draw its
+        children by this model, from the draft's law at the node: the model implements
+        :meth:`node_draws` and :meth:`node_sample` (iid, without replacement, top).
+    distinct_drafts : bool
+        Class attribute: the drafts are distinct tokens (without replacement, top).
     """
 
     sampling: str = ""
@@ -208,6 +216,8 @@ class DraftModel(ABC):
     order_vertices: ClassVar[bool] = True
     torch_replacement: ClassVar[bool | None] = None
     mnp_iterations: ClassVar[float] = _budget.MNP_ITER_DEFAULT
+    tree_node: ClassVar[bool] = False
+    distinct_drafts: ClassVar[bool] = False
     n: int
     V: int
     q: np.ndarray | None = None
@@ -351,6 +361,51 @@ class DraftModel(ABC):
             The model has no exact set law.
         """
         raise InvalidInputError(f"no exact set law for sampling {cls.sampling!r}")
+
+    # ------------------------------------------------------------------ a draft tree's node
+    @classmethod
+    def node_draws(cls, q: np.ndarray, n: int, where: str = "") -> list[tuple[tuple[int, ...], Any]]:
+        """Every ordered tuple of ``n`` drafts of positive probability from the one law ``q``, with
+        its probability, computed in the arithmetic of q's entries (float64, or exact fractions
+        when q is an object array of :class:`fractions.Fraction`): the children of a draft tree's
+        node (:class:`mdtheory.blocks.DraftTree`), q the draft's law there. ``where`` names the
+        node in a refusal.
+
+        Raises
+        ------
+        InvalidInputError
+            The model draws no tree's children (:attr:`tree_node` False), or q cannot give n drafts.
+        """
+        raise InvalidInputError(f"sampling {cls.sampling!r} does not draw a draft tree's children")
+
+    @classmethod
+    def node_sample(cls, q: np.ndarray, n: int, rng: np.random.Generator, where: str = "") -> list[int]:
+        """One ordered tuple of ``n`` drafts from the one law ``q`` (float64 summing to one), drawn
+        with ``rng``: the children of a draft tree's node, as :meth:`node_draws` lists them."""
+        raise InvalidInputError(f"sampling {cls.sampling!r} does not draw a draft tree's children")
+
+    @classmethod
+    def node_sample_batch(cls, q: np.ndarray, n: int, m: int, rng: np.random.Generator,
+                          where: str = "") -> np.ndarray:
+        """The children of ``m`` nodes of one law ``q``, each drawn independently as
+        :meth:`node_sample` draws them: an int array (m, n). Generic: m calls of :meth:`node_sample`;
+        a model overrides it with one vectorised draw of the same law."""
+        return np.array([cls.node_sample(q, n, rng, where) for _ in range(m)], dtype=np.int64).reshape(m, n)
+
+    @classmethod
+    def node_count(cls, V: int, n: int) -> int:
+        """An upper bound on the number of tuples :meth:`node_draws` lists over V tokens: V^n."""
+        return V ** n
+
+    @classmethod
+    def node_inclusion(cls, q: np.ndarray, n: int) -> tuple[np.ndarray, bool]:
+        """P(token y is among the ``n`` drafts from ``q``) for every y, or an upper bound on it:
+        ``(values, exact)``. Generic: summed over :meth:`node_draws` (exact)."""
+        q = np.asarray(q, dtype=np.float64)
+        out = np.zeros(q.size)
+        for tokens, w in cls.node_draws(q, n):
+            out[list(set(tokens))] += w
+        return np.minimum(out, 1.0), True
 
     def coverage(self, S) -> np.ndarray:
         """Return the coverage :math:`g(S) = P(\\mathrm{set}(X) \\cap S \\neq \\emptyset) = 1 - Q(S^c)`.

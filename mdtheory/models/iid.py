@@ -44,6 +44,7 @@ class IID(_MarkovDraftModel):
     prefix_property = "proved"
     lex_base_closed_form = True
     torch_replacement = True
+    tree_node = True
 
     @classmethod
     def exact_set_law(cls, q, n):
@@ -64,6 +65,26 @@ class IID(_MarkovDraftModel):
 
     def __init__(self, q, n: int, *, normalize: bool = False):
         self._init_from_q(q, n, normalize)
+
+    @classmethod
+    def node_draws(cls, q, n, where=""):
+        """Every n-tuple of the tokens of positive mass, of probability :math:`\\prod_i q(x_i)`."""
+        support = [int(y) for y in np.flatnonzero(q > 0)]
+        out = []
+        for x in product(support, repeat=n):
+            w = 1
+            for y in x:
+                w = w * q[y]
+            out.append((x, w))
+        return out
+
+    @classmethod
+    def node_sample(cls, q, n, rng, where=""):
+        return [int(y) for y in rng.choice(q.size, size=n, p=q / q.sum())]
+
+    @classmethod
+    def node_sample_batch(cls, q, n, m, rng, where=""):
+        return rng.choice(q.size, size=(m, n), p=q / q.sum())
 
     def containment(self, T):
         """q(T)^n. A few sets (the certificate's cut): q(T) by numpy's pairwise sum, relative error

@@ -15,6 +15,7 @@ from .greedy import Greedy
 from .iid import IID
 from .independent import Independent
 from .joint import Joint
+from .top import Top
 from .without_replacement import WithoutReplacement
 
 __all__ = ["SAMPLINGS", "register_sampling", "sampling_names", "file_samplings", "PREFIX_SAMPLINGS",
@@ -30,6 +31,7 @@ SAMPLINGS: dict[str, type[DraftModel]] = {
     "independent": Independent,
     "joint": Joint,
     "greedy": Greedy,
+    "top": Top,
 }
 
 

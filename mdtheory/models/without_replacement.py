@@ -10,6 +10,7 @@ import numpy as np
 
 from .. import _budget
 from .._validate import as_fractions
+from ..errors import InvalidInputError
 from .base import (
     _capped,
     _count_exactly,
@@ -59,6 +60,8 @@ class WithoutReplacement(_MarkovDraftModel):
     sampling = "without-replacement"
     prefix_property = "checked"
     torch_replacement = False
+    tree_node = True
+    distinct_drafts = True
 
     @classmethod
     def exact_set_law(cls, q, n):
@@ -76,6 +79,91 @@ class WithoutReplacement(_MarkovDraftModel):
             if w:
                 law[frozenset(x)] = law.get(frozenset(x), 0) + w
         return law
+
+    @classmethod
+    def node_draws(cls, q, n, where=""):
+        """Every ordered n-tuple of distinct tokens of positive mass, of probability
+        :math:`\\prod_k q(x_k) / q(\\Omega \\setminus \\{x_1..x_{k-1}\\})`: the mass left is summed over
+        the tokens not drawn (exact for fractions), not taken as 1 minus the mass drawn, which
+        cancels when the drawn tokens hold nearly all of it."""
+        support = [int(y) for y in np.flatnonzero(q > 0)]
+        cls._check_support(len(support), n, where)
+        out = []
+        for x in permutations(support, n):
+            w = 1
+            for k, y in enumerate(x):
+                left = sum(q[z] for z in support if z not in x[:k])
+                w = w * q[y] / left
+            out.append((x, w))
+        return out
+
+    @classmethod
+    def node_sample(cls, q, n, rng, where=""):
+        cls._check_support(int(np.count_nonzero(q)), n, where)
+        return [int(y) for y in rng.choice(q.size, size=n, replace=False, p=q / q.sum())]
+
+    @classmethod
+    def node_sample_batch(cls, q, n, m, rng, where=""):
+        """m nodes' children at once: successive sampling, each of the n draws one inverse-CDF
+        draw per node from q with the node's earlier children removed."""
+        cls._check_support(int(np.count_nonzero(q)), n, where)
+        left = np.tile(q / q.sum(), (m, 1))
+        out = np.empty((m, n), dtype=np.int64)
+        rows = np.arange(m)
+        for j in range(n):
+            cdf = np.cumsum(left, axis=1)
+            t = np.minimum((cdf <= (rng.random(m) * cdf[:, -1])[:, None]).sum(axis=1), q.size - 1)
+            last = q.size - 1 - np.argmax(left[:, ::-1] > 0, axis=1)  # a uniform rounded up to the total
+            t = np.where(left[rows, t] > 0, t, last)
+            out[:, j] = t
+            left[rows, t] = 0.0
+        return out
+
+    @staticmethod
+    def _check_support(support: int, n: int, where: str) -> None:
+        if support < n:
+            raise InvalidInputError(f"{n} children without replacement{where}, but the draft law "
+                                    f"{'there ' if where else ''}has only {support} tokens of positive mass")
+
+    @classmethod
+    def node_inclusion(cls, q, n, *, max_orders: int = 20_000):
+        """P(token y is among ``n`` draws without replacement from ``q``), for every y, or an upper
+        bound: ``(values, exact)``.
+
+        Exact for n = 1 (q), n = 2 (the closed form :math:`q_y (1 + \\sum_{x \\ne y} q_x / (1 - q_x))`)
+        and where the ordered draws number at most ``max_orders`` (enumerated); otherwise the upper
+        bound :math:`1 - \\prod_{j=1}^{n} (1 - q_y / (1 - M_{j-1}(y)))`, :math:`M_j(y)` the j largest
+        masses other than y: at the j-th draw, given y not drawn yet, y is drawn with probability
+        :math:`q_y / (1 - \\text{mass drawn}) \\le q_y / (1 - M_{j-1}(y))` (papers/blocks.md, "Draft
+        trees in the bound").
+        """
+        q = np.asarray(q, dtype=np.float64)
+        V = q.size
+        support = np.flatnonzero(q > 0)
+        if n >= support.size:
+            return (q > 0).astype(np.float64), True
+        if n == 1:
+            return q.copy(), True
+        # tail[k]: the mass of all but the k largest tokens, summed from the smallest (no cancellation)
+        desc = np.sort(q)[::-1]
+        tail = np.concatenate([np.cumsum(desc[::-1])[::-1], [0.0]])
+        if n == 2:
+            # 1 - q_x as the sum of the other masses: the largest token's is tail[1], any other's is
+            # tail[1] + desc[0] - q_x, i.e. the total minus q_x with the largest kept out of the difference
+            others = np.where(q >= desc[0], tail[1], tail[1] - q + desc[0])
+            with np.errstate(divide="ignore", invalid="ignore"):
+                ratio = np.where(others > 0, q / others, 0.0)
+            return np.minimum(1.0, q * (1 + ratio.sum() - ratio)), True
+        if math.perm(support.size, n) <= max_orders:
+            return super().node_inclusion(q, n)
+        miss = np.ones(V)
+        for j in range(1, n + 1):
+            # 1 - M_{j-1}(y), the mass outside the j - 1 largest tokens other than y: outside the top
+            # j - 1, or (y among them) outside the top j, plus y
+            room = np.where(q >= desc[j - 2], tail[j] + q, tail[j - 1]) if j > 1 else np.full(V, tail[0])
+            with np.errstate(divide="ignore", invalid="ignore"):
+                miss *= np.clip(1.0 - np.where(room > 0, q / room, 1.0), 0.0, 1.0)
+        return np.where(q > 0, 1.0 - miss, 0.0), False
 
     def prefix_pass_seconds(self):
         # per (token, degree) of the one-pass containment, at least 9 degrees (the kernels compiled

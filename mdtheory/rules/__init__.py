@@ -11,6 +11,7 @@ name           rule                                                             
 ``khisti-lp``  Khisti et al.'s importance sampling, truncated LP, tournament       iid
 ``gr-softmax`` Global Resolution's softmax rule, fitted by L-BFGS-B to tolerance τ  iid
 ``optimal``    lex-optimal base by a time schedule; greedy: closed form; else LP   iid (any)
+``gls``        Gumbel-max list sampling (Rowan et al.): shared exponential races   iid
 =============  ==================================================================  ==============
 """
 
@@ -35,6 +36,7 @@ from .baselines import (
     SingleDraft,
 )
 from .global_resolution import GlobalResolution
+from .gls import GumbelListSampling
 from .khisti import KhistiLP
 from .optimal import Optimal
 
@@ -44,7 +46,7 @@ __all__ = ["RULES", "make_rule", "rule_keywords", "SelectionRule", "residual"]
 RULES: dict[str, type[SelectionRule]] = {
     cls.name: cls
     for cls in (SingleDraft, RecursiveRejection, RecursiveRejectionWithoutReplacement, KSeq,
-                GreedyDrafts, KhistiLP, GlobalResolution, Optimal)
+                GreedyDrafts, KhistiLP, GlobalResolution, Optimal, GumbelListSampling)
 }
 
 

@@ -12,8 +12,8 @@ modules, one job each; every name is re-exported here (the device constructions 
 * :mod:`~mdtheory.torch_bridge.acceptance`: :func:`alpha_star`, batched optimal acceptance of iid
   drafts by the sorted-prefix route (``mdtheory.routes.subsets.prefix_scan``), differentiable in p and q
   through autograd.
-* :mod:`~mdtheory.torch_bridge.rules`: :data:`TORCH_RULES`, batched ``rrs``, ``k-seq``, ``khisti-lp``
-  and ``optimal``, each written as the sequential algorithm itself (coins drawn on the device), not
+* :mod:`~mdtheory.torch_bridge.rules`: :data:`TORCH_RULES`, batched ``rrs``, ``k-seq``, ``khisti-lp``,
+  ``optimal`` and ``gls``, each written as the sequential algorithm itself (coins drawn on the device), not
   from the numpy rules' exact conditional laws, so :func:`cross_validate` checks one implementation
   against the other. ``khisti-lp`` solves its truncated stages for the whole batch on the device
   (:mod:`~mdtheory.torch_bridge.khisti`); ``optimal`` builds its cells and swaps for the whole batch
@@ -29,8 +29,8 @@ modules, one job each; every name is re-exported here (the device constructions 
 
 from .acceptance import alpha_star
 from .harness import cross_validate
-from .rules import TORCH_RULES, TorchKhisti, TorchKSeq, TorchOptimal, TorchRRS, TorchRule
+from .rules import TORCH_RULES, TorchGLS, TorchKhisti, TorchKSeq, TorchOptimal, TorchRRS, TorchRule
 from .tensors import _torch, check_device, sample_drafts, to_probs  # noqa: F401 - _torch: audit
 
 __all__ = ["to_probs", "alpha_star", "check_device", "sample_drafts", "TorchRule", "TORCH_RULES",
-           "TorchRRS", "TorchKSeq", "TorchKhisti", "TorchOptimal", "cross_validate"]
+           "TorchRRS", "TorchKSeq", "TorchKhisti", "TorchOptimal", "TorchGLS", "cross_validate"]

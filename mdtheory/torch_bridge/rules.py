@@ -7,7 +7,7 @@ from abc import ABC, abstractmethod
 
 from .tensors import _check_pair, _torch
 
-__all__ = ["TorchRule", "TorchRRS", "TorchKSeq", "TorchKhisti", "TorchOptimal", "TORCH_RULES"]
+__all__ = ["TorchRule", "TorchRRS", "TorchKSeq", "TorchKhisti", "TorchOptimal", "TorchGLS", "TORCH_RULES"]
 
 
 def _residual(target, proposal):
@@ -261,5 +261,34 @@ class TorchOptimal(TorchRule):
         return torch.where(accept, cand, fallback), accept
 
 
+class TorchGLS(TorchRule):
+    """Gumbel-max list sampling (:class:`~mdtheory.rules.gls.GumbelListSampling`), batched: each
+    row's n races are redrawn from their law given the drafts (race k: :math:`M_k \\sim
+    \\mathrm{Exp}(1)`, :math:`S_{k,x_k} = q_{x_k} M_k`, :math:`S_{k,i} = q_i M_k + E_{k,i}`), the
+    output is :math:`\\arg\\min_i \\min_k S_{k,i}/p_i`, accepted when it is a draft. One race of
+    (B, V) at a time; a draft whose q is 0 or whose p/q overflows leaves its race unconditioned, as
+    in the numpy rule (which also leaves every race unconditioned for drafts of joint probability
+    below 1e-280, whose exact law would overflow)."""
+
+    name = "gls"
+
+    def step(self, drafts, generator=None):
+        torch = _torch()
+        B, n = drafts.shape
+        like = {"device": self.p.device, "dtype": self.p.dtype}
+        minimum = torch.empty(B, n, **like).exponential_(generator=generator)
+        best = torch.full_like(self.p, float("inf"))
+        for k in range(n):
+            x = drafts[:, k:k + 1]
+            qx = self.q.gather(1, x)
+            held = (qx > 0) & torch.isfinite(self.p.gather(1, x) / qx)  # the draft conditions its race
+            m = torch.where(held, minimum[:, k:k + 1], torch.zeros_like(qx))
+            race = torch.empty_like(self.p).exponential_(generator=generator) + self.q * m
+            race.scatter_(1, x, torch.where(held, qx * m, race.gather(1, x)))
+            best = torch.minimum(best, race)
+        token = torch.where(self.p > 0, best / self.p, torch.full_like(best, float("inf"))).argmin(1)
+        return token, (drafts == token[:, None]).any(1)
+
+
 #: Batched rules by name; each name is also the numpy rule it is validated against.
-TORCH_RULES = {cls.name: cls for cls in (TorchRRS, TorchKSeq, TorchKhisti, TorchOptimal)}
+TORCH_RULES = {cls.name: cls for cls in (TorchRRS, TorchKSeq, TorchKhisti, TorchOptimal, TorchGLS)}
