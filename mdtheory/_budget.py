@@ -144,6 +144,12 @@ def fmt_bytes(b: float) -> str:
     raise AssertionError("unreachable")
 
 
+#: The time limit's name in a refusal (the library's and the command line's) and its memory
+#: counterpart.
+_FLAGS = {"max_seconds": ("max_seconds (--max-seconds)", "max_bytes (--max-bytes)"),
+          "--max-seconds": ("--max-seconds", "--max-bytes")}
+
+
 def require(est: Estimate, max_seconds: float = MAX_SECONDS, *, max_bytes: float = MAX_BYTES,
             flag: str = "--max-seconds") -> None:
     """Refuse ``est`` if its time is over ``max_seconds`` or its memory over ``max_bytes``.
@@ -151,15 +157,17 @@ def require(est: Estimate, max_seconds: float = MAX_SECONDS, *, max_bytes: float
     Raises
     ------
     ProblemTooLargeError
-        Naming what would run, the estimate, the limit and (for time) ``flag`` to raise it (the
-        library's ``"max_seconds"`` is named with its command-line spelling too).
+        Naming what would run, the estimate, the limit and ``flag`` to raise it (the library's
+        ``"max_seconds"`` is named with its command-line spelling too; either names its memory
+        counterpart, ``max_bytes`` or ``--max-bytes``).
     """
-    flag = "max_seconds (--max-seconds)" if flag == "max_seconds" else flag
+    flag, bytes_flag = _FLAGS.get(flag, (flag, None))
     hint = f"; {est.hint}" if est.hint else ""
     if est.bytes > max_bytes:
         raise ProblemTooLargeError(
             f"{est.what}: estimated {fmt_bytes(est.bytes)} of memory, over the limit of "
-            f"{fmt_bytes(max_bytes)}{hint}"
+            f"{fmt_bytes(max_bytes)}"
+            + (f"; raise it with {bytes_flag} to run it anyway" if bytes_flag else "") + hint
         )
     if est.seconds > max_seconds:
         raise ProblemTooLargeError(

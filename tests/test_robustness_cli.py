@@ -215,7 +215,7 @@ def test_progress_bar_on_a_terminal_only(capsys, monkeypatch, pair):
 ])
 def test_verify_refused_with_estimate(capsys, argv, pattern):
     code, out, err = run_main(capsys, "verify", *argv)
-    one_line_error(code, err, pattern, ESTIMATE, "--max-seconds")
+    one_line_error(code, err, pattern, ESTIMATE, "--max-(seconds|bytes)")
     assert out == ""
 
 
