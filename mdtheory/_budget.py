@@ -437,30 +437,30 @@ def _physical_memory() -> float:
         return math.inf
 
 
-def acceptance_cone(m: int, K: int, model: str, supports: int) -> Estimate:
+def acceptance_cone(V: int, n: int, sampling: str, supports: int) -> Estimate:
     """``mdtheory dd`` / ``verify theorem2``: the cone's facets by double description (fast at these
     dimensions), then the comparison with Hall's family, whose redundancy removal solves one exact
-    LP per row over the 2^m - 2 Hall inequalities and the non-negativity rows (the cost)."""
-    rows, dim = 2.0**m - 2 + supports + m, m + supports
-    return Estimate(f"the {model} acceptance-one cone for m = {m}, K = {K} (dimension {dim}) and its "
+    LP per row over the 2^V - 2 Hall inequalities and the non-negativity rows (the cost)."""
+    rows, dim = 2.0**V - 2 + supports + V, V + supports
+    return Estimate(f"the {sampling} acceptance-one cone for V = {V}, n = {n} (dimension {dim}) and its "
                     f"comparison with {rows:.3g} Hall and non-negativity inequalities",
                     _CDD_REDUNDANCY * _pow(rows, 3) * dim, _FRACTION_BYTES * rows * dim)
 
 
-def verify_claim(claim: str, m: int, K: int, instances: int) -> Estimate:
-    """One exact ``mdtheory verify`` check (theorem3, hu-wor) on alphabet m with K drafts."""
+def verify_claim(claim: str, V: int, n: int, instances: int) -> Estimate:
+    """One exact ``mdtheory verify`` check (theorem3, hu-wor) on V tokens with n drafts."""
     if claim == "theorem3":
-        cols = (m + math.comb(m, 2)) * m  # exact OTLP over the draft sets of 2 iid drafts
-        per = _CDD_COLUMN * _pow(cols, 3) + _FRACTION_OP * m * _pow(2.0, m)
-        return Estimate(f"verify theorem3, alphabet {m}: {instances} instances, each 2^{m} token "
+        cols = (V + math.comb(V, 2)) * V  # exact OTLP over the draft sets of 2 iid drafts
+        per = _CDD_COLUMN * _pow(cols, 3) + _FRACTION_OP * V * _pow(2.0, V)
+        return Estimate(f"verify theorem3, V = {V}: {instances} instances, each 2^{V} token "
                         f"sets and an exact LP of {cols} variables", instances * per,
-                        _FRACTION_BYTES * (cols * (cols + m) + m * _pow(2.0, m)))
-    if claim == "hu-wor":  # in floats: m and K may be huge
-        sets, tuples = _comb(m, K), math.exp(min(math.lgamma(m + 1) - math.lgamma(m - K + 1), 700.0))
-        token_sets = sum(_comb(m, k) for k in range(K, m)) if m <= 64 else _pow(2.0, m)
-        ops = tuples * K + 2.0 * token_sets * sets
-        return Estimate(f"verify hu-wor, alphabet {m}, {K} drafts: {instances} instances, each "
+                        _FRACTION_BYTES * (cols * (cols + V) + V * _pow(2.0, V)))
+    if claim == "hu-wor":  # in floats: V and n may be huge
+        sets, tuples = _comb(V, n), math.exp(min(math.lgamma(V + 1) - math.lgamma(V - n + 1), 700.0))
+        token_sets = sum(_comb(V, k) for k in range(n, V)) if V <= 64 else _pow(2.0, V)
+        ops = tuples * n + 2.0 * token_sets * sets
+        return Estimate(f"verify hu-wor, V = {V}, n = {n}: {instances} instances, each "
                         f"{tuples:.3g} ordered draft tuples and {token_sets:.3g} token "
                         f"sets against {sets:.3g} draft sets", instances * _FRACTION_OP * ops,
-                        _FRACTION_BYTES * (tuples * K + sets * m))
+                        _FRACTION_BYTES * (tuples * n + sets * V))
     return Estimate(f"verify {claim}", 0.0)

@@ -134,9 +134,9 @@ def _combination(s, f, ell):
 
 
 def test_bad_arguments():
-    with pytest.raises(InvalidInputError, match="unknown DD model 'joint'"):
+    with pytest.raises(InvalidInputError, match="unknown DD sampling 'joint'"):
         draft_supports(3, 2, "joint")
-    with pytest.raises(InvalidInputError, match="alphabet size must be an integer >= 1, got 0"):
+    with pytest.raises(InvalidInputError, match="number of tokens V must be an integer >= 1, got 0"):
         acceptance_one_cone(0, 2)
     with pytest.raises(InvalidInputError, match="unknown DD method 'fourier'"):
         acceptance_one_cone(2, 2, method="fourier")

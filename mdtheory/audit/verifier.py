@@ -186,12 +186,12 @@ def load_target(spec: str):
     """
     path, sep, name = spec.rpartition(":")
     if not sep or not path or not name.isidentifier():
-        raise InvalidInputError(f"TARGET {spec!r} must be FILE.py:NAME or MODULE:NAME")
+        raise InvalidInputError(f"VERIFIER {spec!r} must be FILE.py:NAME or MODULE:NAME")
     try:
         if path.endswith(".py"):
             file = Path(path)
             if not file.is_file():
-                raise InvalidInputError(f"TARGET {spec}: no such file: {path}")
+                raise InvalidInputError(f"VERIFIER {spec}: no such file: {path}")
             mod_name = f"_mdtheory_audit_{file.stem}"
             loader = importlib.util.spec_from_file_location(mod_name, file)
             module = importlib.util.module_from_spec(loader)
@@ -203,14 +203,14 @@ def load_target(spec: str):
         raise
     except _USER_ERRORS as exc:  # the user's module may raise anything while importing
         raise InvalidInputError(
-            f"TARGET {spec}: cannot import {path}: {_one_line(exc)}"
+            f"VERIFIER {spec}: cannot import {path}: {_one_line(exc)}"
         ) from None
     try:
         obj = getattr(module, name)
     except AttributeError:
-        raise InvalidInputError(f"TARGET {spec}: {path} has no {name!r}") from None
+        raise InvalidInputError(f"VERIFIER {spec}: {path} has no {name!r}") from None
     if not callable(obj):
-        raise InvalidInputError(f"TARGET {spec}: {name!r} is a {type(obj).__name__}, not callable")
+        raise InvalidInputError(f"VERIFIER {spec}: {name!r} is a {type(obj).__name__}, not callable")
     return obj
 
 
@@ -231,7 +231,7 @@ def _one_line(exc: Exception) -> str:
 
 def _raised(f, exc: Exception, drafts, position: int) -> InvalidInputError:
     return InvalidInputError(
-        f"TARGET {_describe(f)} raised {_one_line(exc)} on drafts "
+        f"VERIFIER {_describe(f)} raised {_one_line(exc)} on drafts "
         f"{tuple(int(x) for x in drafts)} (position {position})"
     )
 
@@ -329,7 +329,7 @@ def _run_sampled(fs, P, models, samples, seed, max_seconds=None, quiet=True):
                 tokens[i], ok = _token(out, V, x.tolist())
             except (TypeError, ValueError) as exc:
                 raise InvalidInputError(
-                    f"TARGET {_describe(f)} returned {out!r} on drafts {tuple(x.tolist())} "
+                    f"VERIFIER {_describe(f)} returned {out!r} on drafts {tuple(x.tolist())} "
                     f"(position {b}); expected a token in 0..{V - 1} or (token, accepted): {exc}"
                 ) from None
             acc += ok
@@ -387,21 +387,21 @@ def _torch_steps(torch, tb_rules, f, P, Q, n, sampling, samples, seed, device, d
         except _USER_ERRORS as exc:  # the user's code may raise anything
             first = tuple(drafts[0].tolist())
             raise InvalidInputError(
-                f"TARGET {_describe(f)} raised {_one_line(exc)} on a batch of "
+                f"VERIFIER {_describe(f)} raised {_one_line(exc)} on a batch of "
                 f"{B * m} draft tuples (first {first})"
             ) from None
         tokens, accepted = out if isinstance(out, tuple) else (out, None)
         if not hasattr(tokens, "shape") or tuple(tokens.shape) != (B * m,) \
                 or tokens.dtype.is_floating_point or tokens.dtype == torch.bool:
             raise InvalidInputError(
-                f"TARGET {_describe(f)} returned {getattr(tokens, 'dtype', type(tokens).__name__)} "
+                f"VERIFIER {_describe(f)} returned {getattr(tokens, 'dtype', type(tokens).__name__)} "
                 f"of shape {tuple(getattr(tokens, 'shape', ()))}; expected integer tokens ({B * m},)"
             )
         tokens = tokens.long()
         if tokens.min() < 0 or tokens.max() >= V:
             bad = int(torch.nonzero((tokens < 0) | (tokens >= V))[0, 0])
             raise InvalidInputError(
-                f"TARGET {_describe(f)} returned token {int(tokens[bad])} outside 0..{V - 1} on "
+                f"VERIFIER {_describe(f)} returned token {int(tokens[bad])} outside 0..{V - 1} on "
                 f"drafts {tuple(drafts[bad].tolist())} (position {bad // m})"
             )
         if accepted is None:
@@ -442,7 +442,7 @@ def _run_exact(laws_by_position, P, models):
             if not (abs(total - 1) <= 1e-9 and np.isfinite(a).all() and np.isfinite(r).all()
                     and a.min() >= -1e-12 and r.min() >= -1e-12):
                 raise InvalidInputError(
-                    f"TARGET {_describe(law)} on drafts {tuple(x.tolist())} (position {b}) did not "
+                    f"VERIFIER {_describe(law)} on drafts {tuple(x.tolist())} (position {b}) did not "
                     f"return (accept, residual): two non-negative vectors of shape ({V},) summing "
                     "to one"
                 )

@@ -1,4 +1,4 @@
-"""Command-line interface: ``mdtheory check-acceptance P Q [--drafts N] ...``.
+"""Command-line interface: ``mdtheory check-acceptance P Q [-n N] ...``.
 
 One module per command (``check_acceptance``, ``compare_selectors``, ``cross_validate``, ``dd``,
 ``verify``, ``audit``, ``lm_pairs``, ``block_efficiency``), each with ``add_parser(subparsers)`` and
@@ -11,13 +11,16 @@ the one papers/ records), 1 a ``verify`` claim is refuted (``verify all``: a ver
 record), 2 bad input (one line on stderr naming the culprit, never a traceback) or work refused
 because its estimated time or memory is over the limit (``--max-seconds``; the line states the
 estimate; or, uncaught by an estimate, an allocation beyond the machine's memory), 3 a solver failure,
-4 (``check-acceptance``) a row's alpha* proven only between two bounds that did not meet (both
-printed; the minimum-norm-point route's known failure, :func:`mdtheory.routes.mnp.min_norm_base`),
+4 (``check-acceptance``, ``compare-selectors``) an alpha* proven only between two bounds that did
+not meet (both printed; the minimum-norm-point route's known failure,
+:func:`mdtheory.routes.mnp.min_norm_base`, or its run stopped at ``--max-seconds``),
 5 (``audit``) inconclusive: not rejected, but too few samples to detect ``--detect-tv``,
 130 interrupted (Ctrl-C), 141 stdout closed early (``| head``) or closed from the start (``>&-``).
 
-One vocabulary: n (``--drafts``, ``-n``) is the number of drafts, V (``--vocab``) the number of
-tokens; ``-K``, ``--alphabet`` and ``-m`` are accepted as aliases. ``--json`` prints
+One vocabulary: n (``-n``, or ``--drafts``) is the number of drafts, V (``--vocab``) the number of
+tokens, ``--sampling`` the draft model; ``-K``, ``--alphabet``, ``-m`` and (``dd``, ``verify``)
+``--model`` are accepted as older spellings. Every command that does work takes ``--max-seconds``,
+``--max-bytes``, ``--json`` and ``--quiet``, declared once in :mod:`._common`. ``--json`` prints
 JSON Lines everywhere: one JSON object per line (per row, rule, check or run).
 
 Long work that was allowed to start (Monte Carlo, exact verification, sampling from a language
@@ -59,10 +62,10 @@ def build_parser(commands: Iterable[str] | None = None) -> argparse.ArgumentPars
 
     parser = argparse.ArgumentParser(
         prog="mdtheory", description="Exact theory of multi-draft speculative sampling.",
-        epilog="n is the number of drafts (--drafts, -n), V the number of tokens (--vocab). "
+        epilog="n is the number of drafts (-n, --drafts), V the number of tokens (--vocab). "
                "--json prints JSON Lines: one object per line. Exit codes: 0 success, 1 a claim "
-               "refuted or a verifier found lossy, 2 bad input or work over --max-seconds, 3 solver "
-               "failure, 4 check-acceptance proved only bounds on alpha* (printed), 5 audit "
+               "refuted or a verifier found lossy, 2 bad input or work over --max-seconds or "
+               "--max-bytes, 3 solver failure, 4 only bounds on an alpha* were proven (printed), 5 audit "
                "inconclusive (too few samples for --detect-tv), 130 interrupted, 141 stdout "
                "closed.",
     )

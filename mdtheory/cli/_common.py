@@ -180,11 +180,13 @@ def _bytes(text: str) -> float:
     return value
 
 
-def add_limits(parser: argparse.ArgumentParser) -> None:
-    """``--max-seconds``, ``--max-bytes`` and ``--quiet``."""
+def add_limits(parser: argparse.ArgumentParser, seconds_help: str | None = None) -> None:
+    """``--max-seconds``, ``--max-bytes`` and ``--quiet``, the options of every command that does
+    work (``seconds_help``: what the time limit refuses, where a command says it otherwise)."""
     parser.add_argument("--max-seconds", type=_seconds, default=_budget.MAX_SECONDS, metavar="S",
-                        help="refuse, before starting, work estimated to take longer than S seconds "
-                             f"(default {_budget.MAX_SECONDS:g}); the refusal states the estimate")
+                        help=(seconds_help or "refuse, before starting, work estimated to take "
+                              "longer than S seconds") + f" (default {_budget.MAX_SECONDS:g}); the "
+                        "refusal states the estimate")
     parser.add_argument("--max-bytes", type=_bytes, default=_budget.MAX_BYTES, metavar="B",
                         help="refuse, before starting, work estimated to need more memory than B "
                              "bytes (a suffix K, M, G or T multiplies by 2^10 ...; default 4G)")
@@ -203,18 +205,18 @@ class Parser(argparse.ArgumentParser):
 
 
 def vocab_option(parser: argparse.ArgumentParser, required: bool, help: str) -> None:
-    """``--vocab V`` (older spellings ``--alphabet``, ``-m``)."""
+    """``--vocab V`` (``--alphabet`` and ``-m``, older spellings, are aliases)."""
     parser.add_argument("--vocab", "--alphabet", "-m", dest="vocab", type=int, required=required,
                         metavar="V", help=help + " (--alphabet and -m are older spellings)")
 
 
 def drafts_option(parser: argparse.ArgumentParser, default: int | None = 2, required=False,
                   help: str = "number of drafts n") -> None:
-    """``--drafts N`` (``-n``; older spelling ``-K``)."""
-    parser.add_argument("--drafts", "-n", "-K", dest="drafts", type=int, default=default,
+    """``-n N`` (``--drafts`` is the same; ``-K``, an older spelling, is an alias)."""
+    parser.add_argument("-n", "--drafts", "-K", dest="drafts", type=int, default=default,
                         required=required, metavar="N",
                         help=help + ("" if default is None else f" (default {default})")
-                        + " (-K is an older spelling)")
+                        + " (--drafts is the same; -K is an older spelling)")
 
 
 def _seed(text: str) -> int:

@@ -19,8 +19,9 @@ def add_parser(sub) -> None:
     )
     vocab_option(dd, True, "number of tokens V")
     drafts_option(dd, default=None, required=True)
-    dd.add_argument("--model", choices=DD_MODELS, default="iid",
-                    help="iid (tuples grouped into multisets) or free ordered tuples (default iid)")
+    dd.add_argument("--sampling", "--model", dest="sampling", choices=DD_MODELS, default="iid",
+                    help="the drafts: iid (tuples grouped into multisets) or free ordered tuples "
+                         "(any joint law; default iid; --model is an older spelling)")
     dd.add_argument("--method", choices=["generators", "elimination"], default="generators",
                     help="projection route (default generators)")
     add_common(dd, "one JSON object")
@@ -28,16 +29,16 @@ def add_parser(sub) -> None:
     dd.set_defaults(func=run)
 
 
-def require_cone(args: argparse.Namespace, m: int, K: int, model: str) -> None:
+def require_cone(args: argparse.Namespace, V: int, n: int, sampling: str) -> None:
     """Refuse a cone whose Hall comparison is estimated over ``--max-seconds`` or ``--max-bytes``."""
-    supports = len(draft_supports(m, K, model))  # refuses dimensions over the DD limit first
-    _budget.require(_budget.acceptance_cone(m, K, model, supports), args.max_seconds,
+    supports = len(draft_supports(V, n, sampling))  # refuses dimensions over the DD limit first
+    _budget.require(_budget.acceptance_cone(V, n, sampling, supports), args.max_seconds,
                     max_bytes=args.max_bytes)
 
 
 def run(args: argparse.Namespace) -> int:
-    require_cone(args, args.vocab, args.drafts, args.model)
-    cone = acceptance_one_cone(args.vocab, args.drafts, args.model, args.method,
+    require_cone(args, args.vocab, args.drafts, args.sampling)
+    cone = acceptance_one_cone(args.vocab, args.drafts, args.sampling, args.method,
                                max_seconds=args.max_seconds)
     cmp = compare_with_hall(cone)
     rows = sorted(zip(cmp["facets"], cone.facets, strict=True),  # Hall's inequalities first
@@ -45,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
                                  len(r[0][1] or ""), r[0][1] or r[0][0]))
     if args.json:
         print(json.dumps({
-            "vocab": cone.m, "alphabet": cone.m, "drafts": cone.K, "model": cone.model, "method": cone.method,
+            "vocab": cone.V, "drafts": cone.n, "sampling": cone.sampling, "method": cone.method,
             "dimension": len(cone.names), "variables": cone.names,
             "facets": [{"inequality": text, "hall": label,
                         "coefficients": list(sparsest(f, cone.linearities))}
@@ -55,8 +56,8 @@ def run(args: argparse.Namespace) -> int:
             "seconds": round(cone.seconds, 3),
         }))
         return EXIT_OK
-    kind = "iid drafts grouped by multiset" if cone.model == "iid" else "free ordered draft tuples"
-    print(f"acceptance-one cone, {kind}, m = {cone.m} tokens, K = {cone.K} drafts: dimension "
+    kind = "iid drafts grouped by multiset" if cone.sampling == "iid" else "free ordered draft tuples"
+    print(f"acceptance-one cone, {kind}, V = {cone.V} tokens, n = {cone.n} drafts: dimension "
           f"{len(cone.names)}, {len(cone.facets)} facets ({cone.method} route, exact GMP, "
           f"{cone.seconds:.2f} s)")
     print("  equality: sum of p = sum of d")
