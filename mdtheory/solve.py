@@ -67,11 +67,13 @@ def _maxflow(p, model):
 
 #: The exact routes by name, each a :class:`~mdtheory.routes.proofs.Route`: called as ``route(p, model)``
 #: it returns a :class:`~mdtheory.routes.proofs.RouteOutput` whose proof the certifier checks by its type;
-#: ``route.estimate(model)`` is its size estimate; ``method="auto"`` picks, among the routes whose
-#: ``auto`` admits the model (from its declared capabilities), the one of lowest ``rank``.
+#: ``route.estimate(model)`` is its size estimate; ``route.admits(model)`` whether it serves the model
+#: at all; ``method="auto"`` picks, among the routes whose ``auto`` admits the model (from its
+#: declared capabilities), the one of lowest ``rank``.
 METHODS: dict[str, Route] = {r.name: r for r in (
     Route("prefix", prefix_scan, _budget.prefix_route,
-          auto=lambda model: model.prefix_property is not None, rank=0),
+          auto=lambda model: model.prefix_property is not None, rank=0,
+          serves=lambda model: model.prefix_property is not None),
     Route("subsets", subsets_exhaustive, _budget.subsets_route,
           auto=lambda model: model.V <= AUTO_SUBSET_V, rank=2),
     Route("otlp", _otlp, lambda model: _budget.law_route(model, "otlp")),
@@ -80,9 +82,10 @@ METHODS: dict[str, Route] = {r.name: r for r in (
     Route("dual", _dual, lambda model: _budget.law_route(model, "dual"),
           auto=lambda model: True, rank=4),
     Route("maxflow", _maxflow, lambda model: _budget.law_route(model, "maxflow")),
-    Route("mnp", _mnp, _budget.min_norm_point, auto=lambda model: model.order_vertices, rank=3),
+    Route("mnp", _mnp, _budget.min_norm_point, auto=lambda model: model.order_vertices, rank=3,
+          serves=lambda model: model.order_vertices),
     Route("closed-form", _closed_form, _budget.closed_form_route,
-          auto=lambda model: model.fixed_top, rank=1),
+          auto=lambda model: model.fixed_top, rank=1, serves=lambda model: model.fixed_top),
 )}
 
 
