@@ -28,7 +28,7 @@ from .routes.proofs import Route
 from .routes.subsets import prefix_scan, subsets_exhaustive
 
 __all__ = ["optimal_acceptance", "alpha_star", "acceptance_rows", "Row", "route_estimate", "METHODS",
-           "CERT_TOL"]
+           "register_route", "CERT_TOL"]
 
 #: ``method="auto"`` enumerates all token sets up to this alphabet size (models without a prefix route).
 AUTO_SUBSET_V = 16
@@ -87,6 +87,25 @@ METHODS: dict[str, Route] = {r.name: r for r in (
     Route("closed-form", _closed_form, _budget.closed_form_route,
           auto=lambda model: model.fixed_top, rank=1, serves=lambda model: model.fixed_top),
 )}
+
+
+def register_route(route: Route) -> Route:
+    """Add a route to :data:`METHODS` under ``route.name``, so that ``optimal_acceptance(...,
+    method=name)``, ``method="auto"`` (where ``route.auto`` admits the model) and the command
+    line's ``--method`` find it. Returns ``route``.
+
+    Raises
+    ------
+    InvalidInputError
+        ``route`` is not a :class:`~mdtheory.routes.proofs.Route`, or its name is ``"auto"`` or
+        taken by another route.
+    """
+    if not isinstance(route, Route) or not route.name or route.name == "auto":
+        raise InvalidInputError("register_route takes a Route with a name other than 'auto'")
+    if METHODS.get(route.name, route) is not route:
+        raise InvalidInputError(f"route {route.name!r} is already registered")
+    METHODS[route.name] = route
+    return route
 
 
 def _auto(model: DraftModel) -> str:

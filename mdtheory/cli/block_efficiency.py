@@ -8,23 +8,20 @@ import sys
 import numpy as np
 
 from .. import _budget
-from ..blocks.trees import tree_samplings
-from ..errors import InvalidInputError
-from ..language.blockeff import (
+from ..blocks.simulation import (
     INSTANCE_HELP,
     ceiling,
     drafter_equals_target,
-    estimate,
-    estimate_verifier,
     exact_rows,
     parse_instance,
     simulate,
 )
+from ..blocks.trees import tree_samplings
+from ..blocks.verifiers import VERIFIERS
+from ..errors import InvalidInputError
 from ._common import COMMANDS, add_common, add_limits, add_seed_option, drafts_option
 from .lm_pairs import add_model_options, models_from_args
 
-#: Verifiers of ``--verifier`` (mdtheory.blocks.VERIFIERS).
-VERIFIER_NAMES = ("token", "block", "multipath", "gbv", "trie", "traversal")
 #: The drafter's temperature, relative to the target's, when --draft-temperature is not given.
 DRAFT_TEMPERATURE_FACTOR = 1.5
 
@@ -53,7 +50,7 @@ def add_parser(subparsers) -> None:
                           "L = its depth), drawn iid or, with --sampling without-replacement, without "
                           "replacement at every node")
     cmd.add_argument("--verifier", default="token",
-                     help=f"comma-separated verifiers among {', '.join(VERIFIER_NAMES)} (default token)")
+                     help=f"comma-separated verifiers among {', '.join(VERIFIERS)} (default token)")
     cmd.add_argument("--rules", default="single,rrs,k-seq,khisti-lp,optimal",
                      help="comma-separated selection rules of the token verifier")
     cmd.add_argument("--selection", default="rrs",
@@ -107,25 +104,18 @@ def _tree(args):
 
 
 def _verifiers(args, tree) -> list:
+    """The verifiers of ``--verifier``, as their declarations take them: one per ``--rules`` entry
+    for a verifier whose rule verifies, ``--selection`` for one whose rule selects the path."""
     from ..blocks import make_verifier
 
-    is_iid = tree.is_iid_drafts
+    rules = {"verify": lambda: _names(args.rules, "--rules"), "select": lambda: [args.selection],
+             None: lambda: [None]}
     out = []
     for name in _names(args.verifier, "--verifier"):
-        if name not in VERIFIER_NAMES:
-            raise InvalidInputError(f"unknown verifier {name!r}; valid choices: {', '.join(VERIFIER_NAMES)}")
-        if name in ("multipath", "gbv", "trie") and not is_iid:
-            raise InvalidInputError(f"verifier {name} verifies K iid drafts; for a draft tree or drafts "
-                                    "without replacement use traversal or token")
-        if name == "token":
-            out += [make_verifier("token", rule=r, tree=None if is_iid else tree)
-                    for r in _names(args.rules, "--rules")]
-        elif name == "multipath":
-            out.append(make_verifier("multipath", rule=args.selection))
-        elif name == "traversal":
-            out.append(make_verifier("traversal", tree=None if is_iid else tree))
-        else:
-            out.append(make_verifier(name))
+        if name not in VERIFIERS:
+            raise InvalidInputError(f"unknown verifier {name!r}; valid choices: {', '.join(VERIFIERS)}")
+        out += [make_verifier(name, rule=r, tree=None if tree.is_iid_drafts else tree)
+                for r in rules[VERIFIERS[name].takes_rule]()]
     return out
 
 
@@ -172,9 +162,8 @@ def run(args) -> int:
         raise InvalidInputError(f"{args.target} has no start token (bos) to begin the text after")
     start = (target.bos,)
     for v in verifiers:  # every estimate before any run
-        est = estimate(v.rule, target.V, tree.n, tree.length, args.steps) if v.name == "token" \
-            else estimate_verifier(target.V, tree, args.steps)
-        _budget.require(est, args.max_seconds, max_bytes=args.max_bytes)
+        _budget.require(v.estimate(target.V, tree, args.steps), args.max_seconds,
+                        max_bytes=args.max_bytes)
     top = ceiling(target, drafter, tree) if args.optimum else (None, None)
     for v in verifiers:
         res = simulate(target, drafter, v, tree, args.steps, np.random.default_rng(args.seed),

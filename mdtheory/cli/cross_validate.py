@@ -31,7 +31,8 @@ def add_parser(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..torch_bridge import TORCH_RULES, check_device, cross_validate
+    from ..audit.crossval import cross_validate
+    from ..torch_bridge import TORCH_RULES, check_device
 
     check_device(args.device)
     names = checked_names(args.rules, TORCH_RULES, "torch rule")
