@@ -166,8 +166,8 @@ def require(est: Estimate, max_seconds: float = MAX_SECONDS, *, max_bytes: float
     if est.bytes > max_bytes:
         raise ProblemTooLargeError(
             f"{est.what}: estimated {fmt_bytes(est.bytes)} of memory, over the limit of "
-            f"{fmt_bytes(max_bytes)}"
-            + (f"; raise it with {bytes_flag} to run it anyway" if bytes_flag else "") + hint
+            f"{fmt_bytes(max_bytes)}{hint}"
+            + (f"; raise it with {bytes_flag} to run it anyway" if bytes_flag else "")
         )
     if est.seconds > max_seconds:
         raise ProblemTooLargeError(
