@@ -6,10 +6,12 @@ to the median of ``python -c "import numpy"`` (the goal for the command: at most
 written and read as in an installation. ``--importtime``
 prints the slowest imports of each case (``python -X importtime``, cumulative microseconds).
 
-    python benchmarks/bench_startup.py [--rounds 15] [--importtime] [--root CHECKOUT]
+    python benchmarks/bench_startup.py [--rounds 15] [--importtime] [--root CHECKOUT] [--no-bytecode]
 
 ``--root`` measures another checkout of the package (its ``examples/`` pair): before and after a
-change in the same run of the machine.
+change in the same run of the machine. ``--no-bytecode`` runs with ``PYTHONDONTWRITEBYTECODE=1`` and
+no cached bytecode of the package: every start compiles its modules (a checkout whose environment
+sets it, as this project's machine does).
 """
 
 from __future__ import annotations
@@ -58,11 +60,16 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--importtime", action="store_true")
     parser.add_argument("--root", type=Path, default=ROOT, help="the checkout to measure")
+    parser.add_argument("--no-bytecode", action="store_true")
     args = parser.parse_args()
     # bytecode written and read, as in an installation (a PYTHONDONTWRITEBYTECODE environment would
     # compile every module of the package at every start)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     env["PYTHONPATH"] = str(args.root.resolve())
+    if args.no_bytecode:
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
+        for cached in (args.root / "mdtheory").rglob("*.pyc"):
+            cached.unlink()
     for case in CASES.values():  # bytecode and the numba cache written before the rounds
         timed(case, env)
     times = {name: [] for name in CASES}
