@@ -227,8 +227,10 @@ def acceptance_rows(p: ArrayLike, q: ArrayLike | DraftModel, n: int | None = Non
     Yields
     ------
     Row
-        In row order: its result, or the :class:`~mdtheory.errors.OptimalityGapError` carrying the
-        bounds a row's solver proved (its message names the row in a batch of several).
+        In row order: its index, its result, and (:class:`Row`'s ``error``) the
+        :class:`~mdtheory.errors.OptimalityGapError` carrying the bounds where its solver proved
+        only those (no result; the message names the row in a batch of several), or why an
+        ``"upper-bound"`` result was not proven.
 
     Raises
     ------

@@ -9,7 +9,7 @@ import numpy as np
 
 from .. import _budget
 from .._validate import as_distribution, as_drafts
-from ..errors import InvalidDistributionError, InvalidInputError, MdtheoryError
+from ..errors import InvalidDistributionError, InvalidInputError
 
 #: The commands: name -> (module of :mod:`mdtheory.cli`, the line ``mdtheory --help`` lists it by). A
 #: run imports the module of its command alone.
@@ -128,11 +128,6 @@ def fmt_set(tokens: np.ndarray) -> str:
         return "{" + ", ".join(map(str, tokens)) + "}"
     head = ", ".join(map(str, tokens[:SHOW_TOKENS]))
     return "{" + head + f", ... }} ({len(tokens)} tokens; --json lists all)"
-
-
-def row_error(exc: MdtheoryError, i: int, rows: int) -> MdtheoryError:
-    """``exc`` with its row named when there are several rows."""
-    return exc if rows == 1 else type(exc)(f"row {i}: {exc}")
 
 
 def progress(args: argparse.Namespace, total: int, desc: str):
