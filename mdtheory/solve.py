@@ -25,6 +25,7 @@ from .models.base import DraftModel
 from .models.registry import SAMPLINGS, make_draft_model
 from .result import AcceptanceResult
 from .routes.proofs import Route
+from .routes.select import SELECT_MIN_V, select_scan
 from .routes.subsets import prefix_scan, subsets_exhaustive
 
 __all__ = ["optimal_acceptance", "alpha_star", "acceptance_rows", "Row", "route_estimate", "METHODS",
@@ -74,6 +75,9 @@ METHODS: dict[str, Route] = {r.name: r for r in (
     Route("prefix", prefix_scan, _budget.prefix_route,
           auto=lambda model: model.prefix_property is not None, rank=0,
           serves=lambda model: model.prefix_property is not None),
+    Route("select", select_scan, _budget.select_route,
+          auto=lambda model: model.lex_base_closed_form and model.V >= SELECT_MIN_V, rank=-1,
+          serves=lambda model: model.lex_base_closed_form),
     Route("subsets", subsets_exhaustive, _budget.subsets_route,
           auto=lambda model: model.V <= AUTO_SUBSET_V, rank=2),
     Route("otlp", _otlp, lambda model: _budget.law_route(model, "otlp")),
@@ -385,9 +389,11 @@ def optimal_acceptance(p: ArrayLike, q: ArrayLike | DraftModel, n: int | None = 
     sampling : str
         Draft model, a key of :data:`mdtheory.models.registry.SAMPLINGS`. Default ``"iid"``.
     method : str
-        ``"auto"`` (default): ``"prefix"`` for iid, without-replacement and conditional-Poisson
-        drafts, ``"closed-form"`` for the greedy set, else ``"subsets"`` up to V = 16, else
-        ``"mnp"`` for independent drafts and ``"dual"`` for the others. ``"closed-form"``: Hu et
+        ``"auto"`` (default): ``"select"`` for iid drafts from
+        :data:`~mdtheory.routes.select.SELECT_MIN_V` tokens on (buckets of the ratio, no sort,
+        :mod:`mdtheory.routes.select`), ``"prefix"`` for iid (below that), without-replacement and
+        conditional-Poisson drafts, ``"closed-form"`` for the greedy set, else ``"subsets"`` up to
+        V = 16, else ``"mnp"`` for independent drafts and ``"dual"`` for the others. ``"closed-form"``: Hu et
         al.'s O(V) formula for the greedy draft set (:mod:`mdtheory.routes.greedy`), certified by a
         factored flow. ``"prefix"``: sorted-prefix scan, O(V log V) (a linear radix sort for large V).
         ``"subsets"``: all 2^V sets. ``"otlp"``: the OTLP over draft sets (HiGHS), with the optimal

@@ -22,6 +22,7 @@ from mdtheory.blocks import (
     simulation,
     sun_toy,
 )
+from mdtheory.blocks.deterministic import deterministic_trees
 from mdtheory.result import Result
 
 from .test_block_verifiers import _markov_pair
@@ -62,6 +63,7 @@ def _instances() -> dict:
         "BlockResult": simulation.simulate(target, drafter, verifier, iid_drafts(2, 2), 20,
                                            np.random.default_rng(0), replicates=2, start=(0,)),
         "EngineAuditResult": _engine_audit(toy),
+        "DeterministicTreesResult": deterministic_trees(*toy, 2, 2),
     }
 
 

@@ -67,6 +67,11 @@ def add_parser(subparsers) -> None:
     cmd.add_argument("--optimum", action="store_true",
                      help="print beside each verifier the ceiling: the exact optimum with --instance, "
                           "else the mean over the calls' contexts of a proven upper bound on it")
+    cmd.add_argument("--best-tree", action="store_true",
+                     help="also the deterministic trees of as many nodes as the drafts (K L, or the "
+                          "tree's): best-first on the drafter's path probabilities (what engines build) "
+                          "and on the target's (the best deterministic tree), each verified target-only, "
+                          "the most a lossless verifier keeps on it (papers/blocks.md, section 10)")
     cmd.add_argument("--instance", metavar="NAME",
                      help=f"exact block efficiencies on a small instance: {INSTANCE_HELP}")
     add_model_options(cmd, draft_required=False, draft_temperature_help=(
@@ -133,7 +138,7 @@ def _print(row: dict, as_json: bool) -> None:
                "none": "too few calls"}[row["interval"]]
         line = (f"{head}  [{lo:.3f}, {hi:.3f}] ({how})  "
                 f"({row['tokens']} tokens / {row['target_calls']} target calls)")
-    for key, label in (("optimum", "optimum"), ("optimum_bound", "optimum <=")):
+    for key, label in (("optimum", "optimum"), ("optimum_bound", "optimum <="), ("exact_mean", "exact mean")):
         if key in row:
             line += f"  {label} {row[key]:.4f}"
     print(line)
@@ -147,6 +152,8 @@ def run(args) -> int:
     if args.instance is not None:
         target, draft = parse_instance(args.instance)
         for row in exact_rows(target, draft, verifiers, tree, optimum=args.optimum):
+            _print(row, args.json)
+        for row in _best_trees(args, target, draft, tree) if args.best_tree else ():
             _print(row, args.json)
         return 0
     replicates = min(8, args.steps) if args.replicates is None else args.replicates
@@ -170,4 +177,37 @@ def run(args) -> int:
                        replicates=replicates, start=start, quiet=args.quiet,
                        ceiling=top[0], ceiling_kind=top[1])
         _print(res.row(), args.json)
+    for row in _best_trees(args, target, drafter, tree, start, replicates) if args.best_tree else ():
+        _print(row, args.json)
     return 0
+
+
+def _best_trees(args, target, drafter, tree, start=None, replicates=1) -> list[dict]:
+    """The rows of ``--best-tree``: exact on an instance (``start`` None), else simulated texts with
+    the mean over their calls' contexts of the exact E|B| there."""
+    from ..blocks import block_law_tv
+    from ..blocks.deterministic import deterministic_trees, simulate_best_first, target_only_law
+    from ..blocks.simulation import EXACT_TOL, BlockResult
+
+    nodes = sum(int(np.prod(tree.branching[:d + 1])) for d in range(tree.length))
+    if start is None:
+        r = deterministic_trees(target, drafter, nodes, tree.length)
+        rows = []
+        for who, best in (("draft", r.draft_tree), ("target", r.best_tree)):
+            law = target_only_law(target, best)
+            efficiency = float(sum(len(b) * w for b, w in law.items()))
+            tv = float(block_law_tv(law, target, tree.length))
+            rows.append({"rule": f"best-first:{who}:{nodes}", "drafts": tree.n, "length": tree.length,
+                         "nodes": nodes, "block_efficiency": efficiency, "exact": True, "validity_tv": tv,
+                         "status": "exact", "success": tv <= EXACT_TOL,
+                         "message": f"exact: E|B| = {efficiency:.6g}, validity TV {tv:.1e}"})
+        return rows
+    rows = []
+    for who in ("draft", "target"):
+        counts, exact = simulate_best_first(target, drafter, nodes, tree.length, args.steps,
+                                            np.random.default_rng(args.seed), under=who,
+                                            replicates=replicates, start=start)
+        row = BlockResult(f"best-first:{who}:{nodes}", tree.n, tree.length, counts, replicates,
+                          float(exact.mean()), "exact_mean").row()
+        rows.append({**row, "nodes": nodes})
+    return rows
