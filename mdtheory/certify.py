@@ -20,13 +20,15 @@ maxflow)                    the capacities p(y) and w_U; its value :math:`\\sum 
 ``PrefixOrder``, iid        a base μ of B(g) (``"base"``, or ``"lex-base"`` with
                             ``certify="full"``): :math:`\\sum_y \\min(p, \\mu)`, membership by one
                             scan along the route's order (:func:`check_base_iid`).
-``PrefixOrder``, without    the flow of :func:`~mdtheory.routes.dual.dual_lp` when the model has at most
-replacement                 :data:`MAX_CERT_SETS` draft sets (or ``certify="full"``); beyond, a base of
-                            the iid drafts' coverage (``"iid-base"``: successive sampling's
-                            containment is at most q(T)^n) or the face bound of a partial-replacement
-                            majorant (``"majorant"``, :func:`~mdtheory.models.majorant.face_bound`),
-                            where one meets the cut (papers/theory.md, "Successive sampling: lower
-                            bounds from majorants of the containment"); otherwise only
+``PrefixOrder``, without    the flow of :func:`~mdtheory.routes.dual.dual_lp` when the model's set law is
+replacement                 enumerated through at most :data:`MAX_CERT_SETS` draft sets
+                            (:meth:`~mdtheory.models.base.DraftModel.set_law_size`, or
+                            ``certify="full"``); beyond, a base of the iid drafts' coverage
+                            (``"iid-base"``: successive sampling's containment is at most q(T)^n) or
+                            the face bound of a partial-replacement majorant (``"majorant"``,
+                            :func:`~mdtheory.models.majorant.face_bound`), where one meets the cut
+                            (papers/theory.md, "Successive sampling: lower bounds from majorants of
+                            the containment"); otherwise only
                             the cut (``"cut"``, status ``"upper-bound"``: the value is a proven upper
                             bound, equal to α* if Hu et al.'s prefix property holds for successive
                             sampling, which the tests re-check against the exhaustive route).
@@ -686,7 +688,7 @@ def _check_prefix_order(p, model, proof: PrefixOrder, who, mode):
             return "lex-base", lower, mu
         lower, mu = check_base_iid(p, model, proof.order, who=who)
         return "base", lower, mu
-    if mode == "fast" and model.count_sets() > MAX_CERT_SETS:
+    if mode == "fast" and model.set_law_size() > MAX_CERT_SETS:
         if isinstance(model, WithoutReplacement) and \
                 (found := _successive_bounds(p, model, proof.order, who)) is not None:
             return found
