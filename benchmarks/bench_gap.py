@@ -40,7 +40,7 @@ def measure(V: int, n: int, seed: int) -> dict:
     p = softmax(2 * rng.standard_normal(V), 1.0)
     q = softmax(2 * rng.standard_normal(V), 1.0)
     alpha = alpha_reference(p, q, n)
-    rule = make_rule("optimal", p, q, n)
+    rule = make_rule("optimal", p, q, n, realise="windows")
     return {
         "alpha": alpha,
         "base_gap": alpha - math.fsum(np.minimum(p, rule.base.mu)),

@@ -32,8 +32,8 @@ import mdtheory as md
 
 ROOT = Path(md.__file__).resolve().parents[1]  # the checkout being measured
 OUT = Path(__file__).resolve().parent / "results" / "speed.json"
-ROWS = ("cli", "import", "alpha", "batch", "optimal-rule", "steps", "successive",
-        "conditional-poisson")
+ROWS = ("cli", "import", "alpha", "sort-free", "torch-alpha", "batch", "optimal-rule", "steps",
+        "successive", "conditional-poisson")
 
 
 def llm_pair(V: int, seed: int = 0):
@@ -80,6 +80,71 @@ def row_alpha(repeats: int) -> dict:
     return {"what": f"optimal_acceptance(p, q, {n}), V = {V}", "x_argsort": t / t_arg,
             "x_sort": t / t_sort, "x_argsort_cpu": cpu[2] / cpu[0], "x_sort_cpu": cpu[2] / cpu[1],
             "goal": "<= 1.5x argsort (try <= 3x sort)"}
+
+
+def row_sort_free(repeats: int) -> dict:
+    """The two paths without a sort of their own, each against its reference in one run, calls
+    alternated:
+    ``md.alpha_star(p, q, 4)`` (certified; the select route) at V = 128,000 against one ``np.sort``
+    of q/p (``x_sort``; also one ``np.argsort``), beside the sort-based prefix route's; and the
+    optimal rule's preparation at V = 32,000, n = 8 against one ``np.argsort`` of random keys of
+    that length (as ``optimal-rule``), and the window schedule's apart. CPU-time ratios
+    (``..._cpu``, the minimum thread time of each side) move less with other processes' load."""
+    from mdtheory.rules import make_rule
+
+    V, n = 128_000, 4
+    p, q = llm_pair(V)
+    ratio = q / p
+    cpu: list = []
+    t = paired([lambda: np.sort(ratio), lambda: np.argsort(ratio), lambda: md.alpha_star(p, q, n),
+                lambda: md.alpha_star(p, q, n, method="prefix")], repeats, cpu)
+    out = {"what": f"alpha_star(p, q, {n}) at V = {V} (select route) vs np.sort(q/p); optimal rule "
+                   "n = 8 at V = 32000 vs np.argsort",
+           "alpha_x_sort": t[2] / t[0], "alpha_x_sort_cpu": cpu[2] / cpu[0],
+           "alpha_x_argsort_cpu": cpu[2] / cpu[1], "prefix_x_sort_cpu": cpu[3] / cpu[0],
+           "sort_us": 1e6 * cpu[0], "alpha_us": 1e6 * cpu[2], "prefix_us": 1e6 * cpu[3]}
+    V, n = 32_000, 8
+    p, q = llm_pair(V)
+    keys = np.random.default_rng(1).random(V)
+    cpu = []
+    t = paired([lambda: np.argsort(keys), lambda: make_rule("optimal", p, q, n)], repeats, cpu)
+    out.update({"optimal_x_argsort": t[1] / t[0], "optimal_x_argsort_cpu": cpu[1] / cpu[0],
+                "argsort_us": 1e6 * cpu[0], "optimal_us": 1e6 * cpu[1],
+                "goal": "alpha* <= 1.0x np.sort; optimal rule <= 3x np.argsort"})
+    try:  # a checkout without the choice has the windows only; measured apart, as another
+        # rule's large allocations, freed, can leave the next rule's arrays to fault in afresh
+        make_rule("optimal", p, q, n, realise="windows")
+    except (TypeError, md.MdtheoryError):
+        return out
+    cpu = []
+    paired([lambda: np.argsort(keys), lambda: make_rule("optimal", p, q, n, realise="windows")],
+           repeats, cpu)
+    out.update({"windows_x_argsort_cpu": cpu[1] / cpu[0], "windows_us": 1e6 * cpu[1]})
+    return out
+
+
+def row_torch_alpha(repeats: int) -> dict:
+    """``torch_bridge.alpha_star`` (the select route) against one ``torch.sort`` of p/q, one CPU
+    thread, 64 x 128,000 float32 rows (benchmarks/bench_torch.py's logit pairs)."""
+    try:
+        import torch
+    except ImportError:
+        return {"what": "torch alpha* (torch not installed)", "goal": "<= 1.0x torch.sort"}
+    from mdtheory import torch_bridge as tb
+
+    torch.set_num_threads(1)
+    B, V = 64, 128_000
+    gen = torch.Generator().manual_seed(0)
+    z = torch.randn(B, V, generator=gen)
+    p = torch.softmax(z, -1)
+    q = torch.softmax(z + torch.randn(B, V, generator=gen), -1)
+    ratio = p / q
+    cpu: list = []
+    t = paired([lambda: torch.sort(ratio, dim=-1), lambda: tb.alpha_star(p, q, 4),
+                lambda: tb.alpha_star(p, q, 4, "sort")], max(repeats // 3, 3), cpu)
+    return {"what": f"torch_bridge.alpha_star, {B} x {V} float32, one CPU thread, vs torch.sort",
+            "x_torch_sort": t[1] / t[0], "x_torch_sort_cpu": cpu[1] / cpu[0],
+            "sort_route_x_torch_sort_cpu": cpu[2] / cpu[0], "goal": "<= 1.0x torch.sort"}
 
 
 def row_batch(repeats: int, B: int) -> dict:
@@ -186,7 +251,11 @@ def machine() -> dict:
         commit = ""
     import numba
 
-    return {"cpu": cpu, "cores": os.cpu_count(), "load_average": os.getloadavg(),
+    flags = next((line.split(":", 1)[1].split() for line in
+                  Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("flags")),
+                 []) if Path("/proc/cpuinfo").exists() else []
+    simd = [f for f in ("avx512f", "avx512dq", "avx512bw", "avx512vl", "avx2") if f in flags]
+    return {"cpu": cpu, "simd": simd, "cores": os.cpu_count(), "load_average": os.getloadavg(),
             "python": platform.python_version(), "numpy": np.__version__,
             "numba": numba.__version__, "platform": platform.platform(), "checkout": str(ROOT),
             "commit": commit, "threads": os.environ.get("OMP_NUM_THREADS")}
@@ -204,6 +273,8 @@ def main(argv=None) -> int:
     if unknown := set(rows) - set(ROWS):
         ap.error(f"unknown rows {sorted(unknown)}; valid: {', '.join(ROWS)}")
     run = {"alpha": lambda: row_alpha(args.repeats),
+           "sort-free": lambda: row_sort_free(max(args.repeats, 30)),
+           "torch-alpha": lambda: row_torch_alpha(args.repeats),
            "batch": lambda: row_batch(max(args.repeats // 4, 2), args.batch),
            "optimal-rule": lambda: row_optimal_rule(args.repeats),
            "steps": lambda: row_steps(args.repeats),

@@ -8,7 +8,7 @@ independent texts of S calls each and compares, per verifier:
 - ``spread``: the standard deviation of the R texts' means (the honest standard error of one text's
   mean, estimated from independent replicates);
 - ``iid``: the mean over texts of ``sd / sqrt(S)`` within a text;
-- ``batch``: the mean over texts of the batch-means standard error (:data:`mdtheory.language.blockeff.BATCHES`
+- ``batch``: the mean over texts of the batch-means standard error (:data:`mdtheory.blocks.simulation.BATCHES`
   batches) within a text.
 
 ``spread / iid`` is the factor by which the iid interval understates; ``spread / batch`` near 1 says
@@ -27,7 +27,7 @@ import time
 import numpy as np
 
 from mdtheory.blocks import iid_drafts, make_verifier
-from mdtheory.language import blockeff
+from mdtheory.blocks import simulation as blockeff
 from mdtheory.language.drafters import LSTMLaw
 from mdtheory.language.lm import META, load_char_lstm
 

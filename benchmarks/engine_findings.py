@@ -24,7 +24,7 @@ import numpy as np
 import mdtheory as md
 from mdtheory.audit.verifier import load_target
 from mdtheory.blocks import DraftTree
-from mdtheory.language.blockeff import parse_instance
+from mdtheory.blocks.simulation import parse_instance
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = "examples/verifiers/engines"

@@ -31,9 +31,8 @@ from mdtheory.audit.statistics import law_test
 from mdtheory.blocks import iid_drafts, make_verifier
 from mdtheory.blocks.verifiers import VERIFIERS
 
-VERIFIER_SPECS = [("token", {"rule": "rrs"}), ("token", {"rule": "optimal"}), ("block", {}),
-                  ("multipath", {"rule": "rrs"}), ("multipath", {"rule": "optimal"}), ("gbv", {}),
-                  ("trie", {}), ("traversal", {})]
+#: The selection rules a verifier that takes one (its ``takes_rule``) is fuzzed with.
+FUZZ_RULES = ("rrs", "optimal")
 KINDS = ("dirichlet1", "dirichlet0.1", "tiny", "equal", "near")
 
 
@@ -128,7 +127,8 @@ def main(argv=None) -> int:
     ap.add_argument("--show", type=int, default=8, help="failures printed")
     args = ap.parse_args(argv)
 
-    specs = [(n, kw) for n, kw in VERIFIER_SPECS if n in VERIFIERS]
+    specs = [(n, {"rule": r} if cls.takes_rule else {}) for n, cls in VERIFIERS.items()
+             for r in (FUZZ_RULES if cls.takes_rule else (None,))]
     labels = [n + (":" + kw["rule"] if "rule" in kw else "") for n, kw in specs]
     verifiers = [make_verifier(n, **kw) for n, kw in specs]
     count = defaultdict(lambda: defaultdict(int))

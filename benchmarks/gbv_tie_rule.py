@@ -25,7 +25,7 @@ from mdtheory.blocks import (
     random_instance,
     sun_toy,
 )
-from mdtheory.blocks.verifiers import _power_sums
+from mdtheory.blocks.verifiers.gbv import _power_sums
 
 
 class _Variant(GreedyMultiPath):

@@ -140,12 +140,13 @@ def verifier_variants():
     from mdtheory.rules import RULES
 
     out = []
-    for name in blocks.VERIFIERS:
-        if name == "token":
-            out += [(f"token:{r}", name, {"rule": r}) for r in RULES]
-        elif name == "multipath":
-            out += [(f"multipath:{r}", name, {"rule": r}) for r in RULES
-                    if RULES[r].sampling == "iid"]
+    for name, cls in blocks.VERIFIERS.items():
+        # what the verifier takes: its declaration, or on a tree without declarations its name's
+        role = getattr(cls, "takes_rule", {"token": "verify", "multipath": "select"}.get(name))
+        if role == "verify":  # every rule (those for other draft models refuse K iid drafts)
+            out += [(f"{name}:{r}", name, {"rule": r}) for r in RULES]
+        elif role == "select":  # the rules for iid drafts
+            out += [(f"{name}:{r}", name, {"rule": r}) for r in RULES if RULES[r].sampling == "iid"]
         else:
             out.append((name, name, {}))
     return out
@@ -178,7 +179,7 @@ def verifier_outputs() -> dict[str, bytes]:
                         rng = np.random.default_rng(11)
                         return (v.law(t, d, x), [v.sample(t, d, x, rng).tolist() for _ in range(8)])
                     out[key + " drafts"] = digest(guarded(one))
-        if name in ("block", "trie", "gbv", "traversal") or label in ("token:rrs", "multipath:rrs"):
+        if not kw or kw.get("rule") == "rrs":
             def fractions(name=name, kw=kw):
                 return blocks.make_verifier(name, **kw).block_efficiency(*exact_toy(), 1, 2)
             out[f"verifier {label} toy fractions"] = digest(guarded(fractions))

@@ -22,7 +22,7 @@ from .errors import InvalidInputError, ProblemTooLargeError
 
 __all__ = ["Estimate", "require", "check_limit", "combine", "fmt_seconds", "fmt_bytes", "stored_floats",
            "mc_chunk", "monte_carlo", "batched_steps", "lm_pairs", "ngram_distillation", "enumeration",
-           "capped_power", "prefix_route", "closed_form_route", "subsets_route", "law_route",
+           "capped_power", "prefix_route", "select_route", "closed_form_route", "subsets_route", "law_route",
            "min_norm_point", "acceptance_cone", "verify_claim", "MAX_SECONDS",
            "MAX_BYTES", "MNP_MAX_ITER", "CHUNK_BYTES", "MAX_CHUNK", "TORCH_CHUNK"]
 
@@ -306,6 +306,14 @@ def subsets_route(model) -> Estimate:
                     sets * (V + 16), "method 'auto' picks a route that fits (use the prefix method "
                     "for iid, without-replacement and conditional-Poisson drafts, the dual method "
                     "for the others)")
+
+
+def select_route(model) -> Estimate:
+    """The ``select`` route (iid): the buckets of the ratio, filled twice (route and certificate),
+    a sort of the opened buckets' tokens (a few hundred on language-model pairs, all of them at
+    worst) and the cut. Linear but for that sort, whose worst case is counted."""
+    V = model.V
+    return Estimate(_head(model, "select"), 4e-9 * V + 1e-8 * V * max(math.log2(V), 1.0), 48.0 * V)
 
 
 def law_route(model, method: str) -> Estimate:

@@ -30,6 +30,10 @@ replacement                 :data:`MAX_CERT_SETS` draft sets (or ``certify="full
                             :func:`~mdtheory.routes.subsets.prefix_scan`; the cut reproduces the value and
                             the route's order is checked to be the exact p/q order,
                             :func:`check_ratio_order`).
+``PrefixBuckets`` (select,  the buckets of the ratio p/q (``"bracket"``): filled again from p and
+iid)                        q, the bound of every prefix inside each bucket and the exact gains of
+                            the buckets whose bound reaches the best (:func:`check_buckets_iid`);
+                            ``certify="full"``: the lexicographically optimal base (``"lex-base"``).
 ``PriorityOrders`` (mnp)    a mixture of priority orders (``"order-mixture"``): its base μ is
                             recomputed from the model's laws, in B(g) for any orders and weights
                             (:func:`~mdtheory.models.mixture.check_mixture`).
@@ -70,6 +74,7 @@ from .models.mixture import check_mixture
 from .models.polymatroid import TINY, _lex_blocks, _not_flatter, lex_optimal_base_iid
 from .routes.proofs import (
     Exhaustive,
+    PrefixBuckets,
     PrefixOrder,
     PriorityOrders,
     Proof,
@@ -78,12 +83,12 @@ from .routes.proofs import (
     TopAndDraw,
     TransportPlan,
 )
-from .routes.subsets import _add, _iid_power
+from .routes.select import bracket
+from .routes.subsets import LOG_POWER_N, _add, _iid_power, prefix_order
 
 __all__ = ["certify", "checks", "check_plan", "check_flow", "check_base_iid", "cut_value", "cut_masses",
-           "support_members", "check_ratio_order", "Certificate", "VALUE_TOL", "FEAS_TOL", "CERT_TOL",
-           "RATIO_TOL",
-           "MAX_CERT_SETS", "CERTIFY_MODES"]
+           "support_members", "check_ratio_order", "check_buckets_iid", "Certificate", "VALUE_TOL",
+           "FEAS_TOL", "CERT_TOL", "RATIO_TOL", "MAX_CERT_SETS", "CERTIFY_MODES"]
 
 #: A value may leave [0, 1] by at most this (rounding; an LP route's objective is accurate to ~1e-8).
 VALUE_TOL = 1e-7
@@ -111,7 +116,8 @@ class Certificate(NamedTuple):
     ----------
     name : str
         The primal object: ``"plan"``, ``"flow"``, ``"base"``, ``"lex-base"``, ``"order-mixture"``,
-        ``"greedy-flow"``, ``"exhaustive"``, ``"prefix-theorem"`` or
+        ``"greedy-flow"``, ``"exhaustive"``, ``"prefix-theorem"``, ``"bracket"`` (the bounds of
+        buckets of the ratio, no primal object: the prefix theorem and the bounds prove it) or
         ``"cut"`` (no primal object: the value is only an upper bound).
     status : str
         ``"optimal"`` (both bounds meet) or ``"upper-bound"``.
@@ -142,8 +148,59 @@ def support_members(support: np.ndarray, V: int) -> np.ndarray:
     return members
 
 
+@njit(cache=True)
+def _iid_cut(p, q, cut, n):
+    """(p(T), q(T)^n) of the token set ``cut``, strictly increasing indices in 0..V-1, in one
+    pass over it; (NaN, NaN) for any other ``cut`` (checked first: the pass then reads unchecked
+    unsigned indices, which numba does not wrap around). p(T) and q(T) are summed in blocks of 64
+    tokens, four lanes of plain sums each (no chain of additions one token long), the blocks
+    compensated: relative error below 17 u (u = 2^-53). Beyond
+    :data:`~mdtheory.routes.subsets.LOG_POWER_N` drafts, where the power needs q(T)'s distance
+    to one to its own precision, every token is added compensated. The power by
+    :func:`~mdtheory.routes.subsets._iid_power`."""
+    V, K = p.size, cut.size
+    bad = K > 0 and (cut[0] < 0 or cut[K - 1] >= V)
+    for k in range(1, K):
+        bad |= cut[k] <= cut[k - 1]
+    if bad:
+        return np.nan, np.nan
+    exact = n > LOG_POWER_N
+    s, sc, t, tc = 0.0, 0.0, 0.0, 0.0
+    for start in range(0, K, 64):
+        stop = min(start + 64, K)
+        a0, a1, a2, a3, b0, b1, b2, b3 = 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0
+        k = start
+        if not exact:
+            for _ in range((stop - start) // 4):
+                i0, i1 = np.uint64(cut[k]), np.uint64(cut[k + 1])
+                i2, i3 = np.uint64(cut[k + 2]), np.uint64(cut[k + 3])
+                a0 += p[i0]
+                a1 += p[i1]
+                a2 += p[i2]
+                a3 += p[i3]
+                b0 += q[i0]
+                b1 += q[i1]
+                b2 += q[i2]
+                b3 += q[i3]
+                k += 4
+        for j in range(k, stop):
+            i0 = np.uint64(cut[j])
+            if exact:
+                s, sc = _add(s, sc, p[i0])
+                t, tc = _add(t, tc, q[i0])
+            else:
+                a0 += p[i0]
+                b0 += q[i0]
+        s, sc = _add(s, sc, (a0 + a1) + (a2 + a3))
+        t, tc = _add(t, tc, (b0 + b1) + (b2 + b3))
+    return s + sc, _iid_power(t, tc, n)
+
+
 def cut_masses(p: np.ndarray, model: DraftModel, cut) -> tuple[float, float]:
-    """(p(T), Q(T)) of the token set T, computed from the inputs.
+    """(p(T), Q(T)) of the token set T, computed from the inputs: for iid drafts and a cut of
+    increasing indices by one compiled pass over it (:func:`_iid_cut`, Q(T) = q(T)^n by the
+    formula the certificates rest on), otherwise by the model's
+    :meth:`~mdtheory.models.base.DraftModel.containment`.
 
     Raises
     ------
@@ -151,6 +208,10 @@ def cut_masses(p: np.ndarray, model: DraftModel, cut) -> tuple[float, float]:
         ``cut`` holds an index outside 0..V-1.
     """
     cut = np.asarray(cut, dtype=np.int64)
+    if model.lex_base_closed_form and cut.ndim == 1:
+        p_cut, q_cut = _iid_cut(p, model.q, cut, model.n)
+        if p_cut == p_cut:  # NaN: not increasing, or out of range (said below)
+            return float(p_cut), float(q_cut)
     if cut.size and (cut.min() < 0 or cut.max() >= p.size):
         raise SolverError(f"the cut set holds token indices outside 0..{p.size - 1}")
     in_cut = np.zeros(p.size, dtype=bool)
@@ -623,6 +684,58 @@ def _check_prefix_order(p, model, proof: PrefixOrder, who, mode):
         check_ratio_order(p, model.q, proof.order, who)
         return ("prefix-theorem" if model.prefix_property == "proved" else "cut"), None, None
     return _check_set_flow(p, model, dual_lp(p, model).proof, who, mode)
+
+
+#: Largest ratio a bucket of a :class:`~mdtheory.routes.proofs.PrefixBuckets` proof may start at:
+#: a token whose masses are both below TINY (ratio NaN, in the last bucket) then breaks the bucket's
+#: bound p >= (lowest ratio) q by less than 2^64 TINY = 2^-536.
+MAX_BUCKET_RATIO = 2.0 ** 64
+
+
+def check_buckets_iid(p: np.ndarray, model: DraftModel, scheme, who: str = "buckets") -> float:
+    """The lower bound on α* that buckets of the ratio p/q prove for iid drafts, filled here
+    from p and q.
+
+    The buckets (``scheme``, as :func:`~mdtheory.routes.select.bucket_scheme` gives) are intervals
+    of the ratio in order; with their sums of p and q, every prefix of the ratio's order gains at
+    most its bucket's bound, and the buckets whose bound reaches the best boundary are evaluated
+    token by token (:func:`~mdtheory.routes.select.bracket`). Then
+    :math:`\\alpha^* \\ge 1 - \\max(\\text{best}, \\text{bounds of the others})`. Proof:
+    papers/theory.md, section "α* without a sort: buckets of the ratio bracket every prefix". Any
+    monotone buckets are sound; only tightness depends on them.
+
+    Raises
+    ------
+    SolverError
+        A model other than iid, or a scheme that is not three integers with 0 <= shift <= 63,
+        lo >= 0, 0 <= nb <= 65533, the last bucket starting at a ratio of at most
+        :data:`MAX_BUCKET_RATIO`.
+    """
+    if not model.lex_base_closed_form:
+        raise SolverError(f"{who}: bucket bounds prove alpha* for iid drafts only, not "
+                          f"{model.sampling!r}")
+    try:
+        shift, lo, nb = (int(x) for x in scheme)
+        ok = all(isinstance(x, (int, np.integer)) for x in scheme)
+    except (TypeError, ValueError):
+        ok = False
+    if not (ok and 0 <= shift <= 63 and lo >= 0 and 0 <= nb <= 65533
+            and (nb + lo) << shift <= int(np.float64(MAX_BUCKET_RATIO).view(np.int64))):
+        raise SolverError(f"{who}: its buckets {scheme!r} are not a valid scheme (shift, lo, nb)")
+    found = bracket(p, model.q, model.n, (shift, lo, nb))
+    return 1.0 - max(found.best, found.closed)
+
+
+@checks(PrefixBuckets)
+def _check_prefix_buckets(p, model, proof: PrefixBuckets, who, mode):
+    if mode == "full":  # an independent object: the lexicographically optimal base, by a sort
+        if not model.lex_base_closed_form:
+            raise SolverError(f"{who}: bucket bounds prove alpha* for iid drafts only, not "
+                              f"{model.sampling!r}")
+        lower, mu = check_base_iid(p, model, prefix_order(p, model.q),
+                                   lex_optimal_base_iid(p, model.q, model.n).mu, who)
+        return "lex-base", lower, mu
+    return "bracket", check_buckets_iid(p, model, proof.scheme, who), None
 
 
 @checks(PriorityOrders)

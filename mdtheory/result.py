@@ -1,19 +1,19 @@
-"""The result object every route to the optimal acceptance returns."""
+"""The result objects: one base (:class:`Result`: a status, whether it is a success, the status in
+words, every field as JSON-ready objects) shared by every result class of the package, and the
+result every route to the optimal acceptance returns (:class:`AcceptanceResult`)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
+from typing import Any, ClassVar
 
 import numpy as np
 
 from ._validate import ONE_TOL
 from .errors import InvalidInputError
 
-__all__ = ["AcceptanceResult", "Duals", "to_jsonable"]
-
-#: The properties :meth:`AcceptanceResult.to_dict` adds to the fields.
-DERIVED = ("acceptance_one", "witness", "margin", "success", "message")
+__all__ = ["Result", "AcceptanceResult", "Duals", "to_jsonable"]
 
 
 class Duals(dict):
@@ -55,8 +55,58 @@ def to_jsonable(value):
     return value
 
 
+class Result:
+    """The base of the package's result classes (each a dataclass that keeps its own name):
+    :attr:`status`, :attr:`success`, :attr:`message` and :meth:`to_dict`, so that every ``--json``
+    has one shape, as scipy's ``OptimizeResult`` gives every solver one.
+
+    A subclass has a ``status`` (a field or a property: a word such as ``"optimal"``,
+    ``"upper-bound"``, an audit's verdict, ``"estimate"``), defines :attr:`success` and
+    :attr:`message` from it, and lists in :attr:`derived` the properties :meth:`to_dict` adds to
+    its fields; :meth:`_items` is the hook for fields that need another form in JSON.
+    """
+
+    #: Class attribute: the properties :meth:`to_dict` adds after the fields, in order (``status``
+    #: where it is not a field).
+    derived: ClassVar[tuple[str, ...]] = ("status", "success", "message")
+
+    @property
+    def success(self) -> bool:
+        """Whether the result is what was asked for (a proven value, a passed audit)."""
+        raise NotImplementedError
+
+    @property
+    def message(self) -> str:
+        """The status in words."""
+        raise NotImplementedError
+
+    def _items(self) -> dict[str, Any]:
+        """Every field by name (in a JSON-friendly form where it needs one), then :attr:`derived`."""
+        out = {f.name: getattr(self, f.name) for f in fields(self)}
+        out.update((name, getattr(self, name)) for name in self.derived if name not in out)
+        return out
+
+    def to_dict(self, keys: Sequence[str] | None = None) -> dict:
+        """Every field and every property of :attr:`derived` as JSON-ready Python objects (arrays
+        become lists, numpy scalars Python numbers); with ``keys``, those alone, in that order.
+
+        Raises
+        ------
+        InvalidInputError
+            A key that is neither a field nor one of :attr:`derived`.
+        """
+        items = self._items()
+        if keys is None:
+            return to_jsonable(items)
+        unknown = [k for k in keys if k not in items]
+        if unknown:
+            raise InvalidInputError(f"{type(self).__name__} has no field {', '.join(map(repr, unknown))}; "
+                                    f"valid: {', '.join(items)}")
+        return to_jsonable({k: items[k] for k in keys})
+
+
 @dataclass
-class AcceptanceResult:
+class AcceptanceResult(Result):
     """Optimal acceptance :math:`\\alpha^*` of one (p, draft model) pair, with its certificates.
 
     Attributes
@@ -167,6 +217,8 @@ class AcceptanceResult:
     cut_q: float = float("nan")
     single_draft: float = float("nan")
 
+    derived: ClassVar[tuple[str, ...]] = ("acceptance_one", "witness", "margin", "success", "message")
+
     def __post_init__(self):
         if self.duals is not None and not isinstance(self.duals, Duals):
             d = Duals(self.duals)  # a route's {"a", "b"} under the documented names
@@ -186,25 +238,6 @@ class AcceptanceResult:
                     f"for {self.sampling} drafts at this size")
         gap = "" if self.certificate_gap is None else f" (gap {abs(self.certificate_gap):.1g})"
         return f"optimal: alpha* proven by its {self.certificate} certificate{gap}"
-
-    def to_dict(self, keys: Sequence[str] | None = None) -> dict:
-        """Every field, plus ``acceptance_one``, ``witness``, ``margin``, ``success`` and ``message``,
-        as JSON-ready Python objects (arrays become lists, numpy scalars Python numbers); with
-        ``keys``, those alone, in that order (a summary without the plan or flow arrays).
-
-        Raises
-        ------
-        InvalidInputError
-            A key that is neither a field nor one of the properties above.
-        """
-        names = [f.name for f in fields(self)] + list(DERIVED)
-        if keys is None:
-            keys = names
-        unknown = [k for k in keys if k not in names]
-        if unknown:
-            raise InvalidInputError(f"AcceptanceResult has no field {', '.join(map(repr, unknown))}; "
-                                    f"valid: {', '.join(names)}")
-        return to_jsonable({k: getattr(self, k) for k in keys})
 
     @property
     def margin(self) -> float:

@@ -23,9 +23,10 @@ from .models.base import DraftModel
 from .models.registry import SAMPLINGS, make_draft_model
 from .result import AcceptanceResult
 from .routes.proofs import Route
+from .routes.select import SELECT_MIN_V, select_scan
 from .routes.subsets import prefix_scan, subsets_exhaustive
 
-__all__ = ["optimal_acceptance", "alpha_star", "route_estimate", "METHODS", "CERT_TOL"]
+__all__ = ["optimal_acceptance", "alpha_star", "route_estimate", "METHODS", "register_route", "CERT_TOL"]
 
 #: ``method="auto"`` enumerates all token sets up to this alphabet size (models without a prefix route).
 AUTO_SUBSET_V = 16
@@ -69,6 +70,8 @@ def _maxflow(p, model):
 METHODS: dict[str, Route] = {r.name: r for r in (
     Route("prefix", prefix_scan, _budget.prefix_route,
           auto=lambda model: model.prefix_property is not None, rank=0),
+    Route("select", select_scan, _budget.select_route,
+          auto=lambda model: model.lex_base_closed_form and model.V >= SELECT_MIN_V, rank=-1),
     Route("subsets", subsets_exhaustive, _budget.subsets_route,
           auto=lambda model: model.V <= AUTO_SUBSET_V, rank=2),
     Route("otlp", _otlp, lambda model: _budget.law_route(model, "otlp")),
@@ -81,6 +84,25 @@ METHODS: dict[str, Route] = {r.name: r for r in (
     Route("closed-form", _closed_form, _budget.closed_form_route,
           auto=lambda model: model.fixed_top, rank=1),
 )}
+
+
+def register_route(route: Route) -> Route:
+    """Add a route to :data:`METHODS` under ``route.name``, so that ``optimal_acceptance(...,
+    method=name)``, ``method="auto"`` (where ``route.auto`` admits the model) and the command
+    line's ``--method`` find it. Returns ``route``.
+
+    Raises
+    ------
+    InvalidInputError
+        ``route`` is not a :class:`~mdtheory.routes.proofs.Route`, or its name is ``"auto"`` or
+        taken by another route.
+    """
+    if not isinstance(route, Route) or not route.name or route.name == "auto":
+        raise InvalidInputError("register_route takes a Route with a name other than 'auto'")
+    if METHODS.get(route.name, route) is not route:
+        raise InvalidInputError(f"route {route.name!r} is already registered")
+    METHODS[route.name] = route
+    return route
 
 
 def _auto(model: DraftModel) -> str:
@@ -203,9 +225,11 @@ def optimal_acceptance(p: ArrayLike, q: ArrayLike | DraftModel, n: int | None = 
     sampling : str
         Draft model, a key of :data:`mdtheory.models.registry.SAMPLINGS`. Default ``"iid"``.
     method : str
-        ``"auto"`` (default): ``"prefix"`` for iid, without-replacement and conditional-Poisson
-        drafts, ``"closed-form"`` for the greedy set, else ``"subsets"`` up to V = 16, else
-        ``"mnp"`` for independent drafts and ``"dual"`` for the others. ``"closed-form"``: Hu et
+        ``"auto"`` (default): ``"select"`` for iid drafts from
+        :data:`~mdtheory.routes.select.SELECT_MIN_V` tokens on (buckets of the ratio, no sort,
+        :mod:`mdtheory.routes.select`), ``"prefix"`` for iid (below that), without-replacement and
+        conditional-Poisson drafts, ``"closed-form"`` for the greedy set, else ``"subsets"`` up to
+        V = 16, else ``"mnp"`` for independent drafts and ``"dual"`` for the others. ``"closed-form"``: Hu et
         al.'s O(V) formula for the greedy draft set (:mod:`mdtheory.routes.greedy`), certified by a
         factored flow. ``"prefix"``: sorted-prefix scan, O(V log V) (a linear radix sort for large V).
         ``"subsets"``: all 2^V sets. ``"otlp"``: the OTLP over draft sets (HiGHS), with the optimal

@@ -1,3 +1,4 @@
+import functools
 import os
 
 import numpy as np
@@ -18,3 +19,29 @@ def npy(tmp_path):
         np.save(path, np.asarray(arr))
         return str(path)
     return save
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "char_lstm: needs the pretrained char-LSTM (textgenrnn's data files and h5py); "
+        "skipped without it, the skip naming what is missing")
+
+
+@functools.cache
+def char_lstm_missing() -> str | None:
+    """Why the pretrained char-LSTM cannot be read (textgenrnn's data files or h5py), or None."""
+    from mdtheory.errors import MdtheoryError
+    from mdtheory.language import lm
+
+    try:
+        lm.textgenrnn_files()
+        import h5py  # noqa: F401
+    except (MdtheoryError, ImportError) as exc:
+        return f"the pretrained char-LSTM cannot be read: {exc}"
+    return None
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.get_closest_marker("char_lstm") is not None and char_lstm_missing() is not None:
+            item.add_marker(pytest.mark.skip(reason=char_lstm_missing()))

@@ -14,7 +14,15 @@ import numpy as np
 
 import mdtheory as md
 from mdtheory.models.registry import sampling_names
-from mdtheory.routes.proofs import Exhaustive, PrefixOrder, PriorityOrders, SetFlow, TopAndDraw, TransportPlan
+from mdtheory.routes.proofs import (
+    Exhaustive,
+    PrefixBuckets,
+    PrefixOrder,
+    PriorityOrders,
+    SetFlow,
+    TopAndDraw,
+    TransportPlan,
+)
 
 
 def _one_law(sampling):
@@ -62,6 +70,8 @@ def certificate_for(p, model, method: str, mode: str = "fast") -> str:
     :data:`mdtheory.certify.MAX_CERT_SETS` draft sets), from the type of the proof the route
     returns."""
     kind = type(md.METHODS[method](p, model).proof)
+    if kind is PrefixBuckets:
+        return "lex-base" if mode == "full" else "bracket"
     if kind is PrefixOrder:
         if model.lex_base_closed_form:
             return "lex-base" if mode == "full" else "base"
@@ -69,11 +79,12 @@ def certificate_for(p, model, method: str, mode: str = "fast") -> str:
     return CERTIFICATES[kind]
 
 
-#: The certificate of each proof type (PrefixOrder: see :func:`certificate_for`).
+#: The certificate of each proof type (PrefixOrder, PrefixBuckets: see :func:`certificate_for`).
 CERTIFICATES = {
     TransportPlan: "plan",
     SetFlow: "flow",
     PrefixOrder: None,
+    PrefixBuckets: None,
     PriorityOrders: "order-mixture",
     TopAndDraw: "greedy-flow",
     Exhaustive: "exhaustive",

@@ -28,12 +28,9 @@ ALLOWED_CYCLES: list[set[str]] = []
 
 
 #: The layers, lowest first: a module may import modules of its own layer and of the layers below,
-#: never of a layer above. An entry names a module and the modules below it (``mdtheory.models``:
-#: the package and its modules); ``=name`` names that module alone. A module takes the layer of its
-#: longest entry. The torch bridge's tensors and rules sit below the audit, which draws through them;
-#: its cross-validation harness (and the package, which exports it) runs the audit, so sits above it.
-#: The simulations of language models run block verifiers, so sit above the blocks. The engines'
-#: contracts and their audits use the blocks' audit and the torch bridge, so sit above both.
+#: never of a layer above. An entry names a folder (a package and its modules) or a top-level module;
+#: ``=name`` names that module alone. A module takes the layer of its longest entry, so the folders
+#: are the layers: every module of a folder sits on the folder's floor.
 LAYERS: list[tuple[str, list[str]]] = [
     ("infrastructure", ["mdtheory.errors", "mdtheory._validate", "mdtheory._budget", "mdtheory._highs",
                         "mdtheory._jit", "mdtheory._progress", "mdtheory._synthetic"]),
@@ -46,8 +43,6 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("torch bridge", ["mdtheory.torch_bridge"]),
     ("audit", ["mdtheory.audit"]),
     ("blocks", ["mdtheory.blocks"]),
-    ("simulations", ["mdtheory.language.blockeff"]),
-    ("cross-validation", ["mdtheory.torch_bridge.harness", "=mdtheory.torch_bridge"]),
     ("engines", ["mdtheory.engines"]),
     ("public API", ["=mdtheory"]),
     ("command line", ["mdtheory.cli", "mdtheory.__main__"]),
@@ -139,10 +134,11 @@ def test_every_module_has_a_layer():
 def test_the_layer_lookup():
     names = [name for name, _ in LAYERS]
     assert names[layer_of("mdtheory.models.iid")] == "draft models"
-    assert names[layer_of("mdtheory.language.blockeff")] == "simulations"
+    assert names[layer_of("mdtheory.blocks.simulation")] == "blocks"
     assert names[layer_of("mdtheory.language.lm")] == "language models"
-    assert names[layer_of("mdtheory.torch_bridge")] == "cross-validation"
+    assert names[layer_of("mdtheory.torch_bridge")] == "torch bridge"
     assert names[layer_of("mdtheory.torch_bridge.rules")] == "torch bridge"
+    assert names[layer_of("mdtheory.audit.crossval")] == "audit"
     assert names[layer_of("mdtheory")] == "public API"
     assert layer_of("mdtheory.nowhere") is None
     assert layer_of("mdtheory.modelsx") is None  # an entry names a package, not a prefix of a name
@@ -171,3 +167,9 @@ def test_no_import_cycles_but_the_listed_ones():
     cycles = [set(c) for c in nx.strongly_connected_components(graph) if len(c) > 1]
     assert sorted(map(sorted, cycles)) == sorted(map(sorted, ALLOWED_CYCLES))
     assert not any(graph.has_edge(m, m) for m in graph)
+
+
+def test_the_layers_name_folders_only():
+    """No module inside a folder is given a floor of its own: every entry is a folder (a package)
+    or a module at the top of the package."""
+    assert [e for _, entries in LAYERS for e in entries if e.lstrip("=").count(".") > 1] == []

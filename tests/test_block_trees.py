@@ -349,7 +349,7 @@ def test_top_children_need_no_mass_and_verifiers_of_drawn_children_refuse_them()
     assert drafts[:, 0].tolist() == [0, 2, 3]
     (drafts, _), = list(tree.enumerate(ConstantLaw([0.0, 1.0, 0.0, 0.0])))
     assert drafts[:, 0].tolist() == [1, 0, 2]
-    with pytest.raises(InvalidInputError, match="traversal verifies trees of children drawn from q"):
+    with pytest.raises(InvalidInputError, match="traversal verifies trees of iid or without-replacement"):
         make_verifier("traversal", tree=tree)
     with pytest.raises(InvalidInputError, match="expects iid drafts, not top"):
         make_verifier("token", rule="single", tree=tree)

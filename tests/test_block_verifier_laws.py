@@ -384,8 +384,9 @@ def test_gbv_is_registered_and_refuses_trees():
     from mdtheory.blocks import DraftTree
 
     assert isinstance(make_verifier("gbv"), GreedyMultiPath) and "gbv" in VERIFIERS
+    assert make_verifier("gbv", tree=DraftTree((2, 1), "iid")).tree is None  # K iid drafts
     with pytest.raises(InvalidInputError, match="gbv verifies K iid drafts"):
-        make_verifier("gbv", tree=DraftTree((2, 1), "iid"))
+        make_verifier("gbv", tree=DraftTree((2, 2), "iid"))
 
 
 def test_gbv_at_one_draft_is_block_verification_exactly():

@@ -8,6 +8,7 @@ import pytest
 from scipy.stats import chi2
 
 from mdtheory.blocks import (
+    VERIFIERS,
     BlockVerification,
     DraftTree,
     PrefixTrie,
@@ -23,6 +24,7 @@ from mdtheory.blocks import (
     sun_toy,
 )
 from mdtheory.errors import InvalidInputError, ProblemTooLargeError
+from tests.block_registry import RULES_FOR, draft_models, variants
 from tests.tolerances import ROUNDING, SOLVER
 
 #: Children drawn without replacement (the tree sampling's registry name).
@@ -36,16 +38,6 @@ def _exact_law(probs):
 
 def _toy_fractions():
     return _exact_law(["1/3", "2/3"]), _exact_law(["2/3", "1/3"])
-
-
-def _verifiers(K, L, V):
-    """Every verifier valid for K iid drafts of length L, and with V >= K the verifiers of the tree
-    of K distinct first tokens (without replacement) each continued on its own."""
-    wor = DraftTree((K,) + (1,) * (L - 1), WOR)
-    extra = [Traversal(wor), TokenByToken("rrs-wor", wor)] if V >= K else []
-    optimal = [SelectedPath("optimal")] if K * L <= 4 else []  # its selection law enumerates n-tuples
-    return [TokenByToken("rrs"), TokenByToken("k-seq"), BlockVerification(), SelectedPath(), *optimal,
-            PrefixTrie(), Traversal(), *extra]
 
 
 INSTANCES = {"toy": sun_toy,
@@ -83,22 +75,33 @@ def test_toy_exact_multi_draft_values():
 @pytest.mark.parametrize("name", list(INSTANCES))
 @pytest.mark.parametrize("K,L", [(K, L) for K in (1, 2, 3) for L in (1, 2, 3)])
 def test_every_verifier_is_lossless(name, K, L):
+    """Every registered verifier, with every rule it is tested with, on every draft model it
+    verifies (tests/block_registry.py), by enumerating every draw of the drafts."""
     target, draft = INSTANCES[name]()
     V = target(()).size
     if V ** (K * L) > 600:
         pytest.skip(f"{V ** (K * L)} draft tuples: the slow test covers it")
-    for verifier in _verifiers(K, L, V):
-        law = exact_block_law(verifier, target, draft, K, L)
-        assert block_law_tv(law, target, L) <= 1e-12, verifier.label
+    for tree in draft_models(K, L, V):
+        for verifier in variants(tree):
+            law = exact_block_law(verifier, target, draft, K, L)
+            assert block_law_tv(law, target, L) <= 1e-12, (verifier.label, tree)
+
+
+def test_every_registered_verifier_is_covered():
+    """A verifier registered in mdtheory.blocks.VERIFIERS that no draft model of the registry-driven
+    tests reaches, or a rule role they do not know, fails here."""
+    covered = {v.name for tree in draft_models(2, 2, 3) for v in variants(tree)}
+    assert covered == set(VERIFIERS)
+    assert {cls.takes_rule for cls in VERIFIERS.values()} <= set(RULES_FOR)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", range(3))
 def test_every_verifier_is_lossless_at_V3_K3_L3(seed):
     target, draft = random_instance(3, seed)
-    for verifier in [TokenByToken("rrs"), BlockVerification(), SelectedPath(), PrefixTrie(), Traversal(),
-                     Traversal(DraftTree((3, 1, 1), WOR))]:
-        assert block_law_tv(exact_block_law(verifier, target, draft, 3, 3), target, 3) <= 1e-12
+    for tree in draft_models(3, 3, 3):
+        for verifier in variants(tree, rules=("rrs", "rrs-wor")):
+            assert block_law_tv(exact_block_law(verifier, target, draft, 3, 3), target, 3) <= 1e-12
 
 
 @pytest.mark.parametrize("tree", [DraftTree((2, 2), "iid"), DraftTree((2, 2), WOR),
@@ -183,15 +186,16 @@ def test_at_length_one_the_block_verifiers_are_token_level_rules(seed):
 
 
 # ------------------------------------------------------------------ the sample form follows the law form
-@pytest.mark.parametrize("verifier", [BlockVerification(), SelectedPath(), PrefixTrie(),
-                                      Traversal(DraftTree((2, 2), WOR)),
-                                      TokenByToken("rrs-wor", DraftTree((2, 2), WOR)),
-                                      TokenByToken("rrs")])
-def test_samples_follow_the_exact_law(verifier):
+SAMPLED = [(tree, v) for tree in draft_models(3, 2, 3)
+           for v in variants(tree, rules=("rrs", "rrs-wor", "optimal"))]
+
+
+@pytest.mark.parametrize("tree,verifier", SAMPLED, ids=[f"{v.label}-{t.sampling}" for t, v in SAMPLED])
+def test_samples_follow_the_exact_law(tree, verifier):
+    """Every registered verifier's sampler against its own law on drafts of each draft model."""
     target, draft = random_instance(3, 5)
     rng = np.random.default_rng(7)
-    model = verifier.draft_model(4, 2) if verifier.tree is not None else iid_drafts(3, 2)
-    x = model.sample(draft, rng)
+    x = tree.sample(draft, rng)
     law = verifier.law(target, draft, x)
     N = 4000
     counts: dict = {}
@@ -203,7 +207,6 @@ def test_samples_follow_the_exact_law(verifier):
     assert stat <= chi2.ppf(1 - 1e-6, max(len(law) - 1, 1))
 
 
-# ------------------------------------------------------------------ bad input
 def test_bad_input_is_refused_with_a_named_error():
     target, draft = random_instance(3, 0)
     with pytest.raises(InvalidInputError, match="unknown verifier"):
@@ -251,7 +254,7 @@ def _markov_pair(V=3, seed=11):
 @pytest.mark.parametrize("tree", [iid_drafts(2, 2), DraftTree((2, 2), WOR),
                                   DraftTree((2, 1), "iid")])
 def test_drafted_trees_have_the_tree_law(tree):
-    from mdtheory.language import blockeff
+    from mdtheory.blocks import simulation as blockeff
 
     _, drafter = _markov_pair()
     rng = np.random.default_rng(3)
@@ -274,7 +277,7 @@ def test_drafted_trees_have_the_tree_law(tree):
                                             DraftTree((2, 2), WOR))])
 def test_decoding_with_a_verifier_keeps_the_targets_law(verifier, tree):
     """The first two tokens emitted from a fixed context, block after block, follow the target."""
-    from mdtheory.language import blockeff
+    from mdtheory.blocks import simulation as blockeff
 
     target, drafter = _markov_pair()
     rng = np.random.default_rng(5)
@@ -293,7 +296,7 @@ def test_decoding_with_a_verifier_keeps_the_targets_law(verifier, tree):
 
 
 def test_intervals_come_from_replicates_or_batch_means():
-    from mdtheory.language import blockeff
+    from mdtheory.blocks import simulation as blockeff
 
     counts = np.arange(40) % 4 + 1
     lo, hi, method = blockeff.block_interval(counts, replicates=4)
@@ -308,7 +311,7 @@ def test_intervals_come_from_replicates_or_batch_means():
 
 
 def test_simulate_runs_independent_texts():
-    from mdtheory.language import blockeff
+    from mdtheory.blocks import simulation as blockeff
 
     target, drafter = _markov_pair()
     res = blockeff.simulate(target, drafter, SelectedPath(), iid_drafts(2, 2), 60, np.random.default_rng(1),
@@ -324,7 +327,7 @@ def test_simulate_runs_independent_texts():
 
 
 def test_exact_rows_on_the_toy():
-    from mdtheory.language import blockeff
+    from mdtheory.blocks import simulation as blockeff
 
     target, draft = blockeff.parse_instance("toy")
     rows = blockeff.exact_rows(target, draft, [BlockVerification(), TokenByToken("single")], iid_drafts(1, 2))
@@ -384,22 +387,9 @@ def test_cli_bad_input_exits_2_with_one_line(argv, culprit, capsys):
     assert len(err.strip().splitlines()) == 1 and culprit in err
 
 
-def _have_model() -> bool:
-    from mdtheory.errors import MdtheoryError
-    from mdtheory.language import lm
-
-    try:
-        lm.textgenrnn_files()
-        import h5py  # noqa: F401
-    except (MdtheoryError, ImportError):
-        return False
-    return True
 
 
-needs_model = pytest.mark.skipif(not _have_model(), reason="the char-LSTM's data is absent (lm.INSTALL)")
-
-
-@needs_model
+@pytest.mark.char_lstm
 def test_cli_simulation_rows(capsys):
     code, out, err = _run_cli(["block-efficiency", "-n", "2", "-L", "2", "--verifier", "block,multipath,trie",
                                "--steps", "6", "--replicates", "2", "--json", "--quiet"], capsys)
@@ -412,7 +402,7 @@ def test_cli_simulation_rows(capsys):
         assert r["ci95"][0] <= r["block_efficiency"] <= r["ci95"][1]
 
 
-@needs_model
+@pytest.mark.char_lstm
 def test_cli_says_when_the_drafter_is_the_target(capsys):
     code, out, err = _run_cli(["block-efficiency", "-n", "1", "-L", "2", "--verifier", "block",
                                "--steps", "3", "--draft-temperature", "1.0", "--json", "--quiet"], capsys)
@@ -433,7 +423,7 @@ def test_cli_optimum_on_a_small_instance(capsys):
         assert code == 2 and "optimal_block_efficiency" in err and len(err.strip().splitlines()) == 1
 
 
-@needs_model
+@pytest.mark.char_lstm
 @pytest.mark.slow
 def test_cli_optimum_bound_beside_the_char_lstm_rows(capsys):
     from mdtheory import blocks

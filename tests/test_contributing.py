@@ -1,5 +1,5 @@
 """CONTRIBUTING.md's worked examples run: each Python block in a fresh interpreter (a block registers
-a rule, a route or a draft model, which must not leak into the other tests)."""
+a rule, a route, a draft model or a block verifier, which must not leak into the other tests)."""
 
 import os
 import re
@@ -12,7 +12,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 TEXT = (ROOT / "CONTRIBUTING.md").read_text()
 SECTIONS = {"## Add a selection rule": "acceptance 0.6", "## Add a route to alpha\\*": "by scan",
-            "## Add a draft model": "echo drafts: alpha* = "}
+            "## Add a draft model": "echo drafts: alpha* = ",
+            "## Add a block verifier": "last-draft: E|B| = "}
 
 
 def block(heading):

@@ -55,12 +55,12 @@ def check_law(rule, tuples) -> None:
         assert abs(a.sum() + r.sum() - 1) <= LAW_TOL, f"law of {x} sums to {a.sum() + r.sum()!r}"
 
 
-def check_rule(p, q, n: int, *, tuples: int = 3, seed: int = 0):
+def check_rule(p, q, n: int, *, tuples: int = 3, seed: int = 0, realise: str = "cells"):
     """Prepare the rule under warnings-as-errors and check acceptance and the per-tuple law."""
     p, q = renorm(p), renorm(q)
     with warnings.catch_warnings():
         warnings.simplefilter("error", RuntimeWarning)  # no overflow or 0/0 may leak
-        rule = make_rule("optimal", p, q, n)
+        rule = make_rule("optimal", p, q, n, realise=realise)
     alpha = alpha_extended(p, q, n)
     acc = rule.closed_form_acceptance()
     assert abs(acc - alpha) <= TOL, f"acceptance {acc!r} vs alpha* {alpha!r} (V={p.size}, n={n})"
@@ -116,19 +116,24 @@ def test_no_drift_at_large_v_times_n(V, n):
                n, tuples=1)
 
 
+@pytest.mark.parametrize("realise", ["cells", "windows"])
 @pytest.mark.parametrize("p, q, n", [((1e-30, 1), (1, 1e-30), 1), ((1, 1e-300), (1, 1e-300), 1),
                                      ((0.5, 0.5), (1e-16, 1 - 1e-16), 3)])
-def test_law_api_finite_and_exact(p, q, n):
-    rule, _ = check_rule(p, q, n)
-    assert rule.schedule.count.min() >= 1  # every token with q > 0 owns a piece
+def test_law_api_finite_and_exact(p, q, n, realise):
+    rule, _ = check_rule(p, q, n, realise=realise)
+    for x in range(2):  # every token with q > 0 has time of its own: drafted alone, it is the candidate
+        assert rule.strategy.candidate_law(np.full(n, x))[x] == pytest.approx(1.0, abs=1e-15)
+    if realise == "windows":
+        assert rule.schedule.count.min() >= 1  # every token with q > 0 owns a piece
     check_law(rule, [np.full(n, x) for x in range(2)])
     check_enumerated(rule, p)
 
 
-def test_very_short_piece_tuple():
-    rule = make_rule("optimal", [0.5, 0.5], [1e-16, 1 - 1e-16], 3)
+@pytest.mark.parametrize("realise", ["cells", "windows"])
+def test_very_short_piece_tuple(realise):
+    rule = make_rule("optimal", [0.5, 0.5], [1e-16, 1 - 1e-16], 3, realise=realise)
     a, r = rule.conditional(np.array([0, 0, 0]))
-    assert abs(rule.schedule.candidate_law([0, 0, 0])[0] - 1) <= 1e-15  # token 0 is the candidate
+    assert abs(rule.strategy.candidate_law([0, 0, 0])[0] - 1) <= 1e-15  # token 0 is the candidate
     assert r.min() >= 0 and abs(a.sum() + r.sum() - 1) <= LAW_TOL
 
 

@@ -102,8 +102,10 @@ def test_no_lp_and_no_enumeration(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("the greedy route must not solve")
 
-    for name in ("dual_lp", "min_norm_base"):
-        monkeypatch.setattr(optimal, name, refuse)
+    from mdtheory.routes import dual
+
+    monkeypatch.setattr(dual, "dual_lp", refuse)
+    monkeypatch.setattr(optimal, "min_norm_base", refuse)
     monkeypatch.setattr(Greedy, "set_law", refuse)
     monkeypatch.setattr(Greedy, "tuple_law", refuse)
     rng = np.random.default_rng(3)

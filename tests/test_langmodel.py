@@ -6,20 +6,12 @@ import numpy as np
 import pytest
 
 from mdtheory import _progress
-from mdtheory.errors import InvalidInputError, MdtheoryError
+from mdtheory.errors import InvalidInputError
 from mdtheory.language import drafters, lm
 from mdtheory.language.langmodel import CallableModel, LanguageModel, as_model, check_same_vocab, sample
 from mdtheory.language.logits import to_probs
 
 from .tolerances import BATCH_FLOAT32, FLOAT32, ROUNDING
-
-try:
-    lm.textgenrnn_files()
-    import h5py  # noqa: F401
-    HAVE_MODEL = True
-except (MdtheoryError, ImportError):
-    HAVE_MODEL = False
-needs_model = pytest.mark.skipif(not HAVE_MODEL, reason=f"textgenrnn's data absent: {lm.INSTALL}")
 
 
 class Markov:
@@ -115,7 +107,7 @@ def test_ngram_is_a_language_model():
     assert np.array_equal(ngram((1,)), hot)
 
 
-@needs_model
+@pytest.mark.char_lstm
 def test_char_lstm_steps_equal_a_full_recompute():
     """No incremental state is kept: a stepped state's laws are the laws of its contexts."""
     target = drafters.LSTMLaw(lm.load_char_lstm(), 0.8)

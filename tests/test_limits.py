@@ -178,14 +178,8 @@ def test_a_command_started_with_stdout_closed_exits_141_quietly(tmp_path, extra)
     assert out.returncode == 141 and "Traceback" not in out.stderr and out.stderr == ""
 
 
+@pytest.mark.char_lstm
 def test_lm_pairs_refuses_a_huge_ngram_order_up_front(capsys):
-    pytest.importorskip("h5py")
-    try:
-        from mdtheory.language.lm import textgenrnn_files
-
-        textgenrnn_files()
-    except md.MdtheoryError as exc:
-        pytest.skip(f"the char-LSTM's files are not installed: {exc}")
     from mdtheory.cli import main
 
     assert main(["lm-pairs", "--positions", "10", "--draft", "ngram", "--order", "100000",

@@ -7,20 +7,12 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from mdtheory.blocks import simulation as blockeff
 from mdtheory.cli import main
 from mdtheory.errors import InvalidInputError, MdtheoryError
-from mdtheory.language import blockeff, drafters, lm
+from mdtheory.language import drafters, lm
 from mdtheory.language.logits import to_probs
 from mdtheory.rules import make_rule
-
-try:  # the skip names what is missing: textgenrnn's data files or h5py
-    lm.textgenrnn_files()
-    import h5py  # noqa: F401
-    MISSING = None
-except (MdtheoryError, ImportError) as exc:
-    MISSING = f"the pretrained char-LSTM cannot be read: {exc}"
-HAVE_MODEL = MISSING is None
-needs_model = pytest.mark.skipif(not HAVE_MODEL, reason=MISSING or "")
 
 PARAGRAPH = (
     "The city council met on Tuesday night to discuss the new budget for the coming year. Several "
@@ -40,7 +32,7 @@ def _unigram_bits(ids: np.ndarray) -> float:
     return float(-np.log2(freq[ids]).mean())
 
 
-@needs_model
+@pytest.mark.char_lstm
 @pytest.mark.slow
 def test_forward_pass_is_faithful(model):
     ids = model.encode(PARAGRAPH)
@@ -51,7 +43,7 @@ def test_forward_pass_is_faithful(model):
     assert abs(model.with_dtype(np.float64).bits_per_char(PARAGRAPH) - bits) < 1e-4
 
 
-@needs_model
+@pytest.mark.char_lstm
 @pytest.mark.slow
 def test_a_mislaid_kernel_is_obvious(model):
     """Without Keras' CuDNN re-layout the same weights score tens of bits per char."""
@@ -63,7 +55,7 @@ def test_a_mislaid_kernel_is_obvious(model):
     assert replace(model, weights=w).bits_per_char(PARAGRAPH) > 20  # measured 69
 
 
-@needs_model
+@pytest.mark.char_lstm
 def test_probs_rows_and_padding(model):
     p = model.probs(model.windows([[], model.encode("Hello"), model.encode("x" * 60)]), 0.8, top_k=50)
     assert p.shape == (3, model.V) and p.dtype == np.float64
@@ -116,7 +108,7 @@ def test_missing_package_names_the_install_command(monkeypatch):
 
 
 # ---------------------------------------------------------------- drafters and pairs
-@needs_model
+@pytest.mark.char_lstm
 @pytest.mark.slow
 def test_drafter_laws_sum_to_one(model):
     rng = np.random.default_rng(0)
@@ -137,7 +129,7 @@ def test_drafter_laws_sum_to_one(model):
     assert 0 < np.abs(p - q8).sum(axis=1).max() < 0.2  # int8 rounding moves the law, a little
 
 
-@needs_model
+@pytest.mark.char_lstm
 @pytest.mark.slow
 def test_lm_pairs_reproducible_by_seed(tmp_path):
     def pairs(seed, name):
@@ -221,7 +213,7 @@ def test_the_losslessness_check_catches_a_lossy_verifier(monkeypatch):
     assert _first_two_tokens_pvalue("single", "iid") < 1e-6
 
 
-@needs_model
+@pytest.mark.char_lstm
 @pytest.mark.slow
 def test_block_efficiency_rows(capsys):
     argv = ["block-efficiency", "--drafts", "2", "--length", "2", "--rules", "single,optimal",
@@ -231,7 +223,9 @@ def test_block_efficiency_rows(capsys):
     assert [r["rule"] for r in rows] == ["token:single", "token:optimal"]
     for r in rows:
         assert set(r) == {"rule", "drafts", "length", "block_efficiency", "ci95", "interval",
-                          "replicates", "ci95_iid", "target_calls", "tokens"}
+                          "replicates", "ci95_iid", "target_calls", "tokens", "status", "success",
+                          "message"}
+        assert r["status"] == "estimate" and r["success"] and r["message"].startswith("estimate: E|B| = ")
         assert r["target_calls"] == 4 and 4 <= r["tokens"] <= 12
         assert r["block_efficiency"] == r["tokens"] / 4
 
@@ -250,7 +244,7 @@ def test_khisti_default_guard_falls_back_losslessly():
     assert np.abs(law - rule.p).max() < 1e-12
 
 
-@needs_model
+@pytest.mark.char_lstm
 def test_khisti_default_not_below_single_on_real_pairs(model):
     rng = np.random.default_rng(0)
     target = drafters.LSTMLaw(model, 1.0)
@@ -275,7 +269,7 @@ class Memo:
         return self.rows[tuple(context)]
 
 
-@needs_model
+@pytest.mark.char_lstm
 @pytest.mark.slow
 def test_block_decoding_follows_the_real_target(model):
     """The char-LSTM as target: the next char after a fixed context, by chi-square (cells with an

@@ -4,23 +4,15 @@ import numpy as np
 import pytest
 
 from mdtheory import optimal_acceptance
-from mdtheory.errors import MdtheoryError
-from mdtheory.language import drafters, lm
+from mdtheory.language import drafters
 from mdtheory.models.mixture import check_mixture
 from mdtheory.models.registry import make_draft_model
 from mdtheory.routes.mnp import MNP_TOL, min_norm_base
 
 from .tolerances import ROUNDING
 
-try:  # the skip names what is missing: textgenrnn's data files or h5py
-    lm.textgenrnn_files()
-    import h5py  # noqa: F401
-    MISSING = None
-except (MdtheoryError, ImportError) as exc:
-    MISSING = f"the pretrained char-LSTM cannot be read: {exc}"
 
-
-@pytest.mark.skipif(MISSING is not None, reason=MISSING or "")
+@pytest.mark.char_lstm
 def test_mnp_closes_a_char_lstm_row_where_alpha_star_is_one():
     """The char-LSTM at temperature 0.7 against itself at 1.0, two drafts without replacement: α*
     = 1 up to 1e-15, and 300 of the 465 target masses under 1e-12. The two norms weighted by

@@ -4,9 +4,10 @@ import numpy as np
 import pytest
 
 import mdtheory as md
-from mdtheory.models.crosscheck import lex_optimal_base_cvxpy, lex_optimal_base_mnp
 from mdtheory.models.polymatroid import base_polytope_violation, lex_optimal_base_iid, priority_marginal
 from mdtheory.rules import make_rule
+
+from .reference_lex_base import lex_optimal_base_cvxpy, lex_optimal_base_mnp
 
 
 def pairs(seed, count, vmax=7):

@@ -450,14 +450,14 @@ def test_block_efficiency_refuses_long_runs_up_front(capsys, monkeypatch, argv, 
     drafting, the refusal naming the estimate and --max-seconds."""
     from types import SimpleNamespace
 
+    from mdtheory.blocks.trees import DraftTree
     from mdtheory.cli import block_efficiency as command
-    from mdtheory.language import blockeff
 
     def never(*_a, **_k):
         raise AssertionError("the run must be refused before any drafting")
     monkeypatch.setattr(command, "models_from_args",
                         lambda args, rng: (SimpleNamespace(V=465, bos=0), None))
-    monkeypatch.setattr(blockeff, "speculative_step", never)
+    monkeypatch.setattr(DraftTree, "sample", never)  # every draft is drawn by DraftTree.sample
     code, out, err = run_main(capsys, "block-efficiency", *argv)
     one_line_error(code, err, ESTIMATE, pattern, "--max-seconds")
 

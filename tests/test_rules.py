@@ -285,7 +285,7 @@ def test_make_rule_passes_its_time_limit_to_rules_that_take_one(monkeypatch):
 def test_block_simulation_reads_the_rules_declarations(monkeypatch):
     """Which rules a block simulation runs on without-replacement drafts comes from the rule's
     declarations (its own sampling, first_draft_only, a sampling keyword), not from its name."""
-    from mdtheory.language.blockeff import _check_rule
+    from mdtheory.blocks.simulation import _check_rule
     from mdtheory.rules import SelectionRule
 
     class FirstOnly(SelectionRule):

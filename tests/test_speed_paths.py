@@ -71,14 +71,14 @@ def test_interpreted_work_is_bounded_then_numba_runs():
     """Ski rental: a fresh process interprets the CLI example, and compiles once its interpreted
     work would pass the budget."""
     code = ("import numpy as np, sys\nimport mdtheory as md\nfrom mdtheory import _jit\n"
-            "from mdtheory.routes import subsets\n"
+            "from mdtheory.routes import select\n"
             "p, q = np.load('examples/p.npy'), np.load('examples/q.npy')\n"
             "md.optimal_acceptance(p, q, 4)\n"
             "first = ('numba' in sys.modules, 0 < _jit._spent <= _jit.INTERPRETED_BUDGET)\n"
             "rng = np.random.default_rng(0)\n"
             "for _ in range(4):\n"
             "    md.optimal_acceptance(rng.dirichlet(np.ones(3000)), rng.dirichlet(np.ones(3000)), 4)\n"
-            "print(first, 'numba' in sys.modules, subsets._best_prefix._compiled is not None, "
+            "print(first, 'numba' in sys.modules, select._histogram._compiled is not None, "
             "_jit._spent <= _jit.INTERPRETED_BUDGET)")
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True,
@@ -316,10 +316,10 @@ def test_schedule_workspace_reuse_and_threads(monkeypatch):
 
 
 def test_prepared_optimal_rules_own_their_arrays():
-    """A prepared optimal rule keeps nothing in the per-thread workspace: after rules of other sizes
-    (the workspace reused, grown, passed over above CACHE_TOKENS), a pickled copy and a rule that
-    rebuilt its schedule (tokens of q = 1e-17 at the back of [0, 1]), every earlier rule's arrays
-    are bit for bit as built and share no memory with the workspace."""
+    """A prepared optimal rule (its window schedule) keeps nothing in the per-thread workspace: after
+    rules of other sizes (the workspace reused, grown, passed over above CACHE_TOKENS), a pickled
+    copy and a rule that rebuilt its schedule (tokens of q = 1e-17 at the back of [0, 1]), every
+    earlier rule's arrays are bit for bit as built and share no memory with the workspace."""
     import pickle
 
     from mdtheory.rules import make_rule, schedule
@@ -335,7 +335,7 @@ def test_prepared_optimal_rules_own_their_arrays():
               (*_instance(schedule.CACHE_TOKENS + 1, 1), 4), (*_instance(300, 2), 8)]
     kept = []
     for p, q, n in pairs:
-        rule = make_rule("optimal", p, q, n)
+        rule = make_rule("optimal", p, q, n, realise="windows")
         ws = schedule._cache.ws
         scratch = (ws.front, ws.rest, ws.order, ws.keys, ws.qs, ws.mus) + ws.build
         assert not any(np.shares_memory(a, w) for a in arrays(rule) for w in scratch)

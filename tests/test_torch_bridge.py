@@ -16,6 +16,7 @@ from .tolerances import FLOAT32, ROUNDING, SOLVER
 
 torch = pytest.importorskip("torch")
 tb = pytest.importorskip("mdtheory.torch_bridge")
+from mdtheory.audit.crossval import cross_validate  # noqa: E402 - after torch is known present
 
 # benchmarks/gpu_check.py names its device; otherwise CUDA joins the CPU where it is available
 DEVICES = ["cpu"] + ([os.environ["MDTHEORY_TEST_DEVICE"]] if os.environ.get("MDTHEORY_TEST_DEVICE", "cpu")
@@ -124,7 +125,7 @@ def test_to_probs_like_llm_stacks():
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("drafts", [2, 3])
 def test_torch_rules_agree_with_exact_theory(drafts, device):
-    report = tb.cross_validate(batch=6, vocab=5, drafts=drafts, samples=3000, seed=drafts,
+    report = cross_validate(batch=6, vocab=5, drafts=drafts, samples=3000, seed=drafts,
                                device=device)
     assert report["passed"], report
     assert {r["rule"] for r in report["rules"]} == set(tb.TORCH_RULES)
@@ -132,12 +133,12 @@ def test_torch_rules_agree_with_exact_theory(drafts, device):
 
 def test_torch_optimal_at_a_larger_vocabulary():
     """The schedule lookup on the device has no vocabulary limit (the set bitmask it replaced had 62)."""
-    report = tb.cross_validate(["optimal"], batch=4, vocab=300, drafts=4, samples=4000, seed=5)
+    report = cross_validate(["optimal"], batch=4, vocab=300, drafts=4, samples=4000, seed=5)
     assert report["passed"], report
 
 
 def test_torch_rules_in_float32():
-    report = tb.cross_validate(["rrs", "k-seq"], batch=4, vocab=5, samples=3000, seed=3,
+    report = cross_validate(["rrs", "k-seq"], batch=4, vocab=5, samples=3000, seed=3,
                                dtype=torch.float32)
     assert report["passed"], report
 
@@ -158,7 +159,7 @@ class AlwaysAccept(tb.TorchRule):
 
 @pytest.mark.parametrize("cls", [NaiveResample, AlwaysAccept])
 def test_harness_fails_a_biased_rule(cls):
-    report = tb.cross_validate([("rrs", cls)], batch=6, vocab=5, drafts=2, samples=4000, seed=11)
+    report = cross_validate([("rrs", cls)], batch=6, vocab=5, drafts=2, samples=4000, seed=11)
     assert not report["passed"] and not report["rules"][0]["passed"]
     assert report["rules"][0]["law_pvalue"] < 1e-3
 
@@ -177,7 +178,7 @@ def test_cli_cross_validate(capsys):
 def test_cross_validate_is_the_audit_of_the_torch_rules():
     """One harness: cross_validate's law test and TV bound are mdtheory.audit's, same seed, same
     numbers."""
-    report = tb.cross_validate(["rrs"], batch=3, vocab=5, samples=2000, seed=9)
+    report = cross_validate(["rrs"], batch=3, vocab=5, samples=2000, seed=9)
     p, q = llm_pairs(np.random.default_rng(9), 3, 5)
     res = md.audit(tb.TorchRRS, p, q, 2, torch=True, samples=2000, seed=9, level=1e-4)
     row = report["rules"][0]
@@ -312,14 +313,14 @@ def test_torch_khisti_is_the_numpy_program(device):
 @pytest.mark.parametrize("device", DEVICES)
 def test_torch_khisti_at_a_larger_vocabulary(device):
     """Chi-square of the output law at V = 300, n = 4, and a fixed s with the ranked rest."""
-    report = tb.cross_validate(["khisti-lp"], batch=4, vocab=300, drafts=4, samples=4000, seed=6,
+    report = cross_validate(["khisti-lp"], batch=4, vocab=300, drafts=4, samples=4000, seed=6,
                                device=device)
     assert report["passed"], report
 
     class Ranked(tb.TorchKhisti):
         s, rest = 4, "rank"
 
-    report = tb.cross_validate([("khisti-lp", Ranked)], batch=4, vocab=8, drafts=3, samples=4000,
+    report = cross_validate([("khisti-lp", Ranked)], batch=4, vocab=8, drafts=3, samples=4000,
                                seed=7, device=device)
     assert report["rules"][0]["law_pvalue"] >= 1e-4, report  # lossless whatever the program
 

@@ -7,11 +7,12 @@ import pytest
 import sympy as sp
 
 from mdtheory.claims import verify
-from mdtheory.claims.exact import exact_otlp, exact_set_law, exact_subset_formula
+from mdtheory.claims.exact import exact_otlp, exact_set_law
 from mdtheory.claims.symbolic import symbolic_alpha_star, theorem2_example_interval
 from mdtheory.claims.verify import verify_hu_wor, verify_symbolic, verify_theorem2, verify_theorem3
 from mdtheory.cli import main
 
+from .reference_subsets import exact_subset_formula
 from .test_dd import FAST, SLOW
 
 KEYS = {"claim", "verified", "cases", "counterexample"}

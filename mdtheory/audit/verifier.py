@@ -13,7 +13,7 @@ three forms, and checks it:
   draft tuple is enumerated: exact TV and exact acceptance.
 * **torch** (``torch=True``): ``f(p, q, drafts, generator) -> tokens`` (or ``(tokens, accepted)``) on
   (B, V) / (B, n) tensors, or a :class:`mdtheory.torch_bridge.TorchRule` subclass (prepared once per
-  position). :func:`mdtheory.torch_bridge.cross_validate` is this audit applied to the built-in
+  position). :func:`mdtheory.audit.crossval.cross_validate` is this audit applied to the built-in
   torch rules.
 
 Statistics (sampled and torch forms), per position with N samples: Pearson's chi-square test of
@@ -42,7 +42,7 @@ import operator
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -54,6 +54,7 @@ from .._validate import as_distribution, as_drafts, batch_rows
 from ..errors import InvalidDistributionError, InvalidInputError, ProblemTooLargeError
 from ..models.registry import SAMPLINGS as _MODELS
 from ..models.registry import make_draft_model, sampling_names
+from ..result import Result
 from ..solve import optimal_acceptance
 from .statistics import (
     DEFAULT_LEVEL,
@@ -101,8 +102,9 @@ def audit_samplings(torch: bool = False) -> tuple[str, ...]:
 
 
 @dataclass
-class AuditResult:
-    """What :func:`audit` found.
+class AuditResult(Result):
+    """What :func:`audit` found (a :class:`~mdtheory.result.Result`: ``status`` is the verdict,
+    ``success`` is ``lossless``).
 
     Attributes
     ----------
@@ -165,11 +167,25 @@ class AuditResult:
     target: str = ""
     per_position: list = field(default_factory=list, repr=False)
 
-    def to_dict(self) -> dict:
-        """A JSON-ready dict of every field (per-position details under ``per_position``)."""
-        out = asdict(self)
-        out["acceptance_ci95"] = list(self.acceptance_ci95)
-        return out
+    @property
+    def status(self) -> str:
+        """The verdict."""
+        return self.verdict
+
+    @property
+    def success(self) -> bool:
+        """Whether the run shows the verifier lossless (``lossless``)."""
+        return bool(self.lossless)
+
+    @property
+    def message(self) -> str:
+        what = {"lossless": f"lossless: TV {self.tv:.3g}",
+                "passed": f"passed: no evidence of loss; this run detects TV >= {self.detectable_tv:.3g}",
+                "lossy": f"lossy: TV {self.tv:.3g}",
+                "inconclusive": f"inconclusive: this run detects TV >= {self.detectable_tv:.3g}, not "
+                                f"{self.detect_tv:g}",
+                "invalid": "invalid: the verifier emitted structurally invalid output"}
+        return what.get(self.verdict, self.verdict)
 
 
 # ---------------------------------------------------------------------------------------- targets
@@ -296,7 +312,7 @@ def _run_sampled(fs, P, models, samples, seed, max_seconds=None, quiet=True):
     ``max_seconds``; a progress bar on a terminal unless ``quiet``. The draft tuples are drawn in
     chunks whose sampling buffers (n per tuple, or V for Gumbel-top-k) stay under
     :data:`~mdtheory._budget.CHUNK_BYTES`, so memory does not grow with ``samples``."""
-    from ..language.drafters import progress
+    from .._progress import progress
 
     B, V = P.shape
     chunk = max(1, min(_budget.mc_chunk(V), _budget.CHUNK_BYTES // (8 * models[0].n)))
@@ -363,7 +379,7 @@ def _run_torch(f, P, Q, n, sampling, samples, seed, device, dtype, quiet=True):
 
 
 def _torch_steps(torch, tb_rules, f, P, Q, n, sampling, samples, seed, device, dtype, quiet):
-    from ..language.drafters import progress
+    from .._progress import progress
 
     dtype = dtype or torch.float64
     gen = torch.Generator(device=device).manual_seed(int(seed))

@@ -1,5 +1,7 @@
-"""Sequence-level (block and tree) speculative verification: small exact instances, the verifiers, the
-exact optimum and an upper bound at any size."""
+"""Sequence-level (block and tree) speculative verification: small exact instances (:mod:`.markov`),
+draft trees (:mod:`.trees`, the one drawing), the verifiers (:mod:`.verifiers`, one module each,
+registered), the exact optimum and an upper bound at any size, the audit of anyone's block verifier
+(:mod:`.audit`) and the block-efficiency simulation on language models (:mod:`.simulation`)."""
 
 from .audit import BlockAuditResult, audit_block
 from .bound import BlockBoundResult, block_efficiency_bound, coarse_alpha_bound
@@ -29,6 +31,7 @@ from .verifiers import (
     block_efficiency,
     exact_block_law,
     make_verifier,
+    register_verifier,
 )
 
 __all__ = [
@@ -65,4 +68,5 @@ __all__ = [
     "block_efficiency",
     "exact_block_law",
     "make_verifier",
+    "register_verifier",
 ]

@@ -169,10 +169,6 @@ class BlockAuditResult(AuditResult):
     invalid_mass: float = 0.0
     violation_examples: list = field(default_factory=list)
 
-    def to_dict(self) -> dict:
-        out = super().to_dict()
-        out["block_efficiency_ci95"] = list(self.block_efficiency_ci95)
-        return out
 
 
 # ---------------------------------------------------------------------------------------- laws

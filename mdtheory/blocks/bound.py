@@ -32,14 +32,14 @@ from __future__ import annotations
 import heapq
 import math
 import time
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from .. import _budget
 from .._validate import as_drafts
 from ..errors import InvalidDistributionError, InvalidInputError, MdtheoryError
-from ..result import to_jsonable
+from ..result import Result
 from .markov import Law, _check_length, batched, row_tolerance
 from .prefixsets import prefix_presence
 from .trees import DraftTree, draft_shape
@@ -49,7 +49,7 @@ __all__ = ["BlockBoundResult", "block_efficiency_bound", "coarse_alpha_bound", "
 
 
 @dataclass
-class BlockBoundResult:
+class BlockBoundResult(Result):
     """A proven upper bound on the optimal block efficiency of K iid drafts of L tokens (or of a tree).
 
     Attributes
@@ -108,12 +108,10 @@ class BlockBoundResult:
             f"a prefix tree of {self.expansions} expanded nodes")
         return f"upper-bound: E|B| <= {self.value:.12g} from {how}"
 
-    def to_dict(self) -> dict:
-        out = {f.name: getattr(self, f.name) for f in fields(self)}
-        out["tree"] = None if self.tree is None else {"branching": list(self.tree.branching),
-                                                      "sampling": self.tree.sampling}
-        out.update(success=self.success, message=self.message)
-        return to_jsonable(out)
+    def _items(self) -> dict:
+        out = super()._items()
+        out["tree"] = None if self.tree is None else self.tree.to_dict()
+        return out
 
     def __float__(self) -> float:
         return float(self.value)

@@ -27,14 +27,14 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from .. import _budget
 from ..certify import CERT_TOL
 from ..errors import InvalidInputError, OptimalityGapError, SolverError
-from ..result import to_jsonable
+from ..result import Result
 from .markov import (
     Law,
     _check_length,
@@ -61,7 +61,7 @@ _COLUMN_BYTES = 400.0   # plan, matrix and HiGHS working set, per column
 
 
 @dataclass
-class BlockOptimumResult:
+class BlockOptimumResult(Result):
     """The optimal block efficiency of K iid drafts of length L (or of a draft tree), with its certificates.
 
     Attributes
@@ -152,24 +152,19 @@ class BlockOptimumResult:
         return (f"{self.status}: E|B| = {self.value:.12g} proven by a valid plan (TV {self.validity_tv:.1e}) "
                 f"and a dual bound {self.upper_bound:.12g} (gap {self.certificate_gap:.1e})")
 
-    def to_dict(self) -> dict:
-        """Every field (the plan as ``{"rows", "cols", "mass"}`` triplets, the block law as a list of
-        ``{"block", "probability"}``, the tree as ``{"branching", "sampling"}`` or None), plus
-        ``success`` and ``message``, as JSON-ready objects."""
-        out = {f.name: getattr(self, f.name) for f in fields(self)}
+    def _items(self) -> dict:
+        """The fields for :meth:`~mdtheory.result.Result.to_dict`: the plan as ``{"rows", "cols",
+        "mass"}`` triplets, the block law as a list of ``{"block", "probability"}``, the tree as
+        ``{"branching", "sampling"}`` or None."""
+        out = super()._items()
         coo = self.plan.tocoo()
         out["plan"] = {"rows": coo.row, "cols": coo.col, "mass": coo.data}
         out["block_law"] = [{"block": list(b), "probability": p} for b, p in self.block_law.items()]
-        out["tree"] = _tree_dict(self.tree)
-        out.update(success=self.success, message=self.message)
-        return to_jsonable(out)
+        out["tree"] = None if self.tree is None else self.tree.to_dict()
+        return out
 
     def __float__(self) -> float:
         return float(self.value)
-
-
-def _tree_dict(tree: DraftTree | None) -> dict | None:
-    return None if tree is None else {"branching": list(tree.branching), "sampling": tree.sampling}
 
 
 def lp_size(V: int, n: int, length: int) -> dict:

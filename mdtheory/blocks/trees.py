@@ -178,6 +178,10 @@ class DraftTree:
     def __hash__(self) -> int:
         return hash((self.branching, self.sampling))
 
+    def to_dict(self) -> dict:
+        """``{"branching": [b_1, ..., b_L], "sampling": name}``, as the results' JSON holds it."""
+        return {"branching": list(self.branching), "sampling": self.sampling}
+
     @classmethod
     def chains(cls, n: int, length: int, sampling: str = "iid") -> DraftTree:
         """``n`` drafts of ``length`` tokens as a tree: branching ``(n, 1, ..., 1)``, the n first

@@ -8,14 +8,12 @@ successive-sampling and conditional-Poisson drafts, the exact containment, and t
 from __future__ import annotations
 
 from fractions import Fraction
-from itertools import combinations
 
 from .._validate import as_fractions
 from ..errors import InvalidInputError, SolverError
 from ..models.registry import SAMPLINGS
 
-__all__ = ["exact_set_law", "exact_containment", "exact_otlp", "exact_subset_formula",
-           "elementary_symmetric"]
+__all__ = ["exact_set_law", "exact_containment", "exact_otlp", "elementary_symmetric"]
 
 
 def exact_set_law(q, n: int, sampling: str = "iid") -> dict[frozenset, Fraction]:
@@ -47,16 +45,6 @@ def exact_containment(law: dict[frozenset, Fraction], T) -> Fraction:
     """Q(T) = P(set(X) ⊆ T) from an exact set law."""
     T = frozenset(T)
     return sum((w for U, w in law.items() if U <= T), start=Fraction(0))
-
-
-def exact_subset_formula(p, law: dict[frozenset, Fraction]) -> Fraction:
-    """alpha* = 1 + min_T [p(T) - Q(T)] over all 2^V token sets, exactly."""
-    p = as_fractions(p)
-    best = Fraction(0)
-    for k in range(1, len(p) + 1):
-        for T in combinations(range(len(p)), k):
-            best = min(best, sum(p[i] for i in T) - exact_containment(law, T))
-    return 1 + best
 
 
 def exact_otlp(p, law: dict[frozenset, Fraction]) -> Fraction:

@@ -56,7 +56,7 @@ def refuse_block_options(args: argparse.Namespace) -> None:
 
 def instance_laws(spec: str) -> tuple[Callable, Callable]:
     """``toy`` or ``random:V:SEED`` -> (target, draft), as ``block-efficiency --instance`` reads them."""
-    from ..language.blockeff import parse_instance
+    from ..blocks.simulation import parse_instance
 
     return parse_instance(spec)
 

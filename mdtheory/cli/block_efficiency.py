@@ -8,23 +8,20 @@ import sys
 import numpy as np
 
 from .. import _budget
-from ..blocks.trees import tree_samplings
-from ..errors import InvalidInputError
-from ..language.blockeff import (
+from ..blocks.simulation import (
     INSTANCE_HELP,
     ceiling,
     drafter_equals_target,
-    estimate,
-    estimate_verifier,
     exact_rows,
     parse_instance,
     simulate,
 )
+from ..blocks.trees import tree_samplings
+from ..blocks.verifiers import VERIFIERS
+from ..errors import InvalidInputError
 from ._common import _seconds, add_seed_option
 from .lm_pairs import add_model_options, models_from_args
 
-#: Verifiers of ``--verifier`` (mdtheory.blocks.VERIFIERS).
-VERIFIER_NAMES = ("token", "block", "multipath", "gbv", "trie", "traversal")
 #: The drafter's temperature, relative to the target's, when --draft-temperature is not given.
 DRAFT_TEMPERATURE_FACTOR = 1.5
 
@@ -53,7 +50,7 @@ def add_parser(subparsers) -> None:
                           "L = its depth), drawn iid or, with --sampling without-replacement, without "
                           "replacement at every node")
     cmd.add_argument("--verifier", default="token",
-                     help=f"comma-separated verifiers among {', '.join(VERIFIER_NAMES)} (default token)")
+                     help=f"comma-separated verifiers among {', '.join(VERIFIERS)} (default token)")
     cmd.add_argument("--rules", default="single,rrs,k-seq,khisti-lp,optimal",
                      help="comma-separated selection rules of the token verifier")
     cmd.add_argument("--selection", default="rrs",
@@ -70,6 +67,11 @@ def add_parser(subparsers) -> None:
     cmd.add_argument("--optimum", action="store_true",
                      help="print beside each verifier the ceiling: the exact optimum with --instance, "
                           "else the mean over the calls' contexts of a proven upper bound on it")
+    cmd.add_argument("--best-tree", action="store_true",
+                     help="also the deterministic trees of as many nodes as the drafts (K L, or the "
+                          "tree's): best-first on the drafter's path probabilities (what engines build) "
+                          "and on the target's (the best deterministic tree), each verified target-only, "
+                          "the most a lossless verifier keeps on it (papers/blocks.md, section 10)")
     cmd.add_argument("--instance", metavar="NAME",
                      help=f"exact block efficiencies on a small instance: {INSTANCE_HELP}")
     add_model_options(cmd, draft_required=False, draft_temperature_help=(
@@ -110,25 +112,18 @@ def _tree(args):
 
 
 def _verifiers(args, tree) -> list:
+    """The verifiers of ``--verifier``, as their declarations take them: one per ``--rules`` entry
+    for a verifier whose rule verifies, ``--selection`` for one whose rule selects the path."""
     from ..blocks import make_verifier
 
-    is_iid = tree.is_iid_drafts
+    rules = {"verify": lambda: _names(args.rules, "--rules"), "select": lambda: [args.selection],
+             None: lambda: [None]}
     out = []
     for name in _names(args.verifier, "--verifier"):
-        if name not in VERIFIER_NAMES:
-            raise InvalidInputError(f"unknown verifier {name!r}; valid choices: {', '.join(VERIFIER_NAMES)}")
-        if name in ("multipath", "gbv", "trie") and not is_iid:
-            raise InvalidInputError(f"verifier {name} verifies K iid drafts; for a draft tree or drafts "
-                                    "without replacement use traversal or token")
-        if name == "token":
-            out += [make_verifier("token", rule=r, tree=None if is_iid else tree)
-                    for r in _names(args.rules, "--rules")]
-        elif name == "multipath":
-            out.append(make_verifier("multipath", rule=args.selection))
-        elif name == "traversal":
-            out.append(make_verifier("traversal", tree=None if is_iid else tree))
-        else:
-            out.append(make_verifier(name))
+        if name not in VERIFIERS:
+            raise InvalidInputError(f"unknown verifier {name!r}; valid choices: {', '.join(VERIFIERS)}")
+        out += [make_verifier(name, rule=r, tree=None if tree.is_iid_drafts else tree)
+                for r in rules[VERIFIERS[name].takes_rule]()]
     return out
 
 
@@ -146,7 +141,7 @@ def _print(row: dict, as_json: bool) -> None:
                "none": "too few calls"}[row["interval"]]
         line = (f"{head}  [{lo:.3f}, {hi:.3f}] ({how})  "
                 f"({row['tokens']} tokens / {row['target_calls']} target calls)")
-    for key, label in (("optimum", "optimum"), ("optimum_bound", "optimum <=")):
+    for key, label in (("optimum", "optimum"), ("optimum_bound", "optimum <="), ("exact_mean", "exact mean")):
         if key in row:
             line += f"  {label} {row[key]:.4f}"
     print(line)
@@ -160,6 +155,8 @@ def run(args) -> int:
     if args.instance is not None:
         target, draft = parse_instance(args.instance)
         for row in exact_rows(target, draft, verifiers, tree, optimum=args.optimum):
+            _print(row, args.json)
+        for row in _best_trees(args, target, draft, tree) if args.best_tree else ():
             _print(row, args.json)
         return 0
     replicates = min(8, args.steps) if args.replicates is None else args.replicates
@@ -175,13 +172,44 @@ def run(args) -> int:
         raise InvalidInputError(f"{args.target} has no start token (bos) to begin the text after")
     start = (target.bos,)
     for v in verifiers:  # every estimate before any run
-        est = estimate(v.rule, target.V, tree.n, tree.length, args.steps) if v.name == "token" \
-            else estimate_verifier(target.V, tree, args.steps)
-        _budget.require(est, args.max_seconds)
+        _budget.require(v.estimate(target.V, tree, args.steps), args.max_seconds)
     top = ceiling(target, drafter, tree) if args.optimum else (None, None)
     for v in verifiers:
         res = simulate(target, drafter, v, tree, args.steps, np.random.default_rng(args.seed),
                        replicates=replicates, start=start, quiet=args.quiet,
                        ceiling=top[0], ceiling_kind=top[1])
         _print(res.row(), args.json)
+    for row in _best_trees(args, target, drafter, tree, start, replicates) if args.best_tree else ():
+        _print(row, args.json)
     return 0
+
+
+def _best_trees(args, target, drafter, tree, start=None, replicates=1) -> list[dict]:
+    """The rows of ``--best-tree``: exact on an instance (``start`` None), else simulated texts with
+    the mean over their calls' contexts of the exact E|B| there."""
+    from ..blocks import block_law_tv
+    from ..blocks.deterministic import deterministic_trees, simulate_best_first, target_only_law
+    from ..blocks.simulation import EXACT_TOL, BlockResult
+
+    nodes = sum(int(np.prod(tree.branching[:d + 1])) for d in range(tree.length))
+    if start is None:
+        r = deterministic_trees(target, drafter, nodes, tree.length)
+        rows = []
+        for who, best in (("draft", r.draft_tree), ("target", r.best_tree)):
+            law = target_only_law(target, best)
+            efficiency = float(sum(len(b) * w for b, w in law.items()))
+            tv = float(block_law_tv(law, target, tree.length))
+            rows.append({"rule": f"best-first:{who}:{nodes}", "drafts": tree.n, "length": tree.length,
+                         "nodes": nodes, "block_efficiency": efficiency, "exact": True, "validity_tv": tv,
+                         "status": "exact", "success": tv <= EXACT_TOL,
+                         "message": f"exact: E|B| = {efficiency:.6g}, validity TV {tv:.1e}"})
+        return rows
+    rows = []
+    for who in ("draft", "target"):
+        counts, exact = simulate_best_first(target, drafter, nodes, tree.length, args.steps,
+                                            np.random.default_rng(args.seed), under=who,
+                                            replicates=replicates, start=start)
+        row = BlockResult(f"best-first:{who}:{nodes}", tree.n, tree.length, counts, replicates,
+                          float(exact.mean()), "exact_mean").row()
+        rows.append({**row, "nodes": nodes})
+    return rows

@@ -35,8 +35,9 @@ def add_parser(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..audit.crossval import cross_validate
     from ..rules import RULES
-    from ..torch_bridge import TORCH_RULES, check_device, cross_validate
+    from ..torch_bridge import TORCH_RULES, check_device
 
     check_device(args.device)
     names = checked_names(args.rules, TORCH_RULES, "torch rule")

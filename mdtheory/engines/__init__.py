@@ -25,6 +25,7 @@ _LAZY = {
     "check_chain_output": "contracts", "check_tree_output": "contracts",
     "tree_layout": "contracts", "tree_candidates": "contracts", "links_to_drafts": "contracts",
     "audit_chain": "audit", "audit_tree": "audit", "EngineAuditResult": "audit",
+    "VERIFIERS": "registry",
 }
 
 __all__ = sorted(_LAZY)

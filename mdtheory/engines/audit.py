@@ -392,7 +392,7 @@ def _optimum(P: _Law, Q: _Law, tree: DraftTree, max_seconds: float, max_bytes: f
                                               max_bytes=max_bytes).value), ""
     except ProblemTooLargeError:
         return None, f"the optimum's LP is estimated over {_budget.fmt_seconds(limit)}"
-    except MdtheoryError as exc:
+    except (MdtheoryError, ImportError) as exc:  # an LP solver not installed (highspy)
         return None, f"the optimum is not available here: {_one_line(exc)}"
 
 

@@ -1,3 +1,3 @@
 """Draft models and their numerics: the interface (:mod:`.base`), one module per model, the registry
-(:mod:`.registry`), prefix containments, polytope vertices, order mixtures, the polymatroid reduction
-and the cvxpy cross-check (:mod:`.crosscheck`)."""
+(:mod:`.registry`), prefix containments, polytope vertices, order mixtures and the polymatroid
+reduction."""

@@ -421,8 +421,7 @@ class DraftModel(ABC):
         self.q = as_distribution(q, "q", normalize=normalize)
         self.n = as_drafts(n)
         self.V = self.q.size
-        support = int(np.count_nonzero(self.q))
-        if distinct and self.n > support:
+        if distinct and self.n > (support := int(np.count_nonzero(self.q))):
             raise InvalidInputError(
                 f"{distinct} needs n <= the number of tokens with q > 0 ({support}), got n = {self.n}"
             )

@@ -16,8 +16,8 @@ Extreme points of B(g) are priority orders ("output the highest-ranked drafted t
 p (Fujishige), the minimiser of :math:`\\sum_y \\mu(y)^2 / p(y)` over B(g), attains α*; for iid drafts
 it has a closed form (:func:`lex_optimal_base_iid`, realised as a rule by :mod:`mdtheory.rules.schedule`);
 for the other draft models the minimum-norm-point route gives a base that attains α* as an exact
-mixture of priority orders (:mod:`mdtheory.routes.mnp`); :mod:`mdtheory.models.crosscheck` computes the
-lexicographically optimal base by two independent solvers, for small V.
+mixture of priority orders (:mod:`mdtheory.routes.mnp`); the tests compute the lexicographically
+optimal base by two independent solvers, for small V (``tests/reference_lex_base.py``).
 """
 
 from __future__ import annotations
@@ -33,8 +33,8 @@ from .base import DraftModel
 __all__ = ["priority_marginal", "lex_optimal_base_iid", "base_polytope_violation", "LexBase",
            "stable_ties"]
 
-#: Largest alphabet for the exhaustive base-polytope checks (2^V sets; also the cross-checks of
-#: :mod:`mdtheory.models.crosscheck`).
+#: Largest alphabet for the exhaustive base-polytope checks (2^V sets; also the tests' second
+#: solvers of the lexicographically optimal base).
 MAX_EXHAUSTIVE_V = 14
 #: :func:`lex_optimal_base_iid` treats masses below this (2^-600, about 2.4e-181) as zero.
 TINY = 2.0 ** -600

@@ -19,6 +19,8 @@ proof type                primal object                               routes
                           network
 :class:`PrefixOrder`      the scanned token order (a base pooled      ``prefix``
                           along it, a flow, or the prefix theorem)
+:class:`PrefixBuckets`    the buckets of the ratio p/q (filled again  ``select``
+                          from p and q, their bounds bracket α*)
 :class:`PriorityOrders`   priority orders and their weights           ``mnp``
 :class:`TopAndDraw`       nothing to carry: a factored flow from the  ``closed-form``
                           model's own top tokens and tail law
@@ -41,7 +43,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..models.base import DraftModel
 
 __all__ = ["Route", "RouteOutput", "Proof", "TransportPlan", "SetFlow", "PrefixOrder",
-           "PriorityOrders", "TopAndDraw", "Exhaustive", "cut_from_flow", "FLOW_TOL"]
+           "PrefixBuckets", "PriorityOrders", "TopAndDraw", "Exhaustive", "cut_from_flow", "FLOW_TOL"]
 
 #: Residual capacities below this count as saturated when a cut is read off a float flow.
 FLOW_TOL = 1e-9
@@ -113,6 +115,16 @@ class PrefixOrder(Proof):
     """
 
     order: np.ndarray | None
+
+
+@dataclass(frozen=True)
+class PrefixBuckets(Proof):
+    """The buckets of the ratio p/q whose sums bracket every prefix (iid drafts,
+    :mod:`mdtheory.routes.select`): ``scheme`` = (shift, lo, nb) of
+    :func:`~mdtheory.routes.select.bucket_scheme`. The certifier fills them again from p and q and
+    proves α* by their bounds (any monotone buckets are sound)."""
+
+    scheme: tuple | None
 
 
 @dataclass(frozen=True)

@@ -40,7 +40,7 @@ from .gls import GumbelListSampling
 from .khisti import KhistiLP
 from .optimal import Optimal
 
-__all__ = ["RULES", "make_rule", "rule_keywords", "SelectionRule", "residual"]
+__all__ = ["RULES", "register_rule", "make_rule", "rule_keywords", "SelectionRule", "residual"]
 
 #: Registry of selection rules by name.
 RULES: dict[str, type[SelectionRule]] = {
@@ -48,6 +48,25 @@ RULES: dict[str, type[SelectionRule]] = {
     for cls in (SingleDraft, RecursiveRejection, RecursiveRejectionWithoutReplacement, KSeq,
                 GreedyDrafts, KhistiLP, GlobalResolution, Optimal, GumbelListSampling)
 }
+
+
+def register_rule(cls: type[SelectionRule]) -> type[SelectionRule]:
+    """Add a selection rule class to :data:`RULES` under ``cls.name``, so that :func:`make_rule`,
+    the block verifiers, ``compare-selectors --rules`` and the audit find it by name. Returns
+    ``cls`` (usable as a decorator).
+
+    Raises
+    ------
+    InvalidInputError
+        ``cls`` is not a :class:`SelectionRule` subclass with a name, or the name is taken by
+        another class.
+    """
+    if not (isinstance(cls, type) and issubclass(cls, SelectionRule)) or not cls.name:
+        raise InvalidInputError("register_rule takes a SelectionRule subclass with a name")
+    if RULES.get(cls.name, cls) is not cls:
+        raise InvalidInputError(f"rule {cls.name!r} is already {RULES[cls.name].__name__}")
+    RULES[cls.name] = cls
+    return cls
 
 
 def make_rule(name: str, p: ArrayLike, q: ArrayLike | DraftModel, n: int, *, normalize: bool = False,

@@ -8,10 +8,8 @@ from .tensors import _check_pair, _torch
 __all__ = ["alpha_star"]
 
 
-#: Bins of the ratio p/q over [0, n] in the selection route of :func:`alpha_star`.
-BINS = 4096
-#: The selection route's safety margin on its bounds (relative to the float type's epsilon): a bin
-#: is examined token by token unless its bound is below the best boundary value by this much.
+#: The selection route's safety margin (relative to the float type's epsilon): a bucket is opened
+#: unless its bound is below the best boundary by this much, and its lowest ratio is shaded by it.
 MARGIN_EPS = 64
 METHODS = ("auto", "sort", "select")
 
@@ -45,15 +43,18 @@ def alpha_star(p, q, n: int, method: str = "auto"):
 
     Notes
     -----
-    **Selection, exact.** A prefix whose last token has p/q > n is never optimal (dropping that
-    token changes :math:`Q^n - P` by :math:`p - (Q^n - (Q - q)^n) \\ge p - nq > 0`), so only ratios
-    in [0, n] matter. They are binned into :data:`BINS` equal bins (a floor, monotone in the ratio,
-    so every bin boundary is a prefix of the sorted order); per-bin sums of p and q give the value at
-    every boundary, and within bin k (ratios at least its lower edge τ) every prefix is at most
-    :math:`\\max(Q_k^n - P_k, (Q_k + q_k)^n - P_k - \\tau q_k)` (convex in the q added). Only the bins
-    whose bound reaches the best boundary value (less a margin of rounding) are sorted, token by
-    token: the maximum is the sort route's, with a histogram, a few passes and a sort of those
-    tokens only (all of them where every ratio falls in one bin, p = q for instance).
+    **Selection, exact** (papers/theory.md, section "α* without a sort: buckets of the ratio
+    bracket every prefix", the numpy route's form). Each ratio r = p/q goes to a bucket by a
+    digit of its bits (its exponent and top :data:`~mdtheory.routes.select.DIGIT_BITS` mantissa
+    bits, the ratios below 2^-40 in the first, those at or above 2n, inf and NaN in the last),
+    so the buckets are intervals of r in order and every bucket boundary is a prefix of the sorted
+    order. Per-bucket sums of p and q (two ``index_add_``) give the gain at every boundary, and
+    within bucket j (ratios at least its lower end ℓ) every prefix gains at most
+    :math:`\\max(G_j, (Q_j + q_j)^n - P_j - \\ell q_j)` (convex in the q added). The tokens of the
+    buckets whose bound reaches the best boundary (less a margin of rounding) are gathered, sorted
+    by row and ratio (a sort of those tokens only, a few dozen per row on language-model pairs) and
+    evaluated; the maximum is the sort route's. The buckets' sums are the input dtype's; the running
+    sums over the buckets and the opened tokens are taken in float64.
     """
     torch = _torch()
     if method not in METHODS:
@@ -77,55 +78,75 @@ def alpha_star(p, q, n: int, method: str = "auto"):
     return 1.0 - gain.clamp(min=0.0)
 
 
+def _scheme(torch, dtype, n: int):
+    """(integer dtype of the ratio's bits, shift, lo, nb) of the buckets for float ``dtype``: as
+    :func:`mdtheory.routes.select.bucket_scheme` at its largest, for the dtype's mantissa."""
+    from ..routes.select import DIGIT_BITS, LOW_EXP
+
+    single = dtype == torch.float32
+    shift = (23 if single else 52) - DIGIT_BITS  # the mantissa's bits
+    ints = torch.int32 if single else torch.int64
+    top = max(int(n - 1).bit_length(), 0) + 1  # 2^top >= 2n
+
+    def bits(x):
+        return int(torch.tensor(x, dtype=dtype).view(ints)) >> shift
+
+    lo = bits(2.0 ** -LOW_EXP)
+    return ints, shift, lo, bits(2.0 ** top) - lo
+
+
 def _select(p, q, n: int):
-    """alpha* of rows (B, V) by the binned selection of :func:`alpha_star` (Notes)."""
+    """alpha* of rows (B, V) by the buckets of :func:`alpha_star` (Notes)."""
     torch = _torch()
+    if p.dtype not in (torch.float32, torch.float64):  # half precisions: their bits are too few
+        p, q = p.float(), q.float()
     B, V = p.shape
     dev, dt = p.device, p.dtype
-    K = BINS
-    ratio = p / q  # q = 0: inf or NaN, beyond every bin
-    scale = K / n
-    # bin of each ratio in [0, n) (a floor: truncation of a non-negative value), K for the rest,
-    # as an index into the rows' bins laid end to end
-    flat = (ratio * scale).nan_to_num_(nan=float(K)).clamp_(max=float(K)).long()
-    flat += (K + 1) * torch.arange(B, device=dev)[:, None]
-    flat = flat.view(-1)
-    qbin = torch.zeros(B * (K + 1), dtype=dt, device=dev).index_add_(0, flat, q.reshape(-1))
-    pbin = torch.zeros(B * (K + 1), dtype=dt, device=dev).index_add_(0, flat, p.reshape(-1))
-    qbin, pbin = qbin.view(B, K + 1)[:, :K], pbin.view(B, K + 1)[:, :K]
-    Q = torch.cat([torch.zeros_like(qbin[:, :1]), qbin.cumsum(-1)], -1).clamp(max=1.0)
-    P = torch.cat([torch.zeros_like(pbin[:, :1]), pbin.cumsum(-1)], -1)
-    at_edges = Q ** n - P  # (B, K + 1): every boundary, the empty prefix included
-    best = at_edges.amax(-1).clamp(min=0.0)
-    # the lower edge, shaded by the rounding of ratio * scale and its floor
+    ints, shift, lo, nb = _scheme(torch, dt, n)
+    m = nb + 2  # buckets per row: below 2^-40, the digits, at least 2^top (inf and NaN too)
+    ratio = p / q
+    # each token's bucket, as an index into the rows' buckets laid end to end: the bits of the
+    # ratio (increasing with it; a NaN's may be negative, clamped to bucket 0, where its p = q = 0
+    # adds nothing), shifted, less the first digit, clamped to the row's range
+    start = torch.arange(B, device=dev, dtype=ints)[:, None] * m
+    flat = ratio.view(ints) >> shift
+    flat.sub_(start.neg().add_(lo - 1))
+    flat = torch.clamp_(flat, min=start, max=start + (m - 1)).view(-1)
+    qbin = torch.zeros(B * m, dtype=dt, device=dev).index_add_(0, flat, q.reshape(-1))
+    pbin = torch.zeros(B * m, dtype=dt, device=dev).index_add_(0, flat, p.reshape(-1))
+    qbin, pbin = qbin.view(B, m).double(), pbin.view(B, m).double()
+    zero = torch.zeros_like(qbin[:, :1])
+    Q = torch.cat([zero, qbin.cumsum(-1)], -1).clamp_(max=1.0)  # (B, m + 1): every boundary
+    P = torch.cat([zero, pbin.cumsum(-1)], -1)
+    gain = Q ** n - P
+    best = gain.amax(-1).clamp(min=0.0)
     eps = torch.finfo(dt).eps
-    tau = torch.arange(K, device=dev, dtype=dt) / scale * (1 - MARGIN_EPS * eps)
-    bound = torch.maximum(at_edges[:, :-1], Q[:, 1:] ** n - P[:, :-1] - tau * qbin)
+    # each bucket's lowest ratio (0 for the first), shaded by the rounding of the ratio
+    low = torch.arange(lo, lo + nb + 1, device=dev, dtype=torch.int64) << shift
+    low = low.to(ints).view(dt).double() * (1.0 - MARGIN_EPS * eps)
+    low = torch.cat([torch.zeros(1, dtype=torch.float64, device=dev), low])
+    bound = torch.maximum(gain[:, :-1], Q[:, 1:] ** n - P[:, :-1] - low * qbin)
     open_ = (bound >= best[:, None] - MARGIN_EPS * eps) & (qbin > 0)
     if not bool(open_.any()):
-        return 1.0 - best
-    # the tokens of the open bins, gathered row by row (padding: ratio inf, q 0)
-    shut = torch.zeros_like(open_[:, :1])
-    member = torch.cat([open_, shut], -1).view(-1)[flat].view(B, V)
-    slot = member.cumsum(-1)
-    m = int(slot[:, -1].max())
-    slot.sub_(1).masked_fill_(~member, m)
-    r_sel = torch.full((B, m + 1), float("inf"), dtype=dt, device=dev).scatter_(1, slot, ratio)
-    q_sel = torch.zeros((B, m + 1), dtype=dt, device=dev).scatter_(1, slot, q)
-    r_sel, order = torch.sort(r_sel[:, :m], dim=-1)
-    q_sel = q_sel.gather(1, order)
-    p_sel = torch.where(q_sel > 0, r_sel * q_sel, 0.0)
-    b_sel = (r_sel * scale).nan_to_num_(nan=float(K)).clamp_(max=float(K)).long()  # as above
-    real = b_sel < K
-    bk = b_sel.clamp(max=K - 1)
-    # running sums within each open bin, from the bin's lower boundary
-    first = torch.cat([torch.ones_like(real[:, :1]), b_sel[:, 1:] != b_sel[:, :-1]], -1)
-    cq, cp = q_sel.cumsum(-1), p_sel.cumsum(-1)
-    zero = torch.zeros_like(cq[:, :1])
-    start = torch.where(first, torch.arange(m, device=dev), 0).cummax(-1).values
-    base_q = torch.cat([zero, cq[:, :-1]], -1).gather(1, start)
-    base_p = torch.cat([zero, cp[:, :-1]], -1).gather(1, start)
-    Qt = (Q.gather(1, bk) + cq - base_q).clamp(max=1.0)
-    Pt = P.gather(1, bk) + cp - base_p
-    inside = torch.where(real, Qt ** n - Pt, float("-inf")).amax(-1)
-    return 1.0 - torch.maximum(best, inside).clamp(min=0.0)
+        return (1.0 - best).to(dt)
+    # the opened buckets' tokens (row, column), sorted by row, then ratio (stable sorts)
+    rows, cols = open_.view(-1).index_select(0, flat).view(B, V).nonzero(as_tuple=True)
+    r = ratio[rows, cols]
+    by = torch.sort(r, stable=True).indices
+    by = by[torch.sort(rows[by], stable=True).indices]
+    rows, cols = rows[by], cols[by]
+    bucket = flat.view(B, V)[rows, cols] - start[rows, 0]
+    qs, ps = q[rows, cols].double(), p[rows, cols].double()
+    # running sums from each opened bucket's start (its boundary's sums plus the bucket's tokens
+    # so far); every prefix is evaluated, a class's inner points never beating its ends (convex)
+    first = torch.ones_like(rows, dtype=torch.bool)
+    first[1:] = (rows[1:] != rows[:-1]) | (bucket[1:] != bucket[:-1])
+    at = torch.arange(rows.numel(), device=dev)
+    head = torch.where(first, at, 0).cummax(0).values
+    cq, cp = qs.cumsum(0), ps.cumsum(0)
+    Qt = Q[rows, bucket] + cq - (cq - qs)[head]
+    Pt = P[rows, bucket] + cp - (cp - ps)[head]
+    gains = Qt.clamp(max=1.0) ** n - Pt
+    inside = torch.full((B,), float("-inf"), dtype=torch.float64, device=dev)
+    inside.scatter_reduce_(0, rows, gains, "amax")
+    return (1.0 - torch.maximum(best, inside).clamp(min=0.0)).to(dt)

@@ -117,15 +117,15 @@ def _rises(rest, length, n):
                        torch.zeros_like(rest))
 
 
-def optimal_plan(p, q, n: int) -> OptimalPlan:
+def optimal_plan(p, q, n) -> OptimalPlan:
     """The optimal rule's cells and swaps for rows (p, q) of shape (B, V), n iid drafts.
 
     Parameters
     ----------
     p, q : tensor, shape (B, V)
         Distributions (any float dtype; the plan is built in float64 on their device).
-    n : int
-        Number of iid drafts, at least 1.
+    n : int or tensor of shape (B,)
+        Number of iid drafts, at least 1 (a tensor: one count per row, on the rows' device).
 
     Returns
     -------
@@ -138,7 +138,8 @@ def optimal_plan(p, q, n: int) -> OptimalPlan:
     B, V = p.shape
     rows = max(1, CPU_CHUNK // V)
     if p.device.type == "cpu" and B > rows:
-        return OptimalPlan.stack([optimal_plan(p[i:i + rows], q[i:i + rows], n)
+        return OptimalPlan.stack([optimal_plan(p[i:i + rows], q[i:i + rows],
+                                               n[i:i + rows] if torch.is_tensor(n) else n)
                                   for i in range(0, B, rows)])
     p, q = (t.detach().to(torch.float64) for t in (p, q))
     p, q = p / p.sum(-1, keepdim=True), q / q.sum(-1, keepdim=True)
@@ -155,6 +156,8 @@ def optimal_plan(p, q, n: int) -> OptimalPlan:
     rest = q.gather(1, order).flip(-1).cumsum(-1).flip(-1)
     rest = rest / rest[:, :1]
     qo = rest - torch.cat([rest[:, 1:], torch.zeros_like(rest[:, :1])], -1)
+    if torch.is_tensor(n):
+        n = n.to(dev, torch.float64)[:, None]
     rise = _rises(rest, qo, n)  # the cells' G-masses
     zero = torch.zeros(B, 1, dtype=torch.float64, device=dev)
     G = torch.cat([zero, rise.cumsum(-1)], -1)
@@ -192,12 +195,11 @@ def optimal_plan(p, q, n: int) -> OptimalPlan:
     ok = (mass > 0) & (a < b) & (gap > 0)
     length = torch.where(ok, mass / gap.clamp(min=1e-300), torch.zeros_like(mass))
     del mass, gap, ok
-    # a cell never swaps more than its length (exact in real arithmetic; rounding only)
+    # a cell never swaps more than its length (exact in real arithmetic; rounding only); two
+    # passes always, a pass that finds nothing over multiplying by one (no host synchronisation)
     for _ in range(2):
         used = torch.zeros_like(qo).scatter_add_(1, a, length).scatter_add_(1, b, length)
         over = torch.where(used > qo, qo / used.clamp(min=1e-300), torch.ones_like(qo))
-        if bool((over >= 1).all()):
-            break
         length = length * torch.minimum(over.gather(1, a), over.gather(1, b))
     used = torch.zeros_like(qo).scatter_add_(1, a, length).scatter_add_(1, b, length)
     keep = (qo - used).clamp(min=0.0)

@@ -4,10 +4,19 @@ from __future__ import annotations
 
 import copy
 from abc import ABC, abstractmethod
+from typing import ClassVar
 
+from ..errors import InvalidInputError
+from ..rules import RULES
+from ..rules.base import SelectionRule
+from ..rules.baselines import KSeq, RecursiveRejection
+from ..rules.gls import GumbelListSampling
+from ..rules.khisti import KhistiLP
+from ..rules.optimal import Optimal
 from .tensors import _check_pair, _torch
 
-__all__ = ["TorchRule", "TorchRRS", "TorchKSeq", "TorchKhisti", "TorchOptimal", "TorchGLS", "TORCH_RULES"]
+__all__ = ["TorchRule", "TorchRRS", "TorchKSeq", "TorchKhisti", "TorchOptimal", "TorchGLS", "TORCH_RULES",
+           "register_torch_rule"]
 
 
 def _residual(target, proposal):
@@ -39,7 +48,16 @@ class TorchRule(ABC):
         their shapes or devices differ. Of different float dtypes, both are taken in the wider one.
     """
 
-    name = ""
+    #: Class attribute: the numpy selection rule this batched form computes, a class registered in
+    #: :data:`mdtheory.rules.RULES` (:func:`register_torch_rule` checks it); the cross-validation
+    #: audits the one against the other, and the torch rule's name is the numpy rule's.
+    rule: ClassVar[type[SelectionRule] | None] = None
+    name: ClassVar[str] = ""
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if cls.rule is not None:
+            cls.name = cls.rule.name
 
     def __init__(self, p, q, n: int):
         self.p, self.q, self.n = _check_pair(_torch(), p, q, n, rows_only=True)
@@ -84,7 +102,7 @@ class TorchRule(ABC):
 class TorchRRS(TorchRule):
     """Recursive rejection sampling (SpecInfer), batched."""
 
-    name = "rrs"
+    rule = RecursiveRejection
 
     def prepare(self):
         self.r = [self.p]
@@ -103,7 +121,7 @@ class TorchKSeq(TorchRule):
     ρ* (β is :math:`A/\\rho + C` between knots), then a bisection of that closed form on (B,)
     scalars, keeping the residual a distribution (ρ from above)."""
 
-    name = "k-seq"
+    rule = KSeq
 
     def _beta(self, rho):
         return _torch().minimum(self.p / rho[:, None], self.q).sum(-1)
@@ -160,7 +178,7 @@ class TorchKhisti(TorchRule):
     stopped short of their optimum (none expected: the simplex ends by Bland's rule).
     """
 
-    name = "khisti-lp"
+    rule = KhistiLP
     s = None  # the numpy rule's default truncation
     rest = "bucket"
 
@@ -232,7 +250,7 @@ class TorchOptimal(TorchRule):
     same output law p.
     """
 
-    name = "optimal"
+    rule = Optimal
 
     def prepare(self):
         from .optimal import optimal_plan
@@ -270,7 +288,7 @@ class TorchGLS(TorchRule):
     in the numpy rule (which also leaves every race unconditioned for drafts of joint probability
     below 1e-280, whose exact law would overflow)."""
 
-    name = "gls"
+    rule = GumbelListSampling
 
     def step(self, drafts, generator=None):
         torch = _torch()
@@ -290,5 +308,29 @@ class TorchGLS(TorchRule):
         return token, (drafts == token[:, None]).any(1)
 
 
-#: Batched rules by name; each name is also the numpy rule it is validated against.
-TORCH_RULES = {cls.name: cls for cls in (TorchRRS, TorchKSeq, TorchKhisti, TorchOptimal, TorchGLS)}
+#: The batched rules by the name of the numpy rule each computes (:func:`register_torch_rule` adds one).
+TORCH_RULES: dict[str, type[TorchRule]] = {}
+
+
+def register_torch_rule(cls: type[TorchRule]) -> type[TorchRule]:
+    """Add a batched rule to :data:`TORCH_RULES` under its numpy rule's name, so that
+    ``cross-validate`` and the audit's torch form find it. Returns ``cls`` (usable as a decorator).
+
+    Raises
+    ------
+    InvalidInputError
+        ``cls`` is not a :class:`TorchRule` subclass whose ``rule`` is a class registered in
+        :data:`mdtheory.rules.RULES`, or its name is taken by another torch rule.
+    """
+    if not (isinstance(cls, type) and issubclass(cls, TorchRule)) or cls.rule is None \
+            or RULES.get(cls.rule.name) is not cls.rule:
+        raise InvalidInputError("register_torch_rule takes a TorchRule subclass whose rule is a "
+                                "registered numpy rule (mdtheory.rules.RULES)")
+    if TORCH_RULES.get(cls.name, cls) is not cls:
+        raise InvalidInputError(f"torch rule {cls.name!r} is already {TORCH_RULES[cls.name].__name__}")
+    TORCH_RULES[cls.name] = cls
+    return cls
+
+
+for _cls in (TorchRRS, TorchKSeq, TorchKhisti, TorchOptimal, TorchGLS):
+    register_torch_rule(_cls)

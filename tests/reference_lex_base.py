@@ -1,10 +1,10 @@
-"""Second solvers for the lexicographically optimal base, to cross-check the package's own.
+"""Second solvers for the lexicographically optimal base, kept as test references.
 
 The lexicographically optimal base of the coverage polytope B(g) (the marginal of an optimal rule,
 :mod:`mdtheory.models.polymatroid`) is computed by the package in closed form for iid drafts
 (:func:`~mdtheory.models.polymatroid.lex_optimal_base_iid`) and through the minimum-norm point for the
 others (:mod:`mdtheory.routes.mnp`). The two functions here compute it by independent means, for small
-alphabets, so that a user (and the tests) can check those results:
+alphabets, so that the tests can check those results:
 
 * :func:`lex_optimal_base_mnp`: Wolfe's minimum-norm point in its textbook form (dense least squares
   on the corral, no factor updates, no race of norms), on any draft model, as an exact mixture of
@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import InvalidInputError
-from .base import DraftModel
-from .polymatroid import _all_sets, priority_marginal
+from mdtheory.errors import InvalidInputError
+from mdtheory.models.base import DraftModel
+from mdtheory.models.polymatroid import _all_sets, priority_marginal
 
 __all__ = ["lex_optimal_base_mnp", "lex_optimal_base_cvxpy", "PriorityMixture"]
 

@@ -1,4 +1,5 @@
-"""The harness: the audit of each batched rule against its numpy rule, on LLM-like pairs."""
+"""Cross-validation of the batched torch rules: the audit of each against its numpy rule (the class
+it names, :attr:`mdtheory.torch_bridge.TorchRule.rule`), on LLM-like pairs."""
 
 from __future__ import annotations
 
@@ -6,8 +7,8 @@ import numpy as np
 
 from .._synthetic import llm_pairs
 from ..errors import InvalidInputError
-from .rules import TORCH_RULES
-from .tensors import _torch
+from ..torch_bridge.rules import TORCH_RULES
+from ..torch_bridge.tensors import _torch
 
 __all__ = ["cross_validate"]
 
@@ -47,9 +48,9 @@ def cross_validate(rules=None, *, device: str = "cpu", batch: int = 8, vocab: in
         ``tv_upper`` (the audit's simultaneous 95% bound on TV(output law, p)) and ``passed``.
     """
     torch = _torch()
-    from ..audit.statistics import bonferroni, z_pvalues
-    from ..audit.verifier import audit
     from ..rules import make_rule
+    from .statistics import bonferroni, z_pvalues
+    from .verifier import audit
 
     for label, value, low in (("batch", batch, 1), ("vocab", vocab, 2), ("drafts", drafts, 1),
                               ("samples", samples, 10)):

@@ -32,26 +32,33 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import _budget
-from ..blocks.trees import DraftTree, tree_samplings
+from .._progress import progress
+from ..audit.verifier import EXACT_TOL
 from ..errors import InvalidInputError
-from ..models.registry import make_draft_model
-from .drafters import draw, progress
-from .langmodel import as_model
+from ..language.drafters import draw
+from ..language.langmodel import as_model
+from ..result import Result
+from .markov import block_law_tv, random_instance, sun_toy
+from .trees import DraftTree, tree_samplings
+from .verifiers.base import exact_block_law, rule_runs_on
+from .verifiers.token_by_token import rule_estimate
 
 __all__ = ["BlockResult", "speculative_step", "block_efficiency", "estimate", "block_interval",
-           "draft_tree", "verifier_step", "estimate_verifier", "simulate", "BATCHES", "ceiling",
+           "draft_tree", "verifier_step", "simulate", "BATCHES", "ceiling",
            "drafter_equals_target", "parse_instance", "exact_rows", "INSTANCE_HELP"]
 
 
 @dataclass
-class BlockResult:
-    """Tokens emitted per target call by one rule or verifier.
+class BlockResult(Result):
+    """Tokens emitted per target call by one rule or verifier (a :class:`~mdtheory.result.Result`:
+    ``status`` ``"estimate"``).
 
     ``counts`` holds ``replicates`` independent texts of equal length, one after the other. The calls
     along one text are correlated (neighbouring contexts are alike), so the 95% interval comes from
     the replicates' means (Student t, R - 1 degrees of freedom) when there are at least two, else from
     :data:`BATCHES` batch means of consecutive calls; ``ci95_iid``, the interval that treats every call
-    as independent, is kept for comparison only.
+    as independent, is kept for comparison only. :meth:`to_dict` gives the row the command line
+    prints: the block efficiency and its intervals in place of ``counts``.
     """
 
     rule: str
@@ -67,7 +74,20 @@ class BlockResult:
         """(low, high, method) of the 95% interval of the block efficiency."""
         return block_interval(self.counts, self.replicates)
 
-    def row(self) -> dict:
+    status = "estimate"
+
+    @property
+    def success(self) -> bool:
+        """True: the mean of the counted calls, with its interval."""
+        return True
+
+    @property
+    def message(self) -> str:
+        lo, hi, method = self.interval()
+        return (f"estimate: E|B| = {float(self.counts.mean()):.4f} tokens per target call over "
+                f"{self.counts.size} calls, 95% [{lo:.4f}, {hi:.4f}] ({method})")
+
+    def _items(self) -> dict:
         m = self.counts.size
         mean = float(self.counts.mean())
         lo, hi, method = self.interval()
@@ -78,7 +98,12 @@ class BlockResult:
                "target_calls": int(m), "tokens": int(self.counts.sum())}
         if self.ceiling is not None:
             out[self.ceiling_kind] = float(self.ceiling)
+        out.update((name, getattr(self, name)) for name in self.derived)
         return out
+
+    def row(self) -> dict:
+        """The row the command line prints (:meth:`to_dict`)."""
+        return self.to_dict()
 
 
 #: Batch means of one text: its calls in this many consecutive batches.
@@ -178,17 +203,6 @@ def verifier_step(target, drafter, context: tuple, verifier, tree, rng) -> list[
     return verifier.sample(at(p), at(q), drafts, rng).tolist()
 
 
-def estimate_verifier(V: int, tree, steps: int) -> _budget.Estimate:
-    """``steps`` target calls of a sequence-level verifier on ``tree``: the drafter at each internal
-    node and the target at every node (about 2 ms an LSTM call, measured with ``lm-pairs`` on one
-    BLAS thread) and O(V) work per node."""
-    nodes = tree.n * (tree.length + 1)
-    return _budget.Estimate(
-        f"block-efficiency: {steps} target calls of a tree of K = {tree.n} paths of L = {tree.length} "
-        f"tokens over V = {V}", steps * ((tree.length + 1) * 2e-3 + nodes * V * 2e-7),
-        16.0 * nodes * V)
-
-
 def simulate(target, drafter, verifier, tree, steps: int, rng, *, replicates: int = 1,
              start: tuple = (), quiet: bool = True, ceiling=None, ceiling_kind: str | None = None
              ) -> BlockResult:
@@ -224,7 +238,7 @@ def simulate(target, drafter, verifier, tree, steps: int, rng, *, replicates: in
 def drafter_equals_target(target, drafter) -> bool:
     """Whether the drafter is the target itself (the same LSTM at the same temperature and
     truncation): then every single draft is accepted and block efficiencies say nothing."""
-    from .drafters import LSTMLaw
+    from ..language.drafters import LSTMLaw
 
     if drafter is target:
         return True
@@ -234,16 +248,12 @@ def drafter_equals_target(target, drafter) -> bool:
 
 
 def ceiling(target, drafter, tree):
-    """``(function(context) -> float, kind)``: the best available ceiling of E|B| for the draft tree
-    (K iid drafts: ``iid_drafts(K, L)``) at a context of the text: a proven upper bound on the optimum
-    (``mdtheory.blocks.block_efficiency_bound``) where the build has it."""
-    from .. import blocks
+    """``(function(context) -> float, kind)``: the ceiling of E|B| for the draft tree (K iid
+    drafts: ``iid_drafts(K, L)``) at a context of the text: a proven upper bound on the optimum
+    (:func:`mdtheory.blocks.bound.block_efficiency_bound`)."""
+    from .bound import block_efficiency_bound as bound
 
-    bound = getattr(blocks, "block_efficiency_bound", None)
-    if bound is None:
-        raise InvalidInputError("--optimum needs mdtheory.blocks.block_efficiency_bound, which this build "
-                                "lacks")
-    if tree == blocks.iid_drafts(tree.n, tree.length):
+    if tree.is_iid_drafts:
         return (lambda context: bound(target, drafter, tree.n, tree.length, context=tuple(context)).value,
                 "optimum_bound")
     return lambda context: bound(target, drafter, tree=tree, context=tuple(context)).value, "optimum_bound"
@@ -255,10 +265,8 @@ INSTANCE_HELP = "toy (Sun et al.: V = 2, p = (1/3, 2/3), q = (2/3, 1/3)) or rand
 
 def parse_instance(text: str):
     """``(target, draft)`` of a small exact instance named as :data:`INSTANCE_HELP` says."""
-    from .. import blocks
-
     if text == "toy":
-        return blocks.sun_toy()
+        return sun_toy()
     parts = str(text).split(":")
     try:
         if len(parts) != 3 or parts[0] != "random":
@@ -268,33 +276,33 @@ def parse_instance(text: str):
         raise InvalidInputError(f"--instance must be {INSTANCE_HELP}; got {text!r}") from None
     if not 2 <= V <= 8:
         raise InvalidInputError(f"--instance random:V:SEED needs 2 <= V <= 8 for exact enumeration, got {V}")
-    return blocks.random_instance(V, seed)
+    return random_instance(V, seed)
 
 
 def exact_rows(target, draft, verifiers, tree, optimum: bool = False) -> list[dict]:
     """Exact E|B| of each verifier on a small instance, by enumerating every draw of the drafts
     (``tree``: the draft model), each checked lossless; with ``optimum``, the exact optimum of that
-    draft model (``mdtheory.blocks.optimal_block_efficiency``, K iid drafts or the tree) beside them."""
-    from .. import blocks
+    draft model (:func:`mdtheory.blocks.optimum.optimal_block_efficiency`, K iid drafts or the tree)
+    beside them."""
+    from .optimum import optimal_block_efficiency
 
     rows = []
     best = None
     if optimum:
-        solve = getattr(blocks, "optimal_block_efficiency", None)
-        if solve is None:
-            raise InvalidInputError("--optimum needs mdtheory.blocks.optimal_block_efficiency, which this "
-                                    "build lacks")
-        if tree == blocks.iid_drafts(tree.n, tree.length):
-            best = float(solve(target, draft, tree.n, tree.length).value)
+        if tree.is_iid_drafts:
+            best = float(optimal_block_efficiency(target, draft, tree.n, tree.length).value)
         else:
-            best = float(solve(target, draft, tree=tree).value)
+            best = float(optimal_block_efficiency(target, draft, tree=tree).value)
     for verifier in verifiers:
-        law = blocks.exact_block_law(verifier, target, draft, tree.n, tree.length)
+        law = exact_block_law(verifier, target, draft, tree.n, tree.length)
+        efficiency = float(sum(len(b) * w for b, w in law.items()))
+        tv = float(block_law_tv(law, target, tree.length))
         row = {"rule": verifier.label, "drafts": tree.n, "length": tree.length,
-               "block_efficiency": float(sum(len(b) * w for b, w in law.items())),
-               "exact": True, "validity_tv": float(blocks.block_law_tv(law, target, tree.length))}
+               "block_efficiency": efficiency, "exact": True, "validity_tv": tv}
         if best is not None:
             row["optimum"] = best
+        row.update(status="exact", success=tv <= EXACT_TOL,  # the rows' JSON has every result's shape
+                   message=f"exact: E|B| = {efficiency:.6g}, validity TV {tv:.1e}")
         rows.append(row)
     return rows
 
@@ -309,30 +317,16 @@ def _check_rule(rule: str, sampling: str) -> None:
     if sampling not in tree_samplings():
         raise InvalidInputError(f"unknown sampling {sampling!r}; valid choices: "
                                 f"{', '.join(tree_samplings())}")
-    from .. import rules  # the rules load scipy, HiGHS and numba: only when a simulation runs
+    if not rule_runs_on(rule, sampling):
+        from .. import rules
 
-    if rule not in rules.RULES:
-        raise InvalidInputError(
-            f"unknown selection rule {rule!r}; valid choices: {', '.join(rules.RULES)}")
-    cls = rules.RULES[rule]
-    if cls.sampling == sampling or cls.first_draft_only or "sampling" in rules.rule_keywords(cls):
-        return
-    expects = cls.sampling
-    raise InvalidInputError(f"rule {rule!r} expects {expects} drafts, not {sampling}")
+        raise InvalidInputError(f"rule {rule!r} expects {rules.RULES[rule].sampling} drafts, not {sampling}")
 
 
 def estimate(rule: str, V: int, K: int, L: int, steps: int) -> _budget.Estimate:
-    """``steps`` target calls with ``rule``: each drafts K x L tokens (about 2 ms an LSTM call,
-    measured with ``lm-pairs``), keeps K (L + 1) target laws and prepares the rule at up to L
-    prefixes (the rule's :meth:`~mdtheory.rules.base.SelectionRule.estimate` with K drafts, an upper
-    bound)."""
-    from .. import rules
-
-    cls = rules.RULES[rule]
-    prep = cls.estimate(make_draft_model(np.full(V, 1.0 / V), K, cls.sampling))
-    return _budget.Estimate(
-        f"block-efficiency with {rule}: {steps} target calls of K = {K} drafts of L = {L} tokens "
-        f"over V = {V}", steps * L * (2 * 2e-3 + prep.seconds), 8.0 * K * (L + 1) * V + prep.bytes)
+    """``steps`` target calls with ``rule`` on K drafts of L tokens
+    (:func:`mdtheory.blocks.verifiers.token_by_token.rule_estimate`)."""
+    return rule_estimate(rule, V, K, L, steps)
 
 
 def block_efficiency(target, drafter, rule: str, K: int, L: int, steps: int, rng,

@@ -1,0 +1,358 @@
+"""α* of iid drafts without a sort: buckets of the ratio p/q bracket every prefix.
+
+By the prefix property (papers/theory.md §4), :math:`\\alpha^* = 1 - \\max(0, \\max_c [q(H_c)^n -
+p(H_c)])` over the sets :math:`H_c = \\{y : r_y < c\\}` of the ratio :math:`r = p/q`: only the value
+and one optimal threshold are needed, not the order. One pass puts every token in a bucket of its
+ratio (a digit of the ratio's bits, so the buckets are intervals of r in order) and sums p and q per
+bucket. That gives the exact gain at every bucket boundary and, inside each bucket, a bound on the
+gain of every prefix: its ratios are at least the bucket's lowest, so
+:math:`q(H)^n - p(H) \\le \\max(G_j, (Q_j + q_j)^n - P_j - r_j q_j)` (convex in the mass added).
+Only the buckets whose bound reaches the best boundary are *opened*: their tokens (a few hundred on
+language-model pairs) are sorted and every prefix at the end of a class of equal ratios is evaluated.
+The best of all these is α*, and the bounds of the others, all below it, prove it: the bracket
+closes exactly. Proof and floating point: papers/theory.md, section "α* without a sort: buckets of
+the ratio bracket every prefix".
+
+The ratio is :func:`~mdtheory.routes.subsets._ratio`'s (masses below
+:data:`~mdtheory.models.polymatroid.TINY` read as zero, as the sort-based ``prefix`` route orders
+them), the masses summed are the unrounded ones, and the power of a prefix's mass is taken as the
+``prefix`` route takes it (:func:`~mdtheory.routes.subsets._iid_power`; beyond
+:data:`~mdtheory.routes.subsets.LOG_POWER_N` drafts from the distance to one, the complement's
+mass, so that n up to 2^53 stays exact). The sort-based route stays as the cross-check.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import NamedTuple
+
+import numpy as np
+
+from .._jit import _two_sum, njit
+from ..errors import InvalidInputError
+from ..models.base import DraftModel
+from .proofs import PrefixBuckets, RouteOutput
+from .subsets import LOG_POWER_N, TIE_TOL, _add, _iid_power, _ratio
+
+__all__ = ["select_scan", "bracket", "bucket_scheme", "Bracket", "DIGIT_BITS", "LOW_EXP",
+           "SELECT_MIN_V"]
+
+#: Mantissa bits of a bucket's digit: a bucket spans a factor of at most 1 + 2^-DIGIT_BITS of the ratio.
+DIGIT_BITS = 5
+#: Ratios p/q below 2^-LOW_EXP share the first bucket (with the ratio 0, p = 0 < q).
+LOW_EXP = 40
+#: ``method="auto"`` takes this route for iid drafts from this many tokens on (below, the sort-based
+#: ``prefix`` route is as fast); below it, one bucket holds all the tokens (it is opened: a sort of
+#: V keys, cheaper there than a pass over the buckets).
+SELECT_MIN_V = 2048
+#: Room for this many opened tokens before they are counted (beyond, they are gathered again).
+GATHER_ROOM = 4096
+#: A bucket's lowest ratio is shaded by this (relative) before it bounds the p of its tokens: the
+#: computed ratio p/q is within 2^-53 of the true one.
+RATIO_SHADE = 2.0 ** -52
+
+
+def bucket_scheme(V: int, n: int) -> tuple[int, int, int]:
+    """The buckets for V tokens and n drafts, as (shift, lo, nb): a token of ratio bits b goes to
+    bucket ``clip((b >> shift) - lo, -1, nb) + 1``, so bucket 0 holds the ratios below
+    :math:`2^{-LOW\\_EXP}`, buckets 1..nb the digits in between, bucket nb + 1 the ratios of at
+    least :math:`2^{e}` with :math:`2^{e} \\ge 2n` (no prefix ending there is optimal) and inf and
+    NaN. The digit keeps up to :data:`DIGIT_BITS` mantissa bits, fewer where V is small (about V/8
+    buckets at most); below :data:`SELECT_MIN_V` tokens there is one bucket."""
+    if V < SELECT_MIN_V:
+        return 63, 0, 0  # every non-negative ratio's bits shift to 0: all in bucket 1, from r = 0
+    top = max(int(n - 1).bit_length(), 0) + 1  # 2^top >= 2n
+    exponents = LOW_EXP + top
+    bits = min(DIGIT_BITS, max(int(V // (8 * exponents)).bit_length() - 1, 0))
+    shift = 52 - bits
+    lo = int(np.float64(2.0 ** -LOW_EXP).view(np.int64)) >> shift
+    hi = int(np.float64(2.0 ** top).view(np.int64)) >> shift
+    return shift, lo, hi - lo
+
+
+@njit(cache=True, error_model="numpy")
+def _ratio_bits(a, b):
+    """The bits of :func:`~mdtheory.routes.subsets._ratio` as an int64: increasing with the ratio
+    (NaN, p = q = 0, above inf)."""
+    return np.float64(_ratio(a, b)).view(np.int64)
+
+
+@njit(cache=True, error_model="numpy")
+def _digit(bits, shift, lo, nb):
+    return min(max((bits >> shift) - lo, -1), nb) + 1
+
+
+@njit(cache=True, error_model="numpy")
+def _histogram(p, q, shift, lo, nb, digit, sums):
+    """Each token's bucket into ``digit`` and the sums of p and q per bucket into ``sums`` (shape
+    (nb + 2, 2), zero on entry): two loops, the first vectorisable, the second a scatter."""
+    for i in range(p.size):
+        digit[i] = _digit(_ratio_bits(p[i], q[i]), shift, lo, nb)
+    for i in range(p.size):
+        d = digit[i]
+        sums[d, 0] += p[i]
+        sums[d, 1] += q[i]
+
+
+@njit(cache=True, error_model="numpy")
+def _excess(q):
+    """q(Ω) - 1 to its own relative precision (a compensated sum; the sum lies in [1/2, 2], so
+    subtracting one is exact)."""
+    s, c = 0.0, 0.0
+    for x in q:
+        s, c = _add(s, c, x)
+    return (s - 1.0) + c
+
+
+@njit(cache=True, error_model="numpy")
+def _power(t, tc, rest, excess, n):
+    """:math:`q(H)^n` for a prefix H of mass t + tc (compensated) whose complement has mass
+    ``rest``: :func:`~mdtheory.routes.subsets._iid_power` up to
+    :data:`~mdtheory.routes.subsets.LOG_POWER_N` drafts; beyond, for a mass of at least 1/2,
+    :math:`\\exp(n \\log1p(x))` with :math:`x = q(H) - 1 = (q(\\Omega) - 1) - q(H^c)` taken from
+    the complement, to its own relative precision."""
+    if n <= LOG_POWER_N:
+        return _iid_power(t, tc, n)
+    if t + tc < 0.5:
+        return 0.0
+    x = excess - rest
+    return 1.0 if x >= 0.0 else math.exp(n * math.log1p(x))
+
+
+@njit(cache=True, error_model="numpy")
+def _bounds(sums, shift, lo, nb, n, excess, P, Pc, Q, Qc, gain, bound):
+    """Running sums over the buckets and what they give: ``P[j] + Pc[j]``, ``Q[j] + Qc[j]`` the
+    masses before bucket j (compensated), ``gain[j]`` the gain of that prefix (j = 0..nb+2, the
+    last all tokens) and ``bound[j]`` the bound on every prefix that ends inside bucket j
+    (-inf where the bucket has no q). Returns the complement masses ``rest`` (q of bucket j on)."""
+    m = nb + 2
+    rest = np.zeros(m + 1)
+    s, c = 0.0, 0.0
+    for j in range(m - 1, -1, -1):
+        s, c = _add(s, c, sums[j, 1])
+        rest[j] = s + c
+    P[0], Pc[0], Q[0], Qc[0] = 0.0, 0.0, 0.0, 0.0
+    for j in range(m):
+        P[j + 1], e = _two_sum(P[j], sums[j, 0])
+        Pc[j + 1] = Pc[j] + e
+        Q[j + 1], e = _two_sum(Q[j], sums[j, 1])
+        Qc[j + 1] = Qc[j] + e
+    gain[0] = _power(0.0, 0.0, rest[0], excess, n)
+    for j in range(m):  # an empty bucket's end is its start: one power per bucket that holds mass
+        empty = sums[j, 0] == 0.0 and sums[j, 1] == 0.0
+        gain[j + 1] = gain[j] if empty else _power(Q[j + 1], Qc[j + 1], rest[j + 1], excess, n) - (
+            P[j + 1] + Pc[j + 1])
+    for j in range(m):
+        if sums[j, 1] > 0.0:
+            low = 0.0 if j == 0 else np.int64((j - 1 + lo) << shift).view(np.float64)
+            inside = gain[j + 1] + sums[j, 0] - low * (1.0 - RATIO_SHADE) * sums[j, 1]
+            bound[j] = max(gain[j], inside)
+        else:
+            bound[j] = -np.inf
+    return rest
+
+
+@njit(cache=True, error_model="numpy")
+def _gather(p, q, digit, opened, bits, ps, qs):
+    """The tokens of the opened buckets: their ratio bits, p and q written to the front of
+    ``bits``, ``ps``, ``qs`` while they have room; returns how many there are (more than the room:
+    call again with room for all)."""
+    m = 0
+    room = bits.size
+    for i in range(p.size):
+        if opened[digit[i]]:
+            if m < room:
+                bits[m] = _ratio_bits(p[i], q[i])
+                ps[m], qs[m] = p[i], q[i]
+            m += 1
+    return m
+
+
+@njit(cache=True, error_model="numpy")
+def _inside(bits, ps, qs, shift, lo, nb, n, excess, P, Pc, Q, Qc, rest, gains):
+    """The gain of every prefix that ends a class of equal ratios inside an opened bucket, for
+    the opened buckets' tokens sorted by ratio: ``gains[k]`` at the class's last token k (-inf
+    elsewhere). Each bucket starts from its boundary's running sums; the complement's mass at a
+    point is the bucket's q after it (a suffix sum) plus ``rest`` after the bucket. Returns the
+    largest gain (-inf if none)."""
+    m = bits.size
+    best = -np.inf
+    start = 0
+    for _ in range(m + 1):  # one bucket per turn: at most m turns
+        if start >= m:
+            break
+        j = _digit(bits[start], shift, lo, nb)
+        end = start + 1
+        while end < m and _digit(bits[end], shift, lo, nb) == j:
+            end += 1
+        # suffix sums of q within the bucket, stored in gains for now (overwritten below)
+        s, c = 0.0, 0.0
+        for k in range(end - 1, start - 1, -1):
+            gains[k] = s + c  # q of the bucket's tokens after k
+            s, c = _add(s, c, qs[k])
+        t, tc, u, uc = P[j], Pc[j], Q[j], Qc[j]
+        for k in range(start, end):
+            t, tc = _add(t, tc, ps[k])
+            u, uc = _add(u, uc, qs[k])
+            if k + 1 < end and bits[k + 1] == bits[k]:
+                gains[k] = -np.inf
+                continue
+            g = _power(u, uc, gains[k] + rest[j + 1], excess, n) - (t + tc)
+            gains[k] = g
+            best = max(best, g)
+        start = end
+    return best
+
+
+@njit(cache=True, error_model="numpy")
+def _threshold(gain, bound, opened, bits, gains, shift, lo, nb, floor):
+    """The first prefix, in the order of the ratio, whose gain is at least ``floor``: as (bucket
+    j, bits k) meaning the tokens of the buckets before j and those of bucket j with ratio bits at
+    most k (k = -1: bucket j's boundary). Opened buckets' points are visited in order between
+    their boundaries; (nb + 2, -1), all tokens, if none qualifies."""
+    m = bits.size
+    k = 0
+    for j in range(nb + 2):
+        if gain[j] >= floor:
+            return j, -1
+        if opened[j]:
+            while k < m and _digit(bits[k], shift, lo, nb) == j:
+                if gains[k] >= floor:
+                    return j, bits[k]
+                k += 1
+    return nb + 2, -1
+
+
+@njit(cache=True, error_model="numpy")
+def _cut(p, q, digit, j, kbits, out):
+    """The tokens below the threshold (j, kbits) of :func:`_threshold`, in increasing order, into
+    ``out``; returns how many (branch-free: each token is written and counted if it belongs)."""
+    count = np.uint64(0)  # unsigned: an index numba does not wrap around
+    for i in range(p.size):
+        d = np.int64(digit[i])
+        inside = d < j
+        if d == j:  # the opened bucket the cut ends in: a few tokens
+            inside = _ratio_bits(p[i], q[i]) <= kbits
+        out[count] = i
+        count += np.uint64(inside)
+    return np.int64(count)
+
+
+class Bracket(NamedTuple):
+    """What :func:`bracket` found.
+
+    Attributes
+    ----------
+    best : float
+        The largest gain :math:`q(H)^n - p(H)` over the bucket boundaries and the prefixes inside
+        the opened buckets, and 0 (the empty prefix): α* = 1 - best when the bracket closes.
+    closed : float
+        The largest bound of a bucket not opened (-inf if none): every prefix ending there gains
+        at most this. α* >= 1 - max(best, closed).
+    threshold : tuple of int
+        The cut: the first prefix within ``tie_tol`` of ``best`` (empty if best <= tie_tol), as
+        (bucket, ratio bits) of :func:`_threshold`.
+    scheme : tuple of int
+        (shift, lo, nb) of :func:`bucket_scheme`.
+    opened : ndarray of bool, shape (nb + 2,)
+    digit : ndarray of uint16, shape (V,)
+        Each token's bucket.
+    """
+
+    best: float
+    closed: float
+    threshold: tuple
+    scheme: tuple
+    opened: np.ndarray
+    digit: np.ndarray
+
+
+def bracket(p: np.ndarray, q: np.ndarray, n: int, scheme: tuple | None = None,
+            tie_tol: float = TIE_TOL) -> Bracket:
+    """Bracket :math:`\\max_c [q(H_c)^n - p(H_c)]` by buckets of the ratio p/q (module docstring).
+
+    Parameters
+    ----------
+    p, q : ndarray, shape (V,)
+        Validated distributions.
+    n : int
+    scheme : tuple of int, optional
+        (shift, lo, nb) of :func:`bucket_scheme` (its choice by default).
+    tie_tol : float
+        Buckets whose bound reaches the best boundary less this are opened, so that the first
+        prefix within ``tie_tol`` of the best is found (the cut, as the ``prefix`` route's).
+
+    Returns
+    -------
+    Bracket
+    """
+    V, n = p.size, int(n)
+    shift, lo, nb = bucket_scheme(V, n) if scheme is None else scheme
+    digit = np.empty(V, np.uint16)
+    sums = np.zeros((nb + 2, 2))
+    _histogram(p, q, shift, lo, nb, digit, sums)
+    excess = _excess(q) if n > LOG_POWER_N else 0.0
+    P, Pc, Q, Qc, gain = (np.empty(nb + 3) for _ in range(5))
+    bound = np.empty(nb + 2)
+    rest = _bounds(sums, shift, lo, nb, n, excess, P, Pc, Q, Qc, gain, bound)
+    best = max(float(gain.max()), 0.0)
+    opened = bound >= best - tie_tol
+    room = min(V, GATHER_ROOM)
+    bits, ps, qs = np.empty(room, np.int64), np.empty(room), np.empty(room)
+    m = _gather(p, q, digit, opened, bits, ps, qs)
+    if m > room:  # rare (ties, flat gains): room for all of them
+        bits, ps, qs = np.empty(m, np.int64), np.empty(m), np.empty(m)
+        _gather(p, q, digit, opened, bits, ps, qs)
+    by = np.argsort(bits[:m])
+    bits, ps, qs = bits[:m][by], ps[:m][by], qs[:m][by]
+    gains = np.empty(m)
+    best = max(best, _inside(bits, ps, qs, shift, lo, nb, n, excess, P, Pc, Q, Qc, rest, gains))
+    closed = float(bound[~opened].max(initial=-np.inf))
+    if best <= tie_tol:
+        threshold = (0, -1)
+    else:
+        threshold = tuple(int(x) for x in _threshold(gain, bound, opened, bits, gains, shift, lo,
+                                                     nb, best - tie_tol))
+    return Bracket(best, closed, threshold, (shift, lo, nb), opened, digit)
+
+
+def select_scan(p: np.ndarray, model: DraftModel) -> RouteOutput:
+    """α* of iid drafts by buckets of the ratio, no sort of the tokens (module docstring).
+
+    Parameters
+    ----------
+    p : ndarray, shape (V,)
+    model : DraftModel
+        iid drafts (:attr:`~mdtheory.models.base.DraftModel.lex_base_closed_form`).
+
+    Returns
+    -------
+    RouteOutput
+        ``value`` = 1 - the best gain, ``cut`` (the first prefix in the order of the ratio within
+        :data:`~mdtheory.routes.subsets.TIE_TOL` of the best, ending a class of equal ratios; empty
+        when no prefix gains more than that), ``proof`` (a
+        :class:`~mdtheory.routes.proofs.PrefixBuckets`: the buckets, which the certifier fills
+        again from p and q and bounds), ``timings``.
+
+    Raises
+    ------
+    InvalidInputError
+        A draft model other than iid.
+
+    Notes
+    -----
+    Two passes over the tokens (the bucket of each and the scatter of p and q), one over the
+    buckets, one that gathers the opened buckets' tokens, a sort of those, and the pass that writes
+    the cut: O(V + B + m log m) for B buckets and m opened tokens.
+    """
+    if not model.lex_base_closed_form:
+        raise InvalidInputError(f"method 'select' is exact only for iid drafts, not {model.sampling!r}; "
+                                "use 'prefix'")
+    t0 = time.perf_counter()
+    found = bracket(p, model.q, model.n)
+    j, kbits = found.threshold
+    out = np.empty(p.size, np.int64)
+    count = _cut(p, model.q, found.digit, j, kbits, out)
+    return RouteOutput(value=1.0 - found.best, cut=out[:count], proof=PrefixBuckets(found.scheme),
+                       timings={"scan": time.perf_counter() - t0})
