@@ -18,7 +18,8 @@ Sections:
 - ``malformed``: outputs that break the contract (a verdict, never a crash), hangs and slow verifiers;
 - ``inputs``: bad options and laws through the command line (exit 2, one line);
 - ``validators``: the contracts' checks on broken links, and DraftTree <-> links round trips;
-- ``claims``: the claims of papers/engines.md recomputed.
+- ``claims``: the claims of papers/engines.md recomputed;
+- ``registry``: the package's own engine verifiers against the laws here, and audited.
 
 Each failed check prints ``FAIL`` and is listed at the end; the exit status is 1 when any failed.
 About 8 minutes on the project's 2-core machine at load average 10 (``--only`` for a part).
@@ -1743,7 +1744,55 @@ def section_claims() -> None:
             fail(f"claims F6: {spec} {br} {s} TV {tv}")
 
 
-SECTIONS = ("laws", "verdicts", "lossy", "malformed", "inputs", "validators", "claims")
+
+def section_registry() -> None:
+    """The package's own engine verifiers (mdtheory.engines.VERIFIERS): the chain rules and the
+    target-only tree against the laws written here; every entry audited on the drafts it is for."""
+    import mdtheory as md
+    from mdtheory.engines.registry import VERIFIERS
+
+    say("== registry: mdtheory.engines.VERIFIERS against the laws here (B = 200,000) and audited")
+    P, Q = instance("random:4:2")
+    g = torch.Generator().manual_seed(2)
+    worst = 1.0
+    for name, law in (("standard", CHAIN["chain_standard"][1]), ("block", CHAIN["chain_block"][1])):
+        for x in ((0, 1, 2), (3, 3, 1)):
+            for with_q in (True, False):
+                ids, q, p = chain_args(P, Q, x, 200_000, with_q=with_q)
+                def Qx(c, x=x, with_q=with_q):  # one-hot rows at the drafts when draft_probs is None
+                    return Q(c) if with_q else one_hot(4, x[len(c)]) if len(c) < len(x) else np.full(4, .25)
+
+                pv, tv = law_pvalue(blocks_of(VERIFIERS[name](ids, q, p, g)[0]), law(P, Qx, _as_tree(x)))
+                worst = min(worst, pv)
+                given = "given" if with_q else "None "
+                say(f"  {name:8s} drafts {x} draft_probs {given}: p {pv:.3f}, TV {tv:.4f}")
+    for tree in (((1, ((2, ()), (0, ()))), (3, ((0, ()), (3, ())))),
+                 ((0, ((1, ()), (1, ()))), (0, ((2, ()), (1, ()))))):
+        out = VERIFIERS["target-only"](*tree_args(P, Q, tree, 200_000, with_q=False), g)
+        pv, tv = law_pvalue(blocks_of(out), tree_law(P, Q, tree, "target-only"))
+        worst = min(worst, pv)
+        say(f"  target-only tree (repeated siblings: {_repeats(tree)}): p {pv:.3f}, TV {tv:.4f}")
+    if worst < 1e-3:
+        fail(f"registry: a verifier's law differs from the reference (p {worst:.2g})")
+    for name, v in VERIFIERS.items():
+        for spec in ("toy", "random:3:1"):
+            Pi, Qi = instance(spec)
+            if v.contract == "chain":
+                runs = [md.audit_chain(v, Pi, Qi, 2, deterministic=d) for d in (False, True)]
+            elif v.drafts == "deterministic":
+                runs = [md.audit_tree(v, Pi, Qi, (2, 2), deterministic=True)]
+            elif v.drafts == "chains":
+                runs = [md.audit_tree(v, Pi, Qi, (2, 1, 1))]
+            else:
+                runs = [md.audit_tree(v, Pi, Qi, (2, 2))]
+            for r in runs:
+                say(f"  {name:17s} {spec:10s} {r.verdict} p {r.pvalue:.3f} E|B| {r.block_efficiency:.4f} "
+                    f"(optimum {r.optimum:.4f})")
+                if r.verdict != "passed" and (r.verdict == "invalid" or r.pvalue < 1e-4):
+                    fail(f"registry: {name} on {spec} -> {r.verdict}")
+
+
+SECTIONS = ("laws", "verdicts", "lossy", "malformed", "inputs", "validators", "claims", "registry")
 
 
 def main() -> int:
