@@ -416,11 +416,9 @@ def section_edges():
             print(f"  {label}: {type(e).__name__}: {e}")
         except Exception as e:  # noqa: BLE001 - the point is to catch the wrong kind
             check(False, f"bad input {label}: {type(e).__name__}: {e}")
-    r = make_rule("gls", [0.5, 0.5], [0.5, 0.5], 2)
-    for label, x in {"draft out of range": [0, 2], "negative draft": [-1, 0], "float drafts": [0.0, 1.0],
-                     "wrong count": [0, 1, 1], "draft of q = 0": None}.items():
-        if x is None:
-            continue
+    r = make_rule("gls", [0.5, 0.5, 0.0], [0.5, 0.5, 0.0], 2)
+    for label, x in {"draft out of range": [0, 3], "negative draft": [-1, 0], "float drafts": [0.0, 1.0],
+                     "wrong count": [0, 1, 1], "draft of q = 0": [0, 2]}.items():
         for meth in ("select", "conditional"):
             try:
                 getattr(r, meth)(np.array(x))
@@ -436,8 +434,6 @@ def section_edges():
             check(False, "couple accepted bad races")
         except MdtheoryError as e:
             print(f"  couple: {type(e).__name__}: {e}")
-    a, rej = r.conditional(np.array([1, 1]))  # drafts at q = 0: impossible drafts
-    print(f"  conditional at drafts of q = 0 (impossible): a {a.tolist()} r {rej.tolist()}")
 
 
 def ignored_acceptance(p, q, n):
@@ -447,7 +443,7 @@ def ignored_acceptance(p, q, n):
 
 
 def section_rare():
-    """Draft tuples of joint probability below 1e-280: the rule drops the conditioning."""
+    """Draft tuples of joint probability below 1e-280: the law and the steps still condition on them."""
     print("[rare]")
     from mdtheory._synthetic import SERVING, llm_pairs
     rng = np.random.default_rng(1)
@@ -550,18 +546,21 @@ def section_torch():
             print(f"  TorchGLS {label}: {type(e).__name__}: {e}")
         except Exception as e:  # noqa: BLE001
             check(False, f"TorchGLS {label}: {type(e).__name__}: {e}")
-    # drafts are not validated by any TorchRule.step (a property of the whole torch bridge): reported only
-    t = TorchGLS(torch.tensor([[0.5, 0.5]]), torch.tensor([[0.5, 0.5]]), 2)
-    for label, d in {"out of range": torch.tensor([[0, 5]]), "wrong n": torch.tensor([[0, 1, 1]]),
-                     "negative": torch.tensor([[-1, 0]])}.items():
-        try:
-            out = t.step(d)
-            print(f"  note: TorchGLS.step drafts {label}: returned {tuple(v.tolist() for v in out)}")
-        except MdtheoryError as e:
-            print(f"  TorchGLS.step drafts {label}: {type(e).__name__}: {e}")
-        except Exception as e:  # noqa: BLE001
-            print(f"  note: TorchGLS.step drafts {label}: raw {type(e).__name__}: {str(e)[:60]}")
-    # draft tuples of joint probability below 1e-280: torch conditions them, numpy does not
+    # every batched rule's step checks its drafts (TorchRule.check_drafts)
+    from mdtheory.torch_bridge import TORCH_RULES
+    for name, cls in TORCH_RULES.items():
+        half = torch.tensor([[0.5, 0.5]], dtype=torch.float64)
+        t = cls(half, half, 2)
+        for label, d in {"out of range": torch.tensor([[0, 5]]), "wrong n": torch.tensor([[0, 1, 1]]),
+                         "negative": torch.tensor([[-1, 0]])}.items():
+            try:
+                out = t.step(d)
+                check(False, f"Torch {name}.step drafts {label}: returned {tuple(v.tolist() for v in out)}")
+            except MdtheoryError as e:
+                print(f"  {name}.step drafts {label}: {type(e).__name__}: {e}")
+            except Exception as e:  # noqa: BLE001
+                check(False, f"Torch {name}.step drafts {label}: raw {type(e).__name__}: {str(e)[:60]}")
+    # draft tuples of joint probability below 1e-280: torch and numpy both condition on them
     rng = np.random.default_rng(0)
     V, n, B = 1000, 128, 400
     p, q = rng.dirichlet(np.ones(V)), rng.dirichlet(np.ones(V))

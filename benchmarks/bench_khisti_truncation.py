@@ -2,23 +2,24 @@
 
     OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/bench_khisti_truncation.py [--positions N]
     OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/bench_khisti_truncation.py --speed
-    OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/bench_khisti_truncation.py --caps 5,8,12,16
+    OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/bench_khisti_truncation.py --sizes 8,16,32,45,64
 
 ``--speed``: the default's numpy preparation at V = 32,000, n = 4 (LLM-like pairs) against one
 ``np.argsort`` of p, minima of 40 interleaved repeats, and nothing else.
 
-``--caps``: the default with each cap on its truncation (:data:`mdtheory.rules.khisti.DEFAULT_S`):
-for every pair set below, the bundled example pair (examples/p.npy, q.npy) and each n, the mean
-acceptance of the default, how often its guard fires (the tournament below single-draft), the paper's
-s = 5 program's mean; then each cap's costs: the ``--speed`` ratio and the torch rule's positions per
-second on the CPU, one thread, B = 256, V = 1,000, n = 4 (prepare + one step, minimum of 3).
+``--sizes``: for every pair set below, the bundled example pair (examples/p.npy, q.npy) and each n,
+the mean acceptance of the rule at each fixed truncation s (with the default's guard: never below
+single-draft) and of the default (:func:`mdtheory.rules.khisti.default_size`); then each s's costs:
+the numpy preparation at V = 32,000, n = 4 against one ``np.argsort`` (minima of 40 interleaved
+repeats), and the torch rule's positions per second on the CPU, one thread, B = 256, V = 1,000,
+n = 4 (prepare + one step, minimum of 3), with one stage of the device's batched simplex for s <= 16.
 
 Pairs: the pretrained char-LSTM (``mdtheory.language.lm``, V = 465) as target and each drafter of
 ``mdtheory.language.drafters``, at N positions of texts sampled from the target (``lm_pairs``, seed 0), and
 LLM-like pairs (``mdtheory._synthetic.llm_pairs``, V = 1000). For each truncation ("5 rank": the
 paper's s = 5 program as the third-party reading has it, pairs outside the top ranked by a full sort;
 "5", "10", "20": the sort-free stage, pairs outside settled by bucketed keys; "nucleus": s = the union
-of the top-0.95 nuclei of p and q, sort-free, no guard; "default": that union capped at 8, with the
+of the top-0.95 nuclei of p and q, sort-free, no guard; "default": s = ``default_size(V)``, with the
 guard, which falls back to the first draft where the tournament is below single-draft) and each number
 of drafts n, prints the mean exact acceptance of ``khisti-lp`` (its closed form sum_y min(p, mu)), the
 number of positions where it falls below single-draft speculative sampling (1 - TV(p, q), by more than
@@ -82,48 +83,69 @@ def _pair_sets(positions: int, seed: int):
     yield "example p, q", np.load(ex / "p.npy")[None], np.load(ex / "q.npy")[None]
 
 
-def caps(values, positions: int, seed: int, drafts) -> None:
+def sizes(values, positions: int, seed: int, drafts) -> None:
+    """Acceptance and cost against the truncation s (papers/theory.md, "Default truncation and its
+    guard")."""
     import torch
 
     from mdtheory import torch_bridge as tb
     from mdtheory.rules import khisti as K
+    from mdtheory.torch_bridge.khisti import batched_max_flow
 
-    saved = K.DEFAULT_S
     make_rule("khisti-lp", [0.5, 0.5], [0.5, 0.5], 2)  # warm-up
-    print(f"{'pairs':22s} {'n':>2s} {'paper s=5':>9s} " + " ".join(
-        f"{'cap ' + str(c):>8s} {'guard':>5s}" for c in values) + f" {'single':>7s} {'alpha*':>7s}")
-    try:
-        for label, P, Q in _pair_sets(positions, seed):
-            single = np.minimum(P, Q).sum(1)
-            for n in drafts:
-                paper = np.mean([make_rule("khisti-lp", p, q, n, s=5, rest="rank").exact_acceptance()
-                                 for p, q in zip(P, Q, strict=True)])
-                cells = []
-                for c in values:
-                    K.DEFAULT_S = c
-                    rules = [make_rule("khisti-lp", p, q, n) for p, q in zip(P, Q, strict=True)]
-                    acc = np.array([r.exact_acceptance() for r in rules])
-                    assert (acc >= single - 1e-12).all()
-                    cells.append(f"{acc.mean():8.4f} {sum(r.fallback for r in rules):5d}")
-                alpha = np.mean([md.alpha_star(p, q, n) for p, q in zip(P, Q, strict=True)])
-                print(f"{label:22s} {n:2d} {paper:9.4f} " + " ".join(cells)
-                      + f" {single.mean():7.4f} {alpha:7.4f}  ({len(P)} positions)", flush=True)
-        torch.set_num_threads(1)
-        Pt, Qt = (torch.as_tensor(x) for x in llm_pairs(np.random.default_rng(seed), 256, 1000))
-        gen = torch.Generator().manual_seed(seed)
-        for c in values:
-            K.DEFAULT_S = c
-            print(f"cap {c}: ", end="", flush=True)
-            speed()
-            best = float("inf")
-            for _ in range(4):
-                t = time.perf_counter()
-                tb.TorchKhisti(Pt, Qt, 4).step(tb.sample_drafts(Qt, 4, gen), gen)
-                best = min(best, time.perf_counter() - t)
-            print(f"cap {c}: torch CPU one thread, B = 256, V = 1000, n = 4: {256 / best:,.0f} "
-                  "positions/s", flush=True)
-    finally:
-        K.DEFAULT_S = saved
+    print(f"{'pairs':22s} {'n':>2s} " + " ".join(f"{'s = ' + str(c):>8s}" for c in values)
+          + f" {'default':>8s} {'s':>3s} {'guard':>5s} {'single':>7s} {'alpha*':>7s}")
+    for label, P, Q in _pair_sets(positions, seed):
+        single = np.minimum(P, Q).sum(1)
+        for n in drafts:
+            cells = []
+            for c in values:  # the fixed truncation with the default's guard
+                acc = [make_rule("khisti-lp", p, q, n, s=c).exact_acceptance()
+                       for p, q in zip(P, Q, strict=True)]
+                cells.append(f"{np.maximum(acc, single).mean():8.4f}")
+            rules = [make_rule("khisti-lp", p, q, n) for p, q in zip(P, Q, strict=True)]
+            acc = np.array([r.exact_acceptance() for r in rules])
+            assert (acc >= single - 1e-12).all()
+            alpha = np.mean([md.alpha_star(p, q, n) for p, q in zip(P, Q, strict=True)])
+            print(f"{label:22s} {n:2d} " + " ".join(cells) + f" {acc.mean():8.4f} {rules[0].s:3d} "
+                  f"{sum(r.fallback for r in rules):5d} {single.mean():7.4f} {alpha:7.4f}  "
+                  f"({len(P)} positions)", flush=True)
+    P, Q = llm_pairs(np.random.default_rng(seed), 4, 32_000)
+    for c in values:
+        sort, prep = [], []
+        for i in range(40):
+            p, q = P[i % 4], Q[i % 4]
+            t = time.perf_counter()
+            np.argsort(p)
+            sort.append(time.perf_counter() - t)
+            t = time.perf_counter()
+            make_rule("khisti-lp", p, q, 4, s=c)
+            prep.append(time.perf_counter() - t)
+        print(f"s = {c}: numpy preparation at V = 32000, n = 4: {min(prep) * 1e3:.3f} ms = "
+              f"{min(prep) / min(sort):.2f}x one np.argsort ({min(sort) * 1e3:.3f} ms)", flush=True)
+    torch.set_num_threads(1)
+    Pt, Qt = (torch.as_tensor(x) for x in llm_pairs(np.random.default_rng(seed), 256, 1000))
+    gen = torch.Generator().manual_seed(seed)
+    rng = np.random.default_rng(seed)
+    for c in values:
+        class Fixed(tb.TorchKhisti):
+            s = c
+
+        best = float("inf")
+        for _ in range(3):
+            t = time.perf_counter()
+            Fixed(Pt, Qt, 4).step(tb.sample_drafts(Qt, 4, gen), gen)
+            best = min(best, time.perf_counter() - t)
+        line = (f"s = {c}: torch CPU one thread, B = 256, V = 1000, n = 4: {256 / best:,.0f} positions/s "
+                "(the numpy flow per row)")
+        if c <= 16:  # the device's batched simplex on the same sizes (B = 256 random stages)
+            a, b = K._pairs(c)
+            d = torch.as_tensor(rng.dirichlet(np.ones(c + 1), 256)[:, :c] * 0.5)
+            m = torch.as_tensor(rng.dirichlet(np.ones(a.size), 256) * 0.5)
+            t = time.perf_counter()
+            batched_max_flow(d, m, torch.as_tensor(a), torch.as_tensor(b))
+            line += f"; one stage by the batched simplex: {(time.perf_counter() - t) * 1e3:,.0f} ms"
+        print(line, flush=True)
 
 
 def main() -> None:
@@ -132,14 +154,14 @@ def main() -> None:
     ap.add_argument("--drafts", default="2,4,8")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--speed", action="store_true", help="only the preparation time at V = 32000")
-    ap.add_argument("--caps", help="compare the default with these caps on s (e.g. 5,8,12,16)")
+    ap.add_argument("--sizes", help="acceptance and cost at these truncations (e.g. 8,16,32,45,64)")
     args = ap.parse_args()
     if args.speed:
         speed()
         return
-    if args.caps:
-        caps([int(c) for c in args.caps.split(",")], args.positions, args.seed,
-             [int(x) for x in args.drafts.split(",")])
+    if args.sizes:
+        sizes([int(c) for c in args.sizes.split(",")], args.positions, args.seed,
+              [int(x) for x in args.drafts.split(",")])
         return
     model = load_char_lstm()
     make_rule("khisti-lp", [0.5, 0.5], [0.5, 0.5], 2)  # warm-up

@@ -15,16 +15,16 @@ from __future__ import annotations
 
 import math
 import numbers
-import os
 from typing import NamedTuple
 
 from .errors import InvalidInputError, ProblemTooLargeError
 
-__all__ = ["Estimate", "require", "check_limit", "combine", "fmt_seconds", "fmt_bytes", "stored_floats",
-           "mc_chunk", "monte_carlo", "batched_steps", "lm_pairs", "ngram_distillation", "enumeration",
-           "capped_power", "prefix_route", "select_route", "closed_form_route", "subsets_route", "law_route",
-           "min_norm_point", "acceptance_cone", "verify_claim", "MAX_SECONDS",
-           "MAX_BYTES", "MNP_MAX_ITER", "CHUNK_BYTES", "MAX_CHUNK", "TORCH_CHUNK"]
+__all__ = ["Estimate", "require", "check_limit", "combine", "repeated", "fmt_seconds", "fmt_bytes",
+           "stored_floats", "mc_chunk", "monte_carlo", "batched_steps", "lm_pairs", "ngram_distillation",
+           "enumeration", "capped_power", "prefix_route", "select_route", "closed_form_route",
+           "subsets_route", "law_route", "min_norm_point", "mnp_corral_cap", "mnp_run_bytes",
+           "acceptance_cone", "verify_claim", "MAX_SECONDS", "MAX_BYTES", "MNP_MAX_ITER", "CHUNK_BYTES",
+           "MAX_CHUNK", "TORCH_CHUNK", "TORCH_CELLS", "torch_steps_per_call"]
 
 #: Default time limit of one CLI step (``--max-seconds``).
 MAX_SECONDS = 60.0
@@ -34,8 +34,10 @@ MAX_BYTES = 4 * 2**30
 CHUNK_BYTES = 32 * 2**20
 #: and of at most this many draft tuples.
 MAX_CHUNK = 4096
-#: Draft tuples per call of a batched torch verifier (``audit --torch``, ``cross-validate``).
+#: Draft tuples per call of a batched torch verifier (``audit --torch``, ``cross-validate``) at most,
 TORCH_CHUNK = 1 << 16
+#: and cells (a tuple's tokens and drafts) per call at most (whole steps of every position, one at least).
+TORCH_CELLS = 1 << 22
 
 # Measured per-unit costs (seconds), see the module docstring.
 _MC_STEP = 2e-5          # one verification step's fixed Python overhead
@@ -48,6 +50,7 @@ _DUAL_ROW = 3e-6         # HiGHS dual simplex: seconds = _DUAL_ROW * rows ** 1.3
 _FLOW_EDGE = 1e-4        # networkx preflow-push, per edge
 _CDD_COLUMN = 1.3e-7     # cdd's exact simplex: seconds = _CDD_COLUMN * columns ** 3
 _FRACTION_OP = 4e-7      # one Fraction operation
+_FRACTION_BYTES = 100.0  # one exact rational held (a Python Fraction, or cdd's GMP entry)
 LAW_CELL_SECONDS = 1e-8         # forward pass of a set law, per (set, token) cell
 CP_SET_SECONDS = 2e-6           # conditional Poisson set law: one Python step per set
 LAW_STEP_SECONDS = 2.5e-4       # forward pass of a set law, per draft (1.9e-4 s measured at V = 3)
@@ -58,18 +61,35 @@ _CDD_REDUNDANCY = 8e-7  # Hall comparison: seconds = _CDD_REDUNDANCY * rows ** 3
 # order; about model.mnp_iterations * sqrt(V) iterations (default MNP_ITER_DEFAULT) with a corral of
 # about _MNP_CORRAL * sqrt(V) vertices
 _MNP_STEP = 1e-4
+# successive sampling's majorant certificate (mdtheory.models.majorant): at most MAJORANT_WORK cells
+# (a part of the 2^m parts of W, m <= MAJORANT_EXACT, a prefix, a degree), each a multiply-add
+# (2^12 x 466 x 9 cells took 10 ms at V = 465, n = 8)
+MAJORANT_WORK = 1 << 25
+MAJORANT_EXACT = 14
+_MAJORANT_CELL = 1.5e-9
 _MNP_CELL = 3e-9
 _MNP_CUBE = 4e-11
 MNP_ITER_DEFAULT = 15.0  # (a model's own: DraftModel.mnp_iterations)
 #: Major iterations (one vertex each) of the minimum-norm-point route at most (:mod:`mdtheory.routes.mnp`).
 MNP_MAX_ITER = 10_000
 _MNP_CORRAL = 1.5
+# Wolfe runs of the mnp route alive at once at most: a free and a face run for each of the three
+# raced norms, and a face starting beside the one it replaces
+MNP_RUNS = 7
+# bytes all the mnp route's runs may reserve for their corrals together (mnp_corral_cap)
+MNP_RESERVE = 2.0 * 2**30
 PRODUCT_TOKEN_SECONDS = 1e-8    # prefix containments of a product model (cumulative sums), per (token, law)
 CP_PREFIX_TOKEN_SECONDS = 1e-8  # conditional Poisson: per (token, degree + 4) of the e_j recurrence
 CONTAINMENT_SECONDS = 1.5e-5    # one generic containment Q(T) (greedy), plus LAW_CELL_SECONDS per token
 _TORCH_ROW = 5e-6        # batched torch rules on the CPU: per (position, step) row of a batch,
 _TORCH_DRAFT = 1e-6      # plus per draft (khisti-lp's sequential stages: 0.8 us at n = 512),
-_TORCH_CELL = 5e-9       # plus per (draft, token) cell (rrs: 4.7 ns at V = 1000, n = 64)
+_TORCH_CELL = 5e-9       # plus per (draft, token) cell (rrs: 4.7 ns at V = 1000, n = 64),
+_TORCH_TOKEN = 5e-8      # plus per token: the call's rows of p, q and the rule's state repeated
+#                          (rrs 30 ns, the optimal rule 58 ns at V = 152,000, n = 2)
+TORCH_CELL_BYTES = 200.0  # peak address space per (row, token) cell of one batched call (rrs 90,
+#                           the optimal rule 264, with 36 and 113 per position and token besides)
+AUDIT_TOKEN_SECONDS = 3e-6  # the audit's statistics per (position, token): three pooled chi-square
+#                             passes, each a stable sort and a Python loop (3 - 4 us at V = 1e6)
 NGRAM_ROW_SECONDS = 2e-6  # n-gram counts: per (position, context length) of the training texts
 NGRAM_BPC_SECONDS = 5e-6  # n-gram held-out bits per char: per (strength, position, context length)
 SAMPLING_BYTES = 2 * 2**20  # a language model's forward pass on a batch (the char-LSTM: 1.6 MB at 8
@@ -134,6 +154,12 @@ def fmt_bytes(b: float) -> str:
     raise AssertionError("unreachable")
 
 
+#: The time limit's name in a refusal (the library's and the command line's) and its memory
+#: counterpart.
+_FLAGS = {"max_seconds": ("max_seconds (--max-seconds)", "max_bytes (--max-bytes)"),
+          "--max-seconds": ("--max-seconds", "--max-bytes")}
+
+
 def require(est: Estimate, max_seconds: float = MAX_SECONDS, *, max_bytes: float = MAX_BYTES,
             flag: str = "--max-seconds") -> None:
     """Refuse ``est`` if its time is over ``max_seconds`` or its memory over ``max_bytes``.
@@ -141,13 +167,17 @@ def require(est: Estimate, max_seconds: float = MAX_SECONDS, *, max_bytes: float
     Raises
     ------
     ProblemTooLargeError
-        Naming what would run, the estimate, the limit and (for time) ``flag`` to raise it.
+        Naming what would run, the estimate, the limit and ``flag`` to raise it (the library's
+        ``"max_seconds"`` is named with its command-line spelling too; either names its memory
+        counterpart, ``max_bytes`` or ``--max-bytes``).
     """
+    flag, bytes_flag = _FLAGS.get(flag, (flag, None))
     hint = f"; {est.hint}" if est.hint else ""
     if est.bytes > max_bytes:
         raise ProblemTooLargeError(
             f"{est.what}: estimated {fmt_bytes(est.bytes)} of memory, over the limit of "
             f"{fmt_bytes(max_bytes)}{hint}"
+            + (f"; raise it with {bytes_flag} to run it anyway" if bytes_flag else "")
         )
     if est.seconds > max_seconds:
         raise ProblemTooLargeError(
@@ -195,6 +225,20 @@ def check_limit(value, name: str) -> float | None:
     return float(value)
 
 
+def repeated(est: Estimate, times: int) -> Estimate:
+    """``est`` done ``times`` times one after the other (the positions of a batch): the time
+    multiplied, the memory the same.
+
+    Examples
+    --------
+    >>> repeated(Estimate("a sort", 2.0, 8.0), 3)
+    Estimate(what='a sort, at each of 3 positions', seconds=6.0, bytes=8.0, hint='')
+    """
+    if times == 1:
+        return est
+    return est._replace(what=f"{est.what}, at each of {times} positions", seconds=est.seconds * times)
+
+
 def stored_floats(what: str, count: float) -> Estimate:
     """Memory of ``count`` float64 numbers a preparation would keep (time not counted)."""
     return Estimate(what, 0.0, 8.0 * count)
@@ -213,19 +257,31 @@ def monte_carlo(samples: int, n: int, V: int) -> Estimate:
                     samples * per_step, 8.0 * V * min(samples, mc_chunk(V)))
 
 
+def torch_steps_per_call(batch: int, samples: int, V: int, n: int) -> int:
+    """Steps per position in one call of a batched torch verifier: ``batch`` times it is at most
+    :data:`TORCH_CHUNK` draft tuples and :data:`TORCH_CELLS` cells (a tuple's V tokens and n
+    drafts), one at least."""
+    return max(1, min(samples, TORCH_CHUNK // batch, TORCH_CELLS // (batch * (V + n))))
+
+
 def batched_steps(batch: int, samples: int, V: int, n: int = 2, rules: int = 1,
                   what: str = "cross-validate") -> Estimate:
     """``samples`` steps for each of ``batch`` positions run as one batch by each of ``rules`` torch
-    rules (``cross-validate``, ``audit --torch``): a few float64 tensors of the rows of one call (at
-    most :data:`TORCH_CHUNK`) over V tokens, and a few int64 tensors of their draft tuples. Time:
-    per row and step, :data:`_TORCH_ROW` plus :data:`_TORCH_DRAFT` per draft (the rules that loop
-    over the drafts) plus :data:`_TORCH_CELL` per (draft, token) cell (residual updates); measured
-    with the library's torch rules on the CPU, so a user's batched verifier may differ."""
-    rows = min(batch * samples, TORCH_CHUNK)
-    per_row = _TORCH_ROW + _TORCH_DRAFT * n + _TORCH_CELL * n * V
+    rules (``cross-validate``, ``audit --torch``), in calls of :func:`torch_steps_per_call` steps:
+    :data:`TORCH_CELL_BYTES` per (row, token) cell of one call (the rows of p and q repeated, the
+    rules' residuals and draws, as the address space they reserve), and the positions' p, q and
+    output counts (three float64 rows each). Time: per row and step, :data:`_TORCH_ROW` plus
+    :data:`_TORCH_DRAFT` per draft (the rules that loop over the drafts) plus :data:`_TORCH_CELL`
+    per (draft, token) cell (residual updates) plus :data:`_TORCH_TOKEN` per token (the rows
+    repeated for the call), measured with the library's torch rules on the CPU, so a user's
+    batched verifier may differ; and the audit's statistics, :data:`AUDIT_TOKEN_SECONDS` per
+    position and token."""
+    rows = batch * torch_steps_per_call(batch, samples, V, n)
+    per_row = _TORCH_ROW + _TORCH_DRAFT * n + (_TORCH_CELL * n + _TORCH_TOKEN) * V
     return Estimate(f"{what}: {batch} positions x {samples} steps of n = {n} drafts over "
                     f"V = {V}" + (f", {rules} rules" if rules > 1 else ""),
-                    rules * batch * samples * per_row, 4 * 8.0 * (rows * V + rows * n))
+                    rules * batch * (samples * per_row + AUDIT_TOKEN_SECONDS * V),
+                    TORCH_CELL_BYTES * rows * (V + n) + 3 * 8.0 * batch * V)
 
 
 def lm_pairs(positions: int, V: int, seconds: float | None = None) -> Estimate:
@@ -281,12 +337,18 @@ def prefix_route(model) -> Estimate:
     if model.lex_base_closed_form:
         # iid: a sort and two scans; n enters only through the integer powers (log2 n squarings)
         return Estimate(head, 2e-8 * V * max(math.log2(V), 1.0) * (1.0 + math.log2(n) / 8), 40.0 * V)
+    # successive sampling's certificate (mdtheory.models.majorant): two more prefix passes (the
+    # best prefix, a vertex) and at most MAJORANT_WORK cells of the majorant's minimisation
+    cells = min(MAJORANT_WORK, 2.0 ** min(MAJORANT_EXACT, V) * (V + 1) * (n + 1))
+    extra = 2 * model.prefix_pass_seconds() + _MAJORANT_CELL * cells \
+        if model.prefix_property == "checked" else 0.0
     if model.closed_form_containment:
-        return Estimate(head, 1e-7 * V * max(math.log2(V), 1.0) * (n if n > 1 else 1), 40.0 * V)
+        return Estimate(head, 1e-7 * V * max(math.log2(V), 1.0) * (n if n > 1 else 1) + extra,
+                        40.0 * V)
     # one trapezoidal pass carrying a degree-n polynomial per node along the prefixes (and once
     # more for the certificate's cut)
     return Estimate(f"{head}: a one-pass containment over {V} prefixes",
-                    2 * model.prefix_pass_seconds(), 8.0 * V * (n + 2) * 64)
+                    2 * model.prefix_pass_seconds() + extra, 8.0 * V * (n + 2) * 64)
 
 
 def closed_form_route(model) -> Estimate:
@@ -333,10 +395,13 @@ def law_route(model, method: str) -> Estimate:
             else "method 'prefix' enumerates nothing" if model.prefix_property else "")
     count = float(model.count_tuples() if literal else model.count_sets())
     kind = "draft tuples" if literal else "draft sets"
-    law_bytes = count * V * 9.0  # indicators and the forward pass's float masses
-    law_seconds = 2 * model.law_seconds(count)  # the route's law, and the certificate's own
-    if model.law_steps(count) > 1000:
-        head += f" (its set law by {model.law_steps(count):.3g} forward steps)"
+    held = count if literal else float(model.set_law_size())  # what the law's enumeration holds
+    law_bytes = held * V * 9.0  # indicators and the forward pass's float masses
+    law_seconds = 2 * model.law_seconds(held)  # the route's law, and the certificate's own
+    if model.law_steps(held) > 1000:
+        head += f" (its set law by {model.law_steps(held):.3g} forward steps)"
+    if held > count:
+        head += f" (its set law's enumeration through up to {held:.3g} sets)"
     incidences = count * min(n, V)  # rows of the dual, edges of the flow network (set members)
     if method in ("otlp", "otlp-literal"):
         cols = count * V
@@ -350,6 +415,25 @@ def law_route(model, method: str) -> Estimate:
         return Estimate(f"{head}: a flow network over {count:.3g} {kind} ({incidences:.3g} edges)",
                         law_seconds + _FLOW_EDGE * incidences, law_bytes + 1000.0 * incidences, hint)
     raise InvalidInputError(f"no law-route estimate for method {method!r}")
+
+
+def mnp_corral_cap(V: int) -> int:
+    """The most corral vertices one Wolfe run of the ``mnp`` route stores (its storage grows by
+    doubling up to this): V + 2 (a corral is affinely independent), or fewer where
+    :data:`MNP_RUNS` runs of that many would reserve more than :data:`MNP_RESERVE` bytes
+    (:func:`mnp_run_bytes`); at least 8. A run whose corral would outgrow it stops as a stall,
+    with its proven bounds."""
+    if MNP_RUNS * mnp_run_bytes(V, V + 2) <= MNP_RESERVE:
+        return V + 2
+    a, b, c = 24.0, 32.0 * (V + 1), -MNP_RESERVE / MNP_RUNS  # mnp_run_bytes(V, K) = a K^2 + b K
+    return max(8, int((-b + math.sqrt(b * b - 4 * a * c)) / (2 * a)))
+
+
+def mnp_run_bytes(V: int, K: float) -> float:
+    """Bytes one Wolfe run reserves for a corral of K vertices: four K x (V + 1) arrays (the
+    vertices, the same minus p and scaled, their orders, the least-squares route's Q) and three
+    K x K (the Gram matrix, its Cholesky factor, the least-squares route's R), 8 bytes an entry."""
+    return 32.0 * K * (V + 1) + 24.0 * K * K
 
 
 def min_norm_point(model) -> Estimate:
@@ -366,58 +450,48 @@ def min_norm_point(model) -> Estimate:
     sqrt(V) (but a generic containment per prefix, O(V^2) an iteration); corrals held 0.1 to 13
     sqrt(V) vertices. The estimate takes 10 sqrt(V) iterations for independent drafts, 2 sqrt(V) for
     greedy ones and 15 sqrt(V) for the others (at most the cap) and 1.5 sqrt(V) vertices; the runs
-    took 0.02 to 4.5 times the estimate (median 0.12). The memory is
-    the corral rows the runs touch (two norms raced, each with a free and a face run; per vertex its
-    order, the vertex and its scaled difference: 24 V bytes) and their K x K factors; each run also
-    reserves (V + 2) x V arrays, which fail to allocate beyond the machine's memory (V = 100,000
-    asks for 75 GiB per array).
+    took 0.02 to 4.5 times the estimate (median 0.12). The memory is what the runs may reserve:
+    :data:`MNP_RUNS` runs (a free and a face run for each of the three raced norms, and a face
+    starting beside the one it replaces), each up to :func:`mnp_corral_cap` vertices
+    (:func:`mnp_run_bytes`), at most :data:`MNP_RESERVE` in all; a run stores its corral in rows
+    that double as it grows, so most runs reserve far less.
     """
     V, n = model.V, model.n
     per_root = model.mnp_iterations
     iterations = min(MNP_MAX_ITER, per_root * math.sqrt(V))
     K = min(V + 1.0, _MNP_CORRAL * math.sqrt(V))
     step = _MNP_STEP + _MNP_CELL * K * V + _MNP_CUBE * K**3 + model.prefix_pass_seconds()
-    touched = 4 * (24.0 * K * V + 16.0 * K * K)
-    # each run reserves five (V + 2)-square arrays, of which it touches the corral's rows; a
-    # reservation beyond the machine's memory fails to allocate, so it counts then
-    reserved = 8.0 * (V + 2.0) ** 2
+    reserved = MNP_RUNS * mnp_run_bytes(V, mnp_corral_cap(V)) + 64.0 * (V + 2)
     return Estimate(f"method 'mnp' on {model.sampling} drafts, V = {V}, n = {n}: about "
                     f"{iterations:.3g} iterations of Wolfe's minimum-norm point (an estimate; "
-                    "runs vary ten-fold)", iterations * step,
-                    max(touched, 20 * reserved if reserved > _physical_memory() else 0.0),
+                    "runs vary ten-fold)", iterations * step, reserved,
                     f"the solver stops after {MNP_MAX_ITER} iterations at most")
 
 
-def _physical_memory() -> float:
-    """Bytes of physical memory (infinite where the system does not say)."""
-    try:
-        return float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
-    except (AttributeError, ValueError, OSError):
-        return math.inf
-
-
-def acceptance_cone(m: int, K: int, model: str, supports: int) -> Estimate:
+def acceptance_cone(V: int, n: int, sampling: str, supports: int) -> Estimate:
     """``mdtheory dd`` / ``verify theorem2``: the cone's facets by double description (fast at these
     dimensions), then the comparison with Hall's family, whose redundancy removal solves one exact
-    LP per row over the 2^m - 2 Hall inequalities and the non-negativity rows (the cost)."""
-    rows, dim = 2.0**m - 2 + supports + m, m + supports
-    return Estimate(f"the {model} acceptance-one cone for m = {m}, K = {K} (dimension {dim}) and its "
+    LP per row over the 2^V - 2 Hall inequalities and the non-negativity rows (the cost)."""
+    rows, dim = 2.0**V - 2 + supports + V, V + supports
+    return Estimate(f"the {sampling} acceptance-one cone for V = {V}, n = {n} (dimension {dim}) and its "
                     f"comparison with {rows:.3g} Hall and non-negativity inequalities",
-                    _CDD_REDUNDANCY * _pow(rows, 3) * dim, 16.0 * rows * dim)
+                    _CDD_REDUNDANCY * _pow(rows, 3) * dim, _FRACTION_BYTES * rows * dim)
 
 
-def verify_claim(claim: str, m: int, K: int, instances: int) -> Estimate:
-    """One exact ``mdtheory verify`` check (theorem3, hu-wor) on alphabet m with K drafts."""
+def verify_claim(claim: str, V: int, n: int, instances: int) -> Estimate:
+    """One exact ``mdtheory verify`` check (theorem3, hu-wor) on V tokens with n drafts."""
     if claim == "theorem3":
-        cols = (m + math.comb(m, 2)) * m  # exact OTLP over the draft sets of 2 iid drafts
-        per = _CDD_COLUMN * _pow(cols, 3) + _FRACTION_OP * m * _pow(2.0, m)
-        return Estimate(f"verify theorem3, alphabet {m}: {instances} instances, each 2^{m} token "
-                        f"sets and an exact LP of {cols} variables", instances * per)
-    if claim == "hu-wor":  # in floats: m and K may be huge
-        sets, tuples = _comb(m, K), math.exp(min(math.lgamma(m + 1) - math.lgamma(m - K + 1), 700.0))
-        token_sets = sum(_comb(m, k) for k in range(K, m)) if m <= 64 else _pow(2.0, m)
-        ops = tuples * K + 2.0 * token_sets * sets
-        return Estimate(f"verify hu-wor, alphabet {m}, {K} drafts: {instances} instances, each "
+        cols = (V + math.comb(V, 2)) * V  # exact OTLP over the draft sets of 2 iid drafts
+        per = _CDD_COLUMN * _pow(cols, 3) + _FRACTION_OP * V * _pow(2.0, V)
+        return Estimate(f"verify theorem3, V = {V}: {instances} instances, each 2^{V} token "
+                        f"sets and an exact LP of {cols} variables", instances * per,
+                        _FRACTION_BYTES * (cols * (cols + V) + V * _pow(2.0, V)))
+    if claim == "hu-wor":  # in floats: V and n may be huge
+        sets, tuples = _comb(V, n), math.exp(min(math.lgamma(V + 1) - math.lgamma(V - n + 1), 700.0))
+        token_sets = sum(_comb(V, k) for k in range(n, V)) if V <= 64 else _pow(2.0, V)
+        ops = tuples * n + 2.0 * token_sets * sets
+        return Estimate(f"verify hu-wor, V = {V}, n = {n}: {instances} instances, each "
                         f"{tuples:.3g} ordered draft tuples and {token_sets:.3g} token "
-                        f"sets against {sets:.3g} draft sets", instances * _FRACTION_OP * ops)
+                        f"sets against {sets:.3g} draft sets", instances * _FRACTION_OP * ops,
+                        _FRACTION_BYTES * (tuples * n + sets * V))
     return Estimate(f"verify {claim}", 0.0)

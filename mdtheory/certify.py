@@ -20,8 +20,15 @@ maxflow)                    the capacities p(y) and w_U; its value :math:`\\sum 
 ``PrefixOrder``, iid        a base μ of B(g) (``"base"``, or ``"lex-base"`` with
                             ``certify="full"``): :math:`\\sum_y \\min(p, \\mu)`, membership by one
                             scan along the route's order (:func:`check_base_iid`).
-``PrefixOrder``, without    the flow of :func:`~mdtheory.routes.dual.dual_lp` when the model has at most
-replacement                 :data:`MAX_CERT_SETS` draft sets (or ``certify="full"``); otherwise only
+``PrefixOrder``, without    the flow of :func:`~mdtheory.routes.dual.dual_lp` when the model's set law is
+replacement                 enumerated through at most :data:`MAX_CERT_SETS` draft sets
+                            (:meth:`~mdtheory.models.base.DraftModel.set_law_size`, or
+                            ``certify="full"``); beyond, a base of the iid drafts' coverage
+                            (``"iid-base"``: successive sampling's containment is at most q(T)^n) or
+                            the face bound of a partial-replacement majorant (``"majorant"``,
+                            :func:`~mdtheory.models.majorant.face_bound`), where one meets the cut
+                            (papers/theory.md, "Successive sampling: lower bounds from majorants of
+                            the containment"); otherwise only
                             the cut (``"cut"``, status ``"upper-bound"``: the value is a proven upper
                             bound, equal to α* if Hu et al.'s prefix property holds for successive
                             sampling, which the tests re-check against the exhaustive route).
@@ -70,8 +77,11 @@ import numpy as np
 from ._jit import _two_sum, njit
 from .errors import InvalidInputError, SolverError
 from .models.base import DraftModel
+from .models.iid import IID
+from .models.majorant import best_prefix, face_bound
 from .models.mixture import check_mixture
 from .models.polymatroid import TINY, _lex_blocks, _not_flatter, lex_optimal_base_iid
+from .models.without_replacement import WithoutReplacement
 from .routes.proofs import (
     Exhaustive,
     PrefixBuckets,
@@ -116,15 +126,16 @@ class Certificate(NamedTuple):
     ----------
     name : str
         The primal object: ``"plan"``, ``"flow"``, ``"base"``, ``"lex-base"``, ``"order-mixture"``,
-        ``"greedy-flow"``, ``"exhaustive"``, ``"prefix-theorem"``, ``"bracket"`` (the bounds of
-        buckets of the ratio, no primal object: the prefix theorem and the bounds prove it) or
+        ``"greedy-flow"``, ``"exhaustive"``, ``"prefix-theorem"``, ``"iid-base"``, ``"majorant"``,
+        ``"bracket"`` (the bounds of buckets of the ratio, no primal object: the prefix theorem and
+        the bounds prove it) or
         ``"cut"`` (no primal object: the value is only an upper bound).
     status : str
         ``"optimal"`` (both bounds meet) or ``"upper-bound"``.
     gap : float or None
         Cut value minus the primal lower bound (objective less infeasibility); None without a primal.
     base : ndarray or None
-        The base μ in token order, for the ``base`` and ``lex-base`` certificates.
+        The base μ in token order, for the ``base``, ``lex-base`` and ``iid-base`` certificates.
     cut_p, cut_q : float
         p(T) and Q(T) of the route's cut T, recomputed from the inputs (the upper bound is
         1 + cut_p - cut_q).
@@ -677,13 +688,37 @@ def _check_prefix_order(p, model, proof: PrefixOrder, who, mode):
             return "lex-base", lower, mu
         lower, mu = check_base_iid(p, model, proof.order, who=who)
         return "base", lower, mu
-    if mode == "fast" and model.count_sets() > MAX_CERT_SETS:
+    if mode == "fast" and model.set_law_size() > MAX_CERT_SETS:
+        if isinstance(model, WithoutReplacement) and \
+                (found := _successive_bounds(p, model, proof.order, who)) is not None:
+            return found
         # a proved prefix property (subsets.prefix_scan) makes the best prefix optimal; a checked
         # one leaves the cut an upper bound. The theorem is about the exact ratio order: check that
         # the route scanned along it
         check_ratio_order(p, model.q, proof.order, who)
         return ("prefix-theorem" if model.prefix_property == "proved" else "cut"), None, None
     return _check_set_flow(p, model, dual_lp(p, model).proof, who, mode)
+
+
+def _successive_bounds(p: np.ndarray, model: WithoutReplacement, order, who: str):
+    """Successive sampling's certificates by majorants of its containment (papers/theory.md,
+    "Successive sampling: lower bounds from majorants of the containment"): first the iid base
+    (:math:`Q(T) \\le q(T)^n`, so every base of the iid coverage is a base here), then
+    :func:`~mdtheory.models.majorant.face_bound` on the face of the best prefix of ``order``. The
+    first whose lower bound meets that prefix's value within :data:`CERT_TOL`, as (name, lower bound,
+    base or None); None if neither does (the flow, or Wolfe's method at the front door)."""
+    check_ratio_order(p, model.q, order, who)
+    order = np.asarray(order, dtype=np.int64)
+    upper, length = best_prefix(p, model, order)
+    lower, mu = check_base_iid(p, IID(model.q, model.n), order, who=who)
+    if upper - lower <= CERT_TOL:
+        return "iid-base", lower, mu
+    # a best prefix of value one up to rounding: acceptance one, whose face is all of B(g)
+    for cut in (length, 0) if length and upper >= 1.0 - CERT_TOL else (length,):
+        lower = face_bound(p, model, order, cut)
+        if lower is not None and upper - lower <= CERT_TOL:
+            return "majorant", lower, None
+    return None
 
 
 #: Largest ratio a bucket of a :class:`~mdtheory.routes.proofs.PrefixBuckets` proof may start at:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from typing import NamedTuple
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -26,7 +28,8 @@ from .routes.proofs import Route
 from .routes.select import SELECT_MIN_V, select_scan
 from .routes.subsets import prefix_scan, subsets_exhaustive
 
-__all__ = ["optimal_acceptance", "alpha_star", "route_estimate", "METHODS", "register_route", "CERT_TOL"]
+__all__ = ["optimal_acceptance", "alpha_star", "acceptance_rows", "Row", "route_estimate", "METHODS",
+           "register_route", "CERT_TOL"]
 
 #: ``method="auto"`` enumerates all token sets up to this alphabet size (models without a prefix route).
 AUTO_SUBSET_V = 16
@@ -65,13 +68,16 @@ def _maxflow(p, model):
 
 #: The exact routes by name, each a :class:`~mdtheory.routes.proofs.Route`: called as ``route(p, model)``
 #: it returns a :class:`~mdtheory.routes.proofs.RouteOutput` whose proof the certifier checks by its type;
-#: ``route.estimate(model)`` is its size estimate; ``method="auto"`` picks, among the routes whose
-#: ``auto`` admits the model (from its declared capabilities), the one of lowest ``rank``.
+#: ``route.estimate(model)`` is its size estimate; ``route.admits(model)`` whether it serves the model
+#: at all; ``method="auto"`` picks, among the routes whose ``auto`` admits the model (from its
+#: declared capabilities), the one of lowest ``rank``.
 METHODS: dict[str, Route] = {r.name: r for r in (
     Route("prefix", prefix_scan, _budget.prefix_route,
-          auto=lambda model: model.prefix_property is not None, rank=0),
+          auto=lambda model: model.prefix_property is not None, rank=0,
+          serves=lambda model: model.prefix_property is not None),
     Route("select", select_scan, _budget.select_route,
-          auto=lambda model: model.lex_base_closed_form and model.V >= SELECT_MIN_V, rank=-1),
+          auto=lambda model: model.lex_base_closed_form and model.V >= SELECT_MIN_V, rank=-1,
+          serves=lambda model: model.lex_base_closed_form),
     Route("subsets", subsets_exhaustive, _budget.subsets_route,
           auto=lambda model: model.V <= AUTO_SUBSET_V, rank=2),
     Route("otlp", _otlp, lambda model: _budget.law_route(model, "otlp")),
@@ -80,9 +86,10 @@ METHODS: dict[str, Route] = {r.name: r for r in (
     Route("dual", _dual, lambda model: _budget.law_route(model, "dual"),
           auto=lambda model: True, rank=4),
     Route("maxflow", _maxflow, lambda model: _budget.law_route(model, "maxflow")),
-    Route("mnp", _mnp, _budget.min_norm_point, auto=lambda model: model.order_vertices, rank=3),
+    Route("mnp", _mnp, _budget.min_norm_point, auto=lambda model: model.order_vertices, rank=3,
+          serves=lambda model: model.order_vertices),
     Route("closed-form", _closed_form, _budget.closed_form_route,
-          auto=lambda model: model.fixed_top, rank=1),
+          auto=lambda model: model.fixed_top, rank=1, serves=lambda model: model.fixed_top),
 )}
 
 
@@ -114,19 +121,44 @@ def _auto(model: DraftModel) -> str:
     return min(picks, key=lambda route: route.rank).name
 
 
-def route_estimate(model: DraftModel, method: str = "auto") -> _budget.Estimate:
+def route_estimate(model: DraftModel, method: str = "auto", certify: str | None = None
+                   ) -> _budget.Estimate:
     """The size estimate of the route ``method`` (``"auto"``: the one ``method="auto"`` picks) on
     ``model``: :meth:`mdtheory.routes.proofs.Route.estimate`, from sizes alone; nothing is run.
+
+    Parameters
+    ----------
+    model : DraftModel
+    method : str
+        A key of :data:`METHODS`, or ``"auto"``.
+    certify : {None, "fast", "full"}
+        None (default): the route alone. A certify mode: the route and the certificate the front
+        door checks in that mode (the flow proof of the without-replacement prefix route, where it
+        runs), the estimate :func:`optimal_acceptance` refuses over its limits.
 
     Raises
     ------
     InvalidInputError
-        ``method`` is no registered route.
+        ``method`` is no registered route, or ``certify`` no certify mode.
     """
+    name = _route_name(model, method)
+    if certify is not None and certify not in CERTIFY_MODES:
+        raise InvalidInputError(
+            f"unknown certify mode {certify!r}; valid choices: {', '.join(CERTIFY_MODES)}"
+        )
+    est = METHODS[name].estimate(model)
+    if certify is not None and name == "prefix" and model.prefix_property == "checked" and \
+            (certify == "full" or model.set_law_size() <= _certificates.MAX_CERT_SETS):
+        est = _budget.combine(est, METHODS["dual"].estimate(model), what=est.what)
+    return est
+
+
+def _route_name(model: DraftModel, method: str) -> str:
+    """The registered route ``method`` names on ``model`` (``"auto"``: the one it picks)."""
     name = _auto(model) if method == "auto" else method
     if not isinstance(name, str) or name not in METHODS:
         raise InvalidInputError(f"unknown method {method!r}; valid choices: auto, {', '.join(METHODS)}")
-    return METHODS[name].estimate(model)
+    return name
 
 
 def _ndim(x) -> int:
@@ -155,43 +187,175 @@ def _batch(p, q, sampling: str):
     return P, Qs, max(len(P), len(Qs))
 
 
-def _solve_batch(P, Qs, rows: int, n, sampling, method, normalize, certify, max_seconds,
-                 max_bytes):
-    """The rows' results in turn, as a generator (a row's arrays stay in cache, and a caller that
-    keeps only values lets each result go); a broadcast q row's draft model is built once. Every
-    row's model and estimate come first: the batch is refused as a whole, before any row runs."""
+class Row(NamedTuple):
+    """One row of :func:`acceptance_rows`.
+
+    Attributes
+    ----------
+    index : int
+        The row's place in the batch (0 for a single problem).
+    result : AcceptanceResult or None
+        The row's result; None when its solver proved only bounds that did not meet (``error``
+        holds them).
+    error : OptimalityGapError, ProblemTooLargeError or None
+        With no result: the :class:`~mdtheory.errors.OptimalityGapError` whose ``lower`` and
+        ``upper`` are the proven bounds on :math:`\\alpha^*`. With an ``"upper-bound"`` result of
+        ``method="auto"``: why the minimum-norm point did not prove it, its estimate over the
+        time left or ``max_bytes`` (:class:`~mdtheory.errors.ProblemTooLargeError`) or its gap
+        (an :class:`~mdtheory.errors.OptimalityGapError`, whose ``lower`` is a proven lower bound).
+        None otherwise.
+    """
+
+    index: int
+    result: AcceptanceResult | None
+    error: MdtheoryError | None = None
+
+
+def acceptance_rows(p: ArrayLike, q: ArrayLike | DraftModel, n: int | None = None,
+                    sampling: str = "iid", *, method: str = "auto", normalize: bool = False,
+                    certify: str = "fast", max_seconds: float = _budget.MAX_SECONDS,
+                    max_bytes: float = _budget.MAX_BYTES) -> Iterator[Row]:
+    """The front door row by row: :func:`optimal_acceptance` on a (B, V) batch (or a single problem,
+    one row) that reports a row's gap instead of raising it.
+
+    Every row's draft model and size estimate come first: the batch is refused as a whole (its
+    rows' estimates summed against ``max_seconds`` and ``max_bytes``) before any row runs. The
+    rows then run in turn under one deadline, ``max_seconds`` after the call: a route whose work
+    is not known up front (Wolfe's minimum-norm point) stops there with its proven bounds.
+
+    Parameters
+    ----------
+    p, q, n, sampling, method, normalize, certify, max_seconds, max_bytes
+        As for :func:`optimal_acceptance`.
+
+    Yields
+    ------
+    Row
+        In row order: its index, its result, and (:class:`Row`'s ``error``) the
+        :class:`~mdtheory.errors.OptimalityGapError` carrying the bounds where its solver proved
+        only those (no result; the message names the row in a batch of several), or why an
+        ``"upper-bound"`` result was not proven.
+
+    Raises
+    ------
+    InvalidDistributionError, InvalidInputError, ProblemTooLargeError, SolverError
+        As :func:`optimal_acceptance`, before any row runs (a bad row or the batch's estimate) or
+        when a row's solver fails; the message names the row.
+
+    Examples
+    --------
+    >>> [row.result.value for row in acceptance_rows([[1.0, 0.0], [0.5, 0.5]], [0.5, 0.5], 2)]
+    [0.75, 1.0]
+    """
+    t0 = time.perf_counter()
+    max_seconds, max_bytes = _budget.limits(max_seconds, max_bytes)
+    batch = _batch(p, q, sampling) or ([p], [q], 1)
+    return _rows(*batch, n, sampling, method, normalize, certify, max_seconds, max_bytes, t0)
+
+
+def _rows(P, Qs, rows: int, n, sampling, method, normalize, certify, max_seconds, max_bytes,
+          t0: float) -> Iterator[Row]:
+    """:func:`acceptance_rows` once the limits are checked: every row's model and the batch's
+    estimate now, then the rows as a generator (a row's arrays stay in cache, and a caller that
+    keeps only values lets each result go); a broadcast q row's draft model is built once, and a p
+    row validated when its row runs."""
     models = []
     for i in range(len(Qs)):
         try:
             models.append(make_draft_model(Qs[i], n, sampling, normalize=normalize))
         except MdtheoryError as exc:
-            raise type(exc)(f"row {i}: {exc}") from None
-    estimates = [_route_estimate(m, method, certify) for m in models]
+            raise _in_row(exc, i, rows) from None
+    shared = _target(P[0], models, normalize, rows) if len(P) == 1 else None
+    names = [_route_name(model, method) for model in models]
+    if certify not in CERTIFY_MODES:
+        raise InvalidInputError(
+            f"unknown certify mode {certify!r}; valid choices: {', '.join(CERTIFY_MODES)}"
+        )
+    estimates = [route_estimate(m, name, certify) for m, name in zip(models, names, strict=True)]
     what = estimates[0].what + (f" (and {rows - 1} more rows)" if rows > 1 else "")
     _budget.require(_budget.combine(*(estimates[i % len(models)] for i in range(rows)), what=what),
                     max_seconds, max_bytes=max_bytes, flag="max_seconds")
-    for i in range(rows):
+    deadline = t0 + max_seconds
+
+    def run() -> Iterator[Row]:
+        for i in range(rows):
+            model, name = models[i % len(models)], names[i % len(models)]
+            try:
+                p = shared if shared is not None else _target(P[i], [model], normalize, rows)
+                res, why = _solve(p, model, name, certify, deadline, max_bytes,
+                                  escalate=method == "auto", t0=t0 if rows == 1 else None)
+            except OptimalityGapError as exc:
+                yield Row(i, None, _in_row(exc, i, rows))
+                continue
+            except MdtheoryError as exc:
+                raise _in_row(exc, i, rows) from None
+            yield Row(i, res, why)
+    return run()
+
+
+def _target(p, models: list[DraftModel], normalize: bool, rows: int) -> np.ndarray:
+    """p validated, of the length of every model in ``models``."""
+    p = as_distribution(p, "p", normalize=normalize)
+    for j, model in enumerate(models):
+        if p.size != model.V:
+            raise _in_row(InvalidDistributionError(f"p has length {p.size} but q has length {model.V}"),
+                          j, len(models))
+    return p
+
+
+def _in_row(exc: MdtheoryError, i: int, rows: int) -> MdtheoryError:
+    """``exc`` with its row named when there are several rows (an OptimalityGapError keeps its
+    bounds)."""
+    if rows == 1:
+        return exc
+    if isinstance(exc, OptimalityGapError):
+        return OptimalityGapError(f"row {i}: {exc}", exc.lower, exc.upper)
+    return type(exc)(f"row {i}: {exc}")
+
+
+def _solve(p: np.ndarray, model: DraftModel, name: str, certify: str, deadline: float,
+           max_bytes: float, escalate: bool, t0: float | None = None
+           ) -> tuple[AcceptanceResult, MdtheoryError | None]:
+    """Run the route ``name`` (its estimate already admitted) and certify it: the result and, for
+    an ``"upper-bound"`` one that ``escalate`` lets the minimum-norm point try to prove, why that
+    did not prove it (:class:`Row`'s ``error``). ``deadline``: the :func:`time.perf_counter`
+    reading at which Wolfe's iterations stop; ``t0``: when the call started (the ``total``
+    timing), default now."""
+    t0 = time.perf_counter() if t0 is None else t0
+    # Wolfe's iterations are not known up front: the run stops at the deadline, with its bounds
+    route = METHODS[name]
+    out = route.run(p, model, deadline) if route.run is _mnp else route(p, model)
+    t1 = time.perf_counter()
+    cert = _certify(p, model, out, name, certify)
+    why = None
+    if cert.status != "optimal" and escalate and model.order_vertices:
+        # the default route only bounds alpha* (successive sampling beyond the flow certificate's
+        # size): Wolfe's minimum-norm point proves it, where its estimate fits what is left
         try:
-            res = optimal_acceptance(P[i % len(P)], models[i % len(models)], method=method,
-                                     normalize=normalize, certify=certify,
-                                     max_seconds=float("inf"), max_bytes=float("inf"))
-        except MdtheoryError as exc:
-            raise type(exc)(f"row {i}: {exc}") from None
-        yield res
+            _budget.require(route_estimate(model, "mnp"), max(deadline - time.perf_counter(), 0.0),
+                            max_bytes=max_bytes, flag="max_seconds")
+            return _solve(p, model, "mnp", certify, deadline, max_bytes, escalate=False, t0=t0)
+        except (ProblemTooLargeError, OptimalityGapError) as exc:
+            why = exc  # the checked upper bound stands, with its status
+    cut = np.asarray(out.cut, dtype=np.int64)
+    cut.setflags(write=False)
+    t2 = time.perf_counter()
+    timings = dict(out.timings, certify=t2 - t1, total=t2 - t0)
+    return AcceptanceResult(
+        value=float(out.value), cut=cut, method=name, sampling=model.sampling, drafts=model.n,
+        status=cert.status, certificate=cert.name, certificate_gap=cert.gap, base=cert.base,
+        cut_p=cert.cut_p, cut_q=cert.cut_q,
+        single_draft=float(np.minimum(p, model.first_draft_law()).sum()),
+        **out.proof.result_fields(), duals=out.duals, duality_gap=out.duality_gap, timings=timings,
+    ), why
 
 
-def _route_estimate(model: DraftModel, method: str, certify: str = "fast") -> _budget.Estimate:
-    """The estimate of ``method`` (``"auto"``: the route it picks) on ``model``, with the flow
-    certificate of the without-replacement prefix route where it runs; an unknown method or
-    certify mode estimates nothing (the front door refuses it by name)."""
-    name = _auto(model) if method == "auto" else method
-    if not isinstance(name, str) or name not in METHODS:
-        return _budget.Estimate(f"method {method!r}", 0.0)
-    est = route_estimate(model, name)
-    if name == "prefix" and model.prefix_property == "checked" and \
-            (certify == "full" or model.count_sets() <= _certificates.MAX_CERT_SETS):
-        est = _budget.combine(est, route_estimate(model, "dual"), what=est.what)
-    return est
+def _results(rows: Iterator[Row]) -> Iterator[AcceptanceResult]:
+    """The rows' results, a row's gap raised (with its bounds)."""
+    for row in rows:
+        if row.result is None:
+            raise row.error
+        yield row.result
 
 
 def optimal_acceptance(p: ArrayLike, q: ArrayLike | DraftModel, n: int | None = None,
@@ -250,8 +414,10 @@ def optimal_acceptance(p: ArrayLike, q: ArrayLike | DraftModel, n: int | None = 
         :mod:`mdtheory.certify`).
     max_seconds, max_bytes : float
         Limits checked before any work starts (as the CLI's ``--max-seconds``, default 60 s, and
-        4 GiB): the route's estimate (:func:`route_estimate`, a batch's rows
-        summed) over either is refused. ``float("inf")`` lifts a limit.
+        4 GiB): the route's estimate with its certificate (:func:`route_estimate`, a batch's rows
+        summed) over either is refused. ``float("inf")`` or None lifts a limit. A route whose
+        work is not known up front (Wolfe's minimum-norm point) stops ``max_seconds`` after the
+        call (for a batch, after the call for all its rows) and raises its proven bounds.
 
     Returns
     -------
@@ -274,6 +440,9 @@ def optimal_acceptance(p: ArrayLike, q: ArrayLike | DraftModel, n: int | None = 
         A solver fails, or the result is not proven: its value leaves [0, 1], its cut set does not
         reproduce it, or its primal object is infeasible or misses the cut value by more than
         :data:`~mdtheory.certify.CERT_TOL` (:func:`mdtheory.certify.certify`).
+    OptimalityGapError
+        A route proved only a lower and an upper bound that did not meet (its ``lower`` and
+        ``upper``; a batch row's names the row). :func:`acceptance_rows` reports it per row instead.
 
     Notes
     -----
@@ -304,53 +473,13 @@ def optimal_acceptance(p: ArrayLike, q: ArrayLike | DraftModel, n: int | None = 
     >>> [r.value for r in optimal_acceptance([[1.0, 0.0], [0.5, 0.5]], [0.5, 0.5], 2)]  # batch
     [0.75, 1.0]
     """
-    max_seconds, max_bytes = _budget.limits(max_seconds, max_bytes)
-    if (batch := _batch(p, q, sampling)) is not None:
-        return list(_solve_batch(*batch, n, sampling, method, normalize, certify, max_seconds,
-                                 max_bytes))
     t0 = time.perf_counter()
-    model = make_draft_model(q, n, sampling, normalize=normalize)
-    p = as_distribution(p, "p", normalize=normalize)
-    if p.size != model.V:
-        raise InvalidDistributionError(f"p has length {p.size} but q has length {model.V}")
-    name = _auto(model) if method == "auto" else method
-    if not isinstance(name, str) or name not in METHODS:
-        raise InvalidInputError(
-            f"unknown method {method!r}; valid choices: auto, {', '.join(METHODS)}"
-        )
-    if certify not in CERTIFY_MODES:
-        raise InvalidInputError(
-            f"unknown certify mode {certify!r}; valid choices: {', '.join(CERTIFY_MODES)}"
-        )
-    est = _route_estimate(model, name, certify)
-    _budget.require(est, max_seconds, max_bytes=max_bytes, flag="max_seconds")
-    # Wolfe's iterations are not known up front: the run stops at the time limit, with its bounds
-    route = METHODS[name]
-    out = route.run(p, model, t0 + max_seconds) if route.run is _mnp else route(p, model)
-    t1 = time.perf_counter()
-    cert = _certify(p, model, out, name, certify)
-    if cert.status != "optimal" and method == "auto" and model.order_vertices:
-        # the default route only bounds alpha* (successive sampling beyond the flow certificate's
-        # size): Wolfe's minimum-norm point proves it, where its estimate fits what is left
-        left = max_seconds - (time.perf_counter() - t0)
-        try:
-            _budget.require(route_estimate(model, "mnp"), left, max_bytes=max_bytes,
-                            flag="max_seconds")
-            return optimal_acceptance(p, model, method="mnp", certify=certify,
-                                      max_seconds=max(left, 0.0), max_bytes=float("inf"))
-        except (ProblemTooLargeError, OptimalityGapError):
-            pass  # the checked upper bound stands, with its status
-    cut = np.asarray(out.cut, dtype=np.int64)
-    cut.setflags(write=False)
-    t2 = time.perf_counter()
-    timings = dict(out.timings, certify=t2 - t1, total=t2 - t0)
-    return AcceptanceResult(
-        value=float(out.value), cut=cut, method=name, sampling=model.sampling, drafts=model.n,
-        status=cert.status, certificate=cert.name, certificate_gap=cert.gap, base=cert.base,
-        cut_p=cert.cut_p, cut_q=cert.cut_q,
-        single_draft=float(np.minimum(p, model.first_draft_law()).sum()),
-        **out.proof.result_fields(), duals=out.duals, duality_gap=out.duality_gap, timings=timings,
-    )
+    max_seconds, max_bytes = _budget.limits(max_seconds, max_bytes)
+    batch = _batch(p, q, sampling)
+    rows = _rows(*(batch or ([p], [q], 1)), n, sampling, method, normalize, certify, max_seconds,
+                 max_bytes, t0)
+    results = list(_results(rows))
+    return results if batch is not None else results[0]
 
 
 def alpha_star(p: ArrayLike, q: ArrayLike | DraftModel, n: int | None = None, sampling: str = "iid",
@@ -395,10 +524,11 @@ def alpha_star(p: ArrayLike, q: ArrayLike | DraftModel, n: int | None = None, sa
     >>> alpha_star([0.25, 0.75], [[0.75, 0.25], [0.25, 0.75]], 1).tolist()
     [0.5, 1.0]
     """
+    t0 = time.perf_counter()
     max_seconds, max_bytes = _budget.limits(max_seconds, max_bytes)
-    if (batch := _batch(p, q, sampling)) is not None:
-        results = _solve_batch(*batch, n, sampling, method, normalize, certify, max_seconds,
-                               max_bytes)
-        return np.fromiter((res.value for res in results), dtype=float, count=batch[2])
-    return optimal_acceptance(p, q, n, sampling, method=method, normalize=normalize,
-                              certify=certify, max_seconds=max_seconds, max_bytes=max_bytes).value
+    batch = _batch(p, q, sampling)
+    rows = _rows(*(batch or ([p], [q], 1)), n, sampling, method, normalize, certify, max_seconds,
+                 max_bytes, t0)
+    if batch is None:
+        return next(_results(rows)).value
+    return np.fromiter((res.value for res in _results(rows)), dtype=float, count=batch[2])

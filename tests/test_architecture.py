@@ -114,7 +114,7 @@ def test_the_graph_sees_lazy_and_relative_imports():
     graph = import_graph()
     assert graph.has_edge("mdtheory.cli.check_acceptance", "mdtheory.solve")  # from ..solve import
     assert graph.has_edge("mdtheory.cli.verify", "mdtheory.claims.verify")  # inside a function
-    assert graph.has_edge("mdtheory.cli", "mdtheory.cli.dd")  # from . import dd
+    assert graph.has_edge("mdtheory.cli.audit", "mdtheory.cli.audit_block")  # from . import audit_block
     assert graph.has_edge("mdtheory.__main__", "mdtheory.cli")
     assert graph.number_of_nodes() == len(MODULES) > 40
 

@@ -283,7 +283,7 @@ def test_cli_bad_input_exits_2(capsys, pq, tmp_path):
         ((rrs, *pq, "-n", "2", "--samples", "3"), "samples must be"),
         ((rrs, *pq, "-n", "2", "--level", "1.5"), "level must be"),
         ((rrs, *pq, "-n", "2", "--exact", "--torch"), "one of exact and torch"),
-        ((f"{EXAMPLES}/rrs.py:law", *pq, "-n", "2", "--samples", "50"), "TARGET law raised"),
+        ((f"{EXAMPLES}/rrs.py:law", *pq, "-n", "2", "--samples", "50"), "VERIFIER law raised"),
     ]:
         code, _, err = run(capsys, *argv)
         assert code == 2 and message in err and err.count("\n") == 1, (argv, err)

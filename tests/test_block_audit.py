@@ -540,7 +540,7 @@ def test_cli_block_invalid_blocks_exit_1(capsys, laws, tmp_path):
 @pytest.mark.parametrize("argv,message", [
     (["-n", "1"], "needs --drafts/-n and --length/-L"),
     (["-L", "2"], "needs --drafts/-n and --length/-L"),
-    (["-n", "1", "-L", "2", "p.npy", "q.npy"], "takes no TARGET P Q"),
+    (["-n", "1", "-L", "2", "p.npy", "q.npy"], "takes no VERIFIER P Q"),
     (["-n", "1", "-L", "2", "--instance", "toy"], "either --target and --draft, or --instance"),
     (["-n", "1", "-L", "2", "--instance", "bogus", "NOLAWS"], "--instance must be toy"),
     (["-L", "2", "--tree", "2,x"], "comma-separated branching factors"),
@@ -574,7 +574,7 @@ def test_cli_block_bad_files_exit_2(capsys, laws, tmp_path):
 
 def test_cli_token_audit_still_needs_its_arguments(capsys):
     code, out, err = run(capsys, f"{EXAMPLES}/rrs.py:verify")
-    assert code == 2 and err.count("\n") == 1 and "TARGET P Q" in err
+    assert code == 2 and err.count("\n") == 1 and "VERIFIER P Q" in err
     code, out, err = run(capsys, f"{EXAMPLES}/rrs.py:verify", "p.npy", "q.npy", "-n", "2",
                          "--instance", "toy", "-L", "2")
     assert code == 2 and err.count("\n") == 1 and "--instance, --length only apply with --block" in err

@@ -134,11 +134,82 @@ def _combination(s, f, ell):
 
 
 def test_bad_arguments():
-    with pytest.raises(InvalidInputError, match="unknown DD model 'joint'"):
+    with pytest.raises(InvalidInputError, match="unknown DD sampling 'joint'"):
         draft_supports(3, 2, "joint")
-    with pytest.raises(InvalidInputError, match="alphabet size must be an integer >= 1, got 0"):
+    with pytest.raises(InvalidInputError, match="number of tokens V must be an integer >= 1, got 0"):
         acceptance_one_cone(0, 2)
     with pytest.raises(InvalidInputError, match="unknown DD method 'fourier'"):
         acceptance_one_cone(2, 2, method="fourier")
     with pytest.raises(ProblemTooLargeError, match="dimension 130, over the limit 90"):
         acceptance_one_cone(5, 3, "tuples")
+
+
+def stubborn(m, supports):
+    """As pycddlib in a long projection: deaf to SIGINT, never returns."""
+    import signal
+    import time
+
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    while True:
+        time.sleep(1)
+
+
+def dies(m, supports):
+    import os
+
+    os._exit(9)
+
+
+def test_an_interrupt_is_answered_while_pycddlib_runs():
+    """The parent, not pycddlib, holds the interpreter: SIGINT raises KeyboardInterrupt in it
+    while the projection runs, and the child is stopped and reaped."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = (
+        "import multiprocessing, os, signal, threading, time\n"
+        "from mdtheory.claims import dd\n"
+        "from tests.test_dd import stubborn\n"
+        "def interrupt():\n"
+        "    while not multiprocessing.active_children():\n"
+        "        time.sleep(0.01)\n"
+        "    os.kill(os.getpid(), signal.SIGINT)\n"
+        "threading.Thread(target=interrupt, daemon=True).start()\n"
+        "try:\n"
+        "    dd._in_child(stubborn, 2, [], 'a projection', None)\n"
+        "except KeyboardInterrupt:\n"
+        "    print('interrupted', multiprocessing.active_children())\n")
+    root = Path(__file__).resolve().parent.parent
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=120, env=dict(os.environ, PYTHONPATH=str(root)), cwd=root)
+    assert out.stdout == "interrupted []\n", out.stderr
+
+
+def test_a_projection_is_stopped_at_its_limit(monkeypatch):
+    """A fake clock, a second per look at the child: stopped at max_seconds = 5."""
+    import types
+
+    from mdtheory.claims import dd
+
+    clock = types.SimpleNamespace(now=0.0)
+
+    def monotonic():
+        clock.now += 1.0
+        return clock.now
+    monkeypatch.setattr(dd, "time", types.SimpleNamespace(monotonic=monotonic,
+                                                          perf_counter=monotonic))
+    with pytest.raises(ProblemTooLargeError, match="did not finish within the limit of 5 s"):
+        dd._in_child(stubborn, 2, [], "a projection", 5.0)
+    assert clock.now <= 8.0
+
+
+def test_a_projection_whose_process_dies_is_a_solver_error():
+    from mdtheory.claims import dd
+    from mdtheory.errors import SolverError
+
+    with pytest.raises(SolverError, match="ended without an answer \\(exit code 9"):
+        dd._in_child(dies, 2, [], "a projection", None)
+    with pytest.raises(ProblemTooLargeError, match="did not finish"):
+        acceptance_one_cone(5, 4, method="elimination", max_seconds=0.2)

@@ -136,6 +136,7 @@ def test_upper_bound_is_proved_by_mnp_or_named(capsys, monkeypatch, small):
 
     p, q, pf, qf = small
     monkeypatch.setattr(certify, "MAX_CERT_SETS", 0)
+    monkeypatch.setattr(certify, "_successive_bounds", lambda *args: None)  # no majorant either
     exact = md.optimal_acceptance(p, q, 3, "without-replacement", method="subsets").value
     code, out, _ = run_main(capsys, "compare-selectors", pf, qf, "-n", "3", "--sampling", "wor",
                             "--json")
@@ -220,7 +221,7 @@ def test_memory_error_is_one_line(capsys, monkeypatch, files):
 
     def boom(*args, **kwargs):
         raise MemoryError("Unable to allocate 74.5 GiB for an array")
-    monkeypatch.setattr(check_acceptance, "optimal_acceptance", boom)
+    monkeypatch.setattr(check_acceptance, "acceptance_rows", boom)
     code, _, err = run_main(capsys, "check-acceptance", files["p"], files["q"])
     one_line_error(code, err, "out of memory: Unable to allocate 74.5 GiB", "too large for this machine")
 
@@ -246,6 +247,7 @@ def test_rules_table_names_an_unproven_optimum(capsys, monkeypatch, small):
 
     p, q, pf, qf = small
     monkeypatch.setattr(certify, "MAX_CERT_SETS", 0)
+    monkeypatch.setattr(certify, "_successive_bounds", lambda *args: None)  # no majorant either
     exact = md.optimal_acceptance(p, q, 3, "without-replacement", method="subsets").value
     code, out, _ = run_main(capsys, "compare-selectors", pf, qf, "-n", "3", "--rules", "rrs-wor",
                             "--json")
@@ -275,3 +277,52 @@ def test_sampling_all_reads_the_registry_when_it_runs(capsys, small):
     rows = {r["sampling"]: r for r in json_rows(out)}
     assert code == 0 and rows["iid-again"]["alpha_star"] == rows["iid"]["alpha_star"]
     assert list(rows)[-1] == "iid-again"  # registry order: after the built-in models
+
+
+@pytest.fixture
+def bracketing(monkeypatch):
+    """The flow certificate off (successive sampling's prefix route gives an upper bound, so the
+    front door escalates to the minimum-norm point) and Wolfe's method replaced by a run that
+    proves only [0.5, 0.99] (as a time-bounded run on a loaded machine may)."""
+    import mdtheory.certify as certify
+    from mdtheory.routes import mnp
+
+    def route(p, model, deadline=None):
+        raise md.OptimalityGapError("the minimum-norm-point method left a gap of 0.49", 0.5, 0.99)
+
+    monkeypatch.setattr(certify, "MAX_CERT_SETS", 0)
+    monkeypatch.setattr(certify, "_successive_bounds", lambda *args: None)  # no majorant either
+    monkeypatch.setattr(mnp, "mnp_route", route)
+
+
+def test_sampling_all_prints_a_bracket_with_exit_code_4(capsys, small, bracketing):
+    """A draft model whose alpha* is only bracketed is a row with both bounds and exit code 4 (as
+    check-acceptance), the other rows as usual: never exit code 3 with an empty table."""
+    p, q, pf, qf = small
+    bound = md.optimal_acceptance(p, q, 2, "without-replacement", method="prefix").value
+    code, out, err = run_main(capsys, "compare-selectors", pf, qf, "--sampling", "all")
+    assert code == 4 and err == ""
+    lines = {line.split()[0]: line for line in out.splitlines()[2:6]}
+    assert f"0.5000000000 <= alpha* <= {min(bound, 0.99):.10f}" in lines["without-replacement"]
+    assert "proven" in lines["iid"] and "greedy-flow" in lines["greedy"]
+    code, out, _ = run_main(capsys, "compare-selectors", pf, qf, "--sampling", "all", "--json")
+    rows = {r["sampling"]: r for r in json_rows(out)}
+    assert code == 4 and rows["without-replacement"]["status"] == "bounds"
+    assert (rows["without-replacement"]["lower"], rows["without-replacement"]["upper"]) == \
+        (0.5, min(bound, 0.99))
+    assert rows["iid"]["proven"] and rows["conditional-poisson"]["proven"]
+
+
+def test_rules_table_names_a_bracketed_optimum(capsys, small, bracketing):
+    _, _, pf, qf = small
+    code, out, _ = run_main(capsys, "compare-selectors", pf, qf, "-n", "2", "--rules", "rrs,rrs-wor")
+    assert code == 4
+    assert re.search(r"without-replacement drafts: alpha\* is proven only in \[0\.5, ", out), out
+
+
+def test_check_acceptance_prints_the_escalation_bracket(capsys, small, bracketing):
+    p, q, pf, qf = small
+    code, out, _ = run_main(capsys, "check-acceptance", pf, qf, "--sampling", "wor", "--json")
+    row = json.loads(out)
+    assert code == 4 and row["status"] == "upper-bound" and row["lower"] == 0.5
+    assert row["alpha_star"] == md.optimal_acceptance(p, q, 2, "wor", method="prefix").value

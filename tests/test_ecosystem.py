@@ -202,6 +202,7 @@ def test_duals_named_with_alias_keys():
 
 def test_upper_bound_is_not_success(monkeypatch):
     monkeypatch.setattr(certify, "MAX_CERT_SETS", 0)
+    monkeypatch.setattr(certify, "_successive_bounds", lambda *args: None)  # no majorant either
     res = md.optimal_acceptance(P3, Q3, 2, "without-replacement", method="prefix")
     assert res.status == "upper-bound" and res.success is False
     assert "optimality is not proven" in res.message
@@ -210,13 +211,15 @@ def test_upper_bound_is_not_success(monkeypatch):
 # ------------------------------------------------------------------ 4. one vocabulary
 def test_old_and_new_spellings_agree(capsys):
     outs = []
-    for argv in (["--vocab", 3, "--drafts", 2], ["--alphabet", 3, "-K", 2], ["-m", 3, "-n", 2]):
+    for argv in (["--vocab", 3, "-n", 2], ["--alphabet", 3, "-K", 2], ["-m", 3, "--drafts", 2],
+                 ["--vocab", 3, "-n", 2, "--model", "iid"]):
         code, out, _ = run_main(capsys, "dd", *argv, "--json")
         assert code == 0
         rec = json.loads(out)
         rec.pop("seconds")
         outs.append(rec)
-    assert outs[0] == outs[1] == outs[2] and outs[0]["vocab"] == outs[0]["alphabet"] == 3
+    assert outs[0] == outs[1] == outs[2] == outs[3] and outs[0]["vocab"] == 3
+    assert outs[0]["drafts"] == 2 and outs[0]["sampling"] == "iid" and "alphabet" not in outs[0]
 
 
 def test_wor_alias_is_shown_and_works(capsys):

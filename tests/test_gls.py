@@ -86,6 +86,9 @@ def test_known_values():
     assert make_rule("gls", p, q, 1).exact_acceptance() == pytest.approx(exact, abs=ROUNDING)
     # p = q: the target's winning race drafts the same token
     assert make_rule("gls", p, p, 4).exact_acceptance() == pytest.approx(1.0, abs=ROUNDING)
+    # the mass of the drafted tokens kept to its last digit (1e-100 here), never 1 - (1 - 1e-100)
+    tiny = make_rule("gls", [1.0, 1e-100], [0.0, 1.0], 2)
+    assert tiny.exact_acceptance() == pytest.approx(1e-100, rel=1e-14)
     # disjoint supports: never accepted
     assert make_rule("gls", [0.5, 0.5, 0, 0], [0, 0, 0.5, 0.5], 3).exact_acceptance() == \
         pytest.approx(0.0, abs=ROUNDING)
@@ -119,27 +122,127 @@ def test_closed_form_agrees_with_enumeration_on_large_ratios_and_subnormal_masse
         acc, law = rule.enumerate()
         assert rule.exact_acceptance() == pytest.approx(acc, abs=QUADRATURE)
         assert np.abs(law - p).max() <= QUADRATURE
-    # p/q past float64 (5e-324 against 0.5): a draft there is an unconditioned race, still a law
+    # p/q past float64 (5e-324 against 0.5): the token keeps its place above every finite ratio
     rule = make_rule("gls", [0.5, 0.5, 0.0], [5e-324, 0.5, 0.5 - 5e-324], 2)
-    assert rule.free[0]
-    a, r = rule.conditional(np.array([0, 1]))
-    assert a.sum() + r.sum() == pytest.approx(1.0, abs=QUADRATURE)
-    assert 0.0 <= rule.exact_acceptance() <= 1.0
-    # drafts of probability 1e-300 (their law's integrand would reach 1e319) condition no race: law p
-    rule = make_rule("gls", [0.5, 0.5], [1e-150, 1 - 1e-150], 2)
-    assert np.array_equal(rule.law([0, 0]), rule.p)
-    assert not rule.law([0, 1])[0] == rule.p[0]  # 1e-150 alone still conditions
+    acc, law = rule.enumerate()
+    assert rule.exact_acceptance() == pytest.approx(acc, abs=QUADRATURE)
+    assert np.abs(law - rule.p).max() <= QUADRATURE
 
 
-def test_acceptance_kernel_interpreted_and_compiled_agree(monkeypatch):
+def exact_pair(head_p, head_q):
+    """Rationals of the given floats, the last entry completing each to one."""
+    pf, qf = [Fraction(v) for v in head_p], [Fraction(v) for v in head_q]
+    return pf + [1 - sum(pf)], qf + [1 - sum(qf)]
+
+
+SUBNORMAL = [
+    ((0.5, 0.25), (1e-310, 0.5), (0,)),               # p/q = 5e309: past float64
+    ((0.5, 0.25), (1e-290, 0.5), (0,)),               # one draft of probability 1e-290
+    ((0.5, 0.5), (5e-324, 0.5), (0, 1)),              # the smallest subnormal
+    ((0.5, 0.5 - 1e-300), (5e-324, 0.5), (0, 2)),     # two ratios past float64's range apart
+    ((0.5, 0.5 - 1e-320), (1e-320, 0.5), (0, 2, 2)),  # p and q both subnormal at token 2's side
+    ((5e-321, 0.5), (1e-320, 0.5), (0, 0)),           # Φ's first slope subnormal: 1/s overflows
+    ((5e-321, 3e-321, 0.5), (1e-320, 1e-320, 0.5), (0, 1)),
+    ((0.0, 0.5), (1e-320, 0.5), (0,)),                # p = 0 at a subnormal q
+]
+
+
+@pytest.mark.parametrize("head_p, head_q, x", SUBNORMAL)
+def test_laws_at_subnormal_draft_masses_match_exact_rationals(head_p, head_q, x):
+    """Drafts whose q is subnormal: p/q past float64, or Φ's slope s so small that 1/s overflows.
+    t Φ, the segments of a subnormal slope and the drafted token's own term are formed in logs, so
+    the law given such drafts is the exact one; so are the acceptance and the output law."""
+    pf, qf = exact_pair(head_p, head_q)
+    rule = make_rule("gls", floats(pf), floats(qf), len(x))
+    assert np.abs(rule.law(np.array(x)) - floats(law_given(pf, qf, x))).max() <= QUADRATURE
+    accepted, _ = acceptance_and_law(pf, qf, len(x))
+    assert rule.exact_acceptance() == pytest.approx(float(accepted), abs=QUADRATURE)
+    acc, law = rule.enumerate()
+    assert acc == pytest.approx(float(accepted), abs=QUADRATURE)
+    assert np.abs(law - rule.p).max() <= QUADRATURE
+
+
+def test_laws_of_improbable_drafts_match_exact_rationals():
+    """Drafts of probability 2^-1000 and 1e-285, far below float64's range: every race's factor is
+    a probability, so no product over the races overflows and the drafts condition the law."""
+    F = Fraction
+    cases = [([F(1, 2)] * 2, [F(1, 2)] * 2, (0,) * 1000),  # p = q: Y is always drafted
+             ([F(1, 2000), F(1, 5), F(1599, 2000)], [F(1, 1000), F(999, 2000), F(999, 2000)], (0,) * 95),
+             ([F(1, 2), F(1, 2)], [F(1, 10**150), 1 - F(1, 10**150)], (0, 0))]
+    for pf, qf, x in cases:
+        rule = make_rule("gls", floats(pf), floats(qf), len(x))
+        exact = floats(law_given(pf, qf, x))
+        assert np.abs(rule.law(np.array(x)) - exact).max() <= QUADRATURE, len(x)
+    assert exact[0] > 0.99  # two drafts of token 0 make it the likely output
+
+
+def test_draws_at_many_drafts_follow_the_exact_acceptance():
+    """V = 1000, n = 128: every iid draft tuple has probability below 1e-280. The conditional laws'
+    accepted mass, averaged over iid drafts, and select's acceptance both estimate the exact
+    acceptance (both would be about 0.11, the acceptance of an output ignoring the drafts, were the
+    drafts dropped)."""
+    rng = np.random.default_rng(0)
+    p, q = rng.dirichlet(np.ones(1000)), rng.dirichlet(np.ones(1000))
+    rule = make_rule("gls", p, q, 128)
+    exact = rule.exact_acceptance()
+    xs = rng.choice(1000, size=(300, 128), p=q)
+    assert np.log(q[xs]).sum(axis=1).max() < np.log(1e-280)
+    se = np.sqrt(exact * (1 - exact) / len(xs))
+    assert abs(np.mean([rule.conditional(x)[0].sum() for x in xs[:100]]) - exact) <= 4.5 * se * np.sqrt(3)
+    assert abs(np.mean([rule.select(x, rng)[1] for x in xs]) - exact) <= 4.5 * se
+
+
+def test_impossible_drafts_are_refused():
+    rule = make_rule("gls", [0.5, 0.5, 0.0], [0.5, 0.0, 0.5], 2)
+    for method in (rule.conditional, rule.law, lambda x: rule.select(x, 0)):
+        with pytest.raises(md.InvalidInputError, match=r"drafts\[1\] = 1 has draft probability q = 0"):
+            method([0, 1])
+
+
+def test_the_estimate_covers_a_step_and_a_step_holds_a_block_of_races(monkeypatch):
+    """make_rule refuses n V beyond the time limit; a step draws the races RACES at a time (its
+    memory does not grow with n) and the blocks are the same draws as one array of them."""
+    from mdtheory.rules import gls
+
+    u = np.full(1000, 1e-3)
+    with pytest.raises(md.ProblemTooLargeError, match="one step: 1000000000 races of 1000 times"):
+        make_rule("gls", u, u, 10**9)
+
+    class Recording:
+        def __init__(self, seed):
+            self.rng, self.sizes = np.random.default_rng(seed), []
+
+        def standard_exponential(self, size):
+            self.sizes.append(int(np.prod(size)))
+            return self.rng.standard_exponential(size)
+
+    rng = np.random.default_rng(4)
+    p, q = rng.dirichlet(np.ones(16)), rng.dirichlet(np.ones(16))
+    rule = make_rule("gls", p, q, 50)
+    for seed in range(20):
+        x = rng.choice(16, size=50, p=q)
+        whole = rule._step(x, np.random.default_rng(seed))
+        monkeypatch.setattr(gls, "RACES", 64)
+        blocks = Recording(seed)
+        assert rule._step(x, blocks) == whole
+        assert max(blocks.sizes) == 64 and sum(blocks.sizes) == 50 * 16 + 50
+        monkeypatch.undo()
+
+
+def test_kernels_interpreted_and_compiled_agree(monkeypatch):
+    """The acceptance's and the law's kernels, on a random pair and on one with a subnormal slope
+    (the segments' log branch)."""
     from mdtheory import _jit
 
     p, q, _ = next(random_floats(3, 1))
-    values = []
-    for mode in ("python", "numba"):
-        monkeypatch.setattr(_jit, "FORCE", mode)
-        values.append(make_rule("gls", p, q, 5).exact_acceptance())
-    assert values[0] == pytest.approx(values[1], abs=ROUNDING)
+    pf, qf = exact_pair((5e-321, 3e-321, 0.5), (1e-320, 1e-320, 0.5))
+    for a, b, x in ((p, q, [0, 1, 1, 2, 0]), (floats(pf), floats(qf), [0, 1, 3, 2, 0])):
+        values = []
+        for mode in ("python", "numba"):
+            monkeypatch.setattr(_jit, "FORCE", mode)
+            rule = make_rule("gls", a, b, 5)
+            values.append(np.append(rule.law(x), rule.exact_acceptance()))
+        assert np.abs(values[0] - values[1]).max() <= ROUNDING
 
 
 def test_step_frequencies_match_the_exact_law_given_fixed_drafts():
@@ -210,6 +313,24 @@ def test_the_audit_passes_it():
     assert sampled.verdict == "lossless", sampled
 
 
+def test_monte_carlo_at_many_drafts_holds_a_bounded_block_of_tuples():
+    """Monte Carlo draws its draft tuples in blocks of at most CHUNK_BYTES of n drafts each, so at
+    n = 10^6 it holds a few tuples, not mc_chunk(V) of them (8 GB at V = 1000)."""
+    from mdtheory import _budget
+
+    rule = make_rule("gls", [0.5, 0.5], [0.5, 0.5], 5000)
+    sizes, sample = [], rule.model.sample
+
+    def recording(rng, size):
+        sizes.append(size)
+        return sample(rng, size)
+
+    rule.model.sample = recording
+    result = rule.monte_carlo(1000, 0)
+    assert result["acceptance"] == 1.0 and sum(sizes) == 1000  # p = q: always accepted
+    assert 8 * 5000 * max(sizes) <= _budget.CHUNK_BYTES < 8 * 5000 * 1000
+
+
 def test_torch_rule_agrees_with_numpy():
     torch = pytest.importorskip("torch")
     from mdtheory.audit.crossval import cross_validate
@@ -225,3 +346,35 @@ def test_torch_rule_agrees_with_numpy():
     q = torch.tensor([[0.0, 0.5, 0.5]], dtype=torch.float64)
     token, _ = TorchGLS(p, q, 2).step(torch.tensor([[0, 2]]), torch.Generator().manual_seed(0))
     assert token.item() in (0, 1)
+
+
+@pytest.mark.slow
+def test_torch_rule_at_many_drafts():
+    """V = 1000, n = 128 (every iid tuple below 1e-280): the batched step's acceptance is the exact
+    one, as the numpy rule's (test_draws_at_many_drafts_follow_the_exact_acceptance)."""
+    torch = pytest.importorskip("torch")
+    from mdtheory.torch_bridge import TorchGLS
+
+    rng = np.random.default_rng(0)
+    p, q = rng.dirichlet(np.ones(1000)), rng.dirichlet(np.ones(1000))
+    exact = make_rule("gls", p, q, 128).exact_acceptance()
+    B = 300
+    drafts = torch.tensor(rng.choice(1000, size=(B, 128), p=q))
+    rows = (torch.tensor(np.tile(v, (B, 1))) for v in (p, q))
+    _, accepted = TorchGLS(*rows, 128).step(drafts, torch.Generator().manual_seed(0))
+    assert abs(accepted.double().mean().item() - exact) <= 4.5 * np.sqrt(exact * (1 - exact) / B)
+
+
+def test_torch_rule_at_subnormal_masses():
+    """A draft of q subnormal in the dtype (p/q past its range) wins its race, as its exact law
+    [1, 0, 0] says (test_laws_at_subnormal_draft_masses_match_exact_rationals)."""
+    torch = pytest.importorskip("torch")
+    from mdtheory.torch_bridge import TorchGLS
+
+    for dtype, tiny in ((torch.float64, 1e-310), (torch.float32, 1e-40)):
+        P = torch.tensor([[0.5, 0.25, 0.25]] * 500, dtype=dtype)
+        Q = torch.tensor([[tiny, 0.5, 0.5 - tiny]] * 500, dtype=dtype)
+        assert Q[0, 0] > 0 and torch.isinf(P[0, 0] / Q[0, 0])
+        token, accepted = TorchGLS(P, Q, 1).step(torch.zeros(500, 1, dtype=torch.long),
+                                                 torch.Generator().manual_seed(1))
+        assert (token == 0).all() and accepted.all(), dtype

@@ -258,9 +258,12 @@ def test_face_phase_with_early_and_wrong_cuts(monkeypatch, patience, face_iter, 
         assert abs(base.upper - exact) <= TOL and abs(base.lower - exact) <= TOL
 
 
-def test_cli_mnp_proves_successive_sampling(capsys):
-    """The prefix route only bounds successive sampling at this size; the mnp route proves it, and
-    the default method retries with it."""
+def test_cli_mnp_proves_successive_sampling(capsys, monkeypatch):
+    """Where the prefix route only bounds successive sampling (here: its majorant certificates
+    switched off), the mnp route proves it, and the default method retries with it."""
+    from mdtheory import certify
+
+    monkeypatch.setattr(certify, "_successive_bounds", lambda *args: None)
     args = ["check-acceptance", str(EXAMPLES / "p.npy"), str(EXAMPLES / "q.npy"), "--drafts", "4",
             "--sampling", "without-replacement"]
     assert main([*args, "--method", "prefix"]) == 0

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import mdtheory as md
-from mdtheory import _budget, _jit
+from mdtheory import _budget, _jit, certify
 from mdtheory._validate import as_distribution
 from mdtheory.certify import CERT_TOL, MAX_CERT_SETS
 from mdtheory.errors import InvalidInputError, ProblemTooLargeError
@@ -121,11 +121,16 @@ def test_set_routes_see_the_forward_pass_over_n_drafts(method):
 
 
 def test_independent_drafts_at_huge_v_are_refused_before_allocating():
+    """V = 100,000: refused up front, by its time; its memory is the corral's capped reservation
+    (at most 2 GiB), and a limit below that refuses it for memory."""
     V = 100_000
     p = np.full(V, 1 / V)
     Q = np.stack([p, np.roll(np.linspace(1, 2, V) / np.linspace(1, 2, V).sum(), 1)])
-    with pytest.raises(ProblemTooLargeError, match="memory"):
+    with pytest.raises(ProblemTooLargeError, match="estimated"):
         md.alpha_star(p, Q, sampling="independent")
+    assert route_estimate(md.Independent(Q), "mnp").bytes <= _budget.MNP_RESERVE + 64 * (V + 2)
+    with pytest.raises(ProblemTooLargeError, match="memory"):
+        md.alpha_star(p, Q, sampling="independent", max_seconds=float("inf"), max_bytes=2**30)
 
 
 def test_an_unclosed_minimum_norm_point_stops_at_the_limit_with_its_bounds():
@@ -142,7 +147,10 @@ def test_an_unclosed_minimum_norm_point_stops_at_the_limit_with_its_bounds():
     assert lower == pytest.approx(rule.exact_acceptance(), abs=ROUNDING) and lower <= upper
 
 
-def test_auto_proves_without_replacement_beyond_the_flow_certificate():
+def test_auto_proves_without_replacement_beyond_the_flow_certificate(monkeypatch):
+    """Where no majorant meets the prefix route's cut (here: none tried), auto proves it by
+    Wolfe's method, within the limit or not at all."""
+    monkeypatch.setattr(certify, "_successive_bounds", lambda *args: None)
     p, q = _dirichlet_pair(30, seed=3)
     model = md.WithoutReplacement(q, 3)
     assert model.count_sets() > MAX_CERT_SETS
@@ -248,3 +256,74 @@ def test_bad_limit_values_are_named_in_the_front_door(limit, value):
 def test_none_limits_mean_no_limit_in_the_front_door():
     p, q = np.array([0.5, 0.3, 0.2]), np.array([0.2, 0.2, 0.6])
     assert md.alpha_star(p, q, 2, max_seconds=None, max_bytes=None) == md.alpha_star(p, q, 2)
+
+
+def test_the_set_law_estimate_counts_what_its_enumeration_passes_through():
+    """Successive sampling of n = 29 of 30 tokens has 30 draft sets, but the forward pass that
+    enumerates them holds C(30, 15) = 1.6e8 sets halfway: the law routes' estimates and the set
+    law's own guard count those, so the law is refused before it is built, the front door's
+    flow certificate is not attempted, and alpha* is proven without it (here by the face bound of a
+    partial-replacement majorant, papers/theory.md)."""
+    from math import comb
+
+    p, q = _dirichlet_pair(30, seed=4)
+    model = md.WithoutReplacement(q, 29)
+    assert model.count_sets() == 30 and model.set_law_size() == comb(30, 15)
+    for method in ("dual", "otlp", "maxflow"):
+        assert route_estimate(model, method).bytes > _budget.MAX_BYTES
+        with pytest.raises(ProblemTooLargeError, match=r"through up to 1\.55e\+08 sets"):
+            md.optimal_acceptance(p, model, method=method)
+    with pytest.raises(ProblemTooLargeError, match="the set law has up to 1.55e"):
+        model.set_law()
+    assert route_estimate(model, certify="fast").seconds < 1.0
+    res = md.optimal_acceptance(p, model)
+    assert res.status == "optimal" and (res.method, res.certificate) == ("prefix", "majorant")
+    assert res.value == pytest.approx(md.optimal_acceptance(p, model, method="prefix").value,
+                                      abs=CERT_TOL)
+    assert md.WithoutReplacement(q, 3).set_law_size() == comb(30, 3)  # n <= s / 2: the last step
+
+
+@pytest.mark.parametrize("argv", [
+    ["cross-validate"], ["dd", "--vocab", "3", "-n", "2"], ["verify", "theorem2"],
+    ["verify", "theorem3"], ["verify", "hu-wor"],
+])
+def test_max_bytes_is_honoured_by_every_command(capsys, argv):
+    """--max-bytes is checked against each command's memory estimate before any work (it was
+    accepted and ignored by cross-validate, dd and verify)."""
+    from mdtheory.cli import main
+
+    assert main([*argv, "--max-bytes", "1K"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("mdtheory: error: ") and "of memory, over the limit of 1 KiB" in err
+    assert "--max-bytes) to run it anyway" in err or "raise it with --max-bytes" in err
+
+
+def test_cross_validate_estimates_the_batched_calls_it_makes():
+    """The library's cross-validation refuses its estimate up front (a whole run of the torch rules
+    at V = 152,000 was 21 GB resident with one call of all 800 rows), which counts the calls of
+    bounded rows it makes."""
+    pytest.importorskip("torch")
+    from mdtheory.audit.crossval import cross_validate
+
+    with pytest.raises(ProblemTooLargeError, match="cross-validate: 8 positions x 100 steps .* "
+                       "V = 152000, \\d rules: estimated .* of memory, over the limit of 256 MiB"):
+        cross_validate(vocab=152_000, samples=100, max_bytes=2**28)
+    est = _budget.batched_steps(8, 100, 152_000, 2, 4)
+    assert est.bytes < _budget.MAX_BYTES / 4  # calls of TORCH_CELLS cells, not of all 800 rows
+    assert est.bytes > _budget.TORCH_CELL_BYTES * _budget.TORCH_CELLS / 2
+
+
+def test_a_batched_verifier_is_called_on_bounded_rows():
+    """audit --torch calls the verifier on whole steps of every position, at most TORCH_CELLS
+    (row, token or draft) cells a call, and every step is made."""
+    torch = pytest.importorskip("torch")
+    rows = []
+
+    def first_draft(p, q, drafts, gen):
+        rows.append(drafts.shape[0])
+        return drafts[:, 0]
+    rng = np.random.default_rng(0)
+    P, Q = rng.dirichlet(np.ones(3000), size=2), rng.dirichlet(np.ones(3000), size=2)
+    md.audit(first_draft, P, Q, 2, torch=True, samples=5000, seed=0)
+    assert torch is not None and sum(rows) == 2 * 5000
+    assert max(rows) * (3000 + 2) <= _budget.TORCH_CELLS and all(r % 2 == 0 for r in rows)

@@ -232,9 +232,12 @@ def test_block_efficiency_rows(capsys):
 
 # ---------------------------------------------------------------- khisti-lp's default truncation
 def test_khisti_default_guard_falls_back_losslessly():
-    """Where the nucleus tournament is below single-draft, the default keeps the first draft."""
-    p = np.array([0.125, 0.769, 0.001, 0.08, 0.025])
-    q = np.array([0.12, 0.786, 0.0, 0.088, 0.006])
+    """Where the truncated tournament is below single-draft, the default keeps the first draft: a
+    flat p at V = 50 and a q within 5% of it (the 5 tokens outside the truncation keep by their
+    bucketed keys, which distorts the winner's law when q is nearly p)."""
+    rng = np.random.default_rng(0)
+    p = rng.dirichlet(np.full(50, 5.0))
+    q = np.abs(p * (1 + 0.05 * rng.standard_normal(50)))
     rule = make_rule("khisti-lp", p, q, 2, normalize=True)
     single = 1 - 0.5 * np.abs(rule.p - rule.q).sum()
     unguarded = make_rule("khisti-lp", p, q, 2, s=rule.s, normalize=True)

@@ -173,7 +173,8 @@ def test_slow_preparation_refused_up_front(capsys, pair):
 
 
 def test_many_drafts_refused_by_memory(capsys, pair):
-    """-n 1000000 (khisti-lp: 999,999 LPs and V x V matrices; rrs: 10^6 residuals) is refused."""
+    """-n 1000000 (khisti-lp: 999,999 stages, each an s x s block and V-sized laws; rrs: 10^6
+    residuals) is refused."""
     p, q = pair(1000)
     code, out, err = run_main(capsys, "compare-selectors", p, q, "-n", 10**6, "--rules",
                               "rrs,khisti-lp,k-seq,greedy,gr-softmax", "--json")
@@ -181,7 +182,7 @@ def test_many_drafts_refused_by_memory(capsys, pair):
     rows = {r["rule"]: r for r in map(json.loads, out.splitlines())}  # JSON Lines
     assert re.search(r"rrs keeps n \+ 1 = 1000001 residuals.*estimated 7.45 GiB of memory",
                      rows["rrs"]["error"])
-    assert re.search(r"999999 truncated stages over 1000 tokens: estimated 7.45 GiB",
+    assert re.search(r"999999 truncated stages over 1000 tokens: estimated 22.5 GiB",
                      rows["khisti-lp"]["error"])
     assert "n <= the number of tokens with q > 0 (1000)" in rows["greedy"]["error"]
     assert "fits over 1e+300 draft sets" in rows["gr-softmax"]["error"]  # a saturated count
@@ -209,22 +210,22 @@ def test_progress_bar_on_a_terminal_only(capsys, monkeypatch, pair):
 
 # ----------------------------------------------------------------------------- verify, dd
 @pytest.mark.parametrize("argv,pattern", [
-    (["theorem3", "--alphabet", 50], r"verify theorem3, alphabet 50: 20 instances, each 2\^50"),
-    (["hu-wor", "--alphabet", 30, "--drafts", 6], r"verify hu-wor, alphabet 30, 6 drafts"),
-    (["hu-wor", "--alphabet", 10**9, "--drafts", 10**9 - 1], r"alphabet 1000000000, 999999999 drafts"),
+    (["theorem3", "--alphabet", 50], r"verify theorem3, V = 50: 20 instances, each 2\^50"),
+    (["hu-wor", "--alphabet", 30, "--drafts", 6], r"verify hu-wor, V = 30, n = 6"),
+    (["hu-wor", "--alphabet", 10**9, "--drafts", 10**9 - 1], r"V = 1000000000, n = 999999999"),
 ])
 def test_verify_refused_with_estimate(capsys, argv, pattern):
     code, out, err = run_main(capsys, "verify", *argv)
-    one_line_error(code, err, pattern, ESTIMATE, "--max-seconds")
+    one_line_error(code, err, pattern, ESTIMATE, "--max-(seconds|bytes)")
     assert out == ""
 
 
 @pytest.mark.parametrize("argv,pattern", [
-    (["hu-wor", "--alphabet", 0], r"hu-wor needs an alphabet of at least n \+ 1 = 3 tokens.*got 0"),
+    (["hu-wor", "--alphabet", 0], r"hu-wor needs V >= n \+ 1 = 3 tokens.*got 0"),
     (["hu-wor", "--drafts", 0], "the number of drafts must be at least 1, got 0"),
-    (["hu-wor", "--alphabet", 2, "--drafts", 2], r"hu-wor needs an alphabet .* got 2"),
-    (["theorem2", "--alphabet", 0], "the alphabet size must be at least 2, got 0"),
-    (["theorem3", "--alphabet", 0], "the alphabet size must be at least 2, got 0"),
+    (["hu-wor", "--alphabet", 2, "--drafts", 2], r"hu-wor needs V >= n \+ 1 .* got 2"),
+    (["theorem2", "--alphabet", 0], "the number of tokens V must be at least 2, got 0"),
+    (["theorem3", "--alphabet", 0], "the number of tokens V must be at least 2, got 0"),
     (["theorem3", "--instances", 0], "the number of instances must be at least 1, got 0"),
 ])
 def test_vacuous_claims_do_not_verify(capsys, argv, pattern):
@@ -237,8 +238,8 @@ def test_vacuous_claims_do_not_verify(capsys, argv, pattern):
 
 @pytest.mark.parametrize("argv,pattern", [
     (["all", "--alphabet", 50], "verify all runs its fixed grid; --vocab applies to one claim"),
-    (["symbolic", "--drafts", 3], "verify symbolic takes no --drafts"),
-    (["theorem3", "--drafts", 3], "verify theorem3 takes no --drafts"),
+    (["symbolic", "--drafts", 3], "verify symbolic takes no -n"),
+    (["theorem3", "--drafts", 3], "verify theorem3 takes no -n"),
 ])
 def test_verify_flags_that_do_not_apply(capsys, argv, pattern):
     code, _, err = run_main(capsys, "verify", *argv)
@@ -266,7 +267,7 @@ def test_hall_comparison_refused_with_estimate(capsys, argv):
     """m = 8 is within the DD dimension limit (44) but comparing with Hall's 254 inequalities solves
     an exact LP per row: minutes."""
     code, out, err = run_main(capsys, *argv)
-    one_line_error(code, err, r"the iid acceptance-one cone for m = 8, K = 2 \(dimension 44\) and "
+    one_line_error(code, err, r"the iid acceptance-one cone for V = 8, n = 2 \(dimension 44\) and "
                    r"its comparison with 298 Hall and non-negativity inequalities", ESTIMATE,
                    "--max-seconds")
     assert out == ""

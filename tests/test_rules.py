@@ -85,6 +85,43 @@ def test_greedy_reaches_its_optimum():
             assert rule.exact_acceptance() == pytest.approx(md.alpha_star(p, rule.model), abs=ROUNDING)
 
 
+def test_khisti_default_truncation_on_the_bundled_pair():
+    """The default truncation, as many tokens as the stage flow's cost allows (45 at V = 50),
+    accepts at least 0.92 on the bundled pair at n = 4 (alpha* 0.9500; the nuclei capped at 8 gave
+    single-draft's 0.7555), never below single-draft at n = 2..8."""
+    from pathlib import Path
+
+    from mdtheory.rules.khisti import default_size
+
+    root = Path(__file__).resolve().parent.parent / "examples"
+    p, q = np.load(root / "p.npy"), np.load(root / "q.npy")
+    assert default_size(50) == 45 and default_size(5) == 5 and default_size(10**6) == 64
+    rule = make_rule("khisti-lp", p, q, 4)
+    assert rule.s == 45 and not rule.fallback and rule.exact_acceptance() >= 0.92
+    for n in (2, 3, 8):
+        assert make_rule("khisti-lp", p, q, n).exact_acceptance() >= np.minimum(p, q).sum() - 1e-12
+
+
+@pytest.mark.parametrize("s", [16, 32, 45, 64])
+def test_khisti_stage_flow_reaches_the_lp_at_large_truncations(s):
+    """The greedy start and augmenting paths reach the stage LP's optimum (HiGHS) at the default's
+    sizes."""
+    pytest.importorskip("highspy", reason="the stage LP is solved by HiGHS")
+    from mdtheory.rules import khisti as K
+
+    rng = np.random.default_rng(s)
+    for _ in range(4):
+        a, b = K._pairs(s)
+        pt, lt, rt = (rng.dirichlet(np.full(s + 2, c))[:s] for c in rng.choice([0.1, 0.5, 2.0], 3))
+        m, mu0 = lt[a] * rt[b] + lt[b] * rt[a], lt * rt + 0.01 * rng.random(s) / s
+        fb, paths = K._stage_flow(np.maximum(pt - mu0, 0.0), m, a, b, 1e-300, 64 * (s * s + 1))
+        assert paths < 64 * (s * s + 1)
+        y = K.stage_lp(pt, mu0, m, a, b)
+        got, ref = (np.minimum(pt, mu0 + np.bincount(a, ya, s) + np.bincount(b, m - ya, s)).sum()
+                    for ya in (m - fb, y))
+        assert got >= ref - 1e-9
+
+
 def test_khisti_full_lp_is_optimal_for_two_drafts():
     """Khisti et al. Thm 1: IS + one speculative step reaches alpha*; untruncated (s = V), n = 2."""
     rng = np.random.default_rng(5)

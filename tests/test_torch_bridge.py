@@ -282,17 +282,24 @@ def test_rank_stage_is_the_dense_program():
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_torch_khisti_is_the_numpy_program(device):
-    """The device rule's default truncation is the numpy rule's, row by row; its final marginal is
-    the exact law of its own stages (the numpy rule's enumeration over every draft tuple, run on
-    the device's stages), which is lossless with acceptance sum min(p, mu)."""
+    """The device rule's default truncation is the numpy rule's on the CPU and at most DEVICE_S on
+    a GPU; its final marginal is the exact law of its own stages (the numpy rule's enumeration over
+    every draft tuple, run on the device's stages), which is lossless with acceptance sum min(p, mu).
+    On the CPU each row's flow is the numpy rule's: the same marginal at V = 60 (s = 45)."""
     from mdtheory.rules import khisti as K
     from mdtheory.rules import make_rule
-    from mdtheory.torch_bridge.khisti import default_truncation
+    from mdtheory.torch_bridge.khisti import DEVICE_S, default_size
 
+    assert default_size(60, "cpu") == K.default_size(60) == 45
+    assert default_size(60, "cuda") == DEVICE_S
+    if device == "cpu":
+        p_np, q_np = llm_pairs(np.random.default_rng(5), 6, 60)
+        rule = tb.TorchKhisti(*(torch.tensor(x) for x in (p_np, q_np)), 3)
+        for i in range(6):
+            ref = make_rule("khisti-lp", p_np[i], q_np[i], 3)
+            assert ref.s == 45 and np.abs(rule.mu[i].numpy() - ref.mu).max() <= ROUNDING
     p_np, q_np = llm_pairs(np.random.default_rng(4), 8, 6)
     p, q = (torch.tensor(x, device=device) for x in (p_np, q_np))
-    s_dev = default_truncation(p, q).cpu().numpy()
-    assert s_dev.tolist() == [K.default_truncation(a, b) for a, b in zip(p_np, q_np, strict=True)]
     rule = tb.TorchKhisti(p, q, 3)
     assert rule.unsolved == 0
     for i in range(8):
@@ -654,6 +661,34 @@ def test_torch_rules_refuse_bad_input_in_one_line(rule, case):
     assert "\n" not in str(got.value)
     with pytest.raises(error, match=message.replace(r"\(1, 3\)", r"\(3,\)").replace(r"\(1, 2\)", r"\(2,\)")):
         tb.alpha_star(P[0], Q[0], n)
+
+
+@pytest.mark.parametrize("rule", sorted(tb.TORCH_RULES))
+def test_torch_rules_check_their_drafts(rule):
+    """Every batched rule's step refuses drafts of another shape or dtype, or an id out of range,
+    with InvalidInputError naming it (never a raw torch error, never extra drafts silently used), and
+    takes int32 ids as the same int64 ones."""
+    P = torch.tensor([[0.2, 0.3, 0.5], [0.5, 0.25, 0.25]], dtype=torch.float64)
+    Q = torch.tensor([[0.3, 0.3, 0.4], [0.2, 0.4, 0.4]], dtype=torch.float64)
+    prepared = tb.TORCH_RULES[rule](P, Q, 2)
+    good = torch.tensor([[0, 1], [2, 2]])
+    cases = {
+        r"drafts\[1, 1\] = 3 is not a token id in 0 \.\. 2": torch.tensor([[0, 1], [2, 3]]),
+        r"drafts\[0, 0\] = -1 is not a token id": torch.tensor([[-1, 1], [2, 2]]),
+        rf"{rule} takes drafts of shape \(B, n\) = \(2, 2\); got shape \(2, 3\)":
+            torch.tensor([[0, 1, 1], [2, 2, 2]]),
+        r"got shape \(1, 2\)": good[:1],
+        r"got shape \(2,\)": good[:, 0],
+        "integer torch tensor of token ids, got a tensor of dtype torch.float64": good.double(),
+        "got a tensor of dtype torch.bool": good > 0,
+        "got list": good.tolist(),
+    }
+    for message, drafts in cases.items():
+        with pytest.raises(md.InvalidInputError, match=message):
+            prepared.step(drafts, torch.Generator().manual_seed(0))
+    wide = prepared.step(good, torch.Generator().manual_seed(1))
+    narrow = prepared.step(good.int(), torch.Generator().manual_seed(1))
+    assert all(torch.equal(a, b) for a, b in zip(wide, narrow, strict=True))
 
 
 @pytest.mark.parametrize("rule", sorted(tb.TORCH_RULES))

@@ -25,11 +25,11 @@ def test_theorem3_exact(m):
     assert all(c["closed_form"] == c["exact_lp"] for c in rec["cases"])
 
 
-@pytest.mark.parametrize("m,K,model", [(3, 2, "iid"), (4, 3, "iid"), (3, 3, "tuples")])
-def test_theorem2_records(m, K, model):
-    rec = verify_theorem2(m, K, model)
-    assert rec["verified"] and rec["cases"] == [{"alphabet": m, "drafts": K, "model": model}]
-    assert rec["substitution"] is (True if model == "iid" else None)
+@pytest.mark.parametrize("V,n,sampling", [(3, 2, "iid"), (4, 3, "iid"), (3, 3, "tuples")])
+def test_theorem2_records(V, n, sampling):
+    rec = verify_theorem2(V, n, sampling)
+    assert rec["verified"] and rec["cases"] == [{"vocab": V, "drafts": n, "sampling": sampling}]
+    assert rec["substitution"] is (True if sampling == "iid" else None)
 
 
 def test_hu_ratio_is_conditional_poisson_not_successive_sampling():
@@ -88,9 +88,9 @@ def test_cli_verify_all(capsys, monkeypatch):
     """``verify all`` over a reduced grid, one entry per claim: the run, the summary and the exit
     code. The full grid's Theorem 2 cones are checked by tests/test_dd.py (see the next test), its
     other claims above at the same or smaller sizes."""
-    small = [("symbolic", {}), ("theorem2", {"m": 2, "K": 2, "model": "iid"}),
-             ("theorem3", {"m": 3, "instances": 5, "seed": 3}),
-             ("hu-wor", {"m": 3, "n": 2, "instances": 2, "seed": 3})]
+    small = [("symbolic", {}), ("theorem2", {"V": 2, "n": 2, "sampling": "iid"}),
+             ("theorem3", {"V": 3, "instances": 5, "seed": 3}),
+             ("hu-wor", {"V": 3, "n": 2, "instances": 2, "seed": 3})]
     monkeypatch.setattr(verify, "ALL_GRID", small)
     code = main(["verify", "all"])
     out = capsys.readouterr().out
@@ -102,6 +102,6 @@ def test_cli_verify_all(capsys, monkeypatch):
 def test_verify_all_grid_is_covered_by_the_dd_tests():
     """Every Theorem 2 cone of ``verify all`` is compared with Hall's family by tests/test_dd.py, so
     the suite need not rerun the whole grid (about a minute) to check it."""
-    covered = {(m, K, model) for m, K in FAST for model in ("iid", "tuples")} | set(SLOW)
-    grid = {(kw["m"], kw["K"], kw["model"]) for claim, kw in verify.ALL_GRID if claim == "theorem2"}
+    covered = {(V, n, sampling) for V, n in FAST for sampling in ("iid", "tuples")} | set(SLOW)
+    grid = {(kw["V"], kw["n"], kw["sampling"]) for claim, kw in verify.ALL_GRID if claim == "theorem2"}
     assert grid <= covered, sorted(grid - covered)

@@ -3,13 +3,14 @@
 import signal
 import threading
 import time
+import types
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 import mdtheory as md
-from mdtheory.audit import watchdog
+from mdtheory.audit import verifier, watchdog
 from mdtheory.errors import VerifierTimeoutError
 
 from .cli_helpers import one_line_error, run_main
@@ -17,15 +18,24 @@ from .cli_helpers import one_line_error, run_main
 P, Q = np.array([0.5, 0.3, 0.2]), np.array([0.2, 0.3, 0.5])
 
 
+@pytest.fixture
+def frozen_pace(monkeypatch):
+    """The audit's pace clock stopped: its pilot sees calls that take no time, however loaded the
+    machine, so only the watchdog (a real interval timer) can stop the audit."""
+    monkeypatch.setattr(verifier, "time", types.SimpleNamespace(perf_counter=lambda: 0.0))
+
+
 def hangs_on(call: int, hang):
     """A verifier whose output is drawn from p (lossless) that runs ``hang()`` on its
-    ``call``-th call."""
+    ``call``-th call; each call before takes 0.3 ms, a slow machine's pace (at that pace the
+    pilot would refuse 2000 calls against a 0.5 s limit)."""
     state = {"calls": 0}
 
     def verify(p, q, drafts, rng):
         state["calls"] += 1
         if state["calls"] == call:
             hang()
+        time.sleep(3e-4)
         return int(rng.choice(len(p), p=p)), False
     return verify
 
@@ -49,7 +59,7 @@ def sleep_catching_everything_it_can():
 @pytest.mark.skipif(not watchdog.can_arm(), reason="no SIGALRM timer here (not POSIX, not the "
                     "main thread, or an ITIMER_REAL timer already running)")
 @pytest.mark.parametrize("hang", [sleep_long, spin_long, sleep_catching_everything_it_can])
-def test_a_call_that_does_not_return_is_interrupted(hang):
+def test_a_call_that_does_not_return_is_interrupted(hang, frozen_pace):
     with pytest.raises(VerifierTimeoutError, match=r"verifier call at position 0 on drafts "
                        r"\[\d, \d\] did not return within .* limit of 0\.5 s"):
         md.audit(hangs_on(300, hang), P, Q, 2, samples=2000, max_seconds=0.5)
@@ -57,7 +67,7 @@ def test_a_call_that_does_not_return_is_interrupted(hang):
 
 
 @pytest.mark.skipif(not watchdog.can_arm(), reason="no SIGALRM timer here")
-def test_the_previous_alarm_handler_is_restored():
+def test_the_previous_alarm_handler_is_restored(frozen_pace):
     def mine(signum, frame):
         pass
     previous = signal.signal(signal.SIGALRM, mine)

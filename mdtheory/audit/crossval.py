@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import _budget
 from .._synthetic import llm_pairs
 from ..errors import InvalidInputError
 from ..torch_bridge.rules import TORCH_RULES
@@ -15,7 +16,8 @@ __all__ = ["cross_validate"]
 
 def cross_validate(rules=None, *, device: str = "cpu", batch: int = 8, vocab: int = 6,
                    drafts: int = 2, samples: int = 4000, seed: int = 0, dtype=None,
-                   significance: float = 1e-4, max_seconds: float | None = None) -> dict:
+                   significance: float = 1e-4, max_seconds: float | None = _budget.MAX_SECONDS,
+                   max_bytes: float | None = _budget.MAX_BYTES) -> dict:
     """The audit (:func:`mdtheory.audit.verifier.audit`, torch form) of each torch rule on a batch of (p, q)
     pairs, plus a comparison of its acceptance with the numpy rule's exact value.
 
@@ -35,9 +37,11 @@ def cross_validate(rules=None, *, device: str = "cpu", batch: int = 8, vocab: in
         numpy rule ``name``.
     device, batch, vocab, drafts, samples, seed, dtype, significance
         As named; ``dtype`` defaults to torch.float64.
-    max_seconds : float, optional
-        Time limit of each numpy rule's estimated preparation (:func:`mdtheory.rules.make_rule`;
-        default :data:`mdtheory._budget.MAX_SECONDS`).
+    max_seconds, max_bytes : float or None
+        Limits of the whole run's estimate, checked before any work (default 60 s and 4 GiB; None:
+        no limit): the batched steps of every rule and the audit's statistics
+        (:func:`mdtheory._budget.batched_steps`), and each numpy rule's preparation at every
+        position (its estimate on uniform laws, the most draft sets and tuples).
 
     Returns
     -------
@@ -48,7 +52,8 @@ def cross_validate(rules=None, *, device: str = "cpu", batch: int = 8, vocab: in
         ``tv_upper`` (the audit's simultaneous 95% bound on TV(output law, p)) and ``passed``.
     """
     torch = _torch()
-    from ..rules import make_rule
+    from ..models.registry import make_draft_model
+    from ..rules import RULES, make_rule
     from .statistics import bonferroni, z_pvalues
     from .verifier import audit
 
@@ -61,14 +66,22 @@ def cross_validate(rules=None, *, device: str = "cpu", batch: int = 8, vocab: in
         if isinstance(r, str) and r not in TORCH_RULES:
             raise InvalidInputError(f"no torch rule {r!r}; valid choices: {', '.join(TORCH_RULES)}")
         specs.append((r, TORCH_RULES[r]) if isinstance(r, str) else r)
+    max_seconds, max_bytes = _budget.limits(max_seconds, max_bytes)
+    estimates = [_budget.batched_steps(batch, samples, vocab, drafts, len(specs))]
+    uniform = np.full(vocab, 1.0 / vocab)
+    for name, _ in specs:  # each numpy rule is prepared at every position for its exact acceptance
+        estimates.append(_budget.repeated(RULES[name].estimate(
+            make_draft_model(uniform, drafts, RULES[name].sampling)), batch))
+    _budget.require(_budget.combine(*estimates, what=estimates[0].what), max_seconds,
+                    max_bytes=max_bytes, flag="max_seconds")
     p_np, q_np = llm_pairs(np.random.default_rng(seed), batch, vocab)
     out = []
-    limit = {} if max_seconds is None else {"max_seconds": max_seconds}
+    limits = {"max_seconds": max_seconds, "max_bytes": max_bytes}
     for name, cls in specs:
-        exact = np.array([make_rule(name, p, q, drafts, **limit).exact_acceptance()
+        exact = np.array([make_rule(name, p, q, drafts, **limits).exact_acceptance()
                           for p, q in zip(p_np, q_np, strict=True)])
         res = audit(cls, p_np, q_np, drafts, torch=True, device=device, dtype=dtype,
-                    samples=samples, seed=seed, level=significance)
+                    samples=samples, seed=seed, level=significance, max_bytes=max_bytes)
         acc = np.array([row["acceptance"] for row in res.per_position])
         adj = [bonferroni(z_pvalues(acc, exact, samples)), res.optimum_pvalue, res.pvalue]
         out.append({"rule": name, "acceptance_empirical": res.acceptance,

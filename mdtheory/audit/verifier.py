@@ -79,8 +79,6 @@ __all__ = ["audit", "AuditResult", "load_target"]
 EXACT_TOL = 1e-9
 #: Sampled form: calls of the target timed to estimate the whole audit (``max_seconds``).
 PILOT_CALLS = 100
-#: Draft tuples per call of a torch target.
-TORCH_CHUNK = _budget.TORCH_CHUNK
 #: Exit code of ``mdtheory audit`` for an inconclusive run (too few samples for ``--detect-tv``).
 EXIT_INCONCLUSIVE = 5
 #: During the pilot, the pace is judged after every call once the calls so far took this fraction
@@ -204,12 +202,12 @@ def load_target(spec: str):
     """
     path, sep, name = spec.rpartition(":")
     if not sep or not path or not name.isidentifier():
-        raise InvalidInputError(f"TARGET {spec!r} must be FILE.py:NAME or MODULE:NAME")
+        raise InvalidInputError(f"VERIFIER {spec!r} must be FILE.py:NAME or MODULE:NAME")
     try:
         if path.endswith(".py"):
             file = Path(path)
             if not file.is_file():
-                raise InvalidInputError(f"TARGET {spec}: no such file: {path}")
+                raise InvalidInputError(f"VERIFIER {spec}: no such file: {path}")
             mod_name = f"_mdtheory_audit_{file.stem}"
             loader = importlib.util.spec_from_file_location(mod_name, file)
             module = importlib.util.module_from_spec(loader)
@@ -221,14 +219,14 @@ def load_target(spec: str):
         raise
     except _USER_ERRORS as exc:  # the user's module may raise anything while importing
         raise InvalidInputError(
-            f"TARGET {spec}: cannot import {path}: {_one_line(exc)}"
+            f"VERIFIER {spec}: cannot import {path}: {_one_line(exc)}"
         ) from None
     try:
         obj = getattr(module, name)
     except AttributeError:
-        raise InvalidInputError(f"TARGET {spec}: {path} has no {name!r}") from None
+        raise InvalidInputError(f"VERIFIER {spec}: {path} has no {name!r}") from None
     if not callable(obj):
-        raise InvalidInputError(f"TARGET {spec}: {name!r} is a {type(obj).__name__}, not callable")
+        raise InvalidInputError(f"VERIFIER {spec}: {name!r} is a {type(obj).__name__}, not callable")
     return obj
 
 
@@ -249,7 +247,7 @@ def _one_line(exc: Exception) -> str:
 
 def _raised(f, exc: Exception, drafts, position: int) -> InvalidInputError:
     return InvalidInputError(
-        f"TARGET {_describe(f)} raised {_one_line(exc)} on drafts "
+        f"VERIFIER {_describe(f)} raised {_one_line(exc)} on drafts "
         f"{tuple(int(x) for x in drafts)} (position {position})"
     )
 
@@ -347,7 +345,7 @@ def _run_sampled(fs, P, models, samples, seed, max_seconds=None, quiet=True):
                 tokens[i], ok = _token(out, V, x.tolist())
             except (TypeError, ValueError) as exc:
                 raise InvalidInputError(
-                    f"TARGET {_describe(f)} returned {out!r} on drafts {tuple(x.tolist())} "
+                    f"VERIFIER {_describe(f)} returned {out!r} on drafts {tuple(x.tolist())} "
                     f"(position {b}); expected a token in 0..{V - 1} or (token, accepted): {exc}"
                 ) from None
             acc += ok
@@ -387,7 +385,7 @@ def _torch_steps(torch, tb_rules, f, P, Q, n, sampling, samples, seed, device, d
     Qt = torch.as_tensor(Q, dtype=dtype, device=device)
     B, V = P.shape
     prepared = f(Pt, Qt, n) if isinstance(f, type) and issubclass(f, tb_rules.TorchRule) else None
-    per_call = max(1, TORCH_CHUNK // B)
+    per_call = _budget.torch_steps_per_call(B, samples, V, n)
     counts = torch.zeros(B, V, dtype=torch.float64, device=device)
     hits = torch.zeros(B, dtype=torch.float64, device=device)
     done = 0
@@ -405,21 +403,21 @@ def _torch_steps(torch, tb_rules, f, P, Q, n, sampling, samples, seed, device, d
         except _USER_ERRORS as exc:  # the user's code may raise anything
             first = tuple(drafts[0].tolist())
             raise InvalidInputError(
-                f"TARGET {_describe(f)} raised {_one_line(exc)} on a batch of "
+                f"VERIFIER {_describe(f)} raised {_one_line(exc)} on a batch of "
                 f"{B * m} draft tuples (first {first})"
             ) from None
         tokens, accepted = out if isinstance(out, tuple) else (out, None)
         if not hasattr(tokens, "shape") or tuple(tokens.shape) != (B * m,) \
                 or tokens.dtype.is_floating_point or tokens.dtype == torch.bool:
             raise InvalidInputError(
-                f"TARGET {_describe(f)} returned {getattr(tokens, 'dtype', type(tokens).__name__)} "
+                f"VERIFIER {_describe(f)} returned {getattr(tokens, 'dtype', type(tokens).__name__)} "
                 f"of shape {tuple(getattr(tokens, 'shape', ()))}; expected integer tokens ({B * m},)"
             )
         tokens = tokens.long()
         if tokens.min() < 0 or tokens.max() >= V:
             bad = int(torch.nonzero((tokens < 0) | (tokens >= V))[0, 0])
             raise InvalidInputError(
-                f"TARGET {_describe(f)} returned token {int(tokens[bad])} outside 0..{V - 1} on "
+                f"VERIFIER {_describe(f)} returned token {int(tokens[bad])} outside 0..{V - 1} on "
                 f"drafts {tuple(drafts[bad].tolist())} (position {bad // m})"
             )
         if accepted is None:
@@ -460,7 +458,7 @@ def _run_exact(laws_by_position, P, models):
             if not (abs(total - 1) <= 1e-9 and np.isfinite(a).all() and np.isfinite(r).all()
                     and a.min() >= -1e-12 and r.min() >= -1e-12):
                 raise InvalidInputError(
-                    f"TARGET {_describe(law)} on drafts {tuple(x.tolist())} (position {b}) did not "
+                    f"VERIFIER {_describe(law)} on drafts {tuple(x.tolist())} (position {b}) did not "
                     f"return (accept, residual): two non-negative vectors of shape ({V},) summing "
                     "to one"
                 )
@@ -519,6 +517,7 @@ def audit(f: Callable | type, p: ArrayLike, q: ArrayLike, n: int, *, sampling: s
     samples : int, optional
         Verification steps per position; default :func:`samples_for` at ``detect_tv``.
     seed : int
+        Seed of the draws, an integer >= 0.
     level : float
         Level of the output-law test (Bonferroni over positions).
     exact, torch : bool
@@ -569,6 +568,8 @@ def audit(f: Callable | type, p: ArrayLike, q: ArrayLike, n: int, *, sampling: s
 
     t0 = time.perf_counter()
     n = as_drafts(n)
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise InvalidInputError(f"seed must be an integer >= 0, got {seed!r}")
     if not 0 < level < 1:
         raise InvalidInputError(f"the level must be in (0, 1), got {level}")
     if isinstance(detect_tv, bool) or not isinstance(detect_tv, (int, float, np.floating)) \

@@ -510,7 +510,7 @@ def _sampled(f, P, Q, V, L, tree, p_full, samples, seed, bound, max_seconds, t0,
             out = CALLS.call(None, drafts, f, P, Q, drafts, verifier_rng)  # (watchdog)
         except _USER_ERRORS as exc:  # anything the user's code raises is bad input to the audit
             raise InvalidInputError(
-                f"TARGET {_describe(f)} raised {_one_line(exc)} on drafts {drafts.tolist()}") from None
+                f"VERIFIER {_describe(f)} raised {_one_line(exc)} on drafts {drafts.tolist()}") from None
         block, reason = _check_block(out, _prefixes(drafts), V, L)
         if reason is not None:
             kinds[reason] = kinds.get(reason, 0) + 1
@@ -596,7 +596,7 @@ def _exact(law, P, Q, V, L, tree, step, p_full, bound, max_seconds, t0, common):
             out = CALLS.call(None, drafts, law, P, Q, drafts)  # (watchdog)
         except _USER_ERRORS as exc:  # the user's code may raise anything
             raise InvalidInputError(
-                f"TARGET {_describe(law)} raised {_one_line(exc)} on drafts {drafts.tolist()}") from None
+                f"VERIFIER {_describe(law)} raised {_one_line(exc)} on drafts {drafts.tolist()}") from None
         items = _law_items(law, out, drafts)
         prefixes = _prefixes(drafts)
         for key, mass in items:
@@ -634,7 +634,7 @@ def _exact(law, P, Q, V, L, tree, step, p_full, bound, max_seconds, t0, common):
 def _law_items(law, out, drafts) -> list[tuple]:
     """The (block, probability) pairs of a law form's output, checked to be a probability law."""
     bad = InvalidInputError(
-        f"TARGET {_describe(law)} on drafts {drafts.tolist()} did not return a law: a mapping "
+        f"VERIFIER {_describe(law)} on drafts {drafts.tolist()} did not return a law: a mapping "
         f"{{block tuple: probability}} of finite non-negative probabilities summing to one, got "
         f"{_short(out)}")
     if not isinstance(out, Mapping):

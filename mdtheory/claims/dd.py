@@ -1,13 +1,13 @@
 """Double-description check of the acceptance-one condition, in exact GMP rational arithmetic.
 
-Khisti et al. (ICLR 2025, Remark 2 and Appendix D) support their K-draft acceptance-one conjecture with
+Khisti et al. (ICLR 2025, Remark 2 and Appendix D) support their n-draft acceptance-one conjecture with
 double-description computations on small alphabets. This module makes that computation general and
 reproducible.
 
-**The cone.** Fix an alphabet of m tokens and K drafts. Give each token y a target mass :math:`p_y` and
-each draft support x a mass :math:`d_x`, where the supports are multisets of K tokens (``"iid"``: the
-iid model's tuples grouped by multiset, so :math:`d_M = \\binom{K}{M} \\prod_i q_i^{c_i}`) or ordered
-K-tuples with free masses (``"tuples"``: any joint law, independent different drafts included).
+**The cone.** Fix V tokens and n drafts. Give each token y a target mass :math:`p_y` and
+each draft support x a mass :math:`d_x`, where the supports are multisets of n tokens (``"iid"``: the
+iid model's tuples grouped by multiset, so :math:`d_M = \\binom{n}{M} \\prod_i q_i^{c_i}`) or ordered
+n-tuples with free masses (``"tuples"``: any joint law, independent different drafts included).
 Acceptance one is feasible iff some flow routes every draft mass to tokens it contains and meets every
 target mass exactly:
 
@@ -26,7 +26,7 @@ Projecting out the flows gives the facets of :math:`\\mathcal{C}` in (p, d). Two
 
 **Hall's family.** :math:`p(T) \\ge \\sum_{x : \\mathrm{set}(x) \\subseteq T} d_x` for every T, with
 :math:`d \\ge 0`, :math:`p \\ge 0` and :math:`\\sum p = \\sum d`. For iid masses the right side is
-:math:`q(T)^K`: Theorem 2 of Khisti et al. for K = 2 and their conjecture for K > 2.
+:math:`q(T)^n`: Theorem 2 of Khisti et al. for n = 2 and their conjecture for n > 2.
 
 Inequalities are compared modulo the cone's linearity (:math:`\\sum p = \\sum d`): each is projected onto
 the orthogonal complement of the linearity space and scaled to a primitive integer vector.
@@ -41,46 +41,47 @@ from fractions import Fraction
 from itertools import combinations, combinations_with_replacement, product
 from math import gcd, lcm
 
-from ..errors import InvalidInputError, ProblemTooLargeError
+from .. import _budget
+from ..errors import InvalidInputError, ProblemTooLargeError, SolverError
 
 __all__ = ["Cone", "acceptance_one_cone", "draft_supports", "hall_family", "compare_with_hall",
            "format_inequality", "canonical", "sparsest", "DD_MODELS", "MAX_DD_DIMENSION"]
 
 DD_MODELS = ("iid", "tuples")
-#: Largest cone dimension (m + number of draft supports) the DD routes accept.
+#: Largest cone dimension (V + number of draft supports) the DD routes accept.
 MAX_DD_DIMENSION = 90
 
 
-def draft_supports(m: int, K: int, model: str = "iid") -> list[tuple[int, ...]]:
-    """Draft supports: sorted multisets (``"iid"``) or ordered tuples (``"tuples"``) of K tokens."""
-    if model not in DD_MODELS:
-        raise InvalidInputError(f"unknown DD model {model!r}; valid choices: {', '.join(DD_MODELS)}")
-    if isinstance(m, bool) or not isinstance(m, int) or m < 1:
-        raise InvalidInputError(f"the alphabet size must be an integer >= 1, got {m!r}")
-    if isinstance(K, bool) or not isinstance(K, int) or K < 1:
-        raise InvalidInputError(f"the number of drafts must be an integer >= 1, got {K!r}")
-    # count before enumerating, exactly up to 10^6 supports (m and K may be huge)
+def draft_supports(V: int, n: int, sampling: str = "iid") -> list[tuple[int, ...]]:
+    """Draft supports: sorted multisets (``"iid"``) or ordered tuples (``"tuples"``) of n tokens."""
+    if sampling not in DD_MODELS:
+        raise InvalidInputError(f"unknown DD sampling {sampling!r}; valid choices: {', '.join(DD_MODELS)}")
+    if isinstance(V, bool) or not isinstance(V, int) or V < 1:
+        raise InvalidInputError(f"the number of tokens V must be an integer >= 1, got {V!r}")
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise InvalidInputError(f"the number of drafts must be an integer >= 1, got {n!r}")
+    # count before enumerating, exactly up to 10^6 supports (V and n may be huge)
     cap, count = 10**6, 1
-    if model == "iid":  # C(m + K - 1, m - 1), built up factor by factor; each factor is >= 1
-        for i in range(1, m):
-            count = count * (K + i) // i
+    if sampling == "iid":  # C(V + n - 1, V - 1), built up factor by factor; each factor is >= 1
+        for i in range(1, V):
+            count = count * (n + i) // i
             if count > cap:
                 break
-    elif m > 1:
-        count = m**K if K * math.log2(m) < 64 else cap + 1
-    if m + count > MAX_DD_DIMENSION or K > MAX_DD_DIMENSION:
-        size = (f"supports of K = {K} tokens each" if m + count <= MAX_DD_DIMENSION
-                else f"dimension {m + count}" if count <= cap else f"dimension over {cap:.0e}")
+    elif V > 1:
+        count = V**n if n * math.log2(V) < 64 else cap + 1
+    if V + count > MAX_DD_DIMENSION or n > MAX_DD_DIMENSION:
+        size = (f"supports of n = {n} tokens each" if V + count <= MAX_DD_DIMENSION
+                else f"dimension {V + count}" if count <= cap else f"dimension over {cap:.0e}")
         raise ProblemTooLargeError(
-            f"the {model} acceptance-one cone for m = {m}, K = {K} has {size}, over the limit "
+            f"the {sampling} acceptance-one cone for V = {V}, n = {n} has {size}, over the limit "
             f"{MAX_DD_DIMENSION} of the exact DD routes"
         )
-    return (list(combinations_with_replacement(range(m), K)) if model == "iid"
-            else list(product(range(m), repeat=K)))
+    return (list(combinations_with_replacement(range(V), n)) if sampling == "iid"
+            else list(product(range(V), repeat=n)))
 
 
-def variable_names(m: int, supports) -> list[str]:
-    return [f"p{y}" for y in range(m)] + ["d" + "".join(map(str, x)) for x in supports]
+def variable_names(V: int, supports) -> list[str]:
+    return [f"p{y}" for y in range(V)] + ["d" + "".join(map(str, x)) for x in supports]
 
 
 @dataclass
@@ -89,14 +90,14 @@ class Cone:
 
     Attributes
     ----------
-    m, K : int
+    V, n : int
         Alphabet size and number of drafts.
-    model : str
+    sampling : str
         ``"iid"`` (multiset supports) or ``"tuples"`` (ordered tuples).
     supports : list of tuple
         The draft supports, in the order of the d coordinates.
     names : list of str
-        Coordinate names: ``p0..p{m-1}``, then ``d`` followed by the support's tokens.
+        Coordinate names: ``p0..p{V-1}``, then ``d`` followed by the support's tokens.
     facets : list of tuple of int
         Canonical primitive integer vectors a with :math:`a \\cdot (p, d) \\ge 0` (modulo linearity).
     linearities : list of tuple of Fraction
@@ -106,9 +107,9 @@ class Cone:
     seconds : float
     """
 
-    m: int
-    K: int
-    model: str
+    V: int
+    n: int
+    sampling: str
     supports: list
     names: list
     facets: list
@@ -161,67 +162,127 @@ def _split(mat) -> tuple[list, list]:
     return ineq, eq
 
 
-def _generators_route(m, supports):
+def _generators_route(V, supports):
     import cdd.gmp as cdd  # pycddlib: imported by the routes that run it
 
     rays = []
     for k, x in enumerate(supports):
         for y in sorted(set(x)):
-            ray = [0] * (1 + m + len(supports))
+            ray = [0] * (1 + V + len(supports))
             ray[1 + y] = 1
-            ray[1 + m + k] = 1
+            ray[1 + V + k] = 1
             rays.append(ray)
     mat = cdd.matrix_from_array(rays, rep_type=cdd.RepType.GENERATOR)
     return _split(cdd.copy_inequalities(cdd.polyhedron_from_matrix(mat)))
 
 
-def _elimination_route(m, supports):
+def _elimination_route(V, supports):
     edges = [(k, y) for k, x in enumerate(supports) for y in sorted(set(x))]
     nd, ne = len(supports), len(edges)
-    width = 1 + m + nd + ne
+    width = 1 + V + nd + ne
     rows, lin = [], set()
     for k in range(nd):  # d_x - sum_y f_{x,y} = 0
         row = [0] * width
-        row[1 + m + k] = 1
+        row[1 + V + k] = 1
         for e, (kk, _) in enumerate(edges):
             if kk == k:
-                row[1 + m + nd + e] = -1
+                row[1 + V + nd + e] = -1
         lin.add(len(rows))
         rows.append(row)
-    for y in range(m):  # p_y - sum_x f_{x,y} = 0
+    for y in range(V):  # p_y - sum_x f_{x,y} = 0
         row = [0] * width
         row[1 + y] = 1
         for e, (_, yy) in enumerate(edges):
             if yy == y:
-                row[1 + m + nd + e] = -1
+                row[1 + V + nd + e] = -1
         lin.add(len(rows))
         rows.append(row)
     for e in range(ne):  # f >= 0
         row = [0] * width
-        row[1 + m + nd + e] = 1
+        row[1 + V + nd + e] = 1
         rows.append(row)
     import cdd.gmp as cdd
 
     mat = cdd.matrix_from_array(rows, lin_set=lin, rep_type=cdd.RepType.INEQUALITY)
-    out = cdd.block_elimination(mat, set(range(1 + m + nd, width)))
+    out = cdd.block_elimination(mat, set(range(1 + V + nd, width)))
     cdd.matrix_canonicalize(out)
     ineq, eq = _split(out)
-    return [r[: m + nd] for r in ineq], [r[: m + nd] for r in eq]
+    return [r[: V + nd] for r in ineq], [r[: V + nd] for r in eq]
 
 
-def acceptance_one_cone(m: int, K: int, model: str = "iid", method: str = "generators") -> Cone:
+#: Seconds between the parent's looks at pycddlib's child process (an interrupt is answered within).
+POLL_SECONDS = 0.05
+
+
+def _child(send, route, V, supports) -> None:
+    """Run ``route(V, supports)`` and send ("ok", result) or ("error", message) back."""
+    try:
+        send.send(("ok", route(V, supports)))
+    except Exception as exc:  # pycddlib's own errors: reported by the parent as a SolverError
+        send.send(("error", f"{type(exc).__name__}: {exc}"))
+
+
+def _in_child(route, V: int, supports, what: str, max_seconds: float | None):
+    """``route(V, supports)`` in a child process, so that the caller stays responsive: pycddlib holds
+    the interpreter for as long as a projection runs (an interrupt waited 85 s), while here the
+    parent waits in steps of :data:`POLL_SECONDS`, answers Ctrl-C at once and stops the child at
+    ``max_seconds`` (None: no limit).
+
+    Raises
+    ------
+    ProblemTooLargeError
+        The child did not finish within ``max_seconds`` (it is stopped).
+    SolverError
+        pycddlib raised, or its process ended without an answer (killed, out of memory).
+    """
+    import multiprocessing as mp
+
+    ctx = mp.get_context("fork" if "fork" in mp.get_all_start_methods() else "spawn")
+    recv, send = ctx.Pipe(duplex=False)
+    child = ctx.Process(target=_child, args=(send, route, V, supports), daemon=True)
+    child.start()
+    send.close()
+    start = time.monotonic()
+    try:
+        while not recv.poll(POLL_SECONDS):  # an answer, or the end of the pipe: the child ended
+            if max_seconds is not None and time.monotonic() - start > max_seconds:
+                raise ProblemTooLargeError(
+                    f"{what}: pycddlib did not finish within the limit of "
+                    f"{_budget.fmt_seconds(max_seconds)} and was stopped; raise it with max_seconds "
+                    "(--max-seconds) to run it longer")
+        try:
+            status, value = recv.recv()
+        except EOFError:
+            child.join()
+            raise SolverError(f"{what}: pycddlib's process ended without an answer (exit code "
+                              f"{child.exitcode}; out of memory?)") from None
+    finally:
+        if child.is_alive():
+            child.kill()
+        child.join()
+        recv.close()
+    if status == "error":
+        raise SolverError(f"{what}: {value}")
+    return value
+
+
+def acceptance_one_cone(V: int, n: int, sampling: str = "iid", method: str = "generators", *,
+                        max_seconds: float | None = None) -> Cone:
     """Facets of the acceptance-one cone, by exact double description (pycddlib, GMP rationals).
 
     Parameters
     ----------
-    m : int
+    V : int
         Alphabet size.
-    K : int
+    n : int
         Number of drafts.
-    model : {"iid", "tuples"}
+    sampling : {"iid", "tuples"}
         Draft supports: multisets (iid masses grouped by multiset) or free ordered tuples.
     method : {"generators", "elimination"}
         Projection route (see the module docstring); both are exact and are cross-checked in tests.
+    max_seconds : float, optional
+        The projection runs in a child process (an interrupt is answered at once, where pycddlib
+        would hold the interpreter), stopped after this many seconds (default: no limit).
 
     Returns
     -------
@@ -230,14 +291,17 @@ def acceptance_one_cone(m: int, K: int, model: str = "iid", method: str = "gener
     Raises
     ------
     InvalidInputError
-        Unknown model or method, or m, K < 1.
+        Unknown sampling or method, or V, n < 1.
     ProblemTooLargeError
-        Cone dimension over :data:`MAX_DD_DIMENSION`.
+        Cone dimension over :data:`MAX_DD_DIMENSION`, or the projection not done within
+        ``max_seconds``.
+    SolverError
+        pycddlib failed, or its process ended without an answer.
 
     Notes
     -----
-    Dimension m + C(m + K - 1, K) for iid, m + m^K for tuples; double description is exponential in the
-    worst case, so this is for small alphabets (m <= 5 with K <= 3 in seconds).
+    Dimension V + C(V + n - 1, n) for iid, V + V^n for tuples; double description is exponential in the
+    worst case, so this is for small alphabets (V <= 5 with n <= 3 in seconds).
 
     References
     ----------
@@ -252,11 +316,13 @@ def acceptance_one_cone(m: int, K: int, model: str = "iid", method: str = "gener
     routes = {"generators": _generators_route, "elimination": _elimination_route}
     if method not in routes:
         raise InvalidInputError(f"unknown DD method {method!r}; valid choices: {', '.join(routes)}")
-    supports = draft_supports(m, K, model)
+    supports = draft_supports(V, n, sampling)
+    max_seconds = _budget.check_limit(max_seconds, "max_seconds")
     t0 = time.perf_counter()
-    ineq, eq = routes[method](m, supports)
-    facets = sorted({canonical(r, eq) for r in ineq} - {tuple([0] * (m + len(supports)))})
-    return Cone(m, K, model, supports, variable_names(m, supports), facets,
+    ineq, eq = _in_child(routes[method], V, supports, f"the {method} projection of the {sampling} "
+                         f"acceptance-one cone for V = {V}, n = {n}", max_seconds)
+    facets = sorted({canonical(r, eq) for r in ineq} - {tuple([0] * (V + len(supports)))})
+    return Cone(V, n, sampling, supports, variable_names(V, supports), facets,
                 [tuple(r) for r in eq], method, time.perf_counter() - t0, raw=ineq)
 
 
@@ -266,17 +332,17 @@ def hall_family(cone: Cone) -> dict[str, list[int]]:
     ``"hall T"``: :math:`p(T) - \\sum_{x: \\mathrm{set}(x) \\subseteq T} d_x \\ge 0` for every non-empty
     proper T; ``"d_x >= 0"`` and ``"p_y >= 0"``.
     """
-    m, n = cone.m, len(cone.supports)
+    V, count = cone.V, len(cone.supports)
     family = {}
-    for size in range(1, m):
-        for T in combinations(range(m), size):
-            vec = [1 if y in T else 0 for y in range(m)]
+    for size in range(1, V):
+        for T in combinations(range(V), size):
+            vec = [1 if y in T else 0 for y in range(V)]
             vec += [-1 if set(x) <= set(T) else 0 for x in cone.supports]
             family["hall {" + ", ".join(map(str, T)) + "}"] = vec
-    for k in range(n):
-        family[f"{cone.names[m + k]} >= 0"] = [1 if j == m + k else 0 for j in range(m + n)]
-    for y in range(m):
-        family[f"p{y} >= 0"] = [1 if j == y else 0 for j in range(m + n)]
+    for k in range(count):
+        family[f"{cone.names[V + k]} >= 0"] = [1 if j == V + k else 0 for j in range(V + count)]
+    for y in range(V):
+        family[f"p{y} >= 0"] = [1 if j == y else 0 for j in range(V + count)]
     return family
 
 
@@ -349,7 +415,7 @@ def format_inequality(vec, names: list[str]) -> str:
     def side(terms):
         if not terms:
             return "0"
-        return " + ".join(f"{c} {n}" if c != 1 else n for c, n in terms)
-    pos = [(c, n) for c, n in zip(vec, names, strict=True) if c > 0]
-    neg = [(-c, n) for c, n in zip(vec, names, strict=True) if c < 0]
+        return " + ".join(f"{c} {name}" if c != 1 else name for c, name in terms)
+    pos = [(c, name) for c, name in zip(vec, names, strict=True) if c > 0]
+    neg = [(-c, name) for c, name in zip(vec, names, strict=True) if c < 0]
     return f"{side(pos)} >= {side(neg)}"

@@ -63,10 +63,10 @@ def theorem2_example_interval() -> sp.Set:
     return sp.simplify(feasible)
 
 
-def multinomial_substitution(m: int, K: int) -> bool:
-    """For every T, sum over multisets M ⊆ T of multinomial(K; M) prod q_i^{c_i} equals q(T)^K.
+def multinomial_substitution(V: int, n: int) -> bool:
+    """For every T, sum over multisets M ⊆ T of multinomial(n; M) prod q_i^{c_i} equals q(T)^n.
 
-    This turns the iid acceptance-one cone's Hall family into p(T) >= q(T)^K.
+    This turns the iid acceptance-one cone's Hall family into p(T) >= q(T)^n.
 
     >>> multinomial_substitution(3, 2)
     True
@@ -74,14 +74,14 @@ def multinomial_substitution(m: int, K: int) -> bool:
     from itertools import combinations_with_replacement
     from math import factorial, prod
 
-    q = sp.symbols(f"q0:{m}")
-    for k in range(1, m + 1):
-        for T in combinations(range(m), k):
+    q = sp.symbols(f"q0:{V}")
+    for k in range(1, V + 1):
+        for T in combinations(range(V), k):
             total = 0
-            for M in combinations_with_replacement(T, K):
+            for M in combinations_with_replacement(T, n):
                 counts = [M.count(i) for i in set(M)]
-                coeff = factorial(K) // prod(factorial(c) for c in counts)
+                coeff = factorial(n) // prod(factorial(c) for c in counts)
                 total += coeff * prod(q[i] for i in M)
-            if sp.expand(total - sum(q[i] for i in T) ** K) != 0:
+            if sp.expand(total - sum(q[i] for i in T) ** n) != 0:
                 return False
     return True

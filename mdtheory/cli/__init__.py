@@ -1,4 +1,4 @@
-"""Command-line interface: ``mdtheory check-acceptance P Q [--drafts N] ...``.
+"""Command-line interface: ``mdtheory check-acceptance P Q [-n N] ...``.
 
 One module per command (``check_acceptance``, ``compare_selectors``, ``cross_validate``, ``dd``,
 ``verify``, ``audit``, ``lm_pairs``, ``block_efficiency``), each with ``add_parser(subparsers)`` and
@@ -11,13 +11,16 @@ the one papers/ records), 1 a ``verify`` claim is refuted (``verify all``: a ver
 record), 2 bad input (one line on stderr naming the culprit, never a traceback) or work refused
 because its estimated time or memory is over the limit (``--max-seconds``; the line states the
 estimate; or, uncaught by an estimate, an allocation beyond the machine's memory), 3 a solver failure,
-4 (``check-acceptance``) a row's alpha* proven only between two bounds that did not meet (both
-printed; the minimum-norm-point route's known failure, :func:`mdtheory.routes.mnp.min_norm_base`),
+4 (``check-acceptance``, ``compare-selectors``) an alpha* proven only between two bounds that did
+not meet (both printed; the minimum-norm-point route's known failure,
+:func:`mdtheory.routes.mnp.min_norm_base`, or its run stopped at ``--max-seconds``),
 5 (``audit``) inconclusive: not rejected, but too few samples to detect ``--detect-tv``,
 130 interrupted (Ctrl-C), 141 stdout closed early (``| head``) or closed from the start (``>&-``).
 
-One vocabulary: n (``--drafts``, ``-n``) is the number of drafts, V (``--vocab``) the number of
-tokens; ``-K``, ``--alphabet`` and ``-m`` are accepted as aliases. ``--json`` prints
+One vocabulary: n (``-n``, or ``--drafts``) is the number of drafts, V (``--vocab``) the number of
+tokens, ``--sampling`` the draft model; ``-K``, ``--alphabet``, ``-m`` and (``dd``, ``verify``)
+``--model`` are accepted as older spellings. Every command that does work takes ``--max-seconds``,
+``--max-bytes``, ``--json`` and ``--quiet``, declared once in :mod:`._common`. ``--json`` prints
 JSON Lines everywhere: one JSON object per line (per row, rule, check or run).
 
 Long work that was allowed to start (Monte Carlo, exact verification, sampling from a language
@@ -28,22 +31,15 @@ notebook) a plain line at most every 10 s, the first after 10 s; ``--quiet`` sil
 from __future__ import annotations
 
 import argparse
+import contextlib
+import importlib
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from ..errors import MdtheoryError, SolverError
-from . import (
-    audit,
-    block_efficiency,
-    check_acceptance,
-    compare_selectors,
-    cross_validate,
-    dd,
-    lm_pairs,
-    verify,
-)
 from ._common import (
+    COMMANDS,
     EXIT_BAD_INPUT,
     EXIT_BOUNDS,
     EXIT_BROKEN_PIPE,
@@ -59,24 +55,29 @@ __all__ = ["main", "build_parser", "load_npy", "EXIT_OK", "EXIT_REFUTED", "EXIT_
            "EXIT_SOLVER", "EXIT_BOUNDS", "EXIT_INTERRUPTED", "EXIT_BROKEN_PIPE"]
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(commands: Iterable[str] | None = None) -> argparse.ArgumentParser:
+    """The parser of ``mdtheory``, with the options of ``commands`` (default: every command); the
+    others are listed by their help line alone, so that their modules are not imported."""
     from .. import __version__
 
     parser = argparse.ArgumentParser(
         prog="mdtheory", description="Exact theory of multi-draft speculative sampling.",
-        epilog="n is the number of drafts (--drafts, -n), V the number of tokens (--vocab). "
+        epilog="n is the number of drafts (-n, --drafts), V the number of tokens (--vocab). "
                "--json prints JSON Lines: one object per line. Exit codes: 0 success, 1 a claim "
-               "refuted or a verifier found lossy, 2 bad input or work over --max-seconds, 3 solver "
-               "failure, 4 check-acceptance proved only bounds on alpha* (printed), 5 audit "
+               "refuted or a verifier found lossy, 2 bad input or work over --max-seconds or "
+               "--max-bytes, 3 solver failure, 4 only bounds on an alpha* were proven (printed), 5 audit "
                "inconclusive (too few samples for --detect-tv), 130 interrupted, 141 stdout "
                "closed.",
     )
     parser.add_argument("--version", action="version", version=f"mdtheory {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
                                 parser_class=Parser)
-    for command in (check_acceptance, compare_selectors, cross_validate, dd, verify, audit, lm_pairs,
-                    block_efficiency):
-        command.add_parser(sub)
+    wanted = set(COMMANDS) if commands is None else set(commands)
+    for name, (module, line) in COMMANDS.items():
+        if name in wanted:
+            importlib.import_module(f".{module}", __name__).add_parser(sub)
+        else:
+            sub.add_parser(name, help=line)
     return parser
 
 
@@ -95,11 +96,29 @@ class _ClosedStdout:
         raise OSError("stdout is closed")
 
 
+def _writable(stream) -> None:
+    """Let ``stream`` write what its encoding cannot (``PYTHONIOENCODING=ascii``: the help's Greek
+    letters) as backslash escapes instead of raising UnicodeEncodeError."""
+    try:
+        "\u03b1".encode(stream.encoding or "utf-8")
+    except (UnicodeEncodeError, LookupError):
+        with contextlib.suppress(AttributeError, ValueError):
+            stream.reconfigure(errors="backslashreplace")
+    except AttributeError:  # a stream without an encoding: it takes str as it is
+        pass
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI and return its exit code."""
     if sys.stdout is None:
         sys.stdout = _ClosedStdout()
-    parser = build_parser()
+    if sys.stderr is None:  # started with file descriptor 2 closed (``2>&-``): messages are lost
+        sys.stderr = open(os.devnull, "w")  # noqa: SIM115 (the process's own stderr, never closed)
+    for stream in (sys.stdout, sys.stderr):
+        _writable(stream)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    command = next((a for a in argv if not a.startswith("-")), None)  # the first word names it
+    parser = build_parser([command] if command in COMMANDS else [])
     try:
         try:
             args = parser.parse_args(argv)

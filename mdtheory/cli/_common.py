@@ -9,7 +9,25 @@ import numpy as np
 
 from .. import _budget
 from .._validate import as_distribution, as_drafts
-from ..errors import InvalidDistributionError, InvalidInputError, MdtheoryError
+from ..errors import InvalidDistributionError, InvalidInputError
+
+#: The commands: name -> (module of :mod:`mdtheory.cli`, the line ``mdtheory --help`` lists it by). A
+#: run imports the module of its command alone.
+COMMANDS = {
+    "check-acceptance": ("check_acceptance",
+                         "optimal acceptance alpha*, acceptance-one test and optimal cut set"),
+    "compare-selectors": ("compare_selectors", "acceptance of practical selection rules against "
+                          "alpha*, or alpha* of each draft model (--sampling)"),
+    "cross-validate": ("cross_validate",
+                       "run the torch rules batched and test them against the exact theory"),
+    "dd": ("dd", "facets of the acceptance-one cone by exact double description"),
+    "verify": ("verify", "verify a published claim exactly"),
+    "audit": ("audit",
+              "certify that a verifier is lossless and measure its acceptance against alpha*"),
+    "lm-pairs": ("lm_pairs", "(target, draft) next-token laws of a language model and a drafter"),
+    "block-efficiency": ("block_efficiency",
+                         "tokens per target call of multi-draft speculative decoding"),
+}
 
 EXIT_OK, EXIT_REFUTED, EXIT_BAD_INPUT, EXIT_SOLVER, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 #: ``check-acceptance``: a row's solver proved only bounds on alpha* that did not meet (printed).
@@ -112,11 +130,6 @@ def fmt_set(tokens: np.ndarray) -> str:
     return "{" + head + f", ... }} ({len(tokens)} tokens; --json lists all)"
 
 
-def row_error(exc: MdtheoryError, i: int, rows: int) -> MdtheoryError:
-    """``exc`` with its row named when there are several rows."""
-    return exc if rows == 1 else type(exc)(f"row {i}: {exc}")
-
-
 def progress(args: argparse.Namespace, total: int, desc: str):
     """Progress on stderr: a tqdm bar on a terminal, a plain line at most every 10 s elsewhere
     (:mod:`mdtheory._progress`), nothing under ``--quiet``."""
@@ -162,11 +175,13 @@ def _bytes(text: str) -> float:
     return value
 
 
-def add_limits(parser: argparse.ArgumentParser) -> None:
-    """``--max-seconds``, ``--max-bytes`` and ``--quiet``."""
+def add_limits(parser: argparse.ArgumentParser, seconds_help: str | None = None) -> None:
+    """``--max-seconds``, ``--max-bytes`` and ``--quiet``, the options of every command that does
+    work (``seconds_help``: what the time limit refuses, where a command says it otherwise)."""
     parser.add_argument("--max-seconds", type=_seconds, default=_budget.MAX_SECONDS, metavar="S",
-                        help="refuse, before starting, work estimated to take longer than S seconds "
-                             f"(default {_budget.MAX_SECONDS:g}); the refusal states the estimate")
+                        help=(seconds_help or "refuse, before starting, work estimated to take "
+                              "longer than S seconds") + f" (default {_budget.MAX_SECONDS:g}); the "
+                        "refusal states the estimate")
     parser.add_argument("--max-bytes", type=_bytes, default=_budget.MAX_BYTES, metavar="B",
                         help="refuse, before starting, work estimated to need more memory than B "
                              "bytes (a suffix K, M, G or T multiplies by 2^10 ...; default 4G)")
@@ -185,18 +200,18 @@ class Parser(argparse.ArgumentParser):
 
 
 def vocab_option(parser: argparse.ArgumentParser, required: bool, help: str) -> None:
-    """``--vocab V`` (older spellings ``--alphabet``, ``-m``)."""
+    """``--vocab V`` (``--alphabet`` and ``-m``, older spellings, are aliases)."""
     parser.add_argument("--vocab", "--alphabet", "-m", dest="vocab", type=int, required=required,
                         metavar="V", help=help + " (--alphabet and -m are older spellings)")
 
 
 def drafts_option(parser: argparse.ArgumentParser, default: int | None = 2, required=False,
                   help: str = "number of drafts n") -> None:
-    """``--drafts N`` (``-n``; older spelling ``-K``)."""
-    parser.add_argument("--drafts", "-n", "-K", dest="drafts", type=int, default=default,
+    """``-n N`` (``--drafts`` is the same; ``-K``, an older spelling, is an alias)."""
+    parser.add_argument("-n", "--drafts", "-K", dest="drafts", type=int, default=default,
                         required=required, metavar="N",
                         help=help + ("" if default is None else f" (default {default})")
-                        + " (-K is an older spelling)")
+                        + " (--drafts is the same; -K is an older spelling)")
 
 
 def _seed(text: str) -> int:

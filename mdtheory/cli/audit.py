@@ -1,4 +1,4 @@
-"""``mdtheory audit TARGET P Q``: certify that a verifier is lossless and measure its acceptance
+"""``mdtheory audit VERIFIER P Q``: certify that a verifier is lossless and measure its acceptance
 (``--block``: a block or tree verifier, :mod:`mdtheory.cli.audit_block`)."""
 
 from __future__ import annotations
@@ -8,7 +8,6 @@ import contextlib
 import json
 import sys
 
-from .. import _budget
 from ..audit.statistics import DEFAULT_LEVEL, POWER, TARGET_TV
 from ..audit.verifier import (
     EXIT_INCONCLUSIVE,
@@ -20,16 +19,16 @@ from ..audit.verifier import (
 )
 from ..errors import InvalidInputError
 from . import audit_block, audit_engine
-from ._common import _seconds, add_seed_option, load_npy
+from ._common import COMMANDS, add_common, add_limits, add_seed_option, drafts_option, load_npy
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
     """Add ``mdtheory audit`` to the CLI's subparsers."""
     sub = subparsers.add_parser(
-        "audit", help="certify that a verifier is lossless and measure its acceptance against alpha*",
+        "audit", help=COMMANDS["audit"][1],
         description="Run a verifier written by anyone on drafts drawn by the audit and test that its "
                     "output law is p (Pearson chi-square, sparse cells pooled, Bonferroni over "
-                    "positions); report its acceptance against alpha*. TARGET is FILE.py:NAME or "
+                    "positions); report its acceptance against alpha*. VERIFIER is FILE.py:NAME or "
                     "MODULE:NAME: f(p, q, drafts, rng) -> token or (token, accepted); a "
                     "SelectionRule subclass, or with --exact law(p, q, drafts) -> (accept, "
                     "residual), is audited exactly by enumerating draft tuples. Exit code 0 if the "
@@ -39,11 +38,11 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                     "work over --max-seconds. A block or tree verifier: --block; a verifier in an "
                     "engine's chain or tree contract: --engine (below).",
     )
-    sub.add_argument("target", metavar="TARGET", nargs="?", help="FILE.py:NAME or MODULE:NAME")
+    sub.add_argument("target", metavar="VERIFIER", nargs="?",
+                     help="the verifier under audit: FILE.py:NAME or MODULE:NAME")
     sub.add_argument("P", nargs="?", help="target distribution p: .npy of shape (V,) or (B, V)")
     sub.add_argument("Q", nargs="?", help="draft distribution q: .npy of shape (V,) or (B, V)")
-    sub.add_argument("--drafts", "-n", "-K", type=int, metavar="N",
-                     help="number of drafts n (-K is an older spelling)")
+    drafts_option(sub, default=None)
     sub.add_argument("--sampling", choices=audit_samplings(torch=True), default=None,
                      help="draft model (default iid, or a SelectionRule's own)")
     sub.add_argument("--samples", type=int, default=None,
@@ -57,17 +56,14 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     sub.add_argument("--level", type=float, default=DEFAULT_LEVEL,
                      help=f"level of the output-law test (default {DEFAULT_LEVEL})")
     sub.add_argument("--exact", action="store_true",
-                     help="TARGET is law(p, q, drafts) -> (accept, residual): enumerate draft tuples")
+                     help="VERIFIER is law(p, q, drafts) -> (accept, residual): enumerate draft tuples")
     sub.add_argument("--torch", action="store_true",
-                     help="TARGET is batched: f(p, q, drafts, generator) -> tokens on tensors")
+                     help="VERIFIER is batched: f(p, q, drafts, generator) -> tokens on tensors")
     sub.add_argument("--device", default="cpu", help="torch device (default cpu)")
     sub.add_argument("--normalize", action="store_true", help="rescale p and q to sum one")
-    sub.add_argument("--json", action="store_true", help="one JSON object per line (JSON Lines)")
-    sub.add_argument("--max-seconds", type=_seconds, default=_budget.MAX_SECONDS, metavar="S",
-                     help="refuse an audit estimated longer than S seconds (the verifier is timed "
-                          f"on its first {PILOT_CALLS} calls; default {_budget.MAX_SECONDS:g})")
-    sub.add_argument("--quiet", "-q", action="store_true",
-                     help="no progress (a bar on a terminal, else a line every 10 s)")
+    add_common(sub, "one JSON object")
+    add_limits(sub, seconds_help="refuse an audit estimated longer than S seconds (the verifier is "
+                                 f"timed on its first {PILOT_CALLS} calls)")
     audit_block.add_arguments(sub)
     audit_engine.add_arguments(sub)
     sub.set_defaults(func=run)
@@ -82,15 +78,16 @@ def run(args: argparse.Namespace) -> int:
         return audit_block.run(args)
     audit_block.refuse_block_options(args)
     if None in (args.target, args.P, args.Q, args.drafts):
-        raise InvalidInputError("audit needs TARGET P Q and --drafts/-n (or --block FILE.py:NAME "
-                                "for a block or tree verifier)")
+        raise InvalidInputError("audit needs VERIFIER P Q and -n (or --block FILE.py:NAME for a "
+                                "block or tree verifier)")
     p, q = load_npy(args.P, "p"), load_npy(args.Q, "q")
     with contextlib.redirect_stdout(sys.stderr):  # the target's prints must not break --json
         f = load_target(args.target)
         res = audit(f, p, q, args.drafts, sampling=args.sampling, samples=args.samples,
                     seed=args.seed, level=args.level, exact=args.exact, torch=args.torch,
                     device=args.device, normalize=args.normalize,
-                    max_seconds=args.max_seconds, detect_tv=args.detect_tv, quiet=args.quiet)
+                    max_seconds=args.max_seconds, max_bytes=args.max_bytes,
+                    detect_tv=args.detect_tv, quiet=args.quiet)
     res.target = args.target
     if args.json:
         print(json.dumps(res.to_dict()))

@@ -64,7 +64,7 @@ def instance_laws(spec: str) -> tuple[Callable, Callable]:
 
 def run(args: argparse.Namespace) -> int:
     """Parse the ``--block`` options, audit, print; returns the exit code."""
-    extra = [name for name, given in (("TARGET P Q", args.target or args.P or args.Q),
+    extra = [name for name, given in (("VERIFIER P Q", args.target or args.P or args.Q),
                                       ("--torch", args.torch), ("--normalize", args.normalize))
              if given]
     if extra:

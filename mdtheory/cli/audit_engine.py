@@ -11,12 +11,10 @@ import sys
 from ..audit.statistics import POWER
 from ..audit.verifier import load_target
 from ..errors import InvalidInputError
-from ._common import _bytes
 from .audit_block import EXIT_INCONCLUSIVE, instance_laws
 
 #: The options only ``--engine`` reads, by flag and destination.
-_ENGINE_ONLY = (("--deterministic", "deterministic"), ("--batch", "batch"), ("--dtype", "dtype"),
-                ("--max-bytes", "max_bytes"))
+_ENGINE_ONLY = (("--deterministic", "deterministic"), ("--batch", "batch"), ("--dtype", "dtype"))
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -33,7 +31,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "the drafts, calls f on batches, completes each output with fresh target tokens and tests "
         "the target's law on V^(L+1). Exit code 0 passed, 1 lossy or invalid output, 2 bad input, "
         f"{EXIT_INCONCLUSIVE} inconclusive.")
-    g.add_argument("--engine", choices=("chain", "tree"), help="audit TARGET in this contract")
+    g.add_argument("--engine", choices=("chain", "tree"), help="audit VERIFIER in this contract")
     g.add_argument("--deterministic", action="store_true", default=None,
                    help="each node's children are the draft's most likely tokens (distinct); no draft "
                         "probabilities are passed")
@@ -41,9 +39,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="problems per verifier call (default 16384)")
     g.add_argument("--dtype", choices=("float64", "float32"), default=None,
                    help="of the laws passed to the verifier (default float64)")
-    g.add_argument("--max-bytes", type=_bytes, default=None, metavar="B",
-                   help="refuse a run whose tensors of one call are estimated over B bytes (suffix "
-                        "K, M, G or T; default 4G)")
 
 
 def refuse_engine_options(args: argparse.Namespace) -> None:
@@ -62,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
                                       ("--torch", args.torch), ("--normalize", args.normalize))
              if given]
     if extra:
-        raise InvalidInputError(f"--engine takes no {', '.join(extra)}: the verifier is TARGET, the laws "
+        raise InvalidInputError(f"--engine takes no {', '.join(extra)}: the verifier is VERIFIER, the laws "
                                 "come from --target and --draft or --instance, the drafts from -L or --tree")
     if args.target is None:
         raise InvalidInputError("--engine needs the verifier: mdtheory audit --engine chain FILE.py:f -L L")
@@ -71,9 +66,8 @@ def run(args: argparse.Namespace) -> int:
         raise InvalidInputError("--engine needs either --target and --draft, or --instance")
     options = {"samples": args.samples, "seed": args.seed, "level": args.level, "detect_tv": args.detect_tv,
                "batch": args.batch, "device": args.device, "dtype": args.dtype or "float64",
-               "deterministic": bool(args.deterministic), "max_seconds": args.max_seconds}
-    if args.max_bytes is not None:
-        options["max_bytes"] = args.max_bytes
+               "deterministic": bool(args.deterministic), "max_seconds": args.max_seconds,
+               "max_bytes": args.max_bytes}
     if args.engine == "chain":
         if args.tree is not None or args.sampling not in (None, "iid"):
             raise InvalidInputError("--engine chain draws one chain of -L drafts: no --tree or --sampling "

@@ -21,7 +21,7 @@ from ..blocks.simulation import (
 from ..blocks.trees import tree_samplings
 from ..blocks.verifiers import VERIFIERS
 from ..errors import InvalidInputError
-from ._common import _seconds, add_seed_option
+from ._common import COMMANDS, add_common, add_limits, add_seed_option, drafts_option
 from .lm_pairs import add_model_options, models_from_args
 
 #: The drafter's temperature, relative to the target's, when --draft-temperature is not given.
@@ -31,8 +31,8 @@ DRAFT_TEMPERATURE_FACTOR = 1.5
 def add_parser(subparsers) -> None:
     """Add ``block-efficiency`` to the CLI's subparsers."""
     cmd = subparsers.add_parser(
-        "block-efficiency", help="tokens per target call of multi-draft speculative decoding",
-        description="Simulate K-draft, L-token speculative decoding with a target (the bundled "
+        "block-efficiency", help=COMMANDS["block-efficiency"][1],
+        description="Simulate n-draft, L-token speculative decoding with a target (the bundled "
                     "pretrained char-LSTM, textgenrnn 2.0.0, or a local Hugging Face checkpoint, "
                     "hf:PATH) and a drafter, and print the block efficiency "
                     "(mean tokens per target call) of each verifier: token by token with each "
@@ -45,10 +45,10 @@ def add_parser(subparsers) -> None:
                     "batch means, not from treating the calls of one text as independent. With "
                     "--instance, exact block efficiencies on a small instance instead.",
     )
-    cmd.add_argument("--drafts", "-K", "-n", type=int, help="number of drafts K (or --tree)")
+    drafts_option(cmd, default=None, help="number of drafts n (or --tree)")
     cmd.add_argument("--length", "-L", type=int, help="draft length L (or --tree)")
     cmd.add_argument("--tree", metavar="B1,B2,...",
-                     help="a draft tree: B_d children at every node of depth d - 1 (K = B1 B2 ..., "
+                     help="a draft tree: B_d children at every node of depth d - 1 (n = B1 B2 ..., "
                           "L = its depth), drawn iid or, with --sampling without-replacement, without "
                           "replacement at every node")
     cmd.add_argument("--verifier", default="token",
@@ -64,8 +64,8 @@ def add_parser(subparsers) -> None:
                           "means (default min(8, steps)); 1: one text, interval from 10 batch means "
                           "(which miss correlations longer than a batch)")
     cmd.add_argument("--sampling", choices=tree_samplings(), default="iid",
-                     help="without K iid drafts: the first tokens without replacement (rrs-wor) or "
-                          "the top K tokens, or with --tree every node's children")
+                     help="without n iid drafts: the first tokens without replacement (rrs-wor) or "
+                          "the top n tokens, or with --tree every node's children")
     cmd.add_argument("--optimum", action="store_true",
                      help="print beside each verifier the ceiling: the exact optimum with --instance, "
                           "else the mean over the calls' contexts of a proven upper bound on it")
@@ -80,12 +80,9 @@ def add_parser(subparsers) -> None:
         f"default: {DRAFT_TEMPERATURE_FACTOR:g} x the target temperature with the tempered drafter "
         "(a drafter equal to the target accepts every single draft; it is said so)"))
     add_seed_option(cmd)
-    cmd.add_argument("--max-seconds", type=_seconds, default=_budget.MAX_SECONDS, metavar="S",
-                     help="refuse, before starting, a verifier whose run is estimated longer than S "
-                          f"seconds (default {_budget.MAX_SECONDS:g}); the refusal states the estimate")
-    cmd.add_argument("--json", action="store_true", help="one JSON object per verifier")
-    cmd.add_argument("--quiet", "-q", action="store_true",
-                     help="no progress (a bar on a terminal, else a line every 10 s)")
+    add_common(cmd, "one JSON object per verifier")
+    add_limits(cmd, seconds_help="refuse, before starting, a verifier whose run is estimated longer "
+                                 "than S seconds")
     cmd.set_defaults(func=run)
 
 
@@ -133,7 +130,7 @@ def _print(row: dict, as_json: bool) -> None:
     if as_json:
         print(json.dumps(row))
         return
-    head = (f"{row['rule']:24s} K={row['drafts']} L={row['length']}  "
+    head = (f"{row['rule']:24s} n={row['drafts']} L={row['length']}  "
             f"block efficiency {row['block_efficiency']:.4f}")
     if row.get("exact"):
         line = f"{head}  (exact; validity TV {row['validity_tv']:.1e})"
@@ -174,11 +171,12 @@ def run(args) -> int:
         raise InvalidInputError(f"{args.target} has no start token (bos) to begin the text after")
     start = (target.bos,)
     for v in verifiers:  # every estimate before any run: the sizes alone, then the models' calls
-        _budget.require(v.estimate(target.V, tree, args.steps), args.max_seconds)
+        _budget.require(v.estimate(target.V, tree, args.steps), args.max_seconds,
+                        max_bytes=args.max_bytes)
     models = model_estimate(target, drafter, tree, args.steps, replicates, len(start), args.optimum)
     for v in verifiers:
         _budget.require(with_models(v.estimate(target.V, tree, args.steps, models.seconds), models),
-                        args.max_seconds)
+                        args.max_seconds, max_bytes=args.max_bytes)
     top = ceiling(target, drafter, tree) if args.optimum else (None, None)
     for v in verifiers:
         res = simulate(target, drafter, v, tree, args.steps, np.random.default_rng(args.seed),

@@ -5,12 +5,12 @@ from __future__ import annotations
 import argparse
 import json
 
-from .. import _budget
 from .._validate import batch_rows
-from ..errors import MdtheoryError, OptimalityGapError
-from ..models.registry import SAMPLINGS, file_samplings, make_draft_model
-from ..solve import METHODS, optimal_acceptance, route_estimate
+from ..errors import OptimalityGapError
+from ..models.registry import SAMPLINGS, file_samplings
+from ..solve import METHODS, acceptance_rows
 from ._common import (
+    COMMANDS,
     EXIT_BOUNDS,
     EXIT_OK,
     add_common,
@@ -19,7 +19,6 @@ from ._common import (
     fmt_set,
     independent_drafts,
     load_pair,
-    row_error,
 )
 
 #: The result's fields in one ``--json`` row (``value`` as ``alpha_star``), before and after ``vocab``.
@@ -31,8 +30,7 @@ JSON_TAIL = ("status", "certificate", "certificate_gap")
 def add_parser(sub) -> None:
     """Add ``check-acceptance`` to the CLI's subparsers."""
     check = sub.add_parser(
-        "check-acceptance",
-        help="optimal acceptance alpha*, acceptance-one test and optimal cut set",
+        "check-acceptance", help=COMMANDS["check-acceptance"][1],
         description="Optimal acceptance alpha* = 1 + min_T [p(T) - Q(T)] of n-draft speculative "
                     "sampling, whether it is exactly one, a witness set, and the optimal cut set. "
                     "Exit code 4: for some row the solver proved only a lower and an upper bound "
@@ -63,39 +61,32 @@ def add_parser(sub) -> None:
 def run(args: argparse.Namespace) -> int:
     P, Q, q_ndim = load_pair(args)
     drafts = args.drafts
-    if SAMPLINGS[args.sampling].rows_per_draft:  # Q holds one row per draft: a single draft model
-        Q = independent_drafts(Q, q_ndim, drafts, args.Q)[None]
+    model_cls = SAMPLINGS[args.sampling]
+    if model_cls.rows_per_draft:  # Q holds one row per draft: a single draft model
+        Q = independent_drafts(Q, q_ndim, drafts, args.Q)
+        drafts = None
     elif drafts is None:
         drafts = 2
-    rows = batch_rows(len(P), len(Q))
-    models, estimates = [], []
-    for j in range(len(Q)):  # every draft model and size estimate before any solve starts
-        try:
-            model = make_draft_model(Q[j], drafts, args.sampling)
-        except MdtheoryError as exc:
-            raise row_error(exc, j, rows) from None
-        models.append(model)
-        estimates.append(route_estimate(model, args.method))
-    what = estimates[0].what + (f" (and {rows - 1} more rows)" if rows > 1 else "")
-    _budget.require(_budget.combine(*(estimates[i % len(Q)] for i in range(rows)), what=what),
-                    args.max_seconds, max_bytes=args.max_bytes)
     code = EXIT_OK
-    for i in range(rows):
-        p, model = P[i % len(P)], models[i % len(Q)]
-        try:
-            res = optimal_acceptance(p, model, method=args.method, max_seconds=args.max_seconds,
-                                     max_bytes=args.max_bytes)
-        except OptimalityGapError as exc:
-            _print_bounds(args, exc, i, rows, p.size, model)
+    rows = batch_rows(len(P), 1 if model_cls.rows_per_draft else len(Q))
+    for i, res, why in acceptance_rows(P, Q, drafts, args.sampling, method=args.method,
+                                       max_seconds=args.max_seconds, max_bytes=args.max_bytes):
+        if res is None:  # the row's solver proved only bounds
+            _print_bounds(args, why, i, rows, P.shape[1], len(Q) if drafts is None else drafts,
+                          model_cls.sampling)
             code = EXIT_BOUNDS
             continue
-        except MdtheoryError as exc:
-            raise row_error(exc, i, rows) from None
+        p = P[i % len(P)]
         p_cut, q_cut, single = res.cut_p, res.cut_q, res.single_draft
+        lower = why.lower if isinstance(why, OptimalityGapError) else None
+        if lower is not None:  # the minimum-norm point bracketed what the default route bounds
+            code = EXIT_BOUNDS
         if args.json:
             head, tail = res.to_dict(JSON_HEAD), res.to_dict(JSON_TAIL)
+            if res.acceptance_one and res.status != "optimal":
+                head["acceptance_one"] = None  # not proven: only the upper bound alpha* <= 1
             print(json.dumps({"row": i, "alpha_star": head.pop("value"), **head, "vocab": int(p.size),
-                              **tail}))
+                              **tail, **({} if lower is None else {"lower": lower})}))
             continue
         head = f"row {i}: " if rows > 1 else ""
         print(f"{head}V = {p.size}, n = {res.drafts} drafts, {res.sampling} sampling, "
@@ -107,11 +98,16 @@ def run(args: argparse.Namespace) -> int:
             print(f"  optimal acceptance alpha* <= {res.value:.12g} (an upper bound: the cut is checked, "
                   f"optimality is not proved for {res.sampling} drafts at this size by this "
                   "route; --method mnp proves it)")
+        if lower is not None:
+            print(f"  {lower:.12g} <= alpha* <= {res.value:.12g}: proven bounds only, the "
+                  f"minimum-norm point left a gap of {res.value - lower:.3g}")
         hall = "p(T) >= Q(T) for every T (Hall's condition"
         hall += "; iid: p(T) >= q(T)^n, Khisti et al. Thm 2 / Remark 2)" \
-            if model.lex_base_closed_form else ")"
+            if model_cls.lex_base_closed_form else ")"
         print(f"  optimal cut set T* = {fmt_set(res.cut)}")
-        if res.acceptance_one:
+        if res.acceptance_one and res.status != "optimal":  # a cut of value one proves nothing
+            print("  acceptance one: not proven (only alpha* <= 1 is)")
+        elif res.acceptance_one:
             print(f"  acceptance one: yes, {hall}")
         else:
             print(f"  acceptance one: no; T* is a witness: p(T*) = {p_cut:.10g} < Q(T*) = "
@@ -121,14 +117,14 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _print_bounds(args: argparse.Namespace, exc: OptimalityGapError, i: int, rows: int, V: int,
-                  model) -> None:
+                  n: int, sampling: str) -> None:
     """A row of ``check-acceptance`` whose solver proved only bounds on alpha* (exit code 4)."""
     if args.json:
         print(json.dumps({"row": i, "alpha_star": None, "lower": exc.lower, "upper": exc.upper,
-                          "drafts": model.n, "sampling": model.sampling, "vocab": V,
+                          "drafts": n, "sampling": sampling, "vocab": V,
                           "status": "bounds", "message": str(exc)}))
         return
     head = f"row {i}: " if rows > 1 else ""
-    print(f"{head}V = {V}, n = {model.n} drafts, {model.sampling} sampling")
+    print(f"{head}V = {V}, n = {n} drafts, {sampling} sampling")
     print(f"  {exc.lower:.12g} <= alpha* <= {exc.upper:.12g}: proven bounds only, the solver left a "
           f"gap of {exc.upper - exc.lower:.3g}")

@@ -4,6 +4,7 @@ draft model (``--sampling``)."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import inspect
 import json
 import re
@@ -19,12 +20,15 @@ from ..errors import (
     InvalidDistributionError,
     InvalidInputError,
     MdtheoryError,
+    OptimalityGapError,
     ProblemTooLargeError,
 )
 from ..language.logits import tempered
 from ..models.registry import SAMPLINGS, make_draft_model, sampling_names
-from ..solve import _auto, optimal_acceptance, route_estimate
+from ..solve import Row, acceptance_rows, optimal_acceptance
 from ._common import (
+    COMMANDS,
+    EXIT_BOUNDS,
     EXIT_OK,
     add_common,
     add_limits,
@@ -52,8 +56,7 @@ def _rules_epilog() -> str:
 def add_parser(sub) -> None:
     """Add ``compare-selectors`` to the CLI's subparsers."""
     cmp = sub.add_parser(
-        "compare-selectors", help="acceptance of practical selection rules against alpha*, or "
-                                  "alpha* of each draft model (--sampling)",
+        "compare-selectors", help=COMMANDS["compare-selectors"][1],
         description="Exact (or Monte Carlo) acceptance of each selection rule, the optimum alpha* "
                     "of its draft model, the gap, and the preparation time per position. With "
                     "--sampling all: which draft model to choose, alpha* of iid, without-"
@@ -94,37 +97,23 @@ def add_parser(sub) -> None:
     cmp.set_defaults(func=run)
 
 
-def _scaled(est: _budget.Estimate, times: int) -> _budget.Estimate:
-    """``est`` repeated at each of ``times`` positions (of a batch)."""
-    if times == 1:
-        return est
-    return est._replace(what=f"{est.what}, at each of {times} positions", seconds=est.seconds * times)
-
-
 def _rule_acceptance(args, rule, rng, times: int = 1) -> tuple[float, bool, list | None]:
-    """(acceptance, exact, 95% interval or None): closed form, exact enumeration or Monte Carlo;
-    the work estimated as if repeated at ``times`` positions."""
-    from ..rules.base import MAX_ENUMERATION
+    """(acceptance, exact, 95% interval or None) by the rule's own policy
+    (:meth:`~mdtheory.rules.base.SelectionRule.acceptance`), the work estimated as if repeated at
+    ``times`` positions; a progress bar once Monte Carlo reports (a batch's own counts
+    positions)."""
+    with contextlib.ExitStack() as stack:
+        bars = []
 
-    closed = rule.closed_form_acceptance()
-    if closed is not None:
-        return closed, True, None
-    count = rule.model.count_tuples()
-    if count <= MAX_ENUMERATION:
-        _budget.require(_scaled(_budget.enumeration(count, rule.n, rule.V), times), args.max_seconds)
-        return rule.enumerate()[0], True, None
-    _budget.require(_scaled(_budget.monte_carlo(args.samples, rule.n, rule.V), times),
-                    args.max_seconds)
-    if times > 1:  # the batch's own progress counts positions
-        return _monte_carlo(rule, args.samples, rng)
-    with progress(args, args.samples, f"{rule.name} Monte Carlo") as bar:
-        mc = rule.monte_carlo(args.samples, rng, progress=bar.update)
-    return mc["acceptance"], False, list(mc["ci95"])
-
-
-def _monte_carlo(rule, samples: int, rng) -> tuple[float, bool, list]:
-    mc = rule.monte_carlo(samples, rng)
-    return mc["acceptance"], False, list(mc["ci95"])
+        def update(steps: int) -> None:
+            if not bars:
+                bars.append(stack.enter_context(progress(args, args.samples,
+                                                         f"{rule.name} Monte Carlo")))
+            bars[0].update(steps)
+        acc, exact, ci = rule.acceptance(args.samples, rng, max_seconds=args.max_seconds,
+                                         max_bytes=args.max_bytes, repeats=times,
+                                         progress=update if times == 1 else None)
+    return acc, exact, None if ci is None else list(ci)
 
 
 def one_law_models() -> tuple[str, ...]:
@@ -206,22 +195,28 @@ def _draft_models(args: argparse.Namespace, Q: np.ndarray, q_ndim: int) -> list[
     return models
 
 
-def _proven_acceptance(args: argparse.Namespace, p: np.ndarray, model) -> tuple:
-    """alpha* of one draft model by the default route, then by ``mnp`` when the default route only
-    bounds it (without-replacement drafts beyond the flow certificate's size) and ``mnp``'s estimate
-    fits ``--max-seconds``; returns (result, seconds, note on a bound left unproven or None)."""
-    limits = {"max_seconds": args.max_seconds, "max_bytes": args.max_bytes}
-    _budget.require(route_estimate(model), **limits)
+def _proven_acceptance(args: argparse.Namespace, p: np.ndarray, model) -> tuple[Row, float]:
+    """alpha* of one draft model by the front door's row form (the default route, and the
+    minimum-norm point where that only bounds alpha* and its estimate fits what is left) and the
+    seconds it took.
+
+    Raises
+    ------
+    ProblemTooLargeError
+        The default route's estimate is over the limits.
+    """
     t0 = time.perf_counter()
-    res = optimal_acceptance(p, model, method=_auto(model), **limits)  # the retry is this one's
-    note = None
-    if res.status != "optimal" and model.order_vertices:
-        try:
-            _budget.require(route_estimate(model, "mnp"), **limits)
-            res = optimal_acceptance(p, model, method="mnp", **limits)
-        except ProblemTooLargeError as exc:
-            note = f"not proved by method 'mnp': {exc}"
-    return res, time.perf_counter() - t0, note
+    (row,) = acceptance_rows(p, model, max_seconds=args.max_seconds, max_bytes=args.max_bytes)
+    return row, time.perf_counter() - t0
+
+
+def _bounds(row: Row) -> tuple[float, float] | None:
+    """The proven bounds of a row that only brackets alpha* (its solver's gap, or the minimum-norm
+    point's gap under the default route's upper bound); None for a value or a lone upper bound."""
+    if not isinstance(row.error, OptimalityGapError):
+        return None
+    upper = row.error.upper if row.result is None else min(row.error.upper, row.result.value)
+    return row.error.lower, upper
 
 
 def _json_rows(rows: list[dict], as_json: bool, key: str, nothing: str) -> bool:
@@ -251,7 +246,8 @@ def _compare_drafts(args: argparse.Namespace, p: np.ndarray, Q: np.ndarray, q_nd
         tiny = make_draft_model(np.tile(uniform, (2, 1)), None, model.sampling) \
             if model.rows_per_draft else make_draft_model(uniform, 2, model.sampling)
         for method in ("auto", "mnp"):
-            optimal_acceptance(uniform, tiny, method=method)
+            with contextlib.suppress(MdtheoryError):  # only the kernels' loading counts here
+                optimal_acceptance(uniform, tiny, method=method)
     rows = []
     for name, model in pairs:
         head = {"sampling": name, "drafts": n, "vocab": int(p.size)}
@@ -261,17 +257,25 @@ def _compare_drafts(args: argparse.Namespace, p: np.ndarray, Q: np.ndarray, q_nd
             rows.append({**head, "alpha_star": None, "status": None, "error": str(model)})
             continue
         try:
-            res, seconds, note = _proven_acceptance(args, p, model)
+            row, seconds = _proven_acceptance(args, p, model)
         except ProblemTooLargeError as exc:
             rows.append({**head, "alpha_star": None, "status": None, "error": str(exc)})
             continue
+        res, bounds = row.result, _bounds(row)
+        if bounds is not None:
+            rows.append({**head, "alpha_star": None, "status": "bounds", "proven": False,
+                         "lower": bounds[0], "upper": bounds[1], "seconds": seconds,
+                         "note": str(row.error)})
+            continue
+        note = f"not proved by method 'mnp': {row.error}" if row.error is not None else None
         rows.append({**head, "alpha_star": res.value, "status": res.status,
                      "proven": res.status == "optimal", "method": res.method,
                      "certificate": res.certificate, "certificate_gap": res.certificate_gap,
                      "acceptance_one": res.acceptance_one, "seconds": seconds,
                      **({"note": note} if note else {})})
+    code = EXIT_BOUNDS if any(r["status"] == "bounds" for r in rows) else EXIT_OK
     if _json_rows(rows, args.json, "sampling", "no draft model's alpha* could be computed"):
-        return EXIT_OK
+        return code
     print(f"V = {p.size}, n = {n} drafts: alpha*, the best acceptance of any lossless "
           "verifier, under each draft model")
     print(f"{'draft model':<26s} {'alpha*':>14s}  {'status':<12s} {'route':<11s} {'certificate':<15s} "
@@ -282,19 +286,25 @@ def _compare_drafts(args: argparse.Namespace, p: np.ndarray, Q: np.ndarray, q_nd
         if r.get("error"):
             print(f"{name:<26s} not computed: {r['error']}")
             continue
+        if r["status"] == "bounds":
+            print(f"{name:<26s} {r['lower']:.10f} <= alpha* <= {r['upper']:.10f}: proven bounds "
+                  f"only, a gap of {r['upper'] - r['lower']:.3g} {1e3 * r['seconds']:9.1f}")
+            continue
         status = "proven" if r["proven"] else "upper bound"
         gap = "" if r["certificate_gap"] is None else f"{abs(r['certificate_gap']):.0e}"
         print(f"{name:<26s} {r['alpha_star']:14.10f}  {status:<12s} {r['method']:<11s} "
               f"{r['certificate']:<15s} {gap:>8s} {1e3 * r['seconds']:9.1f}")
-    done = [r for r in rows if not r.get("error")]
-    best = max(done, key=lambda r: r["alpha_star"])
-    print(f"highest alpha*: {best['sampling']} ({best['alpha_star']:.10f}"
-          + ("" if best["proven"] else ", an upper bound") + ")"
-          + ("" if q_ndim == 2 else f"; one draft: 1 - TV(p, q) = {np.minimum(p, Q[0]).sum():.10f}"))
+    done = [r for r in rows if r["alpha_star"] is not None]
+    if done:
+        best = max(done, key=lambda r: r["alpha_star"])
+        print(f"highest alpha*: {best['sampling']} ({best['alpha_star']:.10f}"
+              + ("" if best["proven"] else ", an upper bound") + ")"
+              + ("" if q_ndim == 2 else f"; one draft: 1 - TV(p, q) = {np.minimum(p, Q[0]).sum():.10f}"))
     for r in rows:
         if r.get("note"):
-            print(f"  {r['sampling']}: upper bound only, {r['note']}")
-    return EXIT_OK
+            kind = "proven bounds only" if r["status"] == "bounds" else "upper bound only"
+            print(f"  {r['sampling']}: {kind}, {r['note']}")
+    return code
 
 
 def run(args: argparse.Namespace) -> int:
@@ -345,10 +355,14 @@ def run(args: argparse.Namespace) -> int:
                 continue
             per_position += [{**r, "position": i} for i, r in enumerate(here)]
             rows.append(_mean_row(name, here, B))
+    # exit code 4 where an alpha* is only bracketed, as for check-acceptance
+    code = EXIT_BOUNDS if any(r.get("alpha_star_status") == "bounds" for r in rows + per_position) \
+        else EXIT_OK
     if batch:
-        return _print_batch(args, rows, per_position, P.shape[1], B)
+        _print_batch(args, rows, per_position, P.shape[1], B)
+        return code
     if _json_rows(rows, args.json, "rule", "no selection rule could be prepared"):
-        return EXIT_OK
+        return code
     print(f"V = {P.shape[1]}, n = {args.drafts} drafts; alpha* is the optimum for each rule's "
           "draft model")
     print(f"{'rule':<10s} {'drafts':<20s} {'acceptance':>12s} {'':<24s} {'alpha*':>10s} "
@@ -358,7 +372,7 @@ def run(args: argparse.Namespace) -> int:
     for sampling, (_, why, status, note) in optimum[0].items():
         if why or status != "optimal":
             print(f"  {sampling} drafts: {why or f'alpha* is an upper bound, {note}'}")
-    return EXIT_OK
+    return code
 
 
 def _print_row(r: dict, first: str = "", width: int = 24) -> None:
@@ -389,11 +403,11 @@ def _position_row(args, name: str, p: np.ndarray, q: np.ndarray, rng, times: int
     try:
         model = make_draft_model(q, args.drafts, RULES[name].sampling)
         est = RULES[name].estimate(model)
-        _budget.require(_scaled(est, times), args.max_seconds)
+        limits = {"max_seconds": args.max_seconds, "max_bytes": args.max_bytes}
+        _budget.require(_budget.repeated(est, times), **limits)
         if times == 1 and est.seconds <= WARM_SECONDS:  # a first preparation at this size loads kernels
-            make_rule(name, p, q, args.drafts, max_seconds=args.max_seconds, **params)
-        rule = make_rule(name, p, q, args.drafts, max_seconds=args.max_seconds,
-                         **params)  # times q's validation too
+            make_rule(name, p, q, args.drafts, **limits, **params)
+        rule = make_rule(name, p, q, args.drafts, **limits, **params)  # times q's validation too
         acc, exact, ci = _rule_acceptance(args, rule, rng, times)
     except (InvalidInputError, ProblemTooLargeError) as exc:
         if isinstance(exc, InvalidDistributionError):
@@ -403,15 +417,20 @@ def _position_row(args, name: str, p: np.ndarray, q: np.ndarray, rng, times: int
                 "prepare_ms": None, "error": str(exc)}
     if rule.sampling not in optimum:  # (alpha*, None, status, note) or (None, why not, None, None)
         try:
-            res, _, note = _proven_acceptance(args, rule.p, rule.model)
-            optimum[rule.sampling] = (res.value, None, res.status, note)
+            row, _ = _proven_acceptance(args, rule.p, rule.model)
+            bounds = _bounds(row)
+            note = f"not proved by method 'mnp': {row.error}" if row.error is not None else None
+            optimum[rule.sampling] = (row.result.value, None, row.result.status, note) \
+                if bounds is None else (None, "alpha* is proven only in [{:.10g}, {:.10g}]: {}".format(
+                    *bounds, row.error), "bounds", None)
         except ProblemTooLargeError as exc:
             optimum[rule.sampling] = (None, f"alpha* not computed: {exc}", None, None)
     alpha, why, status, _ = optimum[rule.sampling]
     return {"rule": name, "sampling": rule.sampling, "acceptance": acc, "exact": exact,
             "ci95": ci, "alpha_star": alpha, "gap": None if why else alpha - acc,
             "prepare_ms": rule.prepare_seconds * 1e3,
-            **({"alpha_star_error": why} if why else {"alpha_star_status": status})}
+            **({"alpha_star_error": why} if why else {}),
+            **({"alpha_star_status": status} if status else {})}
 
 
 def _mean_row(name: str, rows: list[dict], B: int) -> dict:
@@ -441,13 +460,13 @@ def _mean_row(name: str, rows: list[dict], B: int) -> dict:
             "alpha_star_status": "optimal" if proven else "upper bound"}
 
 
-def _print_batch(args, rows: list[dict], per_position: list[dict], V: int, B: int) -> int:
+def _print_batch(args, rows: list[dict], per_position: list[dict], V: int, B: int) -> None:
     """The rows of a batch: every position's (with ``--per-position``), then one per rule."""
     shown = per_position if args.per_position else []
     if _json_rows(rows, False, "rule", "no selection rule could be prepared") or args.json:
         for r in shown + rows:
             print(json.dumps(r))
-        return EXIT_OK
+        return
     head = (f"{'rule':<10s} {'drafts':<20s} {'acceptance':>12s} {'':<32s} {'alpha*':>10s} "
             f"{'gap':>10s} {'prepare ms':>11s}")
     if shown:
@@ -465,4 +484,3 @@ def _print_batch(args, rows: list[dict], per_position: list[dict], V: int, B: in
         if r.get("alpha_star_error") or r.get("alpha_star_status") == "upper bound":
             print(f"  {r['rule']}: " + (r.get("alpha_star_error")
                                         or "alpha* is an upper bound at some positions"))
-    return EXIT_OK

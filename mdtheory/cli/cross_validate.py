@@ -5,17 +5,13 @@ from __future__ import annotations
 import argparse
 import json
 
-import numpy as np
-
-from .. import _budget
-from ..models.registry import make_draft_model
-from ._common import EXIT_OK, EXIT_REFUTED, add_common, add_limits, checked_names, drafts_option
+from ._common import COMMANDS, EXIT_OK, EXIT_REFUTED, add_common, add_limits, checked_names, drafts_option
 
 
 def add_parser(sub) -> None:
     """Add ``cross-validate`` to the CLI's subparsers."""
     xv = sub.add_parser(
-        "cross-validate", help="run the torch rules batched and test them against the exact theory",
+        "cross-validate", help=COMMANDS["cross-validate"][1],
         description="Run each batched torch selection rule on random LLM-like (p, q) pairs and test "
                     "its acceptance (against the exact value and alpha*) and its output law "
                     "(chi-square against p). Needs the torch extra. Exit code 0 if every rule "
@@ -36,21 +32,13 @@ def add_parser(sub) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..audit.crossval import cross_validate
-    from ..rules import RULES
     from ..torch_bridge import TORCH_RULES, check_device
 
     check_device(args.device)
     names = checked_names(args.rules, TORCH_RULES, "torch rule")
-    _budget.require(_budget.batched_steps(args.batch, args.samples, args.vocab, args.drafts,
-                                          len(names)), args.max_seconds)
-    if args.vocab >= 2 and args.drafts >= 1:  # else cross_validate names the bad size
-        for name in names:  # each numpy rule is prepared for the exact acceptance: estimate it
-            model = make_draft_model(np.full(args.vocab, 1 / args.vocab), args.drafts,
-                                     RULES[name].sampling)
-            _budget.require(RULES[name].estimate(model), args.max_seconds)
     report = cross_validate(names, device=args.device, batch=args.batch, vocab=args.vocab,
                             drafts=args.drafts, samples=args.samples, seed=args.seed,
-                            max_seconds=args.max_seconds)
+                            max_seconds=args.max_seconds, max_bytes=args.max_bytes)
     if args.json:
         print(json.dumps(report))
     else:

@@ -4,6 +4,7 @@ options that name the two models (shared with ``block-efficiency``)."""
 from __future__ import annotations
 
 import argparse
+import json
 import math
 from pathlib import Path
 
@@ -14,7 +15,7 @@ from ..errors import InvalidInputError
 from ..language import drafters
 from ..language.drafters import CHAR_LSTM, DRAFTERS, lm_pairs, load_drafter, load_model
 from ..language.logits import check_sampling
-from ._common import _bytes, _seconds, add_seed_option
+from ._common import COMMANDS, add_common, add_limits, add_seed_option
 
 
 def _drafter_spec(text: str) -> str:
@@ -61,14 +62,14 @@ def models_from_args(args, rng: np.random.Generator, before_drafter=None):
     drafter = load_drafter(args.draft, target, rng, temperature=args.draft_temperature,
                            top_k=args.top_k, order=args.order, device=args.device, dtype=args.dtype,
                            quiet=args.quiet, max_seconds=args.max_seconds,
-                           max_bytes=getattr(args, "max_bytes", _budget.MAX_BYTES))
+                           max_bytes=args.max_bytes)
     return target, drafter
 
 
 def add_parser(subparsers) -> None:
     """Add ``lm-pairs`` to the CLI's subparsers."""
     cmd = subparsers.add_parser(
-        "lm-pairs", help="(target, draft) next-token laws of a language model and a drafter",
+        "lm-pairs", help=COMMANDS["lm-pairs"][1],
         description="Write DIR/P.npy and DIR/Q.npy (positions x V): the next-token laws of a target "
                     "(the bundled pretrained char-LSTM, textgenrnn 2.0.0, V = 465; or a local "
                     "Hugging Face checkpoint, hf:PATH) and of a drafter, at the positions of texts "
@@ -78,14 +79,9 @@ def add_parser(subparsers) -> None:
     add_model_options(cmd, draft_required=True)
     add_seed_option(cmd)
     cmd.add_argument("--out", required=True, help="output directory")
-    cmd.add_argument("--quiet", "-q", action="store_true",
-                     help="no progress (a bar on a terminal, else a line every 10 s)")
-    cmd.add_argument("--max-seconds", type=_seconds, default=_budget.MAX_SECONDS, metavar="S",
-                     help="refuse, before starting, work estimated to take longer than S seconds "
-                          f"(default {_budget.MAX_SECONDS:g}; the sampling itself shows a progress "
-                          "bar)")
-    cmd.add_argument("--max-bytes", type=_bytes, default=_budget.MAX_BYTES, metavar="B",
-                     help="refuse work estimated to need more memory than B bytes (default 4G)")
+    add_common(cmd, "one JSON object naming the files written")
+    add_limits(cmd, seconds_help="refuse, before starting, work estimated to take longer than S "
+                                 "seconds (the sampling itself shows a progress bar)")
     cmd.set_defaults(func=run)
 
 
@@ -125,6 +121,9 @@ def run(args) -> int:
     out.mkdir(parents=True, exist_ok=True)
     np.save(out / "P.npy", P)
     np.save(out / "Q.npy", Q)
-    if not args.quiet:
+    if args.json:
+        print(json.dumps({"P": str(out / "P.npy"), "Q": str(out / "Q.npy"), "positions": P.shape[0],
+                          "vocab": P.shape[1]}))
+    elif not args.quiet:
         print(f"wrote {out / 'P.npy'} and {out / 'Q.npy'}: {P.shape[0]} positions x {P.shape[1]} tokens")
     return 0

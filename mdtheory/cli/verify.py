@@ -11,6 +11,7 @@ from .. import _budget
 from ..claims.dd import DD_MODELS
 from ..errors import InvalidInputError
 from ._common import (
+    COMMANDS,
     EXIT_OK,
     EXIT_REFUTED,
     add_common,
@@ -21,7 +22,7 @@ from ._common import (
 )
 from .dd import require_cone
 
-#: Defaults of ``mdtheory verify CLAIM``: (alphabet, drafts, instances).
+#: Defaults of ``mdtheory verify CLAIM``: (V, n, instances).
 VERIFY_DEFAULTS = {"theorem2": (3, 2, None), "theorem3": (4, None, 20), "hu-wor": (3, 2, 20),
                    "symbolic": (None, None, None)}
 
@@ -42,7 +43,7 @@ def _claims_epilog() -> str:
 def add_parser(sub) -> None:
     """Add ``verify`` to the CLI's subparsers."""
     ver = sub.add_parser(
-        "verify", help="verify a published claim exactly",
+        "verify", help=COMMANDS["verify"][1],
         description="Verify a published claim in exact arithmetic.",
         epilog=_claims_epilog, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -50,8 +51,9 @@ def add_parser(sub) -> None:
                      help="the claim to check (listed below)")
     vocab_option(ver, False, "number of tokens V (theorem2, theorem3, hu-wor)")
     drafts_option(ver, default=None, help="number of drafts n (theorem2, hu-wor)")
-    ver.add_argument("--model", choices=DD_MODELS, default="iid",
-                     help="theorem2's cone model (default iid)")
+    ver.add_argument("--sampling", "--model", dest="sampling", choices=DD_MODELS, default="iid",
+                     help="theorem2's drafts: iid, or free ordered tuples (default iid; --model is "
+                          "an older spelling)")
     ver.add_argument("--instances", type=int,
                      help="random rational instances (theorem3, hu-wor; default 20)")
     add_common(ver, "one JSON object per check", with_seed=True)
@@ -64,32 +66,33 @@ def _verify_one(args: argparse.Namespace) -> dict:
     from ..claims.verify import check_claim, verify_hu_wor, verify_symbolic, verify_theorem2, verify_theorem3
 
     defaults = VERIFY_DEFAULTS[args.claim]
-    for flag, value, default in zip(("--vocab", "--drafts", "--instances"),
+    for flag, value, default in zip(("--vocab", "-n", "--instances"),
                                     (args.vocab, args.drafts, args.instances), defaults,
                                     strict=True):
         if value is not None and default is None:
             raise InvalidInputError(f"verify {args.claim} takes no {flag}")
-    m, K, instances = (d if v is None else v for v, d in
+    V, n, instances = (d if v is None else v for v, d in
                        zip((args.vocab, args.drafts, args.instances), defaults, strict=True))
     if args.claim == "symbolic":
         return verify_symbolic()
-    check_claim(args.claim, m, K if K is not None else 2, instances or 0)
+    check_claim(args.claim, V, n if n is not None else 2, instances or 0)
     if args.claim == "theorem2":
-        require_cone(args, m, K, args.model)
-        return verify_theorem2(m, K, args.model)
-    _budget.require(_budget.verify_claim(args.claim, m, K, instances), args.max_seconds)
-    total = instances + (args.claim == "hu-wor" and (m, K) == (3, 2))
+        require_cone(args, V, n, args.sampling)
+        return verify_theorem2(V, n, args.sampling)
+    _budget.require(_budget.verify_claim(args.claim, V, n, instances), args.max_seconds,
+                    max_bytes=args.max_bytes)
+    total = instances + (args.claim == "hu-wor" and (V, n) == (3, 2))
     with progress(args, total, f"verify {args.claim}") as bar:
         if args.claim == "theorem3":
-            return verify_theorem3(m, instances, args.seed, progress=bar.update)
-        return verify_hu_wor(m, K, instances, args.seed, progress=bar.update)
+            return verify_theorem3(V, instances, args.seed, progress=bar.update)
+        return verify_hu_wor(V, n, instances, args.seed, progress=bar.update)
 
 
 def run(args: argparse.Namespace) -> int:
     from ..claims.verify import ALL_GRID, RECORDED, verify_all
 
     if args.claim == "all":
-        given = [flag for flag, value in (("--vocab", args.vocab), ("--drafts", args.drafts),
+        given = [flag for flag, value in (("--vocab", args.vocab), ("-n", args.drafts),
                                           ("--instances", args.instances)) if value is not None]
         if given:
             raise InvalidInputError(
@@ -106,13 +109,12 @@ def run(args: argparse.Namespace) -> int:
     changed = sorted({r["name"] for r in records if r["verified"] != RECORDED[r["name"]]})
     if args.json:
         for rec in records:
-            print(json.dumps({**rec, "recorded": RECORDED[rec["name"]],
-                              **({"vocab": rec["alphabet"]} if "alphabet" in rec else {})}))
+            print(json.dumps({**rec, "recorded": RECORDED[rec["name"]]}))
     elif args.claim == "all":
         print(f"{'claim':<10s} {'case':<34s} {'verdict':<9s} {'seconds':>8s}")
         for rec in records:
             case = rec["cases"][0] if rec["name"] == "theorem2" else \
-                {k: rec[k] for k in ("alphabet", "drafts", "seed") if k in rec}
+                {k: rec[k] for k in ("vocab", "drafts", "seed") if k in rec}
             case = ", ".join(f"{k}={v}" for k, v in case.items()) if isinstance(case, dict) else ""
             verdict = "verified" if rec["verified"] else "REFUTED"
             note = "as recorded" if rec["verified"] == RECORDED[rec["name"]] else "CHANGED"

@@ -24,6 +24,7 @@ import numpy as np
 from .. import _budget
 from .._budget import MAX_BYTES, MAX_SECONDS
 from .._progress import progress
+from .._validate import as_generator
 from ..errors import InvalidInputError
 from .langmodel import LanguageModel, check_same_vocab, draw, sample
 from .lm import META, PAD, CharLSTM, load_char_lstm
@@ -302,7 +303,8 @@ def load_drafter(spec: str, target: LanguageModel, rng: np.random.Generator, *,
                         quiet=quiet, max_seconds=max_seconds, max_bytes=max_bytes)
 
 
-def lm_pairs(positions: int, target: LanguageModel, drafter: LanguageModel, rng: np.random.Generator,
+def lm_pairs(positions: int, target: LanguageModel, drafter: LanguageModel,
+             rng: np.random.Generator | int | None,
              length: int = PAIRS_LENGTH, quiet: bool = True, *, max_seconds: float = MAX_SECONDS,
              max_bytes: float = MAX_BYTES) -> tuple[np.ndarray, np.ndarray]:
     """Target and draft laws (P, Q), each (positions, V), at the positions of texts sampled from the
@@ -322,6 +324,7 @@ def lm_pairs(positions: int, target: LanguageModel, drafter: LanguageModel, rng:
         estimate.
     """
     max_seconds, max_bytes = _limits(max_seconds, max_bytes)
+    rng = as_generator(rng)
     if positions < 1:
         raise InvalidInputError(f"--positions must be >= 1, got {positions}")
     if length < 1:

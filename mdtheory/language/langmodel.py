@@ -216,7 +216,12 @@ class CallableModel(LanguageModel):
         return self._V
 
     def _one(self, context) -> tuple[np.ndarray]:
-        p = np.asarray(self.law(tuple(context)), dtype=np.float64)
+        law = self.law(tuple(context))
+        try:
+            p = np.asarray(law, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise InvalidInputError(f"the law at context {tuple(context)} is not an array of numbers "
+                                    f"(got {type(law).__name__} {law!r:.60})") from None
         if p.ndim != 1 or (self._V is not None and p.size != self._V):
             raise InvalidInputError(f"the law at context {tuple(context)} has shape {p.shape}; "
                                     f"expected ({self._V if self._V is not None else 'V'},)")

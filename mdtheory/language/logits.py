@@ -33,6 +33,18 @@ def _is_integer(k) -> bool:
         return False
 
 
+def _as_logits(x) -> np.ndarray:
+    """``x`` as a float array of at least one axis (a list, a scalar's row), or raise naming it."""
+    try:
+        arr = np.asarray(x)
+    except (TypeError, ValueError) as exc:  # ragged nested lists
+        raise InvalidInputError(f"logits must be a rectangular array of numbers ({exc})") from None
+    if arr.dtype.kind not in "iuf" or arr.ndim == 0:
+        raise InvalidInputError(f"logits must be an array of real numbers of shape (..., V), got "
+                                f"dtype {arr.dtype} and shape {arr.shape}")
+    return arr if arr.dtype.kind == "f" else arr.astype(np.float64)
+
+
 def _check_logits(x) -> None:
     """Refuse NaN or +inf logits and rows whose logits are all -inf (numpy or torch)."""
     if bool((x != x).any()):
@@ -98,8 +110,9 @@ def to_probs(logits, temperature: float = 1.0, top_k: int | None = None,
 
     Parameters
     ----------
-    logits : ndarray or Tensor, shape (..., V)
-        May hold -inf (a token never sampled), but not NaN or +inf, and not a row of only -inf.
+    logits : array_like or Tensor, shape (..., V)
+        Real numbers (a list is read as a float array; a tensor must be floating-point). May hold
+        -inf (a token never sampled), but not NaN or +inf, and not a row of only -inf.
     temperature : float
         Finite and > 0. The logits are shifted by their row maximum before the division, so a
         temperature so small that the gaps overflow gives the limit law: a point mass on the
@@ -112,12 +125,14 @@ def to_probs(logits, temperature: float = 1.0, top_k: int | None = None,
 
     Returns
     -------
-    ndarray or Tensor, same shape, dtype (and device) as ``logits``.
+    ndarray or Tensor, same shape, dtype (and device) as ``logits`` (float64 for a list or an
+    integer array).
 
     Raises
     ------
     InvalidInputError
-        A parameter out of range, or logits that define no law (NaN, +inf, a row all -inf).
+        A parameter out of range, logits that are not real numbers, or logits that define no law
+        (NaN, +inf, a row all -inf).
 
     Examples
     --------
@@ -125,7 +140,12 @@ def to_probs(logits, temperature: float = 1.0, top_k: int | None = None,
     [0.625, 0.375, 0.0]
     """
     check_sampling(temperature, top_k, top_p)
-    ops = _NumpyOps if isinstance(logits, np.ndarray) else _TorchOps
+    if type(logits).__module__.split(".")[0] == "torch" and hasattr(logits, "masked_fill"):
+        ops = _TorchOps
+        if not logits.is_floating_point():
+            raise InvalidInputError(f"logits must be a floating-point tensor, got {logits.dtype}")
+    else:
+        ops, logits = _NumpyOps, _as_logits(logits)
     _check_logits(logits)
     with np.errstate(over="ignore"):  # gaps overflowing to -inf are the intended limit
         x = (logits - ops.rowmax(logits)) / temperature  # <= 0, the max at 0: never +inf

@@ -261,10 +261,16 @@ class DraftModel(ABC):
     def count_sets(self) -> int:
         """Upper bound on the number of distinct draft sets of positive probability."""
 
+    def set_law_size(self) -> int:
+        """Upper bound on the draft sets the enumeration of :meth:`set_law` holds at once: here the
+        sets of the law (:meth:`count_sets`); a model whose enumeration passes through more (a
+        forward pass over the drafts) says so."""
+        return self.count_sets()
+
     def _guard(self, kind: str) -> None:
         """Refuse, before enumerating anything, a tuple or set law over its size limit."""
         count, limit = (self.count_tuples(), MAX_TUPLES) if kind == "tuple" else \
-            (self.count_sets(), MAX_SETS)
+            (self.set_law_size(), MAX_SETS)
         if count > limit or count * self.V > MAX_CELLS:
             raise ProblemTooLargeError(
                 f"the {kind} law has {_fmt_count(count)} {kind}s (V = {self.V}, n = {self.n}), over the "
@@ -451,6 +457,14 @@ class _MarkovDraftModel(DraftModel):
         """One forward step per draft (each over the sets drafted so far): n, however few the
         sets (iid drafts on V = 3 tokens reach their 7 sets after 3 steps and take n anyway)."""
         return float(self.n)
+
+    def set_law_size(self) -> int:
+        """The forward pass holds after k drafts the sets drafted so far, each of at most k of
+        the s tokens some draft can take: at most the non-empty sets of at most n of them, which
+        may be far more than the sets at the end (successive sampling of n = 49 of 50 tokens ends
+        with 50 sets after passing through C(50, 25) = 1.3e14)."""
+        laws = self.q if self.q is not None else self.qs.sum(axis=0)
+        return max(self.count_sets(), _count_up_to(int(np.count_nonzero(laws)), self.n))
 
     def tuple_law(self) -> TupleLaw:
         self._guard("tuple")

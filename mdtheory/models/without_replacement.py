@@ -199,6 +199,12 @@ class WithoutReplacement(_MarkovDraftModel):
     def count_sets(self):
         return _count_exactly(int(np.count_nonzero(self.q)), self.n)
 
+    def set_law_size(self):
+        """The forward pass holds the C(s, k) sets of k tokens after k drafts: at most
+        C(s, min(n, s // 2))."""
+        s = int(np.count_nonzero(self.q))
+        return _count_exactly(s, min(self.n, s // 2))
+
     def first_draft_law(self):
         return self.q
 

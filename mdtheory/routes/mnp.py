@@ -64,7 +64,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .._budget import MNP_MAX_ITER
+from .._budget import MNP_MAX_ITER, mnp_corral_cap
 from .._jit import njit
 from ..errors import InvalidInputError, OptimalityGapError
 from ..models.base import DraftModel
@@ -575,7 +575,10 @@ def _phases(p, model, qbar, tol, max_iter, weights):
             continue
         for _ in range(max_iter):  # a face run that finds a better cut moves to that cut's face
             if face is None or not np.array_equal(face.face_cut, source.cut):
+                if best is face:  # the face it replaces keeps only its result
+                    best = face.frozen()
                 face = _face(p, model, sw, qbar, source)
+            source = None  # (an earlier face it started from is released)
             for ran in _drive(face, tol, min(max(FACE_ITER, spent), max_iter - done), None):
                 done += ran  # (a face is resumed while its cut stays the same)
                 best = face if face.upper - face.lower <= best.upper - best.lower else best
@@ -628,6 +631,9 @@ def _face(p, model, sw, qbar, source) -> _Wolfe:
     return face
 
 
+#: Corral rows a run stores at first (doubled as the corral grows, up to
+#: :func:`mdtheory._budget.mnp_corral_cap`).
+FIRST_ROWS = 32
 #: A face run moves to the face of a better cut it found once that cut has held this many iterations
 #: (each move evaluates one vertex per order it starts from).
 SWITCH = 25
@@ -660,18 +666,21 @@ class _Wolfe:
 
     def __init__(self, p, model, sw, order, late=None):
         self.p, self.model, self.sw, self.late = p, model, sw, late
-        cap = p.size + 2  # a corral is affinely independent: at most V + 1 vertices
-        self.S, self.orders = np.empty((cap, p.size)), np.empty((cap, p.size), np.int64)
-        self.R = np.empty((cap, p.size))  # the vertices themselves (S: minus p, scaled)
-        self.G = np.empty((cap, cap))
+        # a corral is affinely independent (at most V + 1 vertices); its storage grows by doubling
+        # up to the cap the route's memory estimate counts (:func:`mdtheory._budget.mnp_corral_cap`)
+        self.cap = mnp_corral_cap(p.size)
+        rows = min(self.cap, FIRST_ROWS)
+        self.S, self.orders = np.empty((rows, p.size)), np.empty((rows, p.size), np.int64)
+        self.R = np.empty((rows, p.size))  # the vertices themselves (S: minus p, scaled)
+        self.G = np.empty((rows, rows))
         self.R[0] = model_vertex(model, order)
         self.S[0], self.orders[0] = (self.R[0] - p) * sw, order
         self.G[0, 0] = self.S[0] @ self.S[0]
-        self.L = np.empty((cap, cap))
-        self.y, self.solved = np.empty(cap), 0  # L^{-1} 1, its first ``solved`` entries valid
+        self.L = np.empty((rows, rows))
+        self.y, self.solved = np.empty(rows), 0  # L^{-1} 1, its first ``solved`` entries valid
         self.accurate = False  # True: affine minima by least squares on the vertices (_affine)
         self.qr = None  # (Qt, R, c) of that route (_qr_build), None while not built or rank deficient
-        self.slot = np.arange(cap)  # the storage row (of S, orders) of each corral vertex
+        self.slot = np.arange(rows)  # the storage row (of S, orders) of each corral vertex
         self._factor(1)
         self.K, self.lam, self.x = 1, np.array([1.0]), self.S[0].copy()
         self.upper, self.cut, self.lower = 1.0, np.zeros(0, np.int64), -np.inf  # T = ∅: α* <= 1
@@ -685,6 +694,7 @@ class _Wolfe:
         repeated orders merged), its point the mixture of their vertices (``vertices``, those of
         ``orders``, are reused for the orders the re-sort leaves as they are)."""
         rows, lam = {}, np.zeros(len(orders))
+        self._grow(len(orders) + 1)  # (a face's cap is its source's: they always fit)
         for o, w, vertex in zip(orders, weights, vertices, strict=True):
             new = o[np.argsort(self.late[o], kind="stable")] if self.late is not None else o
             key = new.tobytes()
@@ -707,7 +717,7 @@ class _Wolfe:
         optimality test passes in floating point: ``stalled``). ``stopped``: it ended for one of
         these reasons, not the budget; ``resume`` goes on counting the iterations since the last
         better cut (a run given in pieces, :func:`_drive`)."""
-        p, sw, G = self.p, self.sw, self.G
+        p, sw = self.p, self.sw
         self.iterations_run, self.stopped = 0, True
         since = self.since if resume else 0
         for _ in range(max_iter):
@@ -731,7 +741,7 @@ class _Wolfe:
                 return
             K = self.K
             if not self.accurate and self._lstsq_ok(K) and \
-                    self.x @ self.x <= _GRAM_FLOOR * np.diagonal(G)[:K].max():
+                    self.x @ self.x <= _GRAM_FLOOR * np.diagonal(self.G)[:K].max():
                 self._refine()  # below the Gram route's resolution
             step = self._add(H, order)
             if step is None:  # the Gram route's point was not accurate enough: go on
@@ -744,11 +754,12 @@ class _Wolfe:
     def _add(self, H, order):
         """Add the vertex of ``order`` (H its suffix containments) and run the minor cycle: True on
         progress, None after a switch to the accurate route, False on a stall."""
-        S, K = self.S, self.K
+        K = self.K
         raw, v, vv, xv = _vertex_and_gradient(H, order, self.p, self.sw, self.x)
         norm = self.x @ self.x
-        if norm - xv <= 1e-300 or K >= S.shape[0]:
+        if norm - xv <= 1e-300 or not self._grow(K + 1):  # (a full corral at the cap: a stall)
             return None if self._refine() else False
+        S = self.S
         row = (S[:K] @ v)[self.slot[:K]]
         if _insert_vertex(self.L, self.G, S, self.R, self.orders, self.slot, K, v, raw, order, row,
                           vv, False) < 0:
@@ -782,6 +793,30 @@ class _Wolfe:
             lam = lam[lam > _DROP]
         self.K, self.lam = K, lam / lam.sum()
         self.x = self._point()
+
+    def _grow(self, need) -> bool:
+        """Whether the storage holds ``need`` corral vertices, after doubling it (rows of S, R and
+        the orders; G and L; the least-squares route's factors) up to ``cap`` where it did not."""
+        old = self.S.shape[0]
+        if need <= old:
+            return True
+        if need > self.cap:
+            return False
+        new = min(self.cap, max(need, 2 * old))
+
+        def rows(a, width=None):
+            b = np.zeros((new, a.shape[1] if width is None else new), dtype=a.dtype)
+            b[:old, :a.shape[1]] = a
+            return b
+
+        self.S, self.R, self.orders = rows(self.S), rows(self.R), rows(self.orders)
+        self.G, self.L = rows(self.G, new), rows(self.L, new)
+        self.y = np.concatenate([self.y, np.empty(new - old)])
+        self.slot = np.concatenate([self.slot, np.arange(old, new)])
+        if self.qr is not None:
+            Qt, R, c = self.qr
+            self.qr = (rows(Qt), rows(R, new), c)
+        return True
 
     def _lstsq_ok(self, K) -> bool:
         """Whether a least-squares affine minimum of K vertices is within :data:`_LSTSQ_WORK`."""
@@ -900,6 +935,21 @@ class _Wolfe:
         return MinNormBase(mu, self.orders[rows], self.lam, self.cut,
                            float(np.minimum(self.p, mu).sum()), self.upper, iterations,
                            self.R[rows])
+
+    def frozen(self) -> _Frozen:
+        """This run's result and bounds, without its storage (for a run that stops iterating)."""
+        return _Frozen(self.upper, self.lower, self.result(0))
+
+
+class _Frozen(NamedTuple):
+    """A finished run as :func:`_race` reads it: its bounds and result, none of its storage."""
+
+    upper: float
+    lower: float
+    base: MinNormBase
+
+    def result(self, iterations) -> MinNormBase:
+        return self.base._replace(iterations=iterations)
 
 
 def mnp_route(p: np.ndarray, model: DraftModel, deadline: float | None = None) -> RouteOutput:

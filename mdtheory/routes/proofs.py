@@ -206,6 +206,10 @@ class Route:
         its declared capabilities; None: never picked.
     rank : int
         Among the routes ``auto`` admits, the lowest rank is picked.
+    serves : callable or None
+        ``serves(model) -> bool``: whether the route serves the model at all, from its declared
+        capabilities (:meth:`admits`); the route refuses any other with
+        :class:`~mdtheory.errors.InvalidInputError`. None: every model.
     """
 
     name: str
@@ -213,6 +217,11 @@ class Route:
     estimator: Callable[[DraftModel], Estimate]
     auto: Callable[[DraftModel], bool] | None = None
     rank: int = 0
+    serves: Callable[[DraftModel], bool] | None = None
+
+    def admits(self, model: DraftModel) -> bool:
+        """Whether the route serves ``model`` (else it refuses it by name)."""
+        return self.serves is None or bool(self.serves(model))
 
     def __call__(self, p: np.ndarray, model: DraftModel) -> RouteOutput:
         return self.run(p, model)

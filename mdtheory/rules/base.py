@@ -249,8 +249,66 @@ class SelectionRule(ABC):
     def exact_output_law(self) -> np.ndarray:
         return self.enumerate()[1]
 
+    def acceptance(self, samples: int = 20_000, rng: np.random.Generator | int | None = None, *,
+                   max_seconds: float | None = _budget.MAX_SECONDS,
+                   max_bytes: float | None = _budget.MAX_BYTES, repeats: int = 1,
+                   progress: Callable[[int], object] | None = None
+                   ) -> tuple[float, bool, tuple[float, float] | None]:
+        """The rule's acceptance by the cheapest exact means, else by Monte Carlo: its closed form
+        (:meth:`closed_form_acceptance`), exact enumeration where the draft tuples number at most
+        :data:`MAX_ENUMERATION` (:meth:`enumerate`), or ``samples`` steps (:meth:`monte_carlo`).
+
+        Parameters
+        ----------
+        samples : int
+            Monte Carlo steps where neither exact means applies.
+        rng : None, int or numpy.random.Generator
+            Random source of the Monte Carlo steps.
+        max_seconds, max_bytes : float or None
+            The work is estimated first (:func:`mdtheory._budget.enumeration`,
+            :func:`mdtheory._budget.monte_carlo`) and refused over them; None: no limit.
+        repeats : int
+            The work is estimated as if done this many times (the positions of a batch, each
+            asking for its own acceptance).
+        progress : callable, optional
+            Passed to :meth:`monte_carlo`.
+
+        Returns
+        -------
+        (float, bool, (float, float) or None)
+            The acceptance, whether it is exact, and the Monte Carlo estimate's 95% interval (None
+            when exact).
+
+        Raises
+        ------
+        ProblemTooLargeError
+            The enumeration or the Monte Carlo run is estimated over the limits.
+        """
+        max_seconds, max_bytes = _budget.limits(max_seconds, max_bytes)
+        closed = self.closed_form_acceptance()
+        if closed is not None:
+            return closed, True, None
+        count = self.model.count_tuples()
+        if count <= MAX_ENUMERATION:
+            _budget.require(_budget.repeated(_budget.enumeration(count, self.n, self.V), repeats),
+                            max_seconds, max_bytes=max_bytes, flag="max_seconds")
+            return self.enumerate()[0], True, None
+        _budget.require(_budget.repeated(self._monte_carlo_estimate(samples), repeats), max_seconds,
+                        max_bytes=max_bytes, flag="max_seconds")
+        mc = self.monte_carlo(samples, rng, progress=progress, max_seconds=None, max_bytes=None)
+        return mc["acceptance"], False, mc["ci95"]
+
+    def _monte_carlo_estimate(self, samples) -> _budget.Estimate:
+        """:func:`mdtheory._budget.monte_carlo` of ``samples`` checked steps of this rule."""
+        if isinstance(samples, bool) or not isinstance(samples, (int, np.integer)) or samples < 1:
+            raise InvalidInputError(f"Monte Carlo needs an integer number of samples >= 1, got "
+                                    f"{samples!r}")
+        return _budget.monte_carlo(int(samples), self.n, self.V)
+
     def monte_carlo(self, samples: int, rng: np.random.Generator | int | None = None,
-                    progress: Callable[[int], object] | None = None) -> dict[str, Any]:
+                    progress: Callable[[int], object] | None = None, *,
+                    max_seconds: float | None = _budget.MAX_SECONDS,
+                    max_bytes: float | None = _budget.MAX_BYTES) -> dict[str, Any]:
         """Simulate drafts and verification; acceptance estimate with a 95% normal interval.
 
         Draft tuples are drawn in chunks of :func:`mdtheory._budget.mc_chunk` (sampling buffers of at
@@ -264,17 +322,27 @@ class SelectionRule(ABC):
             Random source, as :func:`numpy.random.default_rng` takes it.
         progress : callable, optional
             Called with the number of steps done after each chunk.
+        max_seconds, max_bytes : float or None
+            The run is estimated first (:func:`mdtheory._budget.monte_carlo`, from ``samples``, n and
+            V) and refused over them (default 60 s and 4 GiB); None: no limit.
 
         Returns
         -------
         dict
             ``acceptance``, ``ci95`` (pair), ``counts`` (output token counts, shape (V,)).
+
+        Raises
+        ------
+        InvalidInputError
+            ``samples`` is not an integer >= 1, a bad ``rng`` or limit.
+        ProblemTooLargeError
+            The run is estimated over ``max_seconds`` or ``max_bytes``, before any step.
         """
-        if isinstance(samples, bool) or not isinstance(samples, (int, np.integer)) or samples < 1:
-            raise InvalidInputError(f"Monte Carlo needs an integer number of samples >= 1, got "
-                                    f"{samples!r}")
+        est = self._monte_carlo_estimate(samples)
+        max_seconds, max_bytes = _budget.limits(max_seconds, max_bytes)
+        _budget.require(est, max_seconds, max_bytes=max_bytes, flag="max_seconds")
         rng = as_generator(rng)
-        chunk = _budget.mc_chunk(self.V)
+        chunk = max(1, min(_budget.mc_chunk(self.V), _budget.CHUNK_BYTES // (8 * self.n)))  # as audit's
         counts = np.zeros(self.V, dtype=np.int64)
         hits = 0
         for start in range(0, samples, chunk):

@@ -20,15 +20,18 @@ from ..errors import InvalidInputError
 from .base import SelectionRule, speculative_step
 
 __all__ = ["KhistiLP", "Stage", "truncated_stage", "tournament_stage", "nucleus_truncation",
-           "default_truncation", "stage_lp", "bucket_score", "keep_first", "DEFAULT_S", "FLOW_S",
+           "default_size", "stage_lp", "bucket_score", "keep_first", "MAX_S", "FLOW_S",
            "NUCLEUS_TOP_P", "RESTS", "BUCKET_EDGES", "BUCKETS"]
 
-#: Largest truncation of the default: its LP has s(s - 1)/2 pair variables whatever the vocabulary.
-#: Khisti et al. report s = 5 best; 8 accepts more on every pair set measured and is the largest cap
-#: whose device solve stays within its cost (papers/theory.md, "Default truncation and its guard").
-DEFAULT_S = 8
-#: Largest truncation whose stage flow runs by augmenting paths (numba); larger ones go to HiGHS.
-FLOW_S = 16
+#: Largest truncation of the default: its stage flow has s(s - 1)/2 = 2,016 pairs.
+MAX_S = 64
+#: Largest truncation whose stage flow runs by augmenting paths (numba); larger explicit ones go to
+#: HiGHS.
+FLOW_S = MAX_S
+#: The default's cost model (:func:`default_size`): seconds per pair of one stage's flow (the
+#: augmenting paths and the s x s block; at most 1.5e-7 measured, s = 16..64), and the flow's budget
+#: per stage: this share of the stage's passes over V, and at least the floor.
+FLOW_PAIR_SECONDS, FLOW_SHARE, FLOW_FLOOR_SECONDS = 1.5e-7, 0.1, 1.5e-4
 #: Nucleus of the default truncation: Khisti et al.'s experiments sample with top-p, p = 0.95, and
 #: run the truncated LP on the tokens that survive it.
 NUCLEUS_TOP_P = 0.95
@@ -75,24 +78,22 @@ def _top(key: np.ndarray, k: int) -> np.ndarray:
     return cand[np.lexsort((cand, -key[cand]))]
 
 
-def default_truncation(p: np.ndarray, q: np.ndarray, cap: int = DEFAULT_S,
-                       top_p: float = NUCLEUS_TOP_P) -> int:
-    """The default truncation size: the union of the top-p nuclei of p and q, at most ``cap``.
+def default_size(V: int) -> int:
+    """The default truncation: as many tokens as the stage flow's estimated cost allows, at most V.
 
-    Only the ``cap`` most likely tokens of each law are looked at (a partition, no sort), so the cost
-    is O(V) whatever the nuclei.
+    The largest s <= :data:`MAX_S` whose flow (s(s - 1)/2 pairs at :data:`FLOW_PAIR_SECONDS`) stays
+    within :data:`FLOW_SHARE` of the stage's passes over V (:attr:`KhistiLP.STAGE_TOKEN_SECONDS` a
+    token), and at least :data:`FLOW_FLOOR_SECONDS`: 45 up to V = 30,000, growing to 64 at
+    V = 60,000 (papers/theory.md, "Default truncation and its guard").
 
-    >>> default_truncation(np.array([0.97, 0.02, 0.01]), np.array([0.96, 0.03, 0.01]))
-    1
-    >>> default_truncation(np.full(100, 0.01), np.full(100, 0.01))
-    8
+    >>> default_size(50), default_size(32_000), default_size(128_000)
+    (45, 46, 64)
     """
-    keep: set[int] = set()
-    for law in (p, q):
-        top = _top(law, min(cap, law.size))
-        inside = int(np.searchsorted(np.cumsum(law[top]), top_p * law.sum())) + 1
-        keep.update(top[:inside].tolist())
-    return max(1, min(len(keep), cap))
+    budget = max(FLOW_FLOOR_SECONDS, FLOW_SHARE * KhistiLP.STAGE_TOKEN_SECONDS * V)
+    s = 1
+    while s < MAX_S and FLOW_PAIR_SECONDS * (s + 1) * s / 2 <= budget:
+        s += 1
+    return min(s, V)
 
 
 def bucket_score(key: np.ndarray) -> np.ndarray:
@@ -187,12 +188,38 @@ def stage_lp(pt: np.ndarray, mu0: np.ndarray, m: np.ndarray, a: np.ndarray, b: n
 
 @njit(cache=True, error_model="numpy")
 def _stage_flow(d, m, a, b, tol, max_paths):
-    """Maximum flow from the pairs (supply m) to the tokens (capacity d) of a truncated stage, by
-    shortest augmenting paths (Edmonds-Karp). Returns the flow of each pair to its second token b_e
-    and the number of augmentations (``max_paths`` only if it stopped early: still a feasible flow)."""
+    """Maximum flow from the pairs (supply m) to the tokens (capacity d) of a truncated stage: a
+    greedy start (each pair fills its first token, then its second), then shortest augmenting paths
+    (Edmonds-Karp) over the tokens, each token's pairs listed once (O(E) a path). Returns the flow of
+    each pair to its second token b_e and the number of augmentations (``max_paths`` only if it
+    stopped early: still a feasible flow)."""
     s, E = d.size, m.size
+    start = np.zeros(s + 1, dtype=np.int64)  # the pairs of each token (both ends), CSR
+    for e in range(E):
+        start[a[e] + 1] += 1
+        start[b[e] + 1] += 1
+    for k in range(s):
+        start[k + 1] += start[k]
+    incident = np.empty(2 * E, dtype=np.int64)
+    fill = start[:-1].copy()
+    for e in range(E):
+        incident[fill[a[e]]] = e
+        fill[a[e]] += 1
+        incident[fill[b[e]]] = e
+        fill[b[e]] += 1
     fa, fb = np.zeros(E), np.zeros(E)
     supply, room = m.copy(), d.copy()
+    for e in range(E):  # greedy start: a feasible flow the paths then improve
+        x = min(supply[e], room[a[e]])
+        if x > 0.0:
+            fa[e] += x
+            supply[e] -= x
+            room[a[e]] -= x
+        x = min(supply[e], room[b[e]])
+        if x > 0.0:
+            fb[e] += x
+            supply[e] -= x
+            room[b[e]] -= x
     via = np.empty(s, dtype=np.int64)      # the pair a token was reached from
     back = np.empty(E, dtype=np.int64)     # the token a pair was reached from (-1: the source)
     queue = np.empty(s, dtype=np.int64)
@@ -214,7 +241,8 @@ def _stage_flow(d, m, a, b, tol, max_paths):
             if room[k] > tol:
                 end = k
                 break
-            for e in range(E):
+            for j in range(start[k], start[k + 1]):
+                e = incident[j]
                 if back[e] == -2 and ((a[e] == k and fa[e] > tol) or (b[e] == k and fb[e] > tol)):
                     back[e] = k
                     other = b[e] if a[e] == k else a[e]
@@ -297,7 +325,7 @@ def truncated_stage(p: np.ndarray, left: np.ndarray, right: np.ndarray, s: int, 
     mu0 = lt * rt + lt * ro + rt * lo
     if s <= FLOW_S:
         to_b, _ = _stage_flow(np.maximum(p[top] - mu0, 0.0), mass, a, b, 1e-300, 64 * (s * s + 1))
-    else:  # a large explicit truncation: HiGHS's simplex beats the augmenting paths
+    else:  # a large explicit truncation: HiGHS's simplex
         live = mass > 0
         to_b = mass.copy()
         to_b[live] = mass[live] - stage_lp(p[top], mu0, mass[live], a[live], b[live])
@@ -401,9 +429,9 @@ class KhistiLP(SelectionRule):
     ----------
     s : int, optional
         Truncation size. A fixed s runs the tournament as described above (Khisti et al. report
-        s = 5 best on a 40-token alphabet). Default (None): s from :func:`default_truncation`, the
-        union of the top-0.95 nuclei of p and q capped at :data:`DEFAULT_S` (their experiments run
-        the LP on the tokens of a top-p = 0.95 nucleus), and a guard: where the tournament's
+        s = 5 best on a 40-token alphabet). Default (None): s from :func:`default_size`, as many
+        tokens as the stage flow's estimated cost allows (45 at V <= 30,000; acceptance rises with s
+        on every pair set measured), and a guard: where the tournament's
         acceptance :math:`\\sum_y \\min(p, \\mu)` is below single-draft speculative sampling's
         :math:`\\sum_y \\min(p, q)`, every stage keeps the previous winner instead (μ = q, the first
         draft). The choice depends on (p, q) only, so the rule stays lossless, and the default is
@@ -427,23 +455,27 @@ class KhistiLP(SelectionRule):
     """
 
     name = "khisti-lp"
-    #: Seconds per token of one stage (a partition and a few passes over V), and of one stage's LP
-    #: (HiGHS, s(s - 1)/2 pair variables, s <= 5 by default); measured on a 2-core x86 machine.
-    STAGE_TOKEN_SECONDS, STAGE_LP_SECONDS = 5e-8, 1e-3
+    #: Seconds per token of one stage (a partition and a few passes over V; 7e-9 measured at
+    #: V = 32,000 on a 2-core AMD EPYC with AVX-512, this with room for slower machines), and per
+    #: stage whatever V (the calls that set it up: 3e-5 - 5e-5 measured at V <= 64).
+    STAGE_TOKEN_SECONDS, STAGE_SECONDS = 5e-8, 1e-4
 
     @classmethod
     def estimate(cls, model):
-        """n - 1 truncated stages, each O(V) passes and a small LP."""
+        """n - 1 truncated stages, each O(V) passes and the default truncation's flow."""
         from .._budget import Estimate
 
         n, V = model.n, model.V
+        s = default_size(V)
+        flow = FLOW_PAIR_SECONDS * s * (s - 1) / 2
         return Estimate(f"khisti-lp: {n - 1} truncated stages over {V} tokens",
-                        (n - 1) * (cls.STAGE_TOKEN_SECONDS * V + cls.STAGE_LP_SECONDS), 8.0 * (n + 8) * V)
+                        (n - 1) * (cls.STAGE_SECONDS + cls.STAGE_TOKEN_SECONDS * V + flow),
+                        8.0 * (n + 8) * V + 8.0 * s * s * n)
 
     def _prepare(self, s: int | None = None, rest: str = "bucket"):
         guard = s is None
         if guard:
-            s = default_truncation(self.p, self.q, DEFAULT_S)
+            s = default_size(self.V)
         if isinstance(s, bool) or not isinstance(s, (int, np.integer)) or s < 1:
             raise InvalidInputError(f"khisti-lp needs an integer truncation s >= 1, got {s!r}")
         self.s, self.rest = int(min(s, self.V)), rest

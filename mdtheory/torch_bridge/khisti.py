@@ -3,17 +3,51 @@
 The same program as :mod:`mdtheory.rules.khisti` (papers/theory.md, "The truncated LP without a V x V
 state"): per stage, the top s tokens by :math:`p - \\ell r` (``torch.topk``, no sort), the pairs among
 them split by a maximum flow, every other pair settled by a score (bucketed keys, no sort; or ranks).
-The flow is solved exactly by a batched simplex (:func:`batched_max_flow`): its constraint matrix is a
-network matrix, so every tableau entry stays in {-1, 0, 1} and every pivot is exact; only the right-hand
-sides (masses) carry rounding.
+On a GPU the flow is solved exactly by a batched simplex (:func:`batched_max_flow`): its constraint
+matrix is a network matrix, so every tableau entry stays in {-1, 0, 1} and every pivot is exact; only
+the right-hand sides (masses) carry rounding. Its cost grows with the pairs cubed, so the device's
+default truncation is :data:`DEVICE_S`. On the CPU each row's flow is the numpy rule's (augmenting
+paths, compiled), and the default truncation is the numpy rule's: the same program.
 """
 
 from __future__ import annotations
 
-from ..rules.khisti import BUCKET_EDGES, BUCKETS, DEFAULT_S, NUCLEUS_TOP_P, RESTS
+import numpy as np
+
+from ..rules.khisti import BUCKET_EDGES, BUCKETS, RESTS, _stage_flow
+from ..rules.khisti import default_size as _numpy_size
 from .tensors import _torch
 
-__all__ = ["bucket_score", "batched_max_flow", "default_truncation", "truncated_stage"]
+__all__ = ["bucket_score", "batched_max_flow", "default_size", "truncated_stage", "DEVICE_S"]
+
+#: The default truncation on a GPU: the batched simplex's tableau has (s(s - 1)/2 + 2s) rows and
+#: about three times as many columns, and one thread of a CPU ran it at 2,465 positions per second
+#: at s = 8 and 33 at s = 16 (B = 256, V = 1,000, n = 4; papers/theory.md, "Default truncation and
+#: its guard").
+DEVICE_S = 8
+
+
+def default_size(V: int, device) -> int:
+    """The default truncation of the device rule: the numpy rule's
+    (:func:`mdtheory.rules.khisti.default_size`) on the CPU, where each row's flow is the numpy
+    rule's; at most :data:`DEVICE_S` on a GPU (the batched simplex)."""
+    torch = _torch()
+    if torch.device(device).type == "cpu":
+        return _numpy_size(V)
+    return min(DEVICE_S, V)
+
+
+def _rows_flow(d, m, a, b):
+    """The numpy rule's maximum flow (:func:`mdtheory.rules.khisti._stage_flow`) row by row on the
+    CPU: the flow of each pair to its second token, (B, E)."""
+    torch = _torch()
+    dn, mn = (x.detach().to(torch.float64).numpy() for x in (d, m))
+    an, bn = a.numpy().astype(np.int64), b.numpy().astype(np.int64)
+    s = dn.shape[1]
+    w = np.empty_like(mn)
+    for i in range(mn.shape[0]):
+        w[i], _ = _stage_flow(dn[i], mn[i], an, bn, 1e-300, 64 * (s * s + 1))
+    return torch.from_numpy(w).to(m.dtype)
 
 
 def bucket_score(key):
@@ -133,22 +167,6 @@ def _lane_cumsum(sums, lanes: int, shift: bool):
     return run.repeat_interleave(lanes, dim=1) if lanes > 1 else run
 
 
-def default_truncation(p, q, cap: int = DEFAULT_S, top_p: float = NUCLEUS_TOP_P):
-    """:func:`mdtheory.rules.khisti.default_truncation` row by row: (B,) long."""
-    torch = _torch()
-    k = min(cap, p.shape[-1])
-    keep = []
-    for law in (p, q):
-        vals, idx = torch.topk(law, k, dim=-1)
-        cum = vals.cumsum(-1)
-        inside = torch.searchsorted(cum, (top_p * law.sum(-1, keepdim=True)).contiguous()) + 1
-        keep.append((idx, torch.arange(k, device=p.device) < inside))
-    (ia, ka), (ib, kb) = keep
-    both = ((ia[:, :, None] == ib[:, None, :]) & ka[:, :, None] & kb[:, None, :]).any(2)
-    union = ka.sum(-1) + kb.sum(-1) - both.sum(-1)
-    return union.clamp(min=1, max=cap)
-
-
 def truncated_stage(p, left, right, s, S: int, rest: str = "bucket"):
     """One stage for every row: :func:`mdtheory.rules.khisti.truncated_stage` batched.
 
@@ -164,7 +182,8 @@ def truncated_stage(p, left, right, s, S: int, rest: str = "bucket"):
     -------
     stage : dict
         ``top`` (B, S) tokens, ``active`` (B, S) bool (position < s), ``block`` (B, S, S) keep-left
-        probabilities, ``score`` (B, V) integer scores, ``done`` (B,) the flow reached its optimum.
+        probabilities, ``score`` (B, V) integer scores, ``done`` (B,) the flow reached its optimum
+        (the batched simplex on a GPU; on the CPU each row's flow is the numpy rule's).
     mu : Tensor (B, V)
         The exact law of the kept token under the stage as stored.
     """
@@ -210,7 +229,10 @@ def truncated_stage(p, left, right, s, S: int, rest: str = "bucket"):
         mass = lt[:, a] * rt[:, b] + lt[:, b] * rt[:, a]
         mu0 = lt * rt + lt * ro[:, None] + rt * lo[:, None]
         d = (p.gather(1, top) - mu0).clamp(min=0.0) * active
-        w, _, done = batched_max_flow(d, mass, a, b)
+        if p.is_cuda:
+            w, _, done = batched_max_flow(d, mass, a, b)
+        else:  # the numpy rule's flow, row by row: the same program
+            w = _rows_flow(d, mass, a, b)
         frac = torch.where(mass > 0, ((mass - w) / torch.where(mass > 0, mass, 1.0)).clamp(0.0, 1.0),
                            torch.ones_like(mass))
         block[:, a, b] = frac

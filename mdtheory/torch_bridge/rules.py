@@ -37,7 +37,8 @@ def _pick(values, index):
 class TorchRule(ABC):
     """A batched selection rule prepared for rows (p, q) of shape (B, V), n iid drafts.
 
-    :meth:`step` takes drafts (B, n) and returns (tokens (B,), accepted (B,) bool).
+    :meth:`step` takes drafts (B, n) and returns (tokens (B,), accepted (B,) bool); every rule's step
+    begins with :meth:`check_drafts` (a subclass's should too).
 
     Raises
     ------
@@ -80,7 +81,44 @@ class TorchRule(ABC):
 
     @abstractmethod
     def step(self, drafts, generator=None):
-        """One verification step per row: (tokens (B,), accepted (B,) bool)."""
+        """One verification step per row: (tokens (B,), accepted (B,) bool).
+
+        Raises
+        ------
+        InvalidInputError
+            Drafts that :meth:`check_drafts` refuses.
+        """
+
+    def check_drafts(self, drafts):
+        """The drafts as an int64 tensor, checked: a torch tensor of an integer dtype, of shape
+        (B, n) for this rule's B rows and n drafts, on the rows' device, every id in ``0 .. V-1``.
+        The range check synchronises with the host once per call (one ``bool`` of a reduction);
+        the others read metadata only.
+
+        Raises
+        ------
+        InvalidInputError
+            Naming the first thing wrong (for an id out of range, its position and value).
+        """
+        torch = _torch()
+        B, V = self.p.shape
+        if not isinstance(drafts, torch.Tensor) or drafts.dtype == torch.bool \
+                or drafts.is_floating_point() or drafts.is_complex():
+            kind = f"a tensor of dtype {drafts.dtype}" if isinstance(drafts, torch.Tensor) \
+                else type(drafts).__name__
+            raise InvalidInputError(f"drafts must be an integer torch tensor of token ids, got {kind}")
+        if tuple(drafts.shape) != (B, self.n):
+            raise InvalidInputError(f"{self.name or type(self).__name__} takes drafts of shape (B, n) = "
+                                    f"({B}, {self.n}); got shape {tuple(drafts.shape)}")
+        if drafts.device != self.p.device:
+            raise InvalidInputError(f"drafts are on {drafts.device} but the rows are on {self.p.device}")
+        drafts = drafts.long()
+        outside = (drafts < 0) | (drafts >= V)
+        if bool(outside.any()):  # the one host synchronisation
+            row, k = (int(i) for i in outside.nonzero()[0])
+            raise InvalidInputError(f"drafts[{row}, {k}] = {int(drafts[row, k])} is not a token id in "
+                                    f"0 .. {V - 1}")
+        return drafts
 
     def _sequential(self, drafts, ratios_at, final_law, generator):
         """Accept draft i with probability ratios_at(i, x_i) in turn; else sample final_law."""
@@ -110,6 +148,7 @@ class TorchRRS(TorchRule):
             self.r.append(_residual(self.r[-1], self.q))
 
     def step(self, drafts, generator=None):
+        drafts = self.check_drafts(drafts)
         def ratio(i, x):
             return (_pick(self.r[i], x) / _pick(self.q, x)).clamp(max=1.0)
         return self._sequential(drafts, ratio, self.r[self.n], generator)
@@ -163,6 +202,7 @@ class TorchKSeq(TorchRule):
         self.res = _residual(self.p, accepted)
 
     def step(self, drafts, generator=None):
+        drafts = self.check_drafts(drafts)
         def ratio(i, x):
             return (_pick(self.p, x) / (self.rho * _pick(self.q, x))).clamp(max=1.0)
         return self._sequential(drafts, ratio, self.res, generator)
@@ -171,8 +211,9 @@ class TorchKSeq(TorchRule):
 class TorchKhisti(TorchRule):
     """Khisti et al.'s tournament, solved on the device (:mod:`mdtheory.torch_bridge.khisti`).
 
-    Class attributes ``s`` (None: the numpy rule's default truncation and guard, row by row) and
-    ``rest`` (``"bucket"``, sort-free; or ``"rank"``) choose the program, as the numpy rule's keywords.
+    Class attributes ``s`` (None: the default truncation and guard, :func:`.khisti.default_size`: the
+    numpy rule's on the CPU, at most :data:`.khisti.DEVICE_S` on a GPU) and ``rest`` (``"bucket"``,
+    sort-free; or ``"rank"``) choose the program, as the numpy rule's keywords.
     Every stage keeps the top s tokens (``torch.topk``), a block of keep-probabilities from the batched
     flow, and the scores of the rest; nothing of size V x V. ``unsolved`` counts the stage solves that
     stopped short of their optimum (none expected: the simplex ends by Bland's rule).
@@ -183,18 +224,13 @@ class TorchKhisti(TorchRule):
     rest = "bucket"
 
     def prepare(self):
-        from ..rules.khisti import DEFAULT_S
-        from .khisti import default_truncation, truncated_stage
+        from .khisti import default_size, truncated_stage
 
         torch = _torch()
         B, V = self.p.shape
         dev = self.p.device
-        if self.s is None:
-            s = default_truncation(self.p, self.q, DEFAULT_S)
-            S = min(DEFAULT_S, V)
-        else:
-            S = min(int(self.s), V)
-            s = torch.full((B,), S, dtype=torch.long, device=dev)
+        S = default_size(V, dev) if self.s is None else min(int(self.s), V)
+        s = torch.full((B,), S, dtype=torch.long, device=dev)
         self.stages = []
         law, self.unsolved = self.q, 0
         for _ in range(self.n - 1):
@@ -219,6 +255,7 @@ class TorchKhisti(TorchRule):
         return new
 
     def step(self, drafts, generator=None):
+        drafts = self.check_drafts(drafts)
         torch = _torch()
         B = drafts.shape[0]
         rows = torch.arange(B, device=drafts.device)
@@ -269,6 +306,7 @@ class TorchOptimal(TorchRule):
         return new
 
     def step(self, drafts, generator=None):
+        drafts = self.check_drafts(drafts)
         torch = _torch()
         B = drafts.shape[0]
         late = self.plan.times(drafts, generator)  # 1 - time: the largest is the earliest draft
@@ -284,27 +322,37 @@ class TorchGLS(TorchRule):
     row's n races are redrawn from their law given the drafts (race k: :math:`M_k \\sim
     \\mathrm{Exp}(1)`, :math:`S_{k,x_k} = q_{x_k} M_k`, :math:`S_{k,i} = q_i M_k + E_{k,i}`), the
     output is :math:`\\arg\\min_i \\min_k S_{k,i}/p_i`, accepted when it is a draft. One race of
-    (B, V) at a time; a draft whose q is 0 or whose p/q overflows leaves its race unconditioned, as
-    in the numpy rule (which also leaves every race unconditioned for drafts of joint probability
-    below 1e-280, whose exact law would overflow)."""
+    (B, V) at a time; the drafted entries :math:`M_k q_{x_k}/p_{x_k}` are compared in float64 logs
+    (p/q may overflow the dtype), as in the numpy rule. A draft of q = 0 (an impossible draft, which
+    the numpy rule refuses) leaves its race unconditioned."""
 
     rule = GumbelListSampling
 
     def step(self, drafts, generator=None):
+        drafts = self.check_drafts(drafts)
         torch = _torch()
         B, n = drafts.shape
         like = {"device": self.p.device, "dtype": self.p.dtype}
         minimum = torch.empty(B, n, **like).exponential_(generator=generator)
         best = torch.full_like(self.p, float("inf"))
+        first = torch.full((B, 1), float("inf"), device=self.p.device, dtype=torch.float64)
+        chosen = drafts[:, :1]
         for k in range(n):
             x = drafts[:, k:k + 1]
             qx = self.q.gather(1, x)
-            held = (qx > 0) & torch.isfinite(self.p.gather(1, x) / qx)  # the draft conditions its race
+            held = qx > 0  # the draft conditions its race
             m = torch.where(held, minimum[:, k:k + 1], torch.zeros_like(qx))
             race = torch.empty_like(self.p).exponential_(generator=generator) + self.q * m
-            race.scatter_(1, x, torch.where(held, qx * m, race.gather(1, x)))
+            race.scatter_(1, x, torch.where(held, torch.full_like(qx, float("inf")), race.gather(1, x)))
             best = torch.minimum(best, race)
-        token = torch.where(self.p > 0, best / self.p, torch.full_like(best, float("inf"))).argmin(1)
+            # ln(M_k q_x / p_x): +inf where p_x = 0 (never the winner), or unconditioned
+            here = (m.double().log() + qx.double().log() - self.p.gather(1, x).double().log())
+            here = torch.where(held, here, torch.full_like(here, float("inf")))
+            chosen = torch.where(here < first, x, chosen)
+            first = torch.minimum(first, here)
+        times = torch.where(self.p > 0, best / self.p, torch.full_like(best, float("inf")))
+        late, token = times.min(1)
+        token = torch.where(first[:, 0] < late.double().log(), chosen[:, 0], token)
         return token, (drafts == token[:, None]).any(1)
 
 
