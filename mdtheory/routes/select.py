@@ -48,6 +48,12 @@ LOW_EXP = 40
 SELECT_MIN_V = 2048
 #: Room for this many opened tokens before they are counted (beyond, they are gathered again).
 GATHER_ROOM = 4096
+#: Tokens per block of the passes over the tokens: a block's buckets, computed by a vectorisable
+#: loop, stay in the L1 cache for the loop that reads them.
+BLOCK = 1024
+#: Tokens per sub-block of the gathering: one without an opened bucket is skipped after a
+#: vectorisable count, so a token of an opened bucket costs a scan of this many.
+SUB_BLOCK = 128
 #: A bucket's lowest ratio is shaded by this (relative) before it bounds the p of its tokens: the
 #: computed ratio p/q is within 2^-53 of the true one.
 RATIO_SHADE = 2.0 ** -52
@@ -93,6 +99,51 @@ def _histogram(p, q, shift, lo, nb, digit, sums):
         d = digit[i]
         sums[d, 0] += p[i]
         sums[d, 1] += q[i]
+
+
+@njit(cache=True, error_model="numpy")
+def _take(p, q, dd, start, flags, first, span, bits, ps, qs, m):
+    """Gather the tokens start + k whose bucket ``dd[k]`` is flagged: their ratio bits, p and q
+    written from position m of ``bits``, ``ps``, ``qs`` while there is room; returns the count
+    so far. By sub-blocks of :data:`SUB_BLOCK` tokens, one without a bucket in the flagged range
+    ``first``..``first + span`` skipped after a vectorisable count."""
+    room = bits.size
+    for s in range(0, dd.size, SUB_BLOCK):
+        sub = dd[s:s + SUB_BLOCK]
+        hit = 0
+        for k in range(sub.size):
+            hit += ((np.int64(sub[k]) - first) & 0xFFFF) <= span
+        if hit == 0:
+            continue
+        for k in range(sub.size):
+            if flags[sub[k]]:
+                i = start + s + k
+                if m < room:
+                    bits[m] = _ratio_bits(p[i], q[i])
+                    ps[m], qs[m] = p[i], q[i]
+                m += 1
+    return m
+
+
+@njit(cache=True, error_model="numpy")
+def _refill(p, q, shift, lo, nb, flags, first, span, sums, bits, ps, qs):
+    """The certificate's pass: the sums of p and q per bucket into ``sums`` (zero on entry) and
+    the tokens of the flagged buckets (``first``..``first + span`` their range) gathered as
+    :func:`_take` does; returns how many there are. By blocks of :data:`BLOCK` tokens: their
+    buckets (a vectorisable loop), the scatter, and the gathering."""
+    buf = np.empty(BLOCK, np.uint16)
+    m = 0
+    for start in range(0, p.size, BLOCK):
+        a = p[start:start + BLOCK]
+        b = q[start:start + BLOCK]
+        for k in range(a.size):
+            buf[k] = _digit(_ratio_bits(a[k], b[k]), shift, lo, nb)
+        for k in range(a.size):
+            d = buf[k]
+            sums[d, 0] += a[k]
+            sums[d, 1] += b[k]
+        m = _take(p, q, buf[:a.size], start, flags, first, span, bits, ps, qs, m)
+    return m
 
 
 @njit(cache=True, error_model="numpy")
@@ -154,19 +205,11 @@ def _bounds(sums, shift, lo, nb, n, excess, P, Pc, Q, Qc, gain, bound):
 
 
 @njit(cache=True, error_model="numpy")
-def _gather(p, q, digit, opened, bits, ps, qs):
-    """The tokens of the opened buckets: their ratio bits, p and q written to the front of
-    ``bits``, ``ps``, ``qs`` while they have room; returns how many there are (more than the room:
-    call again with room for all)."""
-    m = 0
-    room = bits.size
-    for i in range(p.size):
-        if opened[digit[i]]:
-            if m < room:
-                bits[m] = _ratio_bits(p[i], q[i])
-                ps[m], qs[m] = p[i], q[i]
-            m += 1
-    return m
+def _gather(p, q, digit, flags, first, span, bits, ps, qs):
+    """The route's gathering: the tokens of the flagged buckets (``first``..``first + span``
+    their range), by :func:`_take` over the kept buckets ``digit``; returns how many there are
+    (more than the room: call again with room for all)."""
+    return _take(p, q, digit, 0, flags, first, span, bits, ps, qs, 0)
 
 
 @njit(cache=True, error_model="numpy")
@@ -227,16 +270,79 @@ def _threshold(gain, bound, opened, bits, gains, shift, lo, nb, floor):
 @njit(cache=True, error_model="numpy")
 def _cut(p, q, digit, j, kbits, out):
     """The tokens below the threshold (j, kbits) of :func:`_threshold`, in increasing order, into
-    ``out``; returns how many (branch-free: each token is written and counted if it belongs)."""
+    ``out``; returns how many. A block of :data:`BLOCK` tokens all in buckets before j is written
+    whole, one with none there and none in bucket j skipped; the others token by token,
+    branch-free (each token is written and counted if it belongs)."""
     count = np.uint64(0)  # unsigned: an index numba does not wrap around
-    for i in range(p.size):
-        d = np.int64(digit[i])
-        inside = d < j
-        if d == j:  # the opened bucket the cut ends in: a few tokens
-            inside = _ratio_bits(p[i], q[i]) <= kbits
-        out[count] = i
-        count += np.uint64(inside)
+    for start in range(0, p.size, BLOCK):
+        dd = digit[start:start + BLOCK]
+        below, at = 0, False
+        for k in range(dd.size):
+            below += dd[k] < j
+            at |= dd[k] == j
+        if below == dd.size:
+            for k in range(dd.size):
+                out[count + np.uint64(k)] = start + k
+            count += np.uint64(dd.size)
+            continue
+        if below == 0 and not at:
+            continue
+        for k in range(dd.size):
+            d = np.int64(dd[k])
+            inside = d < j
+            if d == j:  # the opened bucket the cut ends in: a few tokens
+                inside = _ratio_bits(p[start + k], q[start + k]) <= kbits
+            out[count] = start + k
+            count += np.uint64(inside)
     return np.int64(count)
+
+
+@njit(cache=True, error_model="numpy")
+def _cut_masses(bits, ps, qs, shift, lo, nb, n, excess, P, Pc, Q, Qc, rest, j, kbits):
+    """p(T) and q(T)^n of the cut T = (j, kbits) of :func:`_threshold` (the tokens of the buckets
+    before j and those of bucket j whose ratio bits are at most kbits): the running sums at
+    bucket j's boundary plus, for kbits >= 0, the gathered tokens of bucket j (which must be
+    among ``bits``, ``ps``, ``qs``) up to kbits, compensated; the power as :func:`_power` takes
+    it, from the complement's mass."""
+    t, tc, u, uc = P[j], Pc[j], Q[j], Qc[j]
+    s, c = rest[j], 0.0
+    if kbits >= 0:
+        s = rest[j + 1]
+        for k in range(bits.size):
+            if _digit(bits[k], shift, lo, nb) == j:
+                if bits[k] <= kbits:
+                    t, tc = _add(t, tc, ps[k])
+                    u, uc = _add(u, uc, qs[k])
+                else:
+                    s, c = _add(s, c, qs[k])
+    return t + tc, _power(u, uc, s + c, excess, n)
+
+
+@njit(cache=True, error_model="numpy")
+def _settle(bits, ps, qs, shift, lo, nb, n, excess, P, Pc, Q, Qc, rest, gain, bound, opened, best,
+            tie_tol, cut_j, cut_k):
+    """Everything after the gathering, in one call: the opened buckets' tokens sorted by ratio
+    (stable), the gains inside them (:func:`_inside`), the best gain (with ``best``, the best
+    boundary), the largest bound of the buckets not opened, the cut (:func:`_threshold`; empty
+    when the best is within ``tie_tol`` of 0) and, for ``cut_j`` >= 0, the masses of the cut
+    (``cut_j``, ``cut_k``) (:func:`_cut_masses`; NaN otherwise). Returns (best, closed, j, kbits,
+    cut_p, cut_q)."""
+    by = np.argsort(bits, kind="mergesort")
+    bits, ps, qs = bits[by], ps[by], qs[by]
+    gains = np.empty(bits.size)
+    best = max(best, _inside(bits, ps, qs, shift, lo, nb, n, excess, P, Pc, Q, Qc, rest, gains))
+    closed = -np.inf
+    for j in range(nb + 2):
+        if not opened[j]:
+            closed = max(closed, bound[j])
+    j, kbits = 0, -1
+    if best > tie_tol:
+        j, kbits = _threshold(gain, bound, opened, bits, gains, shift, lo, nb, best - tie_tol)
+    cut_p, cut_q = np.nan, np.nan
+    if cut_j >= 0:
+        cut_p, cut_q = _cut_masses(bits, ps, qs, shift, lo, nb, n, excess, P, Pc, Q, Qc, rest,
+                                   cut_j, cut_k)
+    return best, closed, j, kbits, cut_p, cut_q
 
 
 class Bracket(NamedTuple):
@@ -256,8 +362,10 @@ class Bracket(NamedTuple):
     scheme : tuple of int
         (shift, lo, nb) of :func:`bucket_scheme`.
     opened : ndarray of bool, shape (nb + 2,)
-    digit : ndarray of uint16, shape (V,)
-        Each token's bucket.
+    digit : ndarray of uint16, shape (V,), or None
+        Each token's bucket (kept by the route's pass only).
+    cut_p, cut_q : float
+        p(T) and q(T)^n of the cut T that :func:`bracket` was asked to measure (NaN if none).
     """
 
     best: float
@@ -265,11 +373,20 @@ class Bracket(NamedTuple):
     threshold: tuple
     scheme: tuple
     opened: np.ndarray
-    digit: np.ndarray
+    digit: np.ndarray | None
+    cut_p: float = float("nan")
+    cut_q: float = float("nan")
+
+
+def _span(flags: np.ndarray) -> tuple[int, int]:
+    """The first flagged bucket and the distance to the last (0, -1: none flagged)."""
+    where = np.flatnonzero(flags)
+    return (int(where[0]), int(where[-1] - where[0])) if where.size else (0, -1)
 
 
 def bracket(p: np.ndarray, q: np.ndarray, n: int, scheme: tuple | None = None,
-            tie_tol: float = TIE_TOL) -> Bracket:
+            tie_tol: float = TIE_TOL, claimed: np.ndarray | None = None,
+            cut: tuple | None = None) -> Bracket:
     """Bracket :math:`\\max_c [q(H_c)^n - p(H_c)]` by buckets of the ratio p/q (module docstring).
 
     Parameters
@@ -282,6 +399,15 @@ def bracket(p: np.ndarray, q: np.ndarray, n: int, scheme: tuple | None = None,
     tie_tol : float
         Buckets whose bound reaches the best boundary less this are opened, so that the first
         prefix within ``tie_tol`` of the best is found (the cut, as the ``prefix`` route's).
+    claimed : ndarray of int, optional
+        For a certificate: buckets (indices in 0..nb+1) expected to open. Their tokens are
+        gathered in the pass that fills the buckets (no second pass where the expectation holds;
+        the buckets that do open and were not claimed are gathered by a second one), every
+        claimed bucket is opened too, and no token's bucket is kept (``digit`` None). Default:
+        the route's two passes, the buckets kept for the cut.
+    cut : tuple of int, optional
+        A cut (j, kbits) as :func:`_threshold` gives it, to measure (``cut_p``, ``cut_q``): its
+        bucket j is opened when the cut ends inside it.
 
     Returns
     -------
@@ -289,35 +415,46 @@ def bracket(p: np.ndarray, q: np.ndarray, n: int, scheme: tuple | None = None,
     """
     V, n = p.size, int(n)
     shift, lo, nb = bucket_scheme(V, n) if scheme is None else scheme
-    digit = np.empty(V, np.uint16)
     sums = np.zeros((nb + 2, 2))
-    _histogram(p, q, shift, lo, nb, digit, sums)
+    room = min(V, GATHER_ROOM)
+    bits, ps, qs = np.empty(room, np.int64), np.empty(room), np.empty(room)
+    if claimed is None:
+        digit = np.empty(V, np.uint16)
+        _histogram(p, q, shift, lo, nb, digit, sums)
+    else:
+        digit = None
+        flags = np.zeros(nb + 2, np.bool_)
+        flags[claimed] = True
+        m = _refill(p, q, shift, lo, nb, flags, *_span(flags), sums, bits, ps, qs)
     excess = _excess(q) if n > LOG_POWER_N else 0.0
     P, Pc, Q, Qc, gain = (np.empty(nb + 3) for _ in range(5))
     bound = np.empty(nb + 2)
     rest = _bounds(sums, shift, lo, nb, n, excess, P, Pc, Q, Qc, gain, bound)
     best = max(float(gain.max()), 0.0)
     opened = bound >= best - tie_tol
-    room = min(V, GATHER_ROOM)
-    bits, ps, qs = np.empty(room, np.int64), np.empty(room), np.empty(room)
-    m = _gather(p, q, digit, opened, bits, ps, qs)
-    if m > room:  # rare (ties, flat gains): room for all of them
-        bits, ps, qs = np.empty(m, np.int64), np.empty(m), np.empty(m)
-        _gather(p, q, digit, opened, bits, ps, qs)
-    by = np.argsort(bits[:m])
-    bits, ps, qs = bits[:m][by], ps[:m][by], qs[:m][by]
-    gains = np.empty(m)
-    best = max(best, _inside(bits, ps, qs, shift, lo, nb, n, excess, P, Pc, Q, Qc, rest, gains))
-    closed = float(bound[~opened].max(initial=-np.inf))
-    if best <= tie_tol:
-        threshold = (0, -1)
+    if cut is not None and cut[1] >= 0:
+        opened[cut[0]] = True
+    if digit is not None:
+        m = _gather(p, q, digit, opened, *_span(opened), bits, ps, qs)
+        if m > room:  # rare (ties, flat gains): room for all of them
+            bits, ps, qs = np.empty(m, np.int64), np.empty(m), np.empty(m)
+            _gather(p, q, digit, opened, *_span(opened), bits, ps, qs)
+    elif m > room or (opened & ~flags).any():  # a second pass, for all the buckets to open
+        opened |= flags
+        m = _refill(p, q, shift, lo, nb, opened, *_span(opened), np.zeros_like(sums), bits, ps, qs)
+        if m > room:
+            bits, ps, qs = np.empty(m, np.int64), np.empty(m), np.empty(m)
+            _refill(p, q, shift, lo, nb, opened, *_span(opened), np.zeros_like(sums), bits, ps, qs)
     else:
-        threshold = tuple(int(x) for x in _threshold(gain, bound, opened, bits, gains, shift, lo,
-                                                     nb, best - tie_tol))
-    return Bracket(best, closed, threshold, (shift, lo, nb), opened, digit)
+        opened = flags
+    best, closed, j, kbits, cut_p, cut_q = _settle(
+        bits[:m], ps[:m], qs[:m], shift, lo, nb, n, excess, P, Pc, Q, Qc, rest, gain, bound, opened,
+        best, tie_tol, *(cut if cut is not None else (-1, -1)))
+    return Bracket(float(best), float(closed), (int(j), int(kbits)), (shift, lo, nb), opened, digit,
+                   float(cut_p), float(cut_q))
 
 
-def select_scan(p: np.ndarray, model: DraftModel) -> RouteOutput:
+def select_scan(p: np.ndarray, model: DraftModel, cut: bool = True) -> RouteOutput:
     """α* of iid drafts by buckets of the ratio, no sort of the tokens (module docstring).
 
     Parameters
@@ -325,6 +462,9 @@ def select_scan(p: np.ndarray, model: DraftModel) -> RouteOutput:
     p : ndarray, shape (V,)
     model : DraftModel
         iid drafts (:attr:`~mdtheory.models.base.DraftModel.lex_base_closed_form`).
+    cut : bool
+        Write the cut's tokens (default). False: ``cut`` is None, the proof's ``threshold``
+        describes it (its masses are measured by the certificate), one pass fewer.
 
     Returns
     -------
@@ -333,7 +473,7 @@ def select_scan(p: np.ndarray, model: DraftModel) -> RouteOutput:
         :data:`~mdtheory.routes.subsets.TIE_TOL` of the best, ending a class of equal ratios; empty
         when no prefix gains more than that), ``proof`` (a
         :class:`~mdtheory.routes.proofs.PrefixBuckets`: the buckets, which the certifier fills
-        again from p and q and bounds), ``timings``.
+        again from p and q and bounds, the buckets opened and the cut's threshold), ``timings``.
 
     Raises
     ------
@@ -343,8 +483,9 @@ def select_scan(p: np.ndarray, model: DraftModel) -> RouteOutput:
     Notes
     -----
     Two passes over the tokens (the bucket of each and the scatter of p and q), one over the
-    buckets, one that gathers the opened buckets' tokens, a sort of those, and the pass that writes
-    the cut: O(V + B + m log m) for B buckets and m opened tokens.
+    buckets, one that gathers the opened buckets' tokens (reading only the buckets of a block
+    without them), a sort of those, and the pass that writes the cut: O(V + B + m log m) for B
+    buckets and m opened tokens.
     """
     if not model.lex_base_closed_form:
         raise InvalidInputError(f"method 'select' is exact only for iid drafts, not {model.sampling!r}; "
@@ -352,7 +493,10 @@ def select_scan(p: np.ndarray, model: DraftModel) -> RouteOutput:
     t0 = time.perf_counter()
     found = bracket(p, model.q, model.n)
     j, kbits = found.threshold
-    out = np.empty(p.size, np.int64)
-    count = _cut(p, model.q, found.digit, j, kbits, out)
-    return RouteOutput(value=1.0 - found.best, cut=out[:count], proof=PrefixBuckets(found.scheme),
+    tokens = None
+    if cut:
+        out = np.empty(p.size, np.int64)
+        tokens = out[:_cut(p, model.q, found.digit, j, kbits, out)]
+    proof = PrefixBuckets(found.scheme, np.flatnonzero(found.opened), found.threshold)
+    return RouteOutput(value=1.0 - found.best, cut=tokens, proof=proof,
                        timings={"scan": time.perf_counter() - t0})
