@@ -23,6 +23,7 @@ mass, so that n up to 2^53 stays exact). The sort-based route stays as the cross
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from typing import NamedTuple
@@ -59,6 +60,7 @@ SUB_BLOCK = 128
 RATIO_SHADE = 2.0 ** -52
 
 
+@functools.lru_cache(maxsize=256)
 def bucket_scheme(V: int, n: int) -> tuple[int, int, int]:
     """The buckets for V tokens and n drafts, as (shift, lo, nb): a token of ratio bits b goes to
     bucket ``clip((b >> shift) - lo, -1, nb) + 1``, so bucket 0 holds the ratios below
@@ -102,11 +104,22 @@ def _histogram(p, q, shift, lo, nb, digit, sums):
 
 
 @njit(cache=True, error_model="numpy")
+def _range(flags):
+    """The first flagged bucket and the distance to the last ((0, -1) if none is flagged)."""
+    first, last = 0, -1
+    for j in range(flags.size - 1, -1, -1):
+        if flags[j]:
+            first = j
+            last = max(last, j)
+    return first, last - first
+
+
+@njit(cache=True, error_model="numpy")
 def _take(p, q, dd, start, flags, first, span, bits, ps, qs, m):
     """Gather the tokens start + k whose bucket ``dd[k]`` is flagged: their ratio bits, p and q
     written from position m of ``bits``, ``ps``, ``qs`` while there is room; returns the count
     so far. By sub-blocks of :data:`SUB_BLOCK` tokens, one without a bucket in the flagged range
-    ``first``..``first + span`` skipped after a vectorisable count."""
+    ``first``..``first + span`` (:func:`_range`) skipped after a vectorisable count."""
     room = bits.size
     for s in range(0, dd.size, SUB_BLOCK):
         sub = dd[s:s + SUB_BLOCK]
@@ -126,23 +139,28 @@ def _take(p, q, dd, start, flags, first, span, bits, ps, qs, m):
 
 
 @njit(cache=True, error_model="numpy")
-def _refill(p, q, shift, lo, nb, flags, first, span, sums, bits, ps, qs):
+def _refill(p, q, shift, lo, nb, flags, sums, bits, ps, qs):
     """The certificate's pass: the sums of p and q per bucket into ``sums`` (zero on entry) and
-    the tokens of the flagged buckets (``first``..``first + span`` their range) gathered as
-    :func:`_take` does; returns how many there are. By blocks of :data:`BLOCK` tokens: their
-    buckets (a vectorisable loop), the scatter, and the gathering."""
+    the tokens of the flagged buckets gathered as :func:`_take` does; returns how many there
+    are. By blocks of :data:`BLOCK` tokens: their buckets (a vectorisable loop), the scatter, and
+    the gathering."""
     buf = np.empty(BLOCK, np.uint16)
+    first, span = _range(flags)
     m = 0
     for start in range(0, p.size, BLOCK):
         a = p[start:start + BLOCK]
         b = q[start:start + BLOCK]
+        hit = 0
         for k in range(a.size):
-            buf[k] = _digit(_ratio_bits(a[k], b[k]), shift, lo, nb)
+            d = _digit(_ratio_bits(a[k], b[k]), shift, lo, nb)
+            buf[k] = d
+            hit += ((d - first) & 0xFFFF) <= span
         for k in range(a.size):
             d = buf[k]
             sums[d, 0] += a[k]
             sums[d, 1] += b[k]
-        m = _take(p, q, buf[:a.size], start, flags, first, span, bits, ps, qs, m)
+        if hit:
+            m = _take(p, q, buf[:a.size], start, flags, first, span, bits, ps, qs, m)
     return m
 
 
@@ -172,44 +190,50 @@ def _power(t, tc, rest, excess, n):
 
 
 @njit(cache=True, error_model="numpy")
-def _bounds(sums, shift, lo, nb, n, excess, P, Pc, Q, Qc, gain, bound):
+def _bounds(sums, shift, lo, nb, n, excess, tie_tol, P, Pc, Q, Qc, gain, bound, opened):
     """Running sums over the buckets and what they give: ``P[j] + Pc[j]``, ``Q[j] + Qc[j]`` the
     masses before bucket j (compensated), ``gain[j]`` the gain of that prefix (j = 0..nb+2, the
-    last all tokens) and ``bound[j]`` the bound on every prefix that ends inside bucket j
-    (-inf where the bucket has no q). Returns the complement masses ``rest`` (q of bucket j on)."""
+    last all tokens), ``bound[j]`` the bound on every prefix that ends inside bucket j (-inf
+    where the bucket has no q) and ``opened[j]`` whether it reaches the best boundary less
+    ``tie_tol``. Returns the complement masses ``rest`` (q of bucket j on) and the best
+    boundary's gain (0 at least: the empty prefix)."""
     m = nb + 2
-    rest = np.zeros(m + 1)
+    rest = np.empty(m + 1)
+    rest[m] = 0.0
     s, c = 0.0, 0.0
-    for j in range(m - 1, -1, -1):
-        s, c = _add(s, c, sums[j, 1])
+    for j in range(m - 1, -1, -1):  # an empty bucket adds nothing: skipped (the same bits)
+        if sums[j, 1] != 0.0:
+            s, c = _add(s, c, sums[j, 1])
         rest[j] = s + c
+    t, tc, u, uc = 0.0, 0.0, 0.0, 0.0
     P[0], Pc[0], Q[0], Qc[0] = 0.0, 0.0, 0.0, 0.0
+    g = _power(0.0, 0.0, rest[0], excess, n)
+    gain[0] = g
+    for j in range(m):  # one power per bucket that holds mass: an empty bucket's end is its start
+        a, b = sums[j, 0], sums[j, 1]
+        bound[j] = -np.inf
+        if a != 0.0 or b != 0.0:
+            t, e = _two_sum(t, a)
+            tc += e
+            u, e = _two_sum(u, b)
+            uc += e
+            start, g = g, _power(u, uc, rest[j + 1], excess, n) - (t + tc)
+            if b > 0.0:
+                low = 0.0 if j == 0 else np.int64((j - 1 + lo) << shift).view(np.float64)
+                bound[j] = max(start, g + a - low * (1.0 - RATIO_SHADE) * b)
+        P[j + 1], Pc[j + 1], Q[j + 1], Qc[j + 1], gain[j + 1] = t, tc, u, uc, g
+    best = max(gain.max(), 0.0)
     for j in range(m):
-        P[j + 1], e = _two_sum(P[j], sums[j, 0])
-        Pc[j + 1] = Pc[j] + e
-        Q[j + 1], e = _two_sum(Q[j], sums[j, 1])
-        Qc[j + 1] = Qc[j] + e
-    gain[0] = _power(0.0, 0.0, rest[0], excess, n)
-    for j in range(m):  # an empty bucket's end is its start: one power per bucket that holds mass
-        empty = sums[j, 0] == 0.0 and sums[j, 1] == 0.0
-        gain[j + 1] = gain[j] if empty else _power(Q[j + 1], Qc[j + 1], rest[j + 1], excess, n) - (
-            P[j + 1] + Pc[j + 1])
-    for j in range(m):
-        if sums[j, 1] > 0.0:
-            low = 0.0 if j == 0 else np.int64((j - 1 + lo) << shift).view(np.float64)
-            inside = gain[j + 1] + sums[j, 0] - low * (1.0 - RATIO_SHADE) * sums[j, 1]
-            bound[j] = max(gain[j], inside)
-        else:
-            bound[j] = -np.inf
-    return rest
+        opened[j] = bound[j] >= best - tie_tol
+    return rest, best
 
 
 @njit(cache=True, error_model="numpy")
-def _gather(p, q, digit, flags, first, span, bits, ps, qs):
-    """The route's gathering: the tokens of the flagged buckets (``first``..``first + span``
-    their range), by :func:`_take` over the kept buckets ``digit``; returns how many there are
-    (more than the room: call again with room for all)."""
-    return _take(p, q, digit, 0, flags, first, span, bits, ps, qs, 0)
+def _gather(p, q, digit, flags, bits, ps, qs):
+    """The route's gathering: the tokens of the flagged buckets, by :func:`_take` over the kept
+    buckets ``digit``; returns how many there are (more than the room: call again with room for
+    all)."""
+    return _take(p, q, digit, 0, flags, *_range(flags), bits, ps, qs, 0)
 
 
 @njit(cache=True, error_model="numpy")
@@ -378,12 +402,6 @@ class Bracket(NamedTuple):
     cut_q: float = float("nan")
 
 
-def _span(flags: np.ndarray) -> tuple[int, int]:
-    """The first flagged bucket and the distance to the last (0, -1: none flagged)."""
-    where = np.flatnonzero(flags)
-    return (int(where[0]), int(where[-1] - where[0])) if where.size else (0, -1)
-
-
 def bracket(p: np.ndarray, q: np.ndarray, n: int, scheme: tuple | None = None,
             tie_tol: float = TIE_TOL, claimed: np.ndarray | None = None,
             cut: tuple | None = None) -> Bracket:
@@ -425,26 +443,24 @@ def bracket(p: np.ndarray, q: np.ndarray, n: int, scheme: tuple | None = None,
         digit = None
         flags = np.zeros(nb + 2, np.bool_)
         flags[claimed] = True
-        m = _refill(p, q, shift, lo, nb, flags, *_span(flags), sums, bits, ps, qs)
+        m = _refill(p, q, shift, lo, nb, flags, sums, bits, ps, qs)
     excess = _excess(q) if n > LOG_POWER_N else 0.0
-    P, Pc, Q, Qc, gain = (np.empty(nb + 3) for _ in range(5))
-    bound = np.empty(nb + 2)
-    rest = _bounds(sums, shift, lo, nb, n, excess, P, Pc, Q, Qc, gain, bound)
-    best = max(float(gain.max()), 0.0)
-    opened = bound >= best - tie_tol
+    P, Pc, Q, Qc, gain, bound = np.empty((6, nb + 3))
+    opened = np.empty(nb + 2, np.bool_)
+    rest, best = _bounds(sums, shift, lo, nb, n, excess, tie_tol, P, Pc, Q, Qc, gain, bound, opened)
     if cut is not None and cut[1] >= 0:
         opened[cut[0]] = True
     if digit is not None:
-        m = _gather(p, q, digit, opened, *_span(opened), bits, ps, qs)
+        m = _gather(p, q, digit, opened, bits, ps, qs)
         if m > room:  # rare (ties, flat gains): room for all of them
             bits, ps, qs = np.empty(m, np.int64), np.empty(m), np.empty(m)
-            _gather(p, q, digit, opened, *_span(opened), bits, ps, qs)
+            _gather(p, q, digit, opened, bits, ps, qs)
     elif m > room or (opened & ~flags).any():  # a second pass, for all the buckets to open
         opened |= flags
-        m = _refill(p, q, shift, lo, nb, opened, *_span(opened), np.zeros_like(sums), bits, ps, qs)
+        m = _refill(p, q, shift, lo, nb, opened, np.zeros_like(sums), bits, ps, qs)
         if m > room:
             bits, ps, qs = np.empty(m, np.int64), np.empty(m), np.empty(m)
-            _refill(p, q, shift, lo, nb, opened, *_span(opened), np.zeros_like(sums), bits, ps, qs)
+            _refill(p, q, shift, lo, nb, opened, np.zeros_like(sums), bits, ps, qs)
     else:
         opened = flags
     best, closed, j, kbits, cut_p, cut_q = _settle(
