@@ -94,13 +94,18 @@ def _digit(bits, shift, lo, nb):
 @njit(cache=True, error_model="numpy")
 def _histogram(p, q, shift, lo, nb, digit, sums):
     """Each token's bucket into ``digit`` and the sums of p and q per bucket into ``sums`` (shape
-    (nb + 2, 2), zero on entry): two loops, the first vectorisable, the second a scatter."""
-    for i in range(p.size):
-        digit[i] = _digit(_ratio_bits(p[i], q[i]), shift, lo, nb)
-    for i in range(p.size):
-        d = digit[i]
-        sums[d, 0] += p[i]
-        sums[d, 1] += q[i]
+    (nb + 2, 2), zero on entry): by blocks of :data:`BLOCK` tokens, two loops, the first
+    vectorisable, the second a scatter of the block still in the L1 cache."""
+    for start in range(0, p.size, BLOCK):
+        a = p[start:start + BLOCK]
+        b = q[start:start + BLOCK]
+        dd = digit[start:start + BLOCK]
+        for k in range(a.size):
+            dd[k] = _digit(_ratio_bits(a[k], b[k]), shift, lo, nb)
+        for k in range(a.size):
+            d = dd[k]
+            sums[d, 0] += a[k]
+            sums[d, 1] += b[k]
 
 
 @njit(cache=True, error_model="numpy")
@@ -369,6 +374,49 @@ def _settle(bits, ps, qs, shift, lo, nb, n, excess, P, Pc, Q, Qc, rest, gain, bo
     return best, closed, j, kbits, cut_p, cut_q
 
 
+@njit(cache=True, error_model="numpy")
+def _bracket(p, q, shift, lo, nb, n, tie_tol, digit, flags, cut_j, cut_k):
+    """:func:`bracket` in one call. The route (``digit`` of length V): each token's bucket kept
+    there, the opened buckets gathered by a second pass. A certificate (``digit`` empty): the
+    flagged buckets gathered in the pass that fills the buckets, and a second pass only where a
+    bucket opens that was not flagged; every flagged bucket is opened. The cut (``cut_j``,
+    ``cut_k``) is measured where ``cut_j`` >= 0 (its bucket opened if the cut ends inside it).
+    Returns (best, closed, j, kbits, cut_p, cut_q, opened), as :func:`_settle` and the opened
+    buckets."""
+    sums = np.zeros((nb + 2, 2))
+    room = min(p.size, GATHER_ROOM)
+    bits, ps, qs = np.empty(room, np.int64), np.empty(room), np.empty(room)
+    route = digit.size > 0
+    m = 0
+    if route:
+        _histogram(p, q, shift, lo, nb, digit, sums)
+    else:
+        m = _refill(p, q, shift, lo, nb, flags, sums, bits, ps, qs)
+    excess = _excess(q) if n > LOG_POWER_N else 0.0
+    P, Pc, Q, Qc, gain, bound = np.empty(nb + 3), np.empty(nb + 3), np.empty(nb + 3), \
+        np.empty(nb + 3), np.empty(nb + 3), np.empty(nb + 2)
+    opened = np.empty(nb + 2, np.bool_)
+    rest, best = _bounds(sums, shift, lo, nb, n, excess, tie_tol, P, Pc, Q, Qc, gain, bound, opened)
+    if cut_j >= 0 and cut_k >= 0:
+        opened[cut_j] = True
+    missing = m > room
+    if not route:
+        for j in range(nb + 2):
+            missing |= opened[j] and not flags[j]
+            opened[j] |= flags[j]
+    if route or missing:  # the route's gathering, or a certificate's second pass
+        for _ in range(2):  # room for all of them the second time, if there was not the first
+            m = _gather(p, q, digit, opened, bits, ps, qs) if route else \
+                _refill(p, q, shift, lo, nb, opened, np.zeros_like(sums), bits, ps, qs)
+            if m <= bits.size:
+                break
+            bits, ps, qs = np.empty(m, np.int64), np.empty(m), np.empty(m)
+    best, closed, j, kbits, cut_p, cut_q = _settle(
+        bits[:m], ps[:m], qs[:m], shift, lo, nb, n, excess, P, Pc, Q, Qc, rest, gain, bound, opened,
+        best, tie_tol, cut_j, cut_k)
+    return best, closed, j, kbits, cut_p, cut_q, opened
+
+
 class Bracket(NamedTuple):
     """What :func:`bracket` found.
 
@@ -433,41 +481,14 @@ def bracket(p: np.ndarray, q: np.ndarray, n: int, scheme: tuple | None = None,
     """
     V, n = p.size, int(n)
     shift, lo, nb = bucket_scheme(V, n) if scheme is None else scheme
-    sums = np.zeros((nb + 2, 2))
-    room = min(V, GATHER_ROOM)
-    bits, ps, qs = np.empty(room, np.int64), np.empty(room), np.empty(room)
-    if claimed is None:
-        digit = np.empty(V, np.uint16)
-        _histogram(p, q, shift, lo, nb, digit, sums)
-    else:
-        digit = None
-        flags = np.zeros(nb + 2, np.bool_)
+    digit = np.empty(V if claimed is None else 0, np.uint16)
+    flags = np.zeros(nb + 2, np.bool_)
+    if claimed is not None:
         flags[claimed] = True
-        m = _refill(p, q, shift, lo, nb, flags, sums, bits, ps, qs)
-    excess = _excess(q) if n > LOG_POWER_N else 0.0
-    P, Pc, Q, Qc, gain, bound = np.empty((6, nb + 3))
-    opened = np.empty(nb + 2, np.bool_)
-    rest, best = _bounds(sums, shift, lo, nb, n, excess, tie_tol, P, Pc, Q, Qc, gain, bound, opened)
-    if cut is not None and cut[1] >= 0:
-        opened[cut[0]] = True
-    if digit is not None:
-        m = _gather(p, q, digit, opened, bits, ps, qs)
-        if m > room:  # rare (ties, flat gains): room for all of them
-            bits, ps, qs = np.empty(m, np.int64), np.empty(m), np.empty(m)
-            _gather(p, q, digit, opened, bits, ps, qs)
-    elif m > room or (opened & ~flags).any():  # a second pass, for all the buckets to open
-        opened |= flags
-        m = _refill(p, q, shift, lo, nb, opened, np.zeros_like(sums), bits, ps, qs)
-        if m > room:
-            bits, ps, qs = np.empty(m, np.int64), np.empty(m), np.empty(m)
-            _refill(p, q, shift, lo, nb, opened, np.zeros_like(sums), bits, ps, qs)
-    else:
-        opened = flags
-    best, closed, j, kbits, cut_p, cut_q = _settle(
-        bits[:m], ps[:m], qs[:m], shift, lo, nb, n, excess, P, Pc, Q, Qc, rest, gain, bound, opened,
-        best, tie_tol, *(cut if cut is not None else (-1, -1)))
-    return Bracket(float(best), float(closed), (int(j), int(kbits)), (shift, lo, nb), opened, digit,
-                   float(cut_p), float(cut_q))
+    best, closed, j, kbits, cut_p, cut_q, opened = _bracket(
+        p, q, shift, lo, nb, n, tie_tol, digit, flags, *(cut if cut is not None else (-1, -1)))
+    return Bracket(float(best), float(closed), (int(j), int(kbits)), (shift, lo, nb), opened,
+                   digit if claimed is None else None, float(cut_p), float(cut_q))
 
 
 def select_scan(p: np.ndarray, model: DraftModel, cut: bool = True) -> RouteOutput:
