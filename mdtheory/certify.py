@@ -39,8 +39,11 @@ replacement                 enumerated through at most :data:`MAX_CERT_SETS` dra
                             :func:`check_ratio_order`).
 ``PrefixBuckets`` (select,  the buckets of the ratio p/q (``"bracket"``): filled again from p and
 iid)                        q, the bound of every prefix inside each bucket and the exact gains of
-                            the buckets whose bound reaches the best (:func:`check_buckets_iid`);
-                            ``certify="full"``: the lexicographically optimal base (``"lex-base"``).
+                            the buckets whose bound reaches the best (:func:`check_buckets_iid`),
+                            the route's opened buckets gathered in the same pass; where the route
+                            gives no cut set (the value alone), its threshold measured from those
+                            buckets; ``certify="full"``: the lexicographically optimal base
+                            (``"lex-base"``).
 ``PriorityOrders`` (mnp)    a mixture of priority orders (``"order-mixture"``): its base μ is
                             recomputed from the model's laws, in B(g) for any orders and weights
                             (:func:`~mdtheory.models.mixture.check_mixture`).
