@@ -186,6 +186,24 @@ def test_subnormal_and_float32_masses():
         check_cut(sel, p, q, n)
 
 
+@pytest.mark.parametrize("n", [4, 2**40, 2**53])
+def test_subnormal_masses_at_huge_n_alone(n):
+    """A fifth of p and of q subnormal (ratios p/q that overflow to infinity, and subnormal ones),
+    up to n = 2^53 where q's distance from summing to one decides alpha*: the value alone
+    (alpha_star, its threshold measured by the certificate) and the full result against 60-digit
+    decimals on the arrays as validated (dividing by a sum one ulp off one moves that distance)."""
+    rng = np.random.default_rng(1)
+    p, q = rng.dirichlet(np.full(SELECT_MIN_V, 0.1)), rng.dirichlet(np.full(SELECT_MIN_V, 0.1))
+    p[rng.random(p.size) < 0.2] = 5e-320
+    q[rng.random(q.size) < 0.2] = 3e-321
+    p, q = p / p.sum(), q / q.sum()
+    value = md.alpha_star(p, q, n)
+    res = md.optimal_acceptance(p, q, n, method="select")
+    assert res.status == "optimal" and res.value == value
+    assert value == pytest.approx(decimal_alpha(as_distribution(p, "p"), as_distribution(q, "q"), n),
+                                  abs=ROUNDING)
+
+
 @pytest.mark.parametrize("n", [10**6, 10**12, 2**53])
 def test_huge_n_keeps_the_distance_from_one(n):
     """Masses within ulps of one at n up to 2^53: the power from the complement's mass, against
