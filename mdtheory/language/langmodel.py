@@ -163,7 +163,6 @@ class LanguageModel:
             best = min(best, time.perf_counter() - t0)
         return best * max(int(batch), 1) / pilot
 
-
     def laws_seconds(self, batch: int, length: int) -> float:
         """Seconds of one :meth:`laws` call on ``batch`` contexts of ``length`` tokens, measured:
         the faster of two calls on min(batch, :data:`PILOT_BATCH`) contexts of that many tokens
@@ -184,7 +183,6 @@ class LanguageModel:
             self.laws([(token,) * length] * pilot)
             best = min(best, time.perf_counter() - t0)
         return best * max(int(batch), 1) / pilot
-
 
     def laws_bytes(self, batch: int, length: int) -> float:
         """Peak bytes of one :meth:`laws` call on ``batch`` contexts of ``length`` tokens: the laws
