@@ -19,7 +19,6 @@ from .errors import (
     InvalidInputError,
     MdtheoryError,
     OptimalityGapError,
-    ProblemTooLargeError,
 )
 from .models.base import DraftModel
 from .models.registry import SAMPLINGS, make_draft_model
@@ -205,13 +204,14 @@ class Row(NamedTuple):
     result : AcceptanceResult or None
         The row's result; None when its solver proved only bounds that did not meet (``error``
         holds them).
-    error : OptimalityGapError, ProblemTooLargeError or None
+    error : MdtheoryError or None
         With no result: the :class:`~mdtheory.errors.OptimalityGapError` whose ``lower`` and
         ``upper`` are the proven bounds on :math:`\\alpha^*`. With an ``"upper-bound"`` result of
         ``method="auto"``: why the minimum-norm point did not prove it, its estimate over the
-        time left or ``max_bytes`` (:class:`~mdtheory.errors.ProblemTooLargeError`) or its gap
-        (an :class:`~mdtheory.errors.OptimalityGapError`, whose ``lower`` is a proven lower bound).
-        None otherwise.
+        time left or ``max_bytes`` (:class:`~mdtheory.errors.ProblemTooLargeError`), its gap
+        (an :class:`~mdtheory.errors.OptimalityGapError`, whose ``lower`` is a proven lower bound)
+        or its failure (a :class:`~mdtheory.errors.SolverError`, say): the checked upper bound
+        stands. None otherwise.
     """
 
     index: int
@@ -343,7 +343,7 @@ def _solve(p: np.ndarray, model: DraftModel, name: str, certify: str, deadline: 
             _budget.require(route_estimate(model, "mnp"), max(deadline - time.perf_counter(), 0.0),
                             max_bytes=max_bytes, flag="max_seconds")
             return _solve(p, model, "mnp", certify, deadline, max_bytes, escalate=False, t0=t0)
-        except (ProblemTooLargeError, OptimalityGapError) as exc:
+        except MdtheoryError as exc:  # over the time left, a gap, or a failed run of Wolfe's method
             why = exc  # the checked upper bound stands, with its status
     cut = np.asarray(out.cut, dtype=np.int64)
     cut.setflags(write=False)

@@ -89,3 +89,14 @@ def test_the_largest_tree_is_accepted_and_counted_without_huge_integers():
     assert tree.count_draws(50) == COUNT_CAP  # V^nodes, judged by logarithms
     assert DraftTree((2**26, 2**27), "top").count_draws(50) == 1
     assert DraftTree((3, 2), "iid").count_draws(4) == 4**3 * (4**2) ** 3
+
+
+@pytest.mark.parametrize("text", ["99999999999999999999", "100000,100000,100000,10000", "2,,1"])
+def test_the_commands_refuse_a_bad_tree_in_one_line(capsys, text):
+    from tests.cli_helpers import one_line_error, run_main
+
+    code, out, err = run_main(capsys, "audit", "--block", "examples/verifiers/tree_traversal.py:verify_tree",
+                              "--instance", "toy", "--tree", text)
+    one_line_error(code, err, "2\\^53|comma-separated")
+    code, out, err = run_main(capsys, "block-efficiency", "--instance", "toy", "--tree", text)
+    one_line_error(code, err, "2\\^53|comma-separated")

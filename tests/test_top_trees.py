@@ -5,6 +5,7 @@ closed-form route."""
 
 from __future__ import annotations
 
+import re
 from fractions import Fraction
 
 import numpy as np
@@ -155,3 +156,61 @@ def test_the_top_set_has_a_closed_form_route_at_any_size():
     assert route_estimate(big).seconds < 1
     with pytest.raises(InvalidInputError, match="fixed draft set only"):
         md.optimal_acceptance(p, q, 3, "iid", method="fixed-set")
+
+
+# --------------------------------------------------------------------------- the commands
+TOP_LAW = '''
+from mdtheory.blocks import DraftTree, make_verifier
+
+law = make_verifier("token", tree=DraftTree((1, 1), "top")).law
+'''
+
+
+def test_audit_block_takes_the_registry_tree_samplings(capsys, tmp_path):
+    """``audit --block --sampling top`` runs (the choices come from the samplings registry); the
+    package's token verifier on a top tree is exactly lossless."""
+    from tests.cli_helpers import run_main
+
+    path = tmp_path / "top_law.py"
+    path.write_text(TOP_LAW)
+    code, out, err = run_main(capsys, "audit", "--block", f"{path}:law", "--instance", "random:3:1",
+                              "--tree", "1,1", "--sampling", "top", "--exact", "--json")
+    assert code == 0 and err == ""
+    import json
+
+    row = json.loads(out)
+    assert row["verdict"] == "lossless" and row["sampling"] == "top"
+    code, _, err = run_main(capsys, "audit", "--block", f"{path}:law", "--instance", "toy", "--tree", "1",
+                            "--sampling", "greedy")
+    assert code == 2 and "unknown tree sampling 'greedy'" in err and "top" in err
+
+
+def test_block_efficiency_on_a_top_tree_runs_its_rules_within_the_limits(capsys):
+    """Without --rules a top tree runs the rules that fit it; the exact optimum is refused over
+    --max-seconds / --max-bytes like any other work."""
+    from tests.cli_helpers import one_line_error, run_main
+
+    code, out, _ = run_main(capsys, "block-efficiency", "--instance", "random:3:1", "--tree", "1,1",
+                            "--sampling", "top", "--optimum")
+    assert code == 0 and out.startswith("token:optimal[1,1 top]")
+    efficiency, optimum = (float(x) for x in
+                           (out.split("block efficiency")[1].split()[0], out.split("optimum")[1].split()[0]))
+    assert efficiency == pytest.approx(optimum, abs=1e-4)
+    for flag, value in (("--max-bytes", "1K"), ("--max-seconds", "0.0001")):
+        code, _, err = run_main(capsys, "block-efficiency", "--instance", "random:4:1", "--tree", "2,2",
+                                "--optimum", "--verifier", "token", flag, value)
+        one_line_error(code, err, "block-efficiency LP", flag)
+
+
+@pytest.mark.parametrize(("command", "flag"), [("block-efficiency", "--tree"), ("audit", "--tree"),
+                                               ("audit", "--sampling")])
+def test_the_help_names_every_tree_sampling(capsys, command, flag):
+    from tests.cli_helpers import run_main
+
+    code, out, _ = run_main(capsys, command, "--help")
+    text = " ".join(out.split())
+    assert code == 0
+    at = re.search(rf" {flag} (B1,\S+|\{{[^}}]*\}}) ", text)  # the option's own help entry
+    part = text[at.start():at.start() + 400]
+    for name in tree_samplings():
+        assert name in part, (command, flag, name, part)
