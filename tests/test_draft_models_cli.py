@@ -331,9 +331,9 @@ def test_check_acceptance_prints_the_escalation_bracket(capsys, small, bracketin
 
 @pytest.fixture
 def failing_escalation(monkeypatch):
-    """The flow certificate off (successive sampling's prefix route gives an upper bound, so the
-    front door escalates to the minimum-norm point) and Wolfe's method replaced by a run that
-    fails (a solver error)."""
+    """The flow and majorant certificates off (successive sampling's prefix route gives an upper
+    bound, so the front door escalates to the minimum-norm point) and Wolfe's method replaced by a
+    run that fails (a solver error)."""
     import mdtheory.certify as certify
     from mdtheory.routes import mnp
 
@@ -341,6 +341,7 @@ def failing_escalation(monkeypatch):
         raise md.SolverError("Wolfe's method failed")
 
     monkeypatch.setattr(certify, "MAX_CERT_SETS", 0)
+    monkeypatch.setattr(certify, "_successive_bounds", lambda *args: None)  # no majorant either
     monkeypatch.setattr(mnp, "mnp_route", route)
 
 
