@@ -103,6 +103,17 @@ def test_every_path_chooses_the_exact_top_token():
     assert Top(Q_TIE.astype(float), 1).top.tolist() == [0]  # float64 ties go to the lower index
 
 
+@pytest.mark.parametrize("q,msg", [
+    (np.array([0.5, 0.5, None], dtype=object), "dtype object"),
+    (np.array([Fraction(1, 2), "a", Fraction(1, 2)], dtype=object), "dtype object"),
+    (np.array([Fraction(10**400), Fraction(1)], dtype=object), "beyond float64's range"),
+])
+def test_an_object_q_that_is_not_fractions_is_refused_by_name(q, msg):
+    """Only real numbers are read as exact: None is no NaN, and a fraction beyond float64 is named."""
+    with pytest.raises(md.InvalidDistributionError, match=msg):
+        Top(q, 1)
+
+
 def test_the_optimum_the_verifier_the_bound_and_the_audit_agree_on_a_near_tie():
     """With the exact top token 1 the optimum is 1 + p(1) = 1.8; token:optimal's exact block law is
     lossless with that efficiency; the bound is not below it; the exact audit agrees."""

@@ -38,6 +38,7 @@ the size estimates :meth:`DraftModel.prefix_pass_seconds`, :meth:`DraftModel.law
 from __future__ import annotations
 
 import math
+import numbers
 from abc import ABC, abstractmethod
 from typing import Any, ClassVar, NamedTuple
 
@@ -45,7 +46,7 @@ import numpy as np
 
 from .. import _budget
 from .._validate import as_distribution, as_drafts, as_generator, as_order, as_size
-from ..errors import InvalidInputError, ProblemTooLargeError
+from ..errors import InvalidDistributionError, InvalidInputError, ProblemTooLargeError
 
 __all__ = [
     "COUNT_CAP",
@@ -433,11 +434,12 @@ class DraftModel(ABC):
     def _init_from_q(self, q, n, normalize: bool, distinct: str | None = None) -> None:
         """Validate and store q (shape (V,)) and n; ``distinct`` names a model that needs n distinct
         tokens with q > 0. Exact fractions (an object array) are stored as their float64 values."""
-        if type(q) is np.ndarray and q.dtype == object:
-            try:
+        if type(q) is np.ndarray and q.dtype == object and \
+                all(isinstance(x, numbers.Real) for x in q.flat):
+            try:  # anything else keeps its object dtype, refused by name below
                 q = q.astype(np.float64)
-            except (TypeError, ValueError, OverflowError):
-                pass  # not numbers: refused by name below
+            except OverflowError:
+                raise InvalidDistributionError("q has an entry beyond float64's range") from None
         self.q = as_distribution(q, "q", normalize=normalize)
         self.n = as_drafts(n)
         self.V = self.q.size
