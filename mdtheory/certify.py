@@ -81,7 +81,6 @@ from .models.iid import IID
 from .models.majorant import best_prefix, face_bound
 from .models.mixture import check_mixture
 from .models.polymatroid import TINY, _lex_blocks, _not_flatter, lex_optimal_base_iid
-from .models.without_replacement import WithoutReplacement
 from .routes.proofs import (
     Exhaustive,
     PrefixBuckets,
@@ -689,7 +688,7 @@ def _check_prefix_order(p, model, proof: PrefixOrder, who, mode):
         lower, mu = check_base_iid(p, model, proof.order, who=who)
         return "base", lower, mu
     if mode == "fast" and model.set_law_size() > MAX_CERT_SETS:
-        if isinstance(model, WithoutReplacement) and \
+        if model.exponential_race and \
                 (found := _successive_bounds(p, model, proof.order, who)) is not None:
             return found
         # a proved prefix property (subsets.prefix_scan) makes the best prefix optimal; a checked
@@ -700,7 +699,7 @@ def _check_prefix_order(p, model, proof: PrefixOrder, who, mode):
     return _check_set_flow(p, model, dual_lp(p, model).proof, who, mode)
 
 
-def _successive_bounds(p: np.ndarray, model: WithoutReplacement, order, who: str):
+def _successive_bounds(p: np.ndarray, model: DraftModel, order, who: str):
     """Successive sampling's certificates by majorants of its containment (papers/theory.md,
     "Successive sampling: lower bounds from majorants of the containment"): first the iid base
     (:math:`Q(T) \\le q(T)^n`, so every base of the iid coverage is a base here), then
@@ -715,7 +714,7 @@ def _successive_bounds(p: np.ndarray, model: WithoutReplacement, order, who: str
         return "iid-base", lower, mu
     # a best prefix of value one up to rounding: acceptance one, whose face is all of B(g)
     for cut in (length, 0) if length and upper >= 1.0 - CERT_TOL else (length,):
-        lower = face_bound(p, model, order, cut)
+        lower = face_bound(p, model, order, cut, goal=upper - CERT_TOL)
         if lower is not None and upper - lower <= CERT_TOL:
             return "majorant", lower, None
     return None
