@@ -21,11 +21,11 @@ maxflow)                    the capacities p(y) and w_U; its value :math:`\\sum 
                             ``certify="full"``): :math:`\\sum_y \\min(p, \\mu)`, membership by one
                             scan along the route's order (:func:`check_base_iid`).
 ``PrefixOrder``, without    the flow of :func:`~mdtheory.routes.dual.dual_lp` when the model's set law is
-replacement                 enumerated through at most :data:`MAX_CERT_SETS` draft sets
-                            (:meth:`~mdtheory.models.base.DraftModel.set_law_size`, or
-                            ``certify="full"``); beyond, a base of the iid drafts' coverage
+replacement (a model        enumerated through at most :data:`MAX_CERT_SETS` draft sets
+declaring                   (:meth:`~mdtheory.models.base.DraftModel.set_law_size`, or
+``exponential_race``)       ``certify="full"``); beyond, a base of the iid drafts' coverage
                             (``"iid-base"``: successive sampling's containment is at most q(T)^n) or
-                            the face bound of a partial-replacement majorant (``"majorant"``,
+                            the face bound of majorants of the containment (``"majorant"``,
                             :func:`~mdtheory.models.majorant.face_bound`), where one meets the cut
                             (papers/theory.md, "Successive sampling: lower bounds from majorants of
                             the containment"); otherwise only
@@ -703,9 +703,12 @@ def _successive_bounds(p: np.ndarray, model: DraftModel, order, who: str):
     """Successive sampling's certificates by majorants of its containment (papers/theory.md,
     "Successive sampling: lower bounds from majorants of the containment"): first the iid base
     (:math:`Q(T) \\le q(T)^n`, so every base of the iid coverage is a base here), then
-    :func:`~mdtheory.models.majorant.face_bound` on the face of the best prefix of ``order``. The
-    first whose lower bound meets that prefix's value within :data:`CERT_TOL`, as (name, lower bound,
-    base or None); None if neither does (the flow, or Wolfe's method at the front door)."""
+    :func:`~mdtheory.models.majorant.face_bound` on the face of the best prefix of ``order`` (its
+    cheapest majorant alone first, the others only where it falls short of the prefix's value by
+    more than :data:`CERT_TOL`). The first whose lower bound meets that value within
+    :data:`CERT_TOL`, as (name, lower bound, base or None); None if neither does (the flow, or
+    Wolfe's method at the front door). For the models declaring
+    :attr:`~mdtheory.models.base.DraftModel.exponential_race`."""
     check_ratio_order(p, model.q, order, who)
     order = np.asarray(order, dtype=np.int64)
     upper, length = best_prefix(p, model, order)

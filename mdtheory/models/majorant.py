@@ -1,14 +1,15 @@
-"""Lower bounds on α* for successive sampling from majorants of its containment: the
-partial-replacement majorant and the face certificate built on it (papers/theory.md, "Successive
-sampling: lower bounds from majorants of the containment").
+"""Lower bounds on α* for successive sampling from majorants of its containment, and the face
+certificate built on them (papers/theory.md, "Successive sampling: lower bounds from majorants of
+the containment").
 
-Drafts without replacement stay in a token set T less often than draws with replacement do:
-replacing some of the drawn tokens (the model :math:`M_W` below) can only raise every containment
-:math:`Q(T)`, and a majorant Ψ ≥ Q gives :math:`\\alpha^* \\ge 1 + \\min_T [p(T) - \\Psi(T)]`. For
-:math:`M_W` (only the drawn tokens of a small set W are removed) the minimum is exact and cheap: per
-part C of W, the rest of T is a prefix of the other tokens in the order of q/p. Applied to the face
-of the prefix route's cut (:func:`face_bound`) it proves α* where Wolfe's minimum-norm point creeps:
-at α* = 1, and where α* falls short of one only by a few tokens the drafter almost never proposes.
+Drafts without replacement are the first n tokens to ring among independent exponential clocks.
+Letting some drawn tokens ring again (the partial-replacement model :math:`M_W`), or letting more
+clocks ring before the n-th draft (the clock majorant Ψ), can only raise every containment Q(B),
+and a majorant Q̂ ≥ Q gives :math:`\\alpha^* \\ge 1 + \\min_B [p(B) - \\hat Q(B)]`. Each majorant
+here is convex in the mass of the tokens it does not resolve one by one, so its minimum is one over
+prefixes in the order of p/q (per part C of W for :math:`M_W`). On the face of the prefix route's
+cut (:func:`face_bound`, :func:`race_excess`) they prove α* where Wolfe's minimum-norm point creeps:
+at α* = 1, and where α* falls short of one only by tokens the drafter almost never proposes.
 """
 
 from __future__ import annotations
@@ -193,8 +194,9 @@ def _large_min(P, S, psi, chord, k):
 
 
 #: The chord that bounds the slope of Ψ at a threshold s0 from below spans this much mass (the
-#: errors of the two values of Ψ, ~1e-15, grow by 2 / CHORD in the bound).
-CHORD = 1e-4
+#: errors of the two values of Ψ, ~1e-15, grow by 2 / CHORD in the bound; 1e-4 and 1e-3 closed
+#: the same rows of ``benchmarks/bench_wor_rows.py``).
+CHORD = 1e-2
 
 
 def exact_tokens(q: np.ndarray, n: int, others: int, work: int = MAJORANT_WORK) -> int:
