@@ -358,7 +358,7 @@ def _rare_tokens():
     """V = 60, six drafts: q with a token of 0.8 and three of 1e-6, p a mixture of two vertices of
     successive sampling's coverage polytope plus up to 3e-5 on the three rare tokens: α* falls
     short of one by 1.4e-7, the cut all tokens but two rare ones (the shape of the char-LSTM rows
-    where Wolfe's method took 4,000 - 5,700 iterations)."""
+    on which Wolfe's method needs 4,000 - 5,700 iterations)."""
     rng = np.random.default_rng(8)
     V, n = 60, int(rng.integers(4, 8))
     q = np.concatenate([[0.8], 0.2 * rng.dirichlet(np.full(V - 1, 0.3))])
@@ -407,7 +407,7 @@ def three_gram_pairs(tmp_path_factory):
 def test_char_lstm_rows_near_one_are_proven_without_wolfe(three_gram_pairs, monkeypatch, position, n):
     """Rows 10 (n = 7) and 17 (n = 5) of :func:`three_gram_pairs`: α* = 1 - 8.0e-6 and 1 - 3.8e-5,
     iid α* 0.99963 and 0.99982. The face certificate proves both with one face bound and no
-    iteration of Wolfe's method (4,000 - 5,700 before)."""
+    iteration of Wolfe's method (which needs 4,000 - 5,700 on them)."""
     p, q = three_gram_pairs[0][position], three_gram_pairs[1][position]
     calls = []
     real = certify.face_bound
