@@ -186,7 +186,7 @@ def _bins_outside(left, right, score, top, active, nb):
 def _rows_outside(left, right, key, top, s):
     """The bucket scores and the law outside the top on the CPU, every row in one compiled call of
     the numpy rule's kernels (:func:`mdtheory.rules.khisti._outside_rows`), in float64: (the scores
-    (B, V) int64, the law in left's dtype, 0 on the active top)."""
+    (B, V) int16, as the step reads them, the law in left's dtype, 0 on the active top)."""
     torch = _torch()
     arrays = (np.ascontiguousarray(x.detach().to(torch.float64).numpy()) for x in (left, right, key))
     count = s.clamp(0, top.shape[1]).numpy().astype(np.int64)
@@ -236,8 +236,7 @@ def truncated_stage(p, left, right, s, S: int, rest: str = "bucket"):
     lo = (left.sum(-1) - lt.sum(-1)).clamp(min=0.0)
     ro = (right.sum(-1) - rt.sum(-1)).clamp(min=0.0)
     if score is None:  # the CPU's bucket scores and outside law, the numpy rule's, in one call
-        score, mu = _rows_outside(left, right, key, top, s)
-        stored = score.to(torch.int16)
+        stored, mu = _rows_outside(left, right, key, top, s)
     else:
         stored, mu = _bins_outside(left, right, score, top, active, nb)
     done = torch.ones(B, dtype=torch.bool, device=dev)
