@@ -19,7 +19,6 @@ from .errors import (
     InvalidInputError,
     MdtheoryError,
     OptimalityGapError,
-    ProblemTooLargeError,
 )
 from .models.base import DraftModel
 from .models.registry import SAMPLINGS, make_draft_model
@@ -60,6 +59,12 @@ def _closed_form(p, model):
     return greedy_closed_form(p, model)
 
 
+def _fixed_set(p, model):
+    from .routes.fixed_set import fixed_set
+
+    return fixed_set(p, model)
+
+
 def _maxflow(p, model):
     from .routes.maxflow import maxflow
 
@@ -91,6 +96,8 @@ METHODS: dict[str, Route] = {r.name: r for r in (
           serves=lambda model: model.order_vertices),
     Route("closed-form", _closed_form, _budget.closed_form_route,
           auto=lambda model: model.fixed_top, rank=1, serves=lambda model: model.fixed_top),
+    Route("fixed-set", _fixed_set, _budget.fixed_set_route,
+          auto=lambda model: model.deterministic, rank=1, serves=lambda model: model.deterministic),
 )}
 
 
@@ -198,13 +205,14 @@ class Row(NamedTuple):
     result : AcceptanceResult or None
         The row's result; None when its solver proved only bounds that did not meet (``error``
         holds them).
-    error : OptimalityGapError, ProblemTooLargeError or None
+    error : MdtheoryError or None
         With no result: the :class:`~mdtheory.errors.OptimalityGapError` whose ``lower`` and
         ``upper`` are the proven bounds on :math:`\\alpha^*`. With an ``"upper-bound"`` result of
         ``method="auto"``: why the minimum-norm point did not prove it, its estimate over the
-        time left or ``max_bytes`` (:class:`~mdtheory.errors.ProblemTooLargeError`) or its gap
-        (an :class:`~mdtheory.errors.OptimalityGapError`, whose ``lower`` is a proven lower bound).
-        None otherwise.
+        time left or ``max_bytes`` (:class:`~mdtheory.errors.ProblemTooLargeError`), its gap
+        (an :class:`~mdtheory.errors.OptimalityGapError`, whose ``lower`` is a proven lower bound)
+        or its failure (a :class:`~mdtheory.errors.SolverError`, say): the checked upper bound
+        stands. None otherwise.
     """
 
     index: int
@@ -346,7 +354,7 @@ def _solve(p: np.ndarray, model: DraftModel, name: str, certify: str, deadline: 
                             max_bytes=max_bytes, flag="max_seconds")
             return _solve(p, model, "mnp", certify, deadline, max_bytes, escalate=False, t0=t0,
                           value_only=value_only)
-        except (ProblemTooLargeError, OptimalityGapError) as exc:
+        except MdtheoryError as exc:  # over the time left, a gap, or a failed run of Wolfe's method
             why = exc  # the checked upper bound stands, with its status
     if value_only:
         return float(out.value), why
@@ -405,16 +413,18 @@ def optimal_acceptance(p: ArrayLike, q: ArrayLike | DraftModel, n: int | None = 
         ``"auto"`` (default): ``"select"`` for iid drafts from
         :data:`~mdtheory.routes.select.SELECT_MIN_V` tokens on (buckets of the ratio, no sort,
         :mod:`mdtheory.routes.select`), ``"prefix"`` for iid (below that), without-replacement and
-        conditional-Poisson drafts, ``"closed-form"`` for the greedy set, else ``"subsets"`` up to
-        V = 16, else ``"mnp"`` for independent drafts and ``"dual"`` for the others. ``"closed-form"``: Hu et
-        al.'s O(V) formula for the greedy draft set (:mod:`mdtheory.routes.greedy`), certified by a
-        factored flow. ``"prefix"``: sorted-prefix scan, O(V log V) (a linear radix sort for large V).
-        ``"subsets"``: all 2^V sets. ``"otlp"``: the OTLP over draft sets (HiGHS), with the optimal
-        plan. ``"otlp-literal"``: the OTLP over ordered tuples, V^n x V variables. ``"dual"``: the
-        min-cut LP (HiGHS simplex), 0/1 by total unimodularity. ``"maxflow"``: networkx
-        preflow-push. ``"mnp"``: Wolfe's minimum-norm point over the coverage polytope, certified
-        by an order-mixture base (:mod:`mdtheory.routes.mnp`), no enumeration; any model but
-        ``joint``.
+        conditional-Poisson drafts, ``"closed-form"`` for the greedy set, ``"fixed-set"`` for the top
+        set, else ``"subsets"`` up to V = 16, else ``"mnp"`` for independent drafts and ``"dual"`` for
+        the others. ``"closed-form"``: Hu et al.'s O(V) formula for the greedy draft set
+        (:mod:`mdtheory.routes.greedy`), certified by a factored flow. ``"fixed-set"``: alpha* = p(U)
+        for drafts of one fixed set U (the top set, :mod:`mdtheory.routes.fixed_set`), certified by
+        the flow of p along U, O(V). ``"prefix"``: sorted-prefix scan, O(V log V) (a linear radix
+        sort for large V). ``"subsets"``: all 2^V sets. ``"otlp"``: the OTLP over draft sets
+        (HiGHS), with the optimal plan. ``"otlp-literal"``: the OTLP over ordered tuples, V^n x V
+        variables. ``"dual"``: the min-cut LP (HiGHS simplex), 0/1 by total unimodularity.
+        ``"maxflow"``: networkx preflow-push. ``"mnp"``: Wolfe's minimum-norm point over the
+        coverage polytope, certified by an order-mixture base (:mod:`mdtheory.routes.mnp`), no
+        enumeration; any model but ``joint``.
     normalize : bool
         Rescale p and q to sum one instead of refusing sums off one by more than 1e-6.
     certify : str

@@ -113,7 +113,17 @@ def batched(law) -> Callable[[list], np.ndarray]:
     if isinstance(law, LanguageModel):
         return lambda contexts: law.laws([tuple(int(t) for t in c) for c in contexts])
     # the rows keep their dtype: a float32 law is judged by float32's sum tolerance
-    return lambda contexts: np.stack([np.asarray(law(tuple(c))) for c in contexts])
+    return lambda contexts: np.stack([_as_row(law(tuple(c))) for c in contexts])
+
+
+def _as_row(raw) -> np.ndarray:
+    """A law's row as the array it came in (its dtype kept: the checks judge its precision, and
+    refuse complex values), or as an object array (exact fractions stay exact)."""
+    arr = np.asarray(raw)
+    if arr.dtype != object:
+        return arr
+    arr.astype(np.float64)  # entries that are not numbers raise here, as a float row's would
+    return arr
 
 
 def context_law(law) -> Law:

@@ -12,7 +12,7 @@ from .. import _budget
 from ..audit.statistics import POWER
 from ..audit.verifier import load_target
 from ..blocks.audit import MAX_CELLS, BlockAuditResult, audit_block
-from ..blocks.trees import DraftTree
+from ..blocks.trees import DraftTree, tree_samplings
 from ..errors import InvalidInputError, ProblemTooLargeError
 
 #: Exit code when the run is too small to pass (verdict "inconclusive").
@@ -28,7 +28,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "drafts (K, L) drawn by the audit; each block is completed with fresh target tokens and "
         "tested against the target's law on V^(L+1). With --exact, f is law(target, draft, drafts) "
         "-> {block tuple: probability} and every draft array is enumerated. --sampling "
-        "without-replacement draws distinct siblings. Exit code 0 passed (or lossless), 1 lossy or "
+        "without-replacement draws distinct siblings, --sampling top takes each node's top tokens. "
+        "Exit code 0 passed (or lossless), 1 lossy or "
         f"structurally invalid blocks, 2 bad input, {EXIT_INCONCLUSIVE} inconclusive (too few "
         "samples to detect --detect-tv).")
     g.add_argument("--block", metavar="FILE.py:NAME", help="audit a block or tree verifier")
@@ -43,7 +44,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="tokens per draft (default with --tree: its depth)")
     g.add_argument("--tree", metavar="B1,...,BL",
                    help="draw a draft tree: children per node at each depth (their product is "
-                        "-n, the default)")
+                        f"-n, the default), drawn by --sampling ({', '.join(tree_samplings())})")
 
 
 def refuse_block_options(args: argparse.Namespace) -> None:
@@ -79,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
         tree = DraftTree.parse(args.tree, sampling)
     elif n is None or length is None:
         raise InvalidInputError("--block needs --drafts/-n and --length/-L (or --tree)")
-    elif sampling == "iid" or n == 1:
+    elif sampling == "iid" or n == 1 and sampling in tree_samplings():
         tree = None  # K iid drafts (one draft: any sampling): built once the audit judged their sizes
     else:
         if length >= 16:  # n >= 2 distinct first tokens need V >= 2: 2^(L+1) cells at least

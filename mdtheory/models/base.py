@@ -27,8 +27,8 @@ Models
 
 Each model is one module of :mod:`mdtheory.models`: a subclass of :class:`DraftModel` with its
 declarations (``single_q``, ``prefix_property``, ``lex_base_closed_form``,
-``closed_form_containment``, ``fixed_top``, ``order_vertices``, ``qs``), found by name through
-:func:`~mdtheory.models.registry.register_sampling` (a built-in model: one entry in
+``closed_form_containment``, ``fixed_top``, ``order_vertices``, ``qs``, ``exponential_race``),
+found by name through :func:`~mdtheory.models.registry.register_sampling` (a built-in model: one entry in
 :data:`~mdtheory.models.registry.SAMPLINGS`). The routes, the certificate, the rules, the audit and
 the command line read these declarations and the documented hooks (:meth:`DraftModel.prefix_pass`,
 the size estimates :meth:`DraftModel.prefix_pass_seconds`, :meth:`DraftModel.law_seconds`,
@@ -38,6 +38,7 @@ the size estimates :meth:`DraftModel.prefix_pass_seconds`, :meth:`DraftModel.law
 from __future__ import annotations
 
 import math
+import numbers
 from abc import ABC, abstractmethod
 from typing import Any, ClassVar, NamedTuple
 
@@ -45,7 +46,7 @@ import numpy as np
 
 from .. import _budget
 from .._validate import as_distribution, as_drafts, as_generator, as_order, as_size
-from ..errors import InvalidInputError, ProblemTooLargeError
+from ..errors import InvalidDistributionError, InvalidInputError, ProblemTooLargeError
 
 __all__ = [
     "COUNT_CAP",
@@ -143,8 +144,8 @@ class DraftModel(ABC):
 
     What a model supports is declared on it, once (``single_q``, ``prefix_property``,
     ``lex_base_closed_form``, ``closed_form_containment``, ``enumeration_limit``, ``fixed_top``,
-    ``order_vertices``, ``qs``, ``mnp_iterations``), and read by the solvers, the certificate, the
-    size estimates and the rules, which test no model class or name.
+    ``order_vertices``, ``qs``, ``mnp_iterations``, ``exponential_race``), and read by the solvers,
+    the certificate, the size estimates and the rules, which test no model class or name.
 
     Attributes
     ----------
@@ -202,9 +203,21 @@ class DraftModel(ABC):
     tree_node : bool
         Class attribute: a node of a draft tree (:class:`mdtheory.blocks.DraftTree`) may draw its
         children by this model, from the draft's law at the node: the model implements
-        :meth:`node_draws` and :meth:`node_sample` (iid, without replacement, top).
+        :meth:`node_draws` and :meth:`node_sample` (iid, without replacement, top). A model that is
+        not :attr:`deterministic` draws a node's one child (n = 1) from q itself.
     distinct_drafts : bool
         Class attribute: the drafts are distinct tokens (without replacement, top).
+    deterministic : bool
+        Class attribute: the drafts are a function of q, one draft tuple of probability one (the
+        top n tokens); a draft tree of such children is drawn with probability one
+        (papers/blocks.md §10), and its tokens are chosen in the arithmetic of q (exact fractions
+        ordered exactly).
+    exponential_race : bool
+        Class attribute: the drafts are the first n tokens to ring, each token an independent
+        exponential clock of rate q that rings once (successive sampling): drawing some tokens
+        with replacement, or letting more clocks ring, can only raise every containment, so the
+        certificate's majorant bounds apply (:mod:`mdtheory.models.majorant`; papers/theory.md,
+        "Successive sampling: lower bounds from majorants of the containment").
     """
 
     sampling: str = ""
@@ -218,6 +231,8 @@ class DraftModel(ABC):
     mnp_iterations: ClassVar[float] = _budget.MNP_ITER_DEFAULT
     tree_node: ClassVar[bool] = False
     distinct_drafts: ClassVar[bool] = False
+    deterministic: ClassVar[bool] = False
+    exponential_race: ClassVar[bool] = False
     n: int
     V: int
     q: np.ndarray | None = None
@@ -380,8 +395,10 @@ class DraftModel(ABC):
 
     @classmethod
     def node_sample(cls, q: np.ndarray, n: int, rng: np.random.Generator, where: str = "") -> list[int]:
-        """One ordered tuple of ``n`` drafts from the one law ``q`` (float64 summing to one), drawn
-        with ``rng``: the children of a draft tree's node, as :meth:`node_draws` lists them."""
+        """One ordered tuple of ``n`` drafts from the one law ``q``, drawn with ``rng``: the children
+        of a draft tree's node, as :meth:`node_draws` lists them. ``q`` sums to one, float64 or exact
+        fractions (an object array): a model that draws reads it as float64, a
+        :attr:`deterministic` one chooses in q's own arithmetic, as :meth:`node_draws` does."""
         raise InvalidInputError(f"sampling {cls.sampling!r} does not draw a draft tree's children")
 
     @classmethod
@@ -423,7 +440,13 @@ class DraftModel(ABC):
     # ------------------------------------------------------------------ helpers for subclasses
     def _init_from_q(self, q, n, normalize: bool, distinct: str | None = None) -> None:
         """Validate and store q (shape (V,)) and n; ``distinct`` names a model that needs n distinct
-        tokens with q > 0."""
+        tokens with q > 0. Exact fractions (an object array) are stored as their float64 values."""
+        if type(q) is np.ndarray and q.dtype == object and \
+                all(isinstance(x, numbers.Real) for x in q.flat):
+            try:  # anything else keeps its object dtype, refused by name below
+                q = q.astype(np.float64)
+            except OverflowError:
+                raise InvalidDistributionError("q has an entry beyond float64's range") from None
         self.q = as_distribution(q, "q", normalize=normalize)
         self.n = as_drafts(n)
         self.V = self.q.size

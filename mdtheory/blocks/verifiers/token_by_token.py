@@ -7,24 +7,25 @@ import numpy as np
 
 from ... import _budget
 from ..trees import DraftTree
-from .base import BlockVerifier, _draw, _rule_params, _tree_tag, measured
+from .base import BlockVerifier, _draw, _rule_params, _tree_tag, default_rule, measured
 
 __all__ = ["TokenByToken", "rule_estimate"]
 
 
-def rule_estimate(rule: str, V: int, K: int, L: int, steps: int,
-                  model_time: float | None = None) -> _budget.Estimate:
+def rule_estimate(rule: str, V: int, K: int, L: int, steps: int, model_time: float | None = None,
+                  offered: int | None = None) -> _budget.Estimate:
     """``steps`` target calls of the simulation verifying token by token with ``rule``: each drafts
     K x L tokens and scores the nodes (``model_time`` seconds a call, the models' own measured calls,
     :func:`mdtheory.blocks.simulation.model_estimate`; None: about 2 ms an LSTM call per depth, the
     char-LSTM's, measured with ``lm-pairs``), keeps K (L + 1) target laws and prepares the rule at
-    up to L prefixes (the rule's :meth:`~mdtheory.rules.base.SelectionRule.estimate` with K drafts,
-    an upper bound)."""
+    up to L prefixes (the rule's :meth:`~mdtheory.rules.base.SelectionRule.estimate` on the drafts a
+    node offers it: ``offered``, a tree's largest branching, default K, an upper bound)."""
     from ... import rules
     from ...models.registry import make_draft_model
 
     cls = rules.RULES[rule]
-    prep = cls.estimate(make_draft_model(np.full(V, 1.0 / V), K, cls.sampling))
+    n = K if offered is None else offered
+    prep = cls.estimate(make_draft_model(np.full(V, 1.0 / V), n, cls.sampling))
     models = L * 2 * 2e-3 if model_time is None else model_time
     return _budget.Estimate(
         f"block-efficiency with {rule}: {steps} target calls of K = {K} drafts of L = {L} tokens "
@@ -43,9 +44,11 @@ class TokenByToken(BlockVerifier):
 
     Parameters
     ----------
-    rule : str
+    rule : str, optional
         A key of :data:`mdtheory.rules.RULES` whose draft model matches the tree's sampling
-        (``rrs-wor`` or ``optimal`` on trees without replacement, ``optimal`` on top trees).
+        (``rrs-wor`` or ``optimal`` on trees without replacement, ``optimal`` on top trees);
+        default :func:`~mdtheory.blocks.verifiers.base.default_rule` of the tree's drafts (``rrs``
+        on iid drafts).
     tree : DraftTree, optional
         Verify a tree; default K iid drafts.
     **params
@@ -56,9 +59,10 @@ class TokenByToken(BlockVerifier):
     takes_rule = "verify"
     tree_samplings = None
 
-    def __init__(self, rule: str = "rrs", tree: DraftTree | None = None, **params):
+    def __init__(self, rule: str | None = None, tree: DraftTree | None = None, **params):
         tree = self._check_tree(tree)
         wanted = "iid" if tree is None else tree.sampling
+        rule = default_rule(wanted) if rule is None else rule
         self.rule, self.tree, self.params = rule, tree, _rule_params(rule, wanted, params)
         self._prepared: dict = {}
 
@@ -68,8 +72,10 @@ class TokenByToken(BlockVerifier):
 
     def estimate(self, V: int, tree: DraftTree, steps: int,
                  model_time: float | None = None) -> _budget.Estimate:
-        """:func:`rule_estimate` of the rule on the tree's K drafts of L tokens."""
-        return rule_estimate(self.rule, V, tree.n, tree.length, steps, model_time)
+        """:func:`rule_estimate` of the rule on the tree's K drafts of L tokens, a node offering the
+        rule its children (K iid drafts: all K)."""
+        return rule_estimate(self.rule, V, tree.n, tree.length, steps, model_time,
+                             None if tree.is_iid_drafts else max(tree.branching))
 
     def _rule(self, laws, ctx, n):
         from ... import rules
@@ -78,7 +84,7 @@ class TokenByToken(BlockVerifier):
         r = self._prepared.get(key)
         if r is None:
             p = np.asarray(laws.p(ctx), dtype=np.float64)
-            q = np.asarray(laws.q(ctx), dtype=np.float64)
+            q = laws.q(ctx)  # in the laws' arithmetic: exact fractions choose top drafts exactly
             r = rules.make_rule(self.rule, p, q, n, normalize=True, **self.params)
             if len(self._prepared) > 4096:
                 self._prepared.clear()
