@@ -6,7 +6,7 @@ instances (V = 2, 3) enumerate every draw of the drafts; a verifier with an exac
 (``.stops``) must match the numpy law to rounding for every draw, and every verifier's samples, a
 batch holding every draw many times, must pass a chi-square test against the numpy law, stratified
 by draw, at a fixed seed. The optimal-rule verifiers are compared with the numpy verifiers running
-the device's optimal rule exactly (``tests/engine_reference.py``).
+the numpy optimal rule (its cell schedule, the device's construction: papers/blocks_verifiers.md §10).
 """
 
 from __future__ import annotations
@@ -19,19 +19,12 @@ import pytest
 import torch
 from torch.overrides import TorchFunctionMode
 
-from mdtheory import rules
 from mdtheory.blocks import DraftTree, make_verifier, random_instance, sun_toy
 from mdtheory.blocks.deterministic import DeterministicTree, target_only_law
 from mdtheory.blocks.trees import iid_drafts
 from mdtheory.engines import VERIFIERS
 from mdtheory.errors import InvalidInputError
-from tests.engine_reference import (
-    PLAN_RULE,
-    PlanRule,
-    chain_tensors,
-    stratified_pvalue,
-    tree_tensors,
-)
+from tests.engine_reference import chain_tensors, stratified_pvalue, tree_tensors
 
 # the device a GPU run names (benchmarks' MDTHEORY_TEST_DEVICE); otherwise CUDA joins the CPU where it is
 DEVICES = ["cpu"] + ([os.environ["MDTHEORY_TEST_DEVICE"]] if os.environ.get("MDTHEORY_TEST_DEVICE", "cpu")
@@ -40,11 +33,6 @@ DEVICES = ["cpu"] + ([os.environ["MDTHEORY_TEST_DEVICE"]] if os.environ.get("MDT
 LEVEL = 1e-4
 #: replicates of every draw of the drafts in a sampling test
 REPLICATES = 1500
-
-
-@pytest.fixture(autouse=True)
-def plan_rule(monkeypatch):
-    monkeypatch.setitem(rules.RULES, PLAN_RULE, PlanRule)
 
 
 def _instances():
@@ -104,12 +92,12 @@ def _tree_case(name, target, draft, branching):
         return tree_tensors(tree, [x], target, draft), [law], np.ones(1)
     if v.drafts == "chains":
         tree = iid_drafts(*branching)
-        nv = {"gbv": make_verifier("gbv"), "chains-optimal": make_verifier("token", rule=PLAN_RULE),
-              "multipath-optimal": make_verifier("multipath", rule=PLAN_RULE)}[name]
+        nv = {"gbv": make_verifier("gbv"), "chains-optimal": make_verifier("token", rule="optimal"),
+              "multipath-optimal": make_verifier("multipath", rule="optimal")}[name]
     else:
         tree = DraftTree(branching, "iid")
         nv = {"traversal": make_verifier("traversal", tree=tree),
-              "tree-optimal": make_verifier("token", rule=PLAN_RULE, tree=tree)}[name]
+              "tree-optimal": make_verifier("token", rule="optimal", tree=tree)}[name]
     draws = list(tree.enumerate(draft))
     xs = [d for d, _ in draws]
     return tree_tensors(tree, xs, target, draft), [nv.law(target, draft, d) for d in xs], \
@@ -198,14 +186,14 @@ def test_samples_follow_the_numpy_law_draw_by_draw(name, inst, shape, device):
 
 
 def test_the_sampling_test_tells_the_optimal_marginals_apart():
-    # the numpy rule's lexicographically optimal marginal and the device's are both optimal, yet the
-    # block laws of token-by-token verification differ: the test must see it (and it does not see
-    # the device's own law, test above)
+    # the window schedule's lexicographically optimal marginal and the cells' (the device's) are both
+    # optimal, yet the block laws of token-by-token verification differ: the test must see it (and
+    # it does not see the cells' own law, test above)
     target, draft = random_instance(3, seed=5)
     tree = iid_drafts(3, 1)
     draws = list(tree.enumerate(draft))
     tensors = tree_tensors(tree, [d for d, _ in draws], target, draft)
-    lex = make_verifier("token", rule="optimal")
+    lex = make_verifier("token", rule="optimal", realise="windows")
     reps = REPLICATES
     big = [t.repeat_interleave(reps, 0) for t in tensors]
     seen = _blocks(VERIFIERS["chains-optimal"](*big, torch.Generator().manual_seed(3)), "tree")
