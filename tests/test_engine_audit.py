@@ -556,3 +556,48 @@ def test_the_audit_runs_on_the_device(device):
             C.check_chain_inputs(ids.to(device), None, p, torch.Generator())
         with pytest.raises(C.EngineContractError, match="draft_token_ids is on cpu, the laws on cuda"):
             C.check_chain_inputs(ids, None, p, torch.Generator(device=device))
+
+
+# ---------------------------------------------------------------------------------------- the optimum's test
+@pytest.mark.parametrize("L", [1, 2, 4])
+def test_blocks_of_full_length_under_an_optimum_just_below_them_are_possible(L):
+    """Drafts almost the target: every block has full length and the optimum is just below L + 1;
+    a run with no spread in |B| is not told that it beat the optimum."""
+    def p(ctx):
+        return np.array([0.5, 0.5])
+
+    def q(ctx):
+        return np.array([0.5 + 1e-7, 0.5 - 1e-7])
+
+    r = md.audit_chain(md.engines.VERIFIERS["standard"], p, q, L, seed=0)
+    assert r.verdict == "passed" and r.block_efficiency == L + 1
+    assert r.optimum is not None and r.optimum < L + 1
+    assert r.optimum_pvalue > r.level
+
+
+def test_the_ceiling_test_holds_on_every_law_of_the_range_and_detects_an_excess():
+    from scipy import stats
+
+    from mdtheory.blocks.audit import _above_ceiling
+
+    # the extreme laws of the null (mass at the two ends, mean at the ceiling): the bound is never
+    # below the exact binomial tail
+    for n, top in ((10, 0.3), (200, 1.2), (5_000, 1.9)):
+        m = (top + 1) / 3  # range -1..2
+        for hits in range(int(n * m) + 1, n + 1, max(1, n // 40)):
+            mean = -1 + 3 * hits / n
+            assert _above_ceiling(mean, n, top, -1.0, 2.0) >= stats.binom.sf(hits - 1, n, m)
+    assert _above_ceiling(2.0, 25_000, 2.0 - 1e-7, -1.0, 2.0) > 0.99
+    assert _above_ceiling(1.25, 25_000, 1.2, -1.0, 2.0) < 1e-6
+    assert _above_ceiling(1.1, 25_000, 1.2, -1.0, 2.0) == 1.0
+    assert _above_ceiling(0.5, 100, -1.0, -1.0, 2.0) == 0.0
+
+
+def test_an_impossible_efficiency_is_flagged():
+    """Every draft accepted: E|B| = L + 1, far above the optimum on the toy."""
+    def all_accepted(ids, q, p, gen):
+        bonus = torch.multinomial(p[:, -1], 1, generator=gen)
+        return torch.cat([ids, bonus], 1), torch.full((ids.shape[0],), ids.shape[1])
+
+    r = md.audit_chain(all_accepted, *sun_toy(), 2, samples=5_000)
+    assert r.optimum < 2.5 and r.optimum_pvalue < 1e-12
