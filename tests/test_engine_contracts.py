@@ -274,14 +274,14 @@ def test_tree_output_faults_follow_repeated_siblings():
     f = C.tree_output_faults(emitted, inp)
     assert f.reason.tolist() == [
         None, None, None,
-        "a token not on the accepted path: no path of nodes spells the first 1 tokens",
+        "a token not on the accepted path: no path of nodes spells the first token",
         "padding in the middle: a token after a -1", "no token emitted"]
     assert f.count.tolist() == [3, 3, 1, 0, 0, 0]
     emitted[0, 1] = 2
     emitted[0, 2] = 1
     assert C.tree_output_faults(emitted[:1].repeat(6, 1), inp).first() is None  # 1 -> 2: node 1's child
     bad = C.tree_output_faults(torch.tensor([[0, 2, 1]] * 6), inp)
-    assert bad.reason[0].endswith("first 1 tokens")
+    assert bad.reason[0].endswith("first token")
     assert C.tree_output_faults(emitted[:, :2], inp).reason[0] == "emitted has shape [6, 2], not [6, 3]"
 
 

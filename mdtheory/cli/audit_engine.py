@@ -45,7 +45,8 @@ def refuse_engine_options(args: argparse.Namespace) -> None:
     """An audit without ``--engine`` given options that only ``--engine`` reads: one named error."""
     given = [flag for flag, dest in _ENGINE_ONLY if getattr(args, dest) is not None]
     if given:
-        raise InvalidInputError(f"{', '.join(given)} only apply with --engine chain|tree")
+        raise InvalidInputError(f"{', '.join(given)} only appl{'ies' if len(given) == 1 else 'y'} with "
+                                "--engine chain|tree")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -124,14 +125,18 @@ def _print(r, laws: str) -> None:
           f"{r.detectable_tv:.4f} with probability {POWER:g} (asked: {r.detect_tv:g})")
     optimum = f"; optimum for these drafts {r.optimum:.4f}" if r.optimum is not None else \
         f" (no optimum: {r.optimum_note})" if r.optimum_note else ""
-    lo, hi = r.block_efficiency_ci95
-    print(f"  block efficiency E|B| = {r.block_efficiency:.4f} tokens per target call (95% CI "
-          f"[{lo:.4f}, {hi:.4f}]){optimum}")
+    invalid = sum(r.violations.values())
+    if invalid < r.samples:
+        lo, hi = r.block_efficiency_ci95
+        print(f"  block efficiency E|B| = {r.block_efficiency:.4f} tokens per target call (95% CI "
+              f"[{lo:.4f}, {hi:.4f}]){optimum}")
+    else:
+        print(f"  block efficiency: none measured, no output row was valid{optimum}")
     if r.optimum_pvalue is not None and r.optimum_pvalue < r.level:
         print(f"  E|B| exceeds the optimum (p-value {r.optimum_pvalue:.3g}): impossible for a lossless "
               "verifier")
     if r.violations:
-        print(f"  invalid rows ({r.invalid_mass:.4g} of the problems): "
+        print(f"  invalid rows: {invalid:,} of {r.samples:,} problems: "
               + "; ".join(f"{k}: {v:,}" for k, v in r.violations.items()))
         for ex in r.violation_examples[:3]:
             print(f"    problem {ex['sample']}: drafts {ex['drafts']} -> {ex['output']} ({ex['reason']})")
