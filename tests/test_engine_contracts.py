@@ -22,6 +22,16 @@ def test_importing_the_engines_loads_no_torch():
     assert out.stdout.strip() == "False"
 
 
+def test_the_registry_and_the_audits_help_load_no_heavy_library():
+    """The command line lists the registry's names in ``mdtheory audit --help``: neither the
+    registry nor the parser loads torch, the torch bridge, numba or scipy."""
+    code = ("import sys, contextlib, io\nfrom mdtheory.cli import main\nimport mdtheory.engines.registry\n"
+            "with contextlib.redirect_stdout(io.StringIO()):\n    main(['audit', '--help'])\n"
+            "print([m for m in ('torch', 'numba', 'scipy', 'mdtheory.torch_bridge') if m in sys.modules])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
 def test_the_error_is_an_input_error():
     assert issubclass(C.EngineContractError, InvalidInputError)
 

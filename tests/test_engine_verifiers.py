@@ -12,6 +12,7 @@ the numpy optimal rule (its cell schedule, the device's construction: papers/blo
 from __future__ import annotations
 
 import itertools
+import json
 import os
 
 import numpy as np
@@ -341,3 +342,44 @@ def test_every_verifier_passes_the_engine_audit(name):
     r = audit_tree(v, target, draft, shape, deterministic=v.drafts == "deterministic", seed=1)
     assert r.verdict == "passed", r.message
     assert r.optimum is None or r.block_efficiency_ci95[0] <= r.optimum
+
+
+#: The command line's drafts for each kind of registered verifier (a small instance).
+CLI_DRAFTS = {"any": ["-L", "2"], "chains": ["--tree", "2,1"], "sampled": ["--tree", "2,2"],
+              "deterministic": ["--tree", "2,2", "--deterministic"]}
+
+
+@pytest.mark.parametrize("name", sorted(VERIFIERS))
+def test_every_registered_verifier_passes_its_audit_by_name_on_the_command_line(name, capsys):
+    from tests.cli_helpers import run_main
+
+    v = VERIFIERS[name]
+    code, out, err = run_main(capsys, "audit", "--engine", v.contract, name, *CLI_DRAFTS[v.drafts],
+                              "--instance", "random:3:2", "--detect-tv", "0.1", "--json")
+    row = json.loads(out)
+    assert code == 0 and row["verdict"] == "passed" and row["target"] == name, (out, err)
+    assert row["contract"] == v.contract and row["deterministic"] == (v.drafts == "deterministic")
+
+
+def test_the_command_line_lists_the_registry_by_contract(capsys):
+    from tests.cli_helpers import run_main
+
+    code, text, _ = run_main(capsys, "audit", "--help")
+    assert code == 0
+    for contract in ("chain", "tree"):
+        names = ", ".join(n for n, v in VERIFIERS.items() if v.contract == contract)
+        assert f"{contract}: {names}" in " ".join(text.split())
+
+
+@pytest.mark.parametrize("argv,match", [
+    (["--engine", "tree", "block", "--tree", "2"], "'block' is in the chain contract: use --engine chain"),
+    (["--engine", "tree", "gbv", "--tree", "2,2"], "n chains of L tokens: --tree n,1,...,1"),
+    (["--engine", "tree", "traversal", "--tree", "2,2", "--deterministic"], "drawn iid from the draft"),
+    (["--engine", "chain", "blocks", "-L", "2"], "'blocks' is neither FILE.py:f, MODULE:f nor a registered "
+                                                 "chain verifier \\(standard, block\\)"),
+])
+def test_a_registered_name_in_the_wrong_place_is_one_line(argv, match, capsys):
+    from tests.cli_helpers import one_line_error, run_main
+
+    code, _, err = run_main(capsys, "audit", *argv, "--instance", "toy")
+    one_line_error(code, err, match)

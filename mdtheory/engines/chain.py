@@ -19,8 +19,7 @@ the k positions only.
 
 from __future__ import annotations
 
-from ..torch_bridge.tensors import _torch
-from .stops import EngineVerifier, StopLaw, at, categorical, chain_inputs, residual, rows_at, uniforms
+from .stops import EngineVerifier, StopLaw, _torch, at, categorical, chain_inputs, residual, rows_at, uniforms
 
 __all__ = ["StandardChain", "BlockChain", "block_stops", "block_weights"]
 

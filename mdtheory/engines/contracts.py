@@ -63,7 +63,7 @@ import numpy as np
 from ..blocks.markov import row_tolerance
 from ..blocks.trees import DraftTree
 from ..errors import InvalidInputError
-from ..torch_bridge.tensors import _torch
+from .stops import _torch
 
 __all__ = ["EngineContractError", "ChainInputs", "TreeInputs", "TreeLayout", "OutputFaults",
            "check_chain_inputs", "check_tree_inputs", "chain_output_faults", "tree_output_faults",

@@ -31,10 +31,8 @@ rule's lexicographically optimal one (see :class:`mdtheory.engines.tree.OptimalT
 from __future__ import annotations
 
 from ..errors import InvalidInputError
-from ..torch_bridge.optimal import _argsort
-from ..torch_bridge.tensors import _torch
 from .chain import _output, block_stops, block_weights
-from .stops import StopLaw, at, categorical, residual, rows_at, uniforms
+from .stops import StopLaw, _torch, at, categorical, residual, rows_at, uniforms
 from .tree import _Tree
 
 __all__ = ["ChainsOptimal", "GreedyChains", "SelectedChains"]
@@ -161,6 +159,8 @@ class GreedyChains(_BlockOnPath):
     name = "gbv"
 
     def _select(self, d, p_row, q_row, tokens, consistent, memo, generator=None):
+        from ..torch_bridge.optimal import _argsort
+
         torch = _torch()
         R = memo.get("R")
         if R is None:

@@ -18,10 +18,17 @@ checked by sampling only.
 from __future__ import annotations
 
 from ..errors import InvalidInputError
-from ..torch_bridge.tensors import _torch
 
 __all__ = ["StopLaw", "EngineVerifier", "uniforms", "categorical", "residual", "rows_at", "put_rows", "at",
            "tree_inputs", "chain_inputs"]
+
+
+def _torch():
+    """torch (:func:`mdtheory.torch_bridge.tensors._torch`), the torch bridge loaded on first use:
+    the registry of verifiers loads neither (``mdtheory audit --help`` lists it)."""
+    from ..torch_bridge.tensors import _torch as load
+
+    return load()
 
 
 def uniforms(rows: int, count: int, generator, device):

@@ -34,9 +34,8 @@ tree attains the bound 1 + Σ_nodes p(path) of papers/blocks.md.
 from __future__ import annotations
 
 from ..errors import InvalidInputError
-from ..torch_bridge.tensors import _torch
 from .links import TreeLinks
-from .stops import EngineVerifier, StopLaw, at, categorical, put_rows, rows_at, tree_inputs, uniforms
+from .stops import EngineVerifier, StopLaw, _torch, at, categorical, put_rows, rows_at, tree_inputs, uniforms
 
 __all__ = ["TargetOnlyTree", "TraversalTree", "OptimalTree"]
 
