@@ -186,6 +186,14 @@ def test_samples_follow_the_numpy_law_draw_by_draw(name, inst, shape, device):
     assert stratified_pvalue(groups) > LEVEL
 
 
+@pytest.mark.parametrize("name, inst, shape", sorted(c for c in FAST if "optimal" in c[0]), ids=lambda v: str(v))
+def test_the_device_route_of_the_optimal_rule_samples_the_same_law_on_the_cpu(name, inst, shape, monkeypatch):
+    # on a CPU tensor the optimal verifiers run the numpy rule's kernels; the device construction
+    # (torch_bridge.optimal_plan) must sample the same law
+    monkeypatch.setattr("mdtheory.engines.optimal._CPU_KERNELS", False)
+    test_samples_follow_the_numpy_law_draw_by_draw(name, inst, shape, "cpu")
+
+
 def test_the_sampling_test_tells_the_optimal_marginals_apart():
     # the window schedule's lexicographically optimal marginal and the cells' (the device's) are both
     # optimal, yet the block laws of token-by-token verification differ: the test must see it (and
@@ -223,6 +231,7 @@ class _NoSync(TorchFunctionMode):
 @pytest.mark.parametrize("name", sorted(VERIFIERS))
 def test_a_call_never_reads_a_tensor_on_the_host(name, monkeypatch):
     monkeypatch.setattr("mdtheory.torch_bridge.optimal._NUMPY_SORT_ON_CPU", False)  # the device's sort
+    monkeypatch.setattr("mdtheory.engines.optimal._CPU_KERNELS", False)  # and the device's optimal rule
     target, draft = random_instance(4, seed=1)
     v = VERIFIERS[name]
     gen = torch.Generator().manual_seed(0)
@@ -292,8 +301,6 @@ def test_refusals_name_the_problem():
                          None, depth=2)
     with pytest.raises(InvalidInputError, match="not n chains"):
         VERIFIERS["gbv"](*t, None, depth=2, validate=True)
-    with pytest.raises(InvalidInputError, match="no exact law"):
-        VERIFIERS["tree-optimal"].stops(*t)
 
 
 # ------------------------------------------------------------------ draws from long rows

@@ -11,8 +11,8 @@ The same first step, evaluated at every stop, is the exact law of ``emitted`` gi
 exact laws (:mod:`mdtheory.blocks`), and a chi-square test of large batches checks the second step.
 
 Verifiers that draw a token-level rule's candidate (the optimal rule's earliest draft,
-:mod:`mdtheory.torch_bridge.optimal`) walk the tree instead, one depth at a time; their law is
-checked by sampling only.
+:mod:`mdtheory.engines.optimal`) walk the tree instead, one depth at a time; their ``stops`` walk it
+on the host with the numpy rule's law given the drafts.
 """
 
 from __future__ import annotations
@@ -117,8 +117,8 @@ class StopLaw:
 
     Stop s of row b emits the tokens ``prefix[b, s, :length[b, s]]`` followed by one token drawn from
     ``correction[b, s]`` (normalised), with probability ``prob[b, s]``; the probabilities of a row sum
-    to one (up to rounding). Different stops have different prefixes, so the law of ``emitted`` is
-    the mixture of these.
+    to one (up to rounding). The law of ``emitted`` is the mixture of these (stops may share a
+    prefix: a random selection's paths).
 
     Attributes
     ----------
