@@ -186,7 +186,7 @@ def test_samples_follow_the_numpy_law_draw_by_draw(name, inst, shape, device):
     assert stratified_pvalue(groups) > LEVEL
 
 
-@pytest.mark.parametrize("name, inst, shape", sorted(c for c in FAST if "optimal" in c[0]), ids=lambda v: str(v))
+@pytest.mark.parametrize("name, inst, shape", sorted(c for c in FAST if "optimal" in c[0]), ids=str)
 def test_the_device_route_of_the_optimal_rule_samples_the_same_law_on_the_cpu(name, inst, shape, monkeypatch):
     # on a CPU tensor the optimal verifiers run the numpy rule's kernels; the device construction
     # (torch_bridge.optimal_plan) must sample the same law
