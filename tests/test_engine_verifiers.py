@@ -123,6 +123,8 @@ def _cases():
 
 
 CASES = _cases()
+#: the verifiers that run compiled kernels on CPU tensors (another route on a device)
+KERNELS = ("block", "gbv", "tree-optimal", "chains-optimal", "multipath-optimal")
 #: the sampling tests of the fast tier (one or two per verifier); the rest are marked slow
 FAST = {("standard", "r3", ("chain", 2, False)), ("standard", "r3", ("chain", 2, True)),
         ("block", "r3", ("chain", 2, False)), ("block", "r3", ("chain", 2, True)),
@@ -186,11 +188,11 @@ def test_samples_follow_the_numpy_law_draw_by_draw(name, inst, shape, device):
     assert stratified_pvalue(groups) > LEVEL
 
 
-@pytest.mark.parametrize("name, inst, shape", sorted(c for c in FAST if "optimal" in c[0]), ids=str)
-def test_the_device_route_of_the_optimal_rule_samples_the_same_law_on_the_cpu(name, inst, shape, monkeypatch):
-    # on a CPU tensor the optimal verifiers run the numpy rule's kernels; the device construction
-    # (torch_bridge.optimal_plan) must sample the same law
-    monkeypatch.setattr("mdtheory.engines.optimal._CPU_KERNELS", False)
+@pytest.mark.parametrize("name, inst, shape", sorted(c for c in FAST if c[0] in KERNELS), ids=str)
+def test_the_device_route_samples_the_same_law_on_the_cpu(name, inst, shape, monkeypatch):
+    # on a CPU tensor these verifiers run compiled kernels (the numpy optimal rule's cells, the
+    # residual masses of block verification); the device's route must sample the same law
+    monkeypatch.setattr("mdtheory.engines.stops.CPU_KERNELS", False)
     test_samples_follow_the_numpy_law_draw_by_draw(name, inst, shape, "cpu")
 
 
@@ -231,7 +233,7 @@ class _NoSync(TorchFunctionMode):
 @pytest.mark.parametrize("name", sorted(VERIFIERS))
 def test_a_call_never_reads_a_tensor_on_the_host(name, monkeypatch):
     monkeypatch.setattr("mdtheory.torch_bridge.optimal._NUMPY_SORT_ON_CPU", False)  # the device's sort
-    monkeypatch.setattr("mdtheory.engines.optimal._CPU_KERNELS", False)  # and the device's optimal rule
+    monkeypatch.setattr("mdtheory.engines.stops.CPU_KERNELS", False)  # and the device's kernels
     target, draft = random_instance(4, seed=1)
     v = VERIFIERS[name]
     gen = torch.Generator().manual_seed(0)

@@ -32,9 +32,10 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import InvalidInputError
+from . import stops
 from .chain import _output, block_stops, block_weights
 from .optimal import candidates, node_rule, optimal_step, step_law
-from .stops import StopLaw, _torch, at, categorical, residual, rows_at, uniforms
+from .stops import StopLaw, _torch, at, categorical, excess_masses, residual, rows_at, uniforms
 from .tree import _Tree
 
 __all__ = ["ChainsOptimal", "GreedyChains", "SelectedChains"]
@@ -124,18 +125,14 @@ class _BlockOnPath(_Chains):
         token's target and proposal probabilities (float64), the proposal row μ and the target row
         (normalised) at the path's context."""
         torch = _torch()
-        L = nodes.shape[2]
         records, path, ctxs = self._walk(cand, nodes, p, q,
                                          lambda *a: self._select(*a, generator=generator))
         px = torch.stack([r[0] for r in records], 1)
         mux = torch.stack([r[1] for r in records], 1)
         mus = torch.stack([r[2] for r in records], 1)
         w = block_weights(px, mux)
-        rho = [torch.zeros_like(px[:, 0])]
-        for i in range(1, L):  # (w_i p_i - mu_i)^+, in the target row's place
-            excess = records[i][3].mul_(w[:, i, None].to(p.dtype)).sub_(mus[:, i]).clamp_(min=0)
-            rho.append(excess.sum(-1).double())
-        return block_stops(w, torch.stack(rho, 1)), w, path, ctxs, mus
+        rho = excess_masses(torch.stack([r[3] for r in records], 1), mus, w)  # (w_i p_i - mu_i)^+'s masses
+        return block_stops(w, rho), w, path, ctxs, mus
 
     def _correction_at(self, p, state, tau):
         _, w, path, ctxs, mus = state
@@ -167,8 +164,6 @@ class GreedyChains(_BlockOnPath):
     name = "gbv"
 
     def _select(self, d, p_row, q_row, tokens, consistent, memo, generator=None):
-        from ..torch_bridge.optimal import _argsort
-
         torch = _torch()
         R = memo.get("R")
         if R is None:
@@ -176,7 +171,7 @@ class GreedyChains(_BlockOnPath):
         n = tokens.shape[1]
         p = p_row.div_(p_row.sum(-1, keepdim=True))
         q = q_row.div_(q_row.sum(-1, keepdim=True))
-        order = _argsort((p / q).masked_fill_(q == 0, torch.inf), merge=True)  # ties in token order
+        order = _stable_order((p / q).masked_fill_(q == 0, torch.inf))  # ties in token order
         qs = q.gather(1, order)
         below = torch.empty_like(q).scatter_(1, order, qs.cumsum(-1).sub_(qs))
         rank = torch.empty_like(order).scatter_(1, order, torch.arange(q.shape[1], device=q.device)
@@ -211,6 +206,25 @@ class GreedyChains(_BlockOnPath):
         col = torch.arange(L, device=p.device)
         prefix = torch.where(col[None, None, :] < length[..., None], state[2][:, None, :], -1)
         return StopLaw(state[0], prefix, length, corr)
+
+
+def _stable_order(key):
+    """Indices sorting each row of ``key`` (B, V), non-negative floats or inf, ties in index order:
+    ``torch.sort(stable=True)`` on a device; on the CPU numpy's (vectorised) sort of unique keys,
+    a float32 key's bits followed by the index in one int64, or a float64 key sorted and the
+    rows with ties sorted again stably."""
+    torch = _torch()
+    if key.device.type != "cpu" or not stops.CPU_KERNELS:
+        return torch.sort(key, dim=-1, stable=True).indices
+    x = key.numpy()
+    if x.dtype == np.float32:  # non-negative floats' bits order them; the index breaks the ties
+        packed = (x.view(np.int32).astype(np.int64) << 32) | np.arange(x.shape[1], dtype=np.int64)
+        return torch.from_numpy(np.argsort(packed, axis=1))
+    order = np.argsort(x, axis=1)
+    ranked = np.take_along_axis(x, order, 1)
+    for b in np.flatnonzero((ranked[:, 1:] == ranked[:, :-1]).any(1)):
+        order[b] = np.argsort(x[b], kind="stable")
+    return torch.from_numpy(order)
 
 
 def _power_sums(a, b, n: int):

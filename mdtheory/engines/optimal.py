@@ -28,15 +28,13 @@ import numpy as np
 from .._jit import njit
 from ..models.polymatroid import _power_diff
 from ..rules.cells import FRONT_Q, _build, _earliest, _sum2
+from . import stops
 from .stops import _torch, at
 
 __all__ = ["candidates", "optimal_step", "node_rule", "step_law"]
 
-#: Run the numpy rule's kernels on CPU tensors (the tests turn it off to run the device's route
-#: on the CPU).
-_CPU_KERNELS = True
-#: On the CPU, rows are prepared (normalised, keyed and sorted) this many (row x token) entries at a
-#: time, so that the working arrays stay small.
+#: On the CPU, rows are keyed and sorted this many (row x token) entries at a time, so that the
+#: working arrays stay small.
 CPU_CHUNK = 2 ** 21
 
 
@@ -57,12 +55,12 @@ def candidates(p, q, tokens, valid, generator):
     y : int64 tensor (B,)
         The candidate (where a row has no draft: its first token, to be ignored).
     mu : float64 tensor (B, V)
-        The candidate's exact marginal (where a row has no draft: that of one draft).
+        The candidate's exact marginal (where a row has no draft: not specified).
     """
     torch = _torch()
     valid = valid & (q.gather(1, tokens) > 0)  # a draft q cannot draw has no cell (off the contract)
     n = valid.sum(1)
-    if p.device.type == "cpu" and _CPU_KERNELS:
+    if p.device.type == "cpu" and stops.CPU_KERNELS:
         u = torch.rand(tokens.shape[0], 2 * tokens.shape[1], generator=generator, dtype=torch.float64)
         return _cpu(p, q, tokens, valid, u)
     from ..torch_bridge.optimal import optimal_plan
@@ -118,31 +116,50 @@ def node_rule(p, q, n: int):
 
 
 def _cpu(p, q, tokens, valid, u):
-    """:func:`candidates` on CPU tensors by the numpy rule's kernels, a block of rows at a time."""
+    """:func:`candidates` on CPU tensors by the numpy rule's kernels: the rows with drafts, a block
+    of rows at a time (on the host, the rows without drafts are skipped without a cost)."""
     torch = _torch()
     B, V = p.shape
-    y = torch.empty(B, dtype=torch.int64)
-    mu = torch.empty(B, V, dtype=torch.float64)
+    y = tokens[:, 0].clone()
+    mu = torch.zeros(B, V, dtype=torch.float64)
     ids, ok, uu = (t.contiguous().numpy() for t in (tokens, valid, u))
+    busy = np.flatnonzero(ok.any(1))
+    P, Q = (t.detach().contiguous().numpy() for t in (p, q))
     rows = max(1, CPU_CHUNK // V)
-    for lo in range(0, B, rows):
-        hi = min(B, lo + rows)
-        P, Q = (np.asarray(t[lo:hi].numpy(), dtype=np.float64) for t in (p, q))
-        P = P / P.sum(1, keepdims=True)  # the numpy rule's normalisation (pairwise sums)
-        Q = Q / Q.sum(1, keepdims=True)
-        with np.errstate(divide="ignore"):
-            key = np.where((Q > 0) & (Q >= FRONT_Q), Q / P, 0.0)  # q/p; 0: no cell or a front cell
+    for lo in range(0, busy.size, rows):
+        at_ = busy[lo:lo + rows]
+        Pb, Qb = P[at_], Q[at_]
+        # the numpy rule's normalisation: x / x.sum(), pairwise sums of float64 rows
+        sp, sq = (x.sum(1, dtype=np.float64) for x in (Pb, Qb))
+        key = np.empty(Pb.shape)
+        _keys(Pb, Qb, sp, sq, key)
         order = np.argsort(key, axis=1)
-        _rows(P, Q, order, ids[lo:hi], ok[lo:hi], uu[lo:hi], mu.numpy()[lo:hi], y.numpy()[lo:hi])
+        yb, mub = np.empty(at_.size, np.int64), np.empty(Pb.shape)
+        _rows(Pb, Qb, sp, sq, order, ids[at_], ok[at_], uu[at_], mub, yb)
+        y.numpy()[at_], mu.numpy()[at_] = yb, mub
     return y, mu
 
 
 @njit(cache=True, error_model="numpy")
-def _rows(P, Q, order, tokens, valid, U, mu, out):
-    """Per row: the numpy rule's cells for the drafts ``tokens[valid]`` (n of them; the front cells
-    of the tokens with 0 < q < FRONT_Q as :class:`mdtheory.rules.cells.CellSchedule` lays them),
-    the candidate by their times (uniforms ``U``, two per draft) into ``out`` and the exact
-    marginal into ``mu``; a row with no draft gets its first token and the marginal of one draft."""
+def _keys(P, Q, sp, sq, key):
+    """Per row, q/p of the normalised rows (p = P / sp, q = Q / sq, in float64) into ``key``: 0 where
+    q = 0 (no cell) or q < FRONT_Q (a front cell), inf where p = 0 < q (as
+    :func:`mdtheory.rules.cells._keys` on the normalised rows)."""
+    B, V = P.shape
+    for b in range(B):
+        for k in range(V):
+            q = np.float64(Q[b, k]) / sq[b]
+            p = np.float64(P[b, k]) / sp[b]
+            key[b, k] = 0.0 if q == 0.0 or q < FRONT_Q else (q / p if p > 0.0 else np.inf)
+
+
+@njit(cache=True, error_model="numpy")
+def _rows(P, Q, sp, sq, order, tokens, valid, U, mu, out):
+    """Per row: the numpy rule's cells of the normalised rows (P / sp, Q / sq, in float64; ``order``
+    sorts their keys) for the drafts ``tokens[valid]`` (n of them; the front cells of the tokens
+    with 0 < q < FRONT_Q as :class:`mdtheory.rules.cells.CellSchedule` lays them), the candidate by
+    their times (uniforms ``U``, two per draft) into ``out`` and the exact marginal into ``mu``; a
+    row with no draft gets its first token and the marginal of one draft."""
     B, V = P.shape
     m = tokens.shape[1]
     work = np.empty((10, V + 1))
@@ -168,7 +185,7 @@ def _rows(P, Q, order, tokens, valid, U, mu, out):
             drafts[0], u[0], u[1] = tokens[b, 0], U[b, 0], U[b, 1]
         nl = 0
         for k in range(V):
-            p[k], q[k] = P[b, k], Q[b, k]
+            p[k], q[k] = np.float64(P[b, k]) / sp[b], np.float64(Q[b, k]) / sq[b]
             if 0.0 < q[k] < FRONT_Q:
                 light[nl] = k
                 nl += 1

@@ -148,7 +148,7 @@ class TraversalTree(_Tree):
     def _prepare(self, cand, links, p, q):
         torch = _torch()
         B, N, V = p.shape
-        T = torch.zeros_like(p, memory_format=torch.contiguous_format)
+        T = torch.empty_like(p, memory_format=torch.contiguous_format)  # every row written before read
         T[:, 0] = p[:, 0]
         m = torch.zeros(B, N, dtype=torch.float64, device=p.device)
         m[:, 0] = 1.0
