@@ -13,7 +13,7 @@ import importlib
 import sys
 import types
 
-__version__ = "0.1.0"
+__version__ = "0.4.0.dev0"
 
 #: Each public name and the module it is imported from when first used.
 _ORIGIN = {
