@@ -34,7 +34,6 @@ import numpy as np
 from ..errors import InvalidInputError
 from . import stops
 from .chain import _output, block_stops, block_weights
-from .optimal import candidates, node_rule, optimal_step, step_law
 from .stops import StopLaw, _torch, at, categorical, excess_masses, residual, rows_at, uniforms
 from .tree import _Tree
 
@@ -253,6 +252,8 @@ class SelectedChains(_BlockOnPath):
     name = "multipath-optimal"
 
     def _select(self, d, p_row, q_row, tokens, consistent, memo, generator=None):
+        from .optimal import candidates  # loads the numpy rules on first use
+
         p = p_row.div_(p_row.sum(-1, keepdim=True))
         y, mu = candidates(p, q_row, tokens, consistent, generator)
         return y, (at(p, y).double(), at(mu, y), mu.to(p.dtype), p)
@@ -261,6 +262,8 @@ class SelectedChains(_BlockOnPath):
               *, depth: int | None = None) -> StopLaw:
         """The exact law of ``emitted`` given the inputs: for every path the selection may take
         (with its probability), a stop after each of its 0..L tokens."""
+        from .optimal import node_rule
+
         torch = _torch()
         P, Q, tok, nodes, L = self._exact_inputs(candidates, next_token, next_sibling, target_probs,
                                                  draft_probs, depth)
@@ -312,6 +315,8 @@ class ChainsOptimal(_Chains):
     name = "chains-optimal"
 
     def _run(self, cand, nodes, p, q, generator):
+        from .optimal import optimal_step  # loads the numpy rules on first use
+
         torch = _torch()
         B, n, L = nodes.shape
         state = {"alive": torch.ones(B, dtype=torch.bool, device=p.device),
@@ -335,6 +340,8 @@ class ChainsOptimal(_Chains):
     def stops(self, candidates, next_token, next_sibling, target_probs, draft_probs=None,
               *, depth: int | None = None) -> StopLaw:
         """The exact law of ``emitted`` given the inputs: a stop at every prefix the chains share."""
+        from .optimal import step_law
+
         P, Q, tok, nodes, L = self._exact_inputs(candidates, next_token, next_sibling, target_probs,
                                                  draft_probs, depth)
         rows = []

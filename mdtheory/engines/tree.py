@@ -36,7 +36,6 @@ from __future__ import annotations
 import numpy as np
 
 from .links import TreeLinks
-from .optimal import optimal_step, step_law
 from .stops import EngineVerifier, StopLaw, _torch, at, categorical, put_rows, rows_at, tree_inputs, uniforms
 
 __all__ = ["TargetOnlyTree", "TraversalTree", "OptimalTree"]
@@ -207,6 +206,8 @@ class OptimalTree(_Tree):
     name = "tree-optimal"
 
     def _sample(self, cand, links, p, q, D, generator):
+        from .optimal import optimal_step  # loads the numpy rules on first use
+
         torch = _torch()
         B, N, V = p.shape
         dev = p.device
@@ -232,6 +233,8 @@ class OptimalTree(_Tree):
     def stops(self, candidates, next_token, next_sibling, target_probs, draft_probs=None) -> StopLaw:
         """The exact law of ``emitted`` given the inputs: a stop at every node, the candidate's law
         at a node given its children the numpy optimal rule's."""
+        from .optimal import step_law
+
         torch = _torch()
         cand, links, p, q, D = self._inputs(candidates, next_token, next_sibling, target_probs, draft_probs,
                                             validate=True)
