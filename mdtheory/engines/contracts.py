@@ -63,12 +63,19 @@ import numpy as np
 from ..blocks.markov import row_tolerance
 from ..blocks.trees import DraftTree
 from ..errors import InvalidInputError
-from .stops import _torch
 
 __all__ = ["EngineContractError", "ChainInputs", "TreeInputs", "TreeLayout", "OutputFaults",
            "check_chain_inputs", "check_tree_inputs", "chain_output_faults", "tree_output_faults",
            "check_chain_output", "check_tree_output", "tree_layout", "tree_candidates",
            "links_to_drafts", "CONTRACTS"]
+
+
+def _torch():
+    """torch, the torch bridge loaded on first use (the registry's help loads neither)."""
+    from ..torch_bridge.tensors import _torch as load
+
+    return load()
+
 
 #: The contracts by name.
 CONTRACTS = ("chain", "tree")
