@@ -358,6 +358,13 @@ def closed_form_route(model) -> Estimate:
                     40.0 * V)
 
 
+def fixed_set_route(model) -> Estimate:
+    """The ``fixed-set`` route: one pass over the model's one draft set (O(V)), and its flow
+    certificate (a (1, V) flow)."""
+    V = model.V
+    return Estimate(f"{_head(model, 'fixed-set')}: one draft set over {V} tokens", 1e-7 * V, 40.0 * V)
+
+
 def subsets_route(model) -> Estimate:
     """The ``subsets`` route: all 2^V token sets, one vectorised containment row each
     (:meth:`~mdtheory.models.base.DraftModel.subset_row_seconds`), and again for its certificate

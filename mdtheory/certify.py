@@ -39,8 +39,11 @@ replacement                 enumerated through at most :data:`MAX_CERT_SETS` dra
                             :func:`check_ratio_order`).
 ``PrefixBuckets`` (select,  the buckets of the ratio p/q (``"bracket"``): filled again from p and
 iid)                        q, the bound of every prefix inside each bucket and the exact gains of
-                            the buckets whose bound reaches the best (:func:`check_buckets_iid`);
-                            ``certify="full"``: the lexicographically optimal base (``"lex-base"``).
+                            the buckets whose bound reaches the best (:func:`check_buckets_iid`),
+                            the route's opened buckets gathered in the same pass; where the route
+                            gives no cut set (the value alone), its threshold measured from those
+                            buckets; ``certify="full"``: the lexicographically optimal base
+                            (``"lex-base"``).
 ``PriorityOrders`` (mnp)    a mixture of priority orders (``"order-mixture"``): its base μ is
                             recomputed from the model's laws, in B(g) for any orders and weights
                             (:func:`~mdtheory.models.mixture.check_mixture`).
@@ -181,7 +184,22 @@ def _iid_cut(p, q, cut, n):
         stop = min(start + 64, K)
         a0, a1, a2, a3, b0, b1, b2, b3 = 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0
         k = start
-        if not exact:
+        if not exact and stop - start == 64 and cut[stop - 1] - cut[start] == 63:
+            # 64 consecutive tokens (the common case of a cut that is most tokens): read in
+            # place, each lane the same tokens as below (the same bits), without the indices
+            b = np.uint64(cut[start])
+            for j in range(16):
+                i0 = b + np.uint64(4 * j)
+                a0 += p[i0]
+                a1 += p[i0 + np.uint64(1)]
+                a2 += p[i0 + np.uint64(2)]
+                a3 += p[i0 + np.uint64(3)]
+                b0 += q[i0]
+                b1 += q[i0 + np.uint64(1)]
+                b2 += q[i0 + np.uint64(2)]
+                b3 += q[i0 + np.uint64(3)]
+            k = stop
+        elif not exact:
             for _ in range((stop - start) // 4):
                 i0, i1 = np.uint64(cut[k]), np.uint64(cut[k + 1])
                 i2, i3 = np.uint64(cut[k + 2]), np.uint64(cut[k + 3])
@@ -652,7 +670,9 @@ def checks(proof_type: type) -> Callable:
 
     The function is ``check(p, model, proof, who, mode) -> (name, lower, base)``: the certificate's
     name, the lower bound on α* the proof establishes (None: the value is proven another way, or
-    only bounded above when the name is ``"cut"``) and the base μ it exhibits (or None). It raises
+    only bounded above when the name is ``"cut"``) and the base μ it exhibits (or None). A proof
+    that describes the route's cut itself (for a route that gives no cut set) adds a fourth item,
+    (p(T), Q(T)) of that cut measured from the inputs. It raises
     :class:`~mdtheory.errors.SolverError` when the proof is missing or infeasible.
     """
     def register(fn: Callable) -> Callable:
@@ -746,19 +766,41 @@ def check_buckets_iid(p: np.ndarray, model: DraftModel, scheme, who: str = "buck
         lo >= 0, 0 <= nb <= 65533, the last bucket starting at a ratio of at most
         :data:`MAX_BUCKET_RATIO`.
     """
+    return _bucket_bounds(p, model, PrefixBuckets(scheme), who)[0]
+
+
+def _ints(x, count: int | None = None) -> tuple | None:
+    """``x`` as a tuple of Python ints (of ``count`` of them, if given), or None."""
+    try:
+        out = tuple(int(v) for v in x)
+        ok = all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in x)
+    except (TypeError, ValueError):
+        return None
+    return out if ok and (count is None or len(out) == count) else None
+
+
+def _bucket_bounds(p: np.ndarray, model: DraftModel, proof: PrefixBuckets, who: str):
+    """(lower bound on α*, (p(T), q(T)^n) of the proof's threshold cut T or None): the buckets of
+    ``proof.scheme`` filled from p and q, the buckets of ``proof.opened`` gathered in the same pass
+    (:func:`check_buckets_iid`)."""
     if not model.lex_base_closed_form:
         raise SolverError(f"{who}: bucket bounds prove alpha* for iid drafts only, not "
                           f"{model.sampling!r}")
-    try:
-        shift, lo, nb = (int(x) for x in scheme)
-        ok = all(isinstance(x, (int, np.integer)) for x in scheme)
-    except (TypeError, ValueError):
-        ok = False
-    if not (ok and 0 <= shift <= 63 and lo >= 0 and 0 <= nb <= 65533
-            and (nb + lo) << shift <= int(np.float64(MAX_BUCKET_RATIO).view(np.int64))):
-        raise SolverError(f"{who}: its buckets {scheme!r} are not a valid scheme (shift, lo, nb)")
-    found = bracket(p, model.q, model.n, (shift, lo, nb))
-    return 1.0 - max(found.best, found.closed)
+    scheme = _ints(proof.scheme, 3)
+    if scheme is None or not (0 <= scheme[0] <= 63 and scheme[1] >= 0 and 0 <= scheme[2] <= 65533
+                              and (scheme[2] + scheme[1]) << scheme[0]
+                              <= int(np.float64(MAX_BUCKET_RATIO).view(np.int64))):
+        raise SolverError(f"{who}: its buckets {proof.scheme!r} are not a valid scheme (shift, lo, nb)")
+    nb = scheme[2]
+    opened = None if proof.opened is None else _ints(np.asarray(proof.opened).ravel())
+    if proof.opened is not None and (opened is None or any(not 0 <= j <= nb + 1 for j in opened)):
+        raise SolverError(f"{who}: its opened buckets are not bucket indices in 0..{nb + 1}")
+    cut = None if proof.threshold is None else _ints(proof.threshold, 2)
+    if proof.threshold is not None and (cut is None or not (
+            0 <= cut[0] <= nb + 2 and cut[1] >= -1 and (cut[1] == -1 or cut[0] <= nb + 1))):
+        raise SolverError(f"{who}: its cut {proof.threshold!r} is not a threshold (bucket, ratio bits)")
+    found = bracket(p, model.q, model.n, scheme, claimed=np.array(opened or (), np.int64), cut=cut)
+    return 1.0 - max(found.best, found.closed), None if cut is None else (found.cut_p, found.cut_q)
 
 
 @checks(PrefixBuckets)
@@ -770,7 +812,8 @@ def _check_prefix_buckets(p, model, proof: PrefixBuckets, who, mode):
         lower, mu = check_base_iid(p, model, prefix_order(p, model.q),
                                    lex_optimal_base_iid(p, model.q, model.n).mu, who)
         return "lex-base", lower, mu
-    return "bracket", check_buckets_iid(p, model, proof.scheme, who), None
+    lower, masses = _bucket_bounds(p, model, proof, who)
+    return ("bracket", lower, None) if masses is None else ("bracket", lower, None, masses)
 
 
 @checks(PriorityOrders)
@@ -859,16 +902,25 @@ def certify(p: np.ndarray, model: DraftModel, out: RouteOutput, method: str, mod
     value = float(out.value)
     if not -VALUE_TOL <= value <= 1.0 + VALUE_TOL:
         raise SolverError(f"method {method!r} returned alpha* = {value:.12g}, outside [0, 1]")
-    p_cut, q_cut = cut_masses(p, model, out.cut)
+    if out.cut is None:  # the proof describes the cut, and its check measures it
+        name, lower, base, *masses = _primal(p, model, out, method, mode)
+        if not masses:
+            raise SolverError(f"method {method!r} returned no cut set")
+        p_cut, q_cut = masses[0]
+    else:
+        p_cut, q_cut = cut_masses(p, model, out.cut)
     upper = 1.0 + p_cut - q_cut
     if not abs(upper - value) <= CERT_TOL:
-        cut = np.asarray(out.cut).tolist()
-        shown = f"{cut}" if len(cut) <= 10 else f"{str(cut[:10])[:-1]}, ...] ({len(cut)} tokens)"
+        shown = "(its proof's threshold)"
+        if out.cut is not None:
+            cut = np.asarray(out.cut).tolist()
+            shown = f"{cut}" if len(cut) <= 10 else f"{str(cut[:10])[:-1]}, ...] ({len(cut)} tokens)"
         raise SolverError(
             f"method {method!r} returned value {value:.12g} but its cut set {shown} gives "
             f"{upper:.12g}"
         )
-    name, lower, base = _primal(p, model, out, method, mode)
+    if out.cut is not None:
+        name, lower, base, *_ = _primal(p, model, out, method, mode)
     if lower is None:
         return Certificate(name, "upper-bound" if name == "cut" else "optimal", None, None, p_cut, q_cut)
     gap = upper - lower

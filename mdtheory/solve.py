@@ -19,7 +19,6 @@ from .errors import (
     InvalidInputError,
     MdtheoryError,
     OptimalityGapError,
-    ProblemTooLargeError,
 )
 from .models.base import DraftModel
 from .models.registry import SAMPLINGS, make_draft_model
@@ -60,6 +59,12 @@ def _closed_form(p, model):
     return greedy_closed_form(p, model)
 
 
+def _fixed_set(p, model):
+    from .routes.fixed_set import fixed_set
+
+    return fixed_set(p, model)
+
+
 def _maxflow(p, model):
     from .routes.maxflow import maxflow
 
@@ -77,7 +82,8 @@ METHODS: dict[str, Route] = {r.name: r for r in (
           serves=lambda model: model.prefix_property is not None),
     Route("select", select_scan, _budget.select_route,
           auto=lambda model: model.lex_base_closed_form and model.V >= SELECT_MIN_V, rank=-1,
-          serves=lambda model: model.lex_base_closed_form),
+          serves=lambda model: model.lex_base_closed_form,
+          cutless=lambda p, model: select_scan(p, model, cut=False)),
     Route("subsets", subsets_exhaustive, _budget.subsets_route,
           auto=lambda model: model.V <= AUTO_SUBSET_V, rank=2),
     Route("otlp", _otlp, lambda model: _budget.law_route(model, "otlp")),
@@ -90,6 +96,8 @@ METHODS: dict[str, Route] = {r.name: r for r in (
           serves=lambda model: model.order_vertices),
     Route("closed-form", _closed_form, _budget.closed_form_route,
           auto=lambda model: model.fixed_top, rank=1, serves=lambda model: model.fixed_top),
+    Route("fixed-set", _fixed_set, _budget.fixed_set_route,
+          auto=lambda model: model.deterministic, rank=1, serves=lambda model: model.deterministic),
 )}
 
 
@@ -197,13 +205,14 @@ class Row(NamedTuple):
     result : AcceptanceResult or None
         The row's result; None when its solver proved only bounds that did not meet (``error``
         holds them).
-    error : OptimalityGapError, ProblemTooLargeError or None
+    error : MdtheoryError or None
         With no result: the :class:`~mdtheory.errors.OptimalityGapError` whose ``lower`` and
         ``upper`` are the proven bounds on :math:`\\alpha^*`. With an ``"upper-bound"`` result of
         ``method="auto"``: why the minimum-norm point did not prove it, its estimate over the
-        time left or ``max_bytes`` (:class:`~mdtheory.errors.ProblemTooLargeError`) or its gap
-        (an :class:`~mdtheory.errors.OptimalityGapError`, whose ``lower`` is a proven lower bound).
-        None otherwise.
+        time left or ``max_bytes`` (:class:`~mdtheory.errors.ProblemTooLargeError`), its gap
+        (an :class:`~mdtheory.errors.OptimalityGapError`, whose ``lower`` is a proven lower bound)
+        or its failure (a :class:`~mdtheory.errors.SolverError`, say): the checked upper bound
+        stands. None otherwise.
     """
 
     index: int
@@ -254,11 +263,12 @@ def acceptance_rows(p: ArrayLike, q: ArrayLike | DraftModel, n: int | None = Non
 
 
 def _rows(P, Qs, rows: int, n, sampling, method, normalize, certify, max_seconds, max_bytes,
-          t0: float) -> Iterator[Row]:
+          t0: float, value_only: bool = False) -> Iterator[Row]:
     """:func:`acceptance_rows` once the limits are checked: every row's model and the batch's
     estimate now, then the rows as a generator (a row's arrays stay in cache, and a caller that
     keeps only values lets each result go); a broadcast q row's draft model is built once, and a p
-    row validated when its row runs."""
+    row validated when its row runs. ``value_only``: each row's result is its proven value alone,
+    a float (:func:`alpha_star`; see :func:`_solve`)."""
     models = []
     for i in range(len(Qs)):
         try:
@@ -283,7 +293,8 @@ def _rows(P, Qs, rows: int, n, sampling, method, normalize, certify, max_seconds
             try:
                 p = shared if shared is not None else _target(P[i], [model], normalize, rows)
                 res, why = _solve(p, model, name, certify, deadline, max_bytes,
-                                  escalate=method == "auto", t0=t0 if rows == 1 else None)
+                                  escalate=method == "auto", t0=t0 if rows == 1 else None,
+                                  value_only=value_only)
             except OptimalityGapError as exc:
                 yield Row(i, None, _in_row(exc, i, rows))
                 continue
@@ -314,17 +325,24 @@ def _in_row(exc: MdtheoryError, i: int, rows: int) -> MdtheoryError:
 
 
 def _solve(p: np.ndarray, model: DraftModel, name: str, certify: str, deadline: float,
-           max_bytes: float, escalate: bool, t0: float | None = None
-           ) -> tuple[AcceptanceResult, MdtheoryError | None]:
+           max_bytes: float, escalate: bool, t0: float | None = None, value_only: bool = False
+           ) -> tuple[AcceptanceResult | float, MdtheoryError | None]:
     """Run the route ``name`` (its estimate already admitted) and certify it: the result and, for
     an ``"upper-bound"`` one that ``escalate`` lets the minimum-norm point try to prove, why that
     did not prove it (:class:`Row`'s ``error``). ``deadline``: the :func:`time.perf_counter`
     reading at which Wolfe's iterations stop; ``t0``: when the call started (the ``total``
-    timing), default now."""
+    timing), default now. ``value_only``: the proven value alone, as a float, in place of the
+    result (the route's cut left to its proof where it can, ``Route.cutless``, in the fast certify
+    mode; no single-draft baseline)."""
     t0 = time.perf_counter() if t0 is None else t0
     # Wolfe's iterations are not known up front: the run stops at the deadline, with its bounds
     route = METHODS[name]
-    out = route.run(p, model, deadline) if route.run is _mnp else route(p, model)
+    if route.run is _mnp:
+        out = route.run(p, model, deadline)
+    elif value_only and certify == "fast" and route.cutless is not None:
+        out = route.cutless(p, model)
+    else:
+        out = route(p, model)
     t1 = time.perf_counter()
     cert = _certify(p, model, out, name, certify)
     why = None
@@ -334,9 +352,12 @@ def _solve(p: np.ndarray, model: DraftModel, name: str, certify: str, deadline: 
         try:
             _budget.require(route_estimate(model, "mnp"), max(deadline - time.perf_counter(), 0.0),
                             max_bytes=max_bytes, flag="max_seconds")
-            return _solve(p, model, "mnp", certify, deadline, max_bytes, escalate=False, t0=t0)
-        except (ProblemTooLargeError, OptimalityGapError) as exc:
+            return _solve(p, model, "mnp", certify, deadline, max_bytes, escalate=False, t0=t0,
+                          value_only=value_only)
+        except MdtheoryError as exc:  # over the time left, a gap, or a failed run of Wolfe's method
             why = exc  # the checked upper bound stands, with its status
+    if value_only:
+        return float(out.value), why
     cut = np.asarray(out.cut, dtype=np.int64)
     cut.setflags(write=False)
     t2 = time.perf_counter()
@@ -392,16 +413,18 @@ def optimal_acceptance(p: ArrayLike, q: ArrayLike | DraftModel, n: int | None = 
         ``"auto"`` (default): ``"select"`` for iid drafts from
         :data:`~mdtheory.routes.select.SELECT_MIN_V` tokens on (buckets of the ratio, no sort,
         :mod:`mdtheory.routes.select`), ``"prefix"`` for iid (below that), without-replacement and
-        conditional-Poisson drafts, ``"closed-form"`` for the greedy set, else ``"subsets"`` up to
-        V = 16, else ``"mnp"`` for independent drafts and ``"dual"`` for the others. ``"closed-form"``: Hu et
-        al.'s O(V) formula for the greedy draft set (:mod:`mdtheory.routes.greedy`), certified by a
-        factored flow. ``"prefix"``: sorted-prefix scan, O(V log V) (a linear radix sort for large V).
-        ``"subsets"``: all 2^V sets. ``"otlp"``: the OTLP over draft sets (HiGHS), with the optimal
-        plan. ``"otlp-literal"``: the OTLP over ordered tuples, V^n x V variables. ``"dual"``: the
-        min-cut LP (HiGHS simplex), 0/1 by total unimodularity. ``"maxflow"``: networkx
-        preflow-push. ``"mnp"``: Wolfe's minimum-norm point over the coverage polytope, certified
-        by an order-mixture base (:mod:`mdtheory.routes.mnp`), no enumeration; any model but
-        ``joint``.
+        conditional-Poisson drafts, ``"closed-form"`` for the greedy set, ``"fixed-set"`` for the top
+        set, else ``"subsets"`` up to V = 16, else ``"mnp"`` for independent drafts and ``"dual"`` for
+        the others. ``"closed-form"``: Hu et al.'s O(V) formula for the greedy draft set
+        (:mod:`mdtheory.routes.greedy`), certified by a factored flow. ``"fixed-set"``: alpha* = p(U)
+        for drafts of one fixed set U (the top set, :mod:`mdtheory.routes.fixed_set`), certified by
+        the flow of p along U, O(V). ``"prefix"``: sorted-prefix scan, O(V log V) (a linear radix
+        sort for large V). ``"subsets"``: all 2^V sets. ``"otlp"``: the OTLP over draft sets
+        (HiGHS), with the optimal plan. ``"otlp-literal"``: the OTLP over ordered tuples, V^n x V
+        variables. ``"dual"``: the min-cut LP (HiGHS simplex), 0/1 by total unimodularity.
+        ``"maxflow"``: networkx preflow-push. ``"mnp"``: Wolfe's minimum-norm point over the
+        coverage polytope, certified by an order-mixture base (:mod:`mdtheory.routes.mnp`), no
+        enumeration; any model but ``joint``.
     normalize : bool
         Rescale p and q to sum one instead of refusing sums off one by more than 1e-6.
     certify : str
@@ -528,7 +551,7 @@ def alpha_star(p: ArrayLike, q: ArrayLike | DraftModel, n: int | None = None, sa
     max_seconds, max_bytes = _budget.limits(max_seconds, max_bytes)
     batch = _batch(p, q, sampling)
     rows = _rows(*(batch or ([p], [q], 1)), n, sampling, method, normalize, certify, max_seconds,
-                 max_bytes, t0)
+                 max_bytes, t0, value_only=True)
     if batch is None:
-        return next(_results(rows)).value
-    return np.fromiter((res.value for res in _results(rows)), dtype=float, count=batch[2])
+        return next(_results(rows))
+    return np.fromiter(_results(rows), dtype=float, count=batch[2])

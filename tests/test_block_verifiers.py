@@ -452,3 +452,48 @@ def test_no_verifier_exceeds_the_exact_optimum(name):
             assert verifier.block_efficiency(target, draft, K, L) <= best + SOLVER, verifier.label
         if K == 1:
             assert abs(BlockVerification().block_efficiency(target, draft, 1, L) - best) <= SOLVER
+
+
+# --------------------------------------------------------------------------- construction refusals
+def test_a_sampling_keyword_contradicting_the_tree_is_refused():
+    """The drafts' model is the tree's: sampling='iid' on a top tree would verify other drafts than
+    those drawn (a lossy verifier), so it is refused by name; the tree's own sampling is accepted."""
+    tree = DraftTree((2,), "top")
+    with pytest.raises(InvalidInputError, match="sampling='iid' contradicts the drafts verified, which are "
+                                                "top"):
+        make_verifier("token", rule="optimal", tree=tree, sampling="iid")
+    assert make_verifier("token", rule="optimal", tree=tree, sampling="top").label == "token:optimal[2 top]"
+
+
+def test_unknown_rule_keywords_are_refused_at_construction():
+    with pytest.raises(InvalidInputError, match="rule 'rrs' takes no keyword 'foo'"):
+        make_verifier("token", foo=1)
+    with pytest.raises(InvalidInputError, match="rule 'optimal' takes no keyword 'bar'; valid keywords: "
+                                                "sampling"):
+        make_verifier("multipath", rule="optimal", bar=2)
+
+
+def test_the_default_rule_fits_the_tree_and_a_misfit_names_the_fitting_ones():
+    assert make_verifier("token").label == "token:rrs"
+    assert make_verifier("token", tree=DraftTree((2,), "top")).label == "token:optimal[2 top]"
+    assert make_verifier("token", tree=DraftTree((2,), WOR)).label == f"token:rrs-wor[2 {WOR}]"
+    with pytest.raises(InvalidInputError, match="rule 'rrs' expects iid drafts, not top; rules for top "
+                                                "drafts: optimal"):
+        make_verifier("token", rule="rrs", tree=DraftTree((2,), "top"))
+
+
+@pytest.mark.parametrize("sampling", ["iid", WOR, "top"])
+def test_every_accepted_verifier_estimates_its_run(sampling):
+    """An accepted (verifier, tree, rule) runs its estimate: a node offers the rule its children,
+    not the tree's K paths (rrs-wor on (2, 2) over V = 3 would need 4 distinct tokens)."""
+    from mdtheory import rules
+
+    for branching in [(2,), (2, 1), (2, 2)]:
+        tree = DraftTree(branching, sampling)
+        for name in VERIFIERS:
+            for rule in [None, *rules.RULES]:
+                try:
+                    v = make_verifier(name, rule=rule, tree=tree)
+                except InvalidInputError:
+                    continue
+                assert v.estimate(3, tree, 10).seconds > 0, v.label

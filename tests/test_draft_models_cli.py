@@ -1,6 +1,7 @@
 """Draft models in the CLI: independent drafts' shapes in ``check-acceptance``, the draft-model table of
 ``compare-selectors --sampling``, and the size estimate of the ``mnp`` route. Cheap: V <= 60."""
 
+import dataclasses
 import json
 import re
 
@@ -326,3 +327,81 @@ def test_check_acceptance_prints_the_escalation_bracket(capsys, small, bracketin
     row = json.loads(out)
     assert code == 4 and row["status"] == "upper-bound" and row["lower"] == 0.5
     assert row["alpha_star"] == md.optimal_acceptance(p, q, 2, "wor", method="prefix").value
+
+
+@pytest.fixture
+def failing_escalation(monkeypatch):
+    """The flow and majorant certificates off (successive sampling's prefix route gives an upper
+    bound, so the front door escalates to the minimum-norm point) and Wolfe's method replaced by a
+    run that fails (a solver error)."""
+    import mdtheory.certify as certify
+    from mdtheory.routes import mnp
+
+    def route(p, model, deadline=None):
+        raise md.SolverError("Wolfe's method failed")
+
+    monkeypatch.setattr(certify, "MAX_CERT_SETS", 0)
+    monkeypatch.setattr(certify, "_successive_bounds", lambda *args: None)  # no majorant either
+    monkeypatch.setattr(mnp, "mnp_route", route)
+
+
+def test_a_failed_escalation_keeps_the_upper_bound_and_the_table(capsys, small, failing_escalation):
+    """One model's minimum-norm point failing costs that row its proof, not the whole table: the
+    checked upper bound stands with the failure named, the other rows are proven."""
+    p, q, pf, qf = small
+    bound = md.optimal_acceptance(p, q, 2, "without-replacement", method="prefix").value
+    code, out, err = run_main(capsys, "compare-selectors", pf, qf, "--sampling", "all", "--json")
+    rows = {r["sampling"]: r for r in json_rows(out)}
+    assert code == 0 and err == "" and list(rows) == ONE_LAW
+    assert rows["without-replacement"]["alpha_star"] == bound
+    wor = rows["without-replacement"]
+    assert not wor["proven"] and "Wolfe's method failed" in wor["note"]
+    assert rows["iid"]["proven"] and rows["top"]["proven"]
+    code, out, _ = run_main(capsys, "check-acceptance", pf, qf, "--sampling", "wor", "--json")
+    row = json.loads(out)
+    assert code == 0 and row["status"] == "upper-bound" and row["alpha_star"] == bound
+
+
+def test_a_model_whose_run_fails_is_its_own_row(capsys, small, monkeypatch):
+    """A draft model whose route raises (here the top set's) is a row naming the error; the table
+    stands with the others."""
+    from mdtheory import solve
+
+    def broken(p, model):
+        raise md.SolverError("the route broke")
+
+    route = dataclasses.replace(solve.METHODS["fixed-set"], run=broken)
+    monkeypatch.setitem(solve.METHODS, "fixed-set", route)
+    _, _, pf, qf = small
+    code, out, _ = run_main(capsys, "compare-selectors", pf, qf, "--sampling", "all", "--json")
+    rows = {r["sampling"]: r for r in json_rows(out)}
+    assert code == 0 and "the route broke" in rows["top"]["error"] and rows["iid"]["proven"]
+
+
+def test_check_acceptance_json_has_the_result_shape(capsys, small, bracketing):
+    """Every --json object carries status, success and message (the one result base), the bounds
+    row of a bracketed alpha* too."""
+    _, _, pf, qf = small
+    for sampling in ("iid", "top", "wor"):
+        code, out, _ = run_main(capsys, "check-acceptance", pf, qf, "--sampling", sampling, "--json")
+        row = json.loads(out)
+        assert {"status", "success", "message"} <= set(row), (sampling, row)
+        assert row["success"] is (row["status"] == "optimal")
+
+
+def test_the_single_draft_baseline_is_one_draft_from_q(capsys, small):
+    """The line labelled 1 - TV(p, q) is that, for every one-law model (the top set's first draft is
+    its argmax, whose acceptance p(argmax) is no single-draft baseline)."""
+    p, q, pf, qf = small
+    want = f"single-draft baseline 1 - TV(p, q) = {np.minimum(p, q).sum():.12g}"
+    for sampling in ONE_LAW:
+        code, out, _ = run_main(capsys, "check-acceptance", pf, qf, "--sampling", sampling, "-n", "2")
+        assert code == 0 and want in out, (sampling, out)
+
+
+def test_compare_selectors_help_lists_every_model_of_all(capsys):
+    code, out, _ = run_main(capsys, "compare-selectors", "--help")
+    text = " ".join(out.split())
+    assert code == 0
+    for name in ONE_LAW:
+        assert name in text.split("'all'")[1][:300], name

@@ -146,7 +146,8 @@ P3, Q3 = np.array([0.5, 0.3, 0.2]), np.array([0.2, 0.2, 0.6])
 
 @pytest.mark.parametrize("method", list(md.METHODS))
 def test_to_dict_is_json_and_fields_have_one_meaning(method):
-    sampling = "greedy" if method == "closed-form" else "iid"  # the route of the greedy set only
+    # the routes of one draft model only: the greedy set's closed form, the top set's fixed set
+    sampling = {"closed-form": "greedy", "fixed-set": "top"}.get(method, "iid")
     res = md.optimal_acceptance(P3, Q3, 2, sampling, method=method)
     d = json.loads(json.dumps(res.to_dict()))  # raises on any ndarray or numpy scalar
     assert d["value"] == res.value and d["cut"] == res.cut.tolist()
@@ -154,7 +155,7 @@ def test_to_dict_is_json_and_fields_have_one_meaning(method):
     if method.startswith("otlp"):  # plan = pi(y | x): rows are conditional laws
         assert res.flow is None
         assert np.allclose(res.plan.sum(axis=1), 1.0, atol=1e-9)
-    elif method in ("dual", "maxflow"):  # flow = S(U, y): its total is alpha*
+    elif method in ("dual", "maxflow", "fixed-set"):  # flow = S(U, y): its total is alpha*
         assert res.plan is None
         assert res.flow.sum() == pytest.approx(res.value, abs=1e-9)
     else:

@@ -186,6 +186,24 @@ def test_subnormal_and_float32_masses():
         check_cut(sel, p, q, n)
 
 
+@pytest.mark.parametrize("n", [4, 2**40, 2**53])
+def test_subnormal_masses_at_huge_n_alone(n):
+    """A fifth of p and of q subnormal (ratios p/q that overflow to infinity, and subnormal ones),
+    up to n = 2^53 where q's distance from summing to one decides alpha*: the value alone
+    (alpha_star, its threshold measured by the certificate) and the full result against 60-digit
+    decimals on the arrays as validated (dividing by a sum one ulp off one moves that distance)."""
+    rng = np.random.default_rng(1)
+    p, q = rng.dirichlet(np.full(SELECT_MIN_V, 0.1)), rng.dirichlet(np.full(SELECT_MIN_V, 0.1))
+    p[rng.random(p.size) < 0.2] = 5e-320
+    q[rng.random(q.size) < 0.2] = 3e-321
+    p, q = p / p.sum(), q / q.sum()
+    value = md.alpha_star(p, q, n)
+    res = md.optimal_acceptance(p, q, n, method="select")
+    assert res.status == "optimal" and res.value == value
+    assert value == pytest.approx(decimal_alpha(as_distribution(p, "p"), as_distribution(q, "q"), n),
+                                  abs=ROUNDING)
+
+
 @pytest.mark.parametrize("n", [10**6, 10**12, 2**53])
 def test_huge_n_keeps_the_distance_from_one(n):
     """Masses within ulps of one at n up to 2^53: the power from the complement's mass, against
@@ -283,6 +301,72 @@ def test_a_wrong_value_or_cut_is_refused(monkeypatch, change, match):
     _corrupt(monkeypatch, change)
     with pytest.raises(md.SolverError, match=match):
         md.optimal_acceptance(p, q, 4, method="select")
+
+
+def test_the_value_alone_is_the_results_value():
+    """alpha_star asks the select route for no cut set (the certificate measures the route's
+    threshold instead): the value is the full result's, bit for bit, one row or a batch."""
+    for V, n in [(SELECT_MIN_V, 1), (20_000, 4), (20_000, 64), (5000, 2**40)]:
+        p, q = llm_pair(V, seed=n % 97)
+        assert md.alpha_star(p, q, n) == md.optimal_acceptance(p, q, n).value
+    P = np.array([llm_pair(5000, seed)[0] for seed in range(3)])
+    q = llm_pair(5000, seed=9)[1]
+    assert md.alpha_star(P, q, 3).tolist() == [r.value for r in md.optimal_acceptance(P, q, 3)]
+
+
+def test_the_certificate_opens_what_its_own_bounds_require():
+    """The route's opened buckets only spare the certificate a second pass: claiming none, others or
+    all of them proves the same bound; the masses it measures for the route's threshold are those
+    of the route's cut set."""
+    p, q = llm_pair(20_000, seed=4)
+    model = md.IID(q, 4)
+    p = as_distribution(p, "p")
+    out = select_scan(p, model)
+    lower, masses = certify._bucket_bounds(p, model, out.proof, "select")
+    assert lower == pytest.approx(out.value, abs=ROUNDING)
+    assert masses == pytest.approx(certify.cut_masses(p, model, out.cut), abs=1e-15)
+    nb = out.proof.scheme[2]
+    for opened in ([], [0, nb + 1], np.arange(nb + 2)):
+        proof = dataclasses.replace(out.proof, opened=np.array(opened, np.int64))
+        again, measured = certify._bucket_bounds(p, model, proof, "select")
+        assert again == pytest.approx(lower, abs=1e-15)
+        assert measured == pytest.approx(masses, abs=1e-15)
+
+
+@pytest.mark.parametrize("change, match", [
+    ({"opened": np.array([-1])}, "opened buckets"), ({"opened": np.array([10**6])}, "opened buckets"),
+    ({"opened": np.array([1.5])}, "opened buckets"), ({"threshold": (3,)}, "not a threshold"),
+    ({"threshold": (10**6, -1)}, "not a threshold"), ({"threshold": ("a", 1)}, "not a threshold"),
+    ({"threshold": (3, -2)}, "not a threshold"),
+])
+def test_invalid_claims_are_refused(change, match):
+    p, q = llm_pair(3000)
+    model = md.IID(q, 2)
+    proof = dataclasses.replace(select_scan(as_distribution(p, "p"), model).proof, **change)
+    with pytest.raises(md.SolverError, match=match):
+        certify._bucket_bounds(as_distribution(p, "p"), model, proof, "select")
+
+
+@pytest.mark.parametrize("change, match", [
+    (lambda out: {"value": out.value - 1e-6}, "its proof's threshold"),
+    (lambda out: {"proof": dataclasses.replace(out.proof, threshold=(0, -1))}, "its proof's threshold"),
+    (lambda out: {"value": 1.0, "proof": dataclasses.replace(out.proof, threshold=(0, -1))},
+     "its bracket proves alpha"),
+    (lambda out: {"proof": dataclasses.replace(out.proof, threshold=None)}, "returned no cut set"),
+])
+def test_a_wrong_value_or_threshold_is_refused(monkeypatch, change, match):
+    """alpha_star's route gives no cut set: its value is checked against the threshold its proof
+    describes, measured by the certificate."""
+    p, q = llm_pair(5000, seed=2)
+    real = solve.METHODS["select"]
+
+    def route(p, model):
+        out = real.cutless(p, model)
+        return dataclasses.replace(out, **change(out))
+
+    monkeypatch.setitem(solve.METHODS, "select", dataclasses.replace(real, cutless=route))
+    with pytest.raises(md.SolverError, match=match):
+        md.alpha_star(p, q, 4)
 
 
 def test_other_draft_models_are_refused():

@@ -113,3 +113,37 @@ def test_library_bad_input_is_an_input_error(call, match):
     q = np.array([0.5, 0.3, 0.2])
     model = md.make_draft_model(q, 2, "without-replacement")
     assert md.alpha_star(q, model, 2) == md.alpha_star(q, model, 2, "without-replacement")
+
+
+def test_long_vectors_take_one_compiled_pass_with_the_same_bits_and_messages(monkeypatch):
+    """From COMPILED_MIN_V tokens on, with numba loaded, a float64 vector is checked and divided
+    in one compiled pass: the same array as the general path (divided by numpy's sum), and every
+    bad entry still named by the general path's message."""
+    import numba  # noqa: F401  (the compiled pass runs once numba is loaded)
+
+    from mdtheory import _validate
+    from mdtheory._validate import COMPILED_MIN_V, as_distribution
+
+    calls = []
+    scaled = _validate._scaled
+    monkeypatch.setattr(_validate, "_scaled", lambda *a: calls.append(a[0].size) or scaled(*a))
+    rng = np.random.default_rng(0)
+    x = rng.dirichlet(np.ones(COMPILED_MIN_V + 3)) * (1 + 3e-7)
+    got = as_distribution(x, "p")
+    assert calls == [x.size]
+    assert got is not x and np.array_equal(got, x / x.sum())
+    assert np.array_equal(got, as_distribution(x[::-1].copy()[::-1], "p"))  # a strided view: numpy
+    assert np.array_equal(as_distribution(2 * x, "p", normalize=True), 2 * x / (2 * x).sum())
+    big = np.zeros(COMPILED_MIN_V)
+    big[0] = 1 + 5e-7  # an entry above one within the sum tolerance: accepted, as by the general path
+    assert as_distribution(big, "p")[0] == 1.0
+    for bad, msg in [(np.nan, r"p\[7\] = nan is not finite"), (-1e-9, r"p\[7\] = -1e-09 is negative"),
+                     (np.inf, r"p\[7\] = inf is not finite")]:
+        y = x.copy()
+        y[7] = bad
+        with pytest.raises(md.InvalidDistributionError, match=msg):
+            as_distribution(y, "p")
+        with pytest.raises(md.InvalidDistributionError, match=msg):
+            as_distribution(y, "p", normalize=True)
+    with pytest.raises(md.InvalidDistributionError, match="p sums to 1.5, not 1"):
+        as_distribution(1.5 * x / x.sum(), "p")

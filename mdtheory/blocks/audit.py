@@ -29,7 +29,9 @@ anyone, in one of two forms, and checks it:
 
 Here ``target`` and ``draft`` are the audit's read-only, validated views of the laws, with contexts
 relative to the root: ``target(())`` is the target's law after the root context (a law is a function
-of the context: each row is read from the user's law once, checked and cached). ``drafts`` is an
+of the context: each row is read from the user's law once, checked and cached; a law that returns
+exact fractions is seen in them, summing to exactly one, so that a tree's top children are chosen
+exactly, as everywhere in :mod:`mdtheory.blocks.trees`). ``drafts`` is an
 int64 array (K, L), row k the k-th draft. By default the K drafts are iid (a tree with branching
 (K, 1, ..., 1)); ``tree=DraftTree((b_1, ..., b_L), sampling)`` draws a draft tree instead
 (:class:`~mdtheory.blocks.trees.DraftTree`: each node's b_d children drawn from q at that node,
@@ -103,7 +105,7 @@ from ..audit.verifier import (
 from ..audit.watchdog import CALLS
 from ..errors import InvalidDistributionError, InvalidInputError, MdtheoryError, ProblemTooLargeError
 from .markov import row_tolerance
-from .trees import MAX_TREE_DRAWS, DraftTree, draft_shape, iid_drafts
+from .trees import MAX_TREE_DRAWS, DraftTree, _law_row, draft_shape, iid_drafts
 
 __all__ = ["audit_block", "BlockAuditResult", "MAX_CELLS", "MAX_TREES",
            "BOUND_MAX_PREFIXES"]
@@ -213,6 +215,8 @@ class _Law:
                 + (f" of length {self.V}" if self.V else "") + f": {_short(raw)}")
         self.V = V
         row /= row.sum()  # within the sum rule of its precision: rescaled, as the optimum does
+        if np.asarray(raw).dtype == object:  # exact fractions stay exact (checked above as floats)
+            row = _law_row(lambda _: raw, ctx)
         row.setflags(write=False)
         self._rows[ctx] = row
         return row
@@ -220,7 +224,7 @@ class _Law:
     def sample(self, ctx: tuple, rng: np.random.Generator) -> int:
         cdf = self._cdf.get(ctx)
         if cdf is None:
-            cdf = self._cdf[ctx] = np.cumsum(self(ctx))
+            cdf = self._cdf[ctx] = np.cumsum(np.asarray(self(ctx), dtype=np.float64))
         return min(int(np.searchsorted(cdf, rng.random() * cdf[-1], side="right")), cdf.size - 1)
 
 

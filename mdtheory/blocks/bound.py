@@ -23,14 +23,16 @@ papers/blocks.md).
 
 A draft tree (branching factors per depth; iid, without-replacement or top children) replaces the
 cap 1 - (1 - q_m(y))^K by P(some path of the tree starts with y) (:mod:`mdtheory.blocks.prefixsets`)
-and K by the number of depth-m nodes b_1 ... b_m in the prefix-set bound of iid trees (left out for
-trees of distinct children).
+and K by the draws whose coverage bounds the tree's in the prefix-set bound
+(:meth:`~mdtheory.blocks.trees.DraftTree.prefix_draws`: b_1 ... b_m for iid trees, one for a single
+path drawn from q; left out otherwise). A tree of top children is one fixed set of paths: its caps are
+0 or 1, so the nested bound of the complete tree is 1 + the sum of p over its nodes, the optimum
+(papers/blocks.md §10).
 """
 
 from __future__ import annotations
 
 import heapq
-import math
 import time
 from dataclasses import dataclass, field
 
@@ -145,7 +147,9 @@ def coarse_alpha_bound(p: np.ndarray, q: np.ndarray, n: int) -> tuple[float, int
     return float(1.0 - gain[j]), j + 1
 
 
-def _rows(fn, contexts: list[tuple], V: int | None, name: str) -> np.ndarray:
+def _rows(fn, contexts: list[tuple], V: int | None, name: str, keep: bool = False):
+    """The rows ``fn(contexts)`` checked, float64 rescaled to sum one; with ``keep``, also the rows
+    as the law returned them (exact fractions stay exact)."""
     try:
         raw = fn(contexts)
     except MdtheoryError:
@@ -159,7 +163,8 @@ def _rows(fn, contexts: list[tuple], V: int | None, name: str) -> np.ndarray:
         raise InvalidInputError(f"the {name} law returned shape {rows.shape} for {len(contexts)} contexts")
     if not np.all(np.isfinite(rows)) or np.any(rows < 0) or np.any(np.abs(rows.sum(axis=1) - 1) > tol):
         raise InvalidDistributionError(f"the {name} law returned a row that is not a probability vector")
-    return rows / rows.sum(axis=1, keepdims=True)
+    out = rows / rows.sum(axis=1, keepdims=True)
+    return (out, raw if np.asarray(raw).dtype == object else out) if keep else out
 
 
 #: Per-unit costs of the bound besides the models' own calls, measured on a 2-core x86 machine over
@@ -217,7 +222,8 @@ def block_efficiency_bound(target: Law, draft: Law, n: int | None = None, length
         1 - (1 - q_m(y))^K becomes P(some path of the tree starts with y)
         (:func:`~mdtheory.blocks.prefixsets.prefix_presence`); the prefix-set bound uses
         b_1 ... b_m iid nodes at depth m for iid trees and is left out (1) for trees without
-        replacement at depths with more than one node (papers/blocks.md, "Draft trees in the bound").
+        replacement at depths with more than one node and for top children (papers/blocks.md,
+        "Draft trees in the bound").
         Default: K iid drafts, the tree (K, 1, ..., 1).
     context : tuple of int
         The text before the block (the root of the prefix tree).
@@ -291,9 +297,11 @@ def block_efficiency_bound(target: Law, draft: Law, n: int | None = None, length
         if V is None:
             V = P.shape[1]
             _budget.require(estimate(V, length, expansions, tree), max_seconds, max_bytes=max_bytes)
-        Q = _rows(qd, ctx, V, "draft")
+        Q, raw = _rows(qd, ctx, V, "draft", keep=True)
+        # deterministic children are chosen in the law's own arithmetic (exact fractions exactly)
+        Qraw = raw if tree is not None and tree.deterministic else Q
         spent += time.perf_counter() - s
-        for i, prow, qrow in zip(take, P, Q, strict=True):
+        for i, prow, qrow, qnode in zip(take, P, Q, Qraw, strict=True):
             expanded[i] = True
             v = np.nonzero((prow > 0) | (qrow > 0))[0]
             cp, cq = pm[i] * prow[v], qm[i] * qrow[v]
@@ -304,7 +312,7 @@ def block_efficiency_bound(target: Law, draft: Law, n: int | None = None, length
                     cover = -np.expm1(n * np.log1p(-np.minimum(cq, 1.0)))
             else:
                 if tree.distinct:
-                    incl, is_exact = tree.inclusion(qrow, tree.branching[d - 1])
+                    incl, is_exact = tree.inclusion(qnode, tree.branching[d - 1])
                     exact = exact and is_exact
                     cs = incl[v]
                 else:
@@ -340,11 +348,10 @@ def block_efficiency_bound(target: Law, draft: Law, n: int | None = None, length
     for m in range(1, top + 1):
         cell = (depth_a == m) | ((depth_a < m) & ~exp_a)
         nested[m - 1] = min(1.0, float(G_a[cell].sum()))
-        # nodes of the tree at depth m: b_1 ... b_m, iid as the prefix-set bound needs them (K iid
-        # drafts: K)
-        width = n if tree is None else math.prod(tree.branching[:m])
-        if tree is None or tree.sampling == "iid" or width == 1:
-            beta[m - 1] = coarse_alpha_bound(pm_a[cell], qm_a[cell], width)[0]
+        # the draws whose coverage bounds the tree's at depth m (K iid drafts: K), or none
+        draws = n if tree is None else tree.prefix_draws(m)
+        if draws is not None:
+            beta[m - 1] = coarse_alpha_bound(pm_a[cell], qm_a[cell], draws)[0]
         cells[m - 1] = int(cell.sum())
     nested[top:], beta[top:], cells[top:] = nested[top - 1], beta[top - 1], cells[top - 1]
     acceptance = np.minimum.accumulate(np.minimum(nested, beta))

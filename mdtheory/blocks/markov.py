@@ -112,7 +112,16 @@ def batched(law) -> Callable[[list], np.ndarray]:
 
     if isinstance(law, LanguageModel):
         return lambda contexts: law.laws([tuple(int(t) for t in c) for c in contexts])
-    return lambda contexts: np.stack([np.asarray(law(tuple(c)), dtype=np.float64) for c in contexts])
+    return lambda contexts: np.stack([_as_row(law(tuple(c))) for c in contexts])
+
+
+def _as_row(raw) -> np.ndarray:
+    """A law's row as float64, or as the object array it came in (exact fractions stay exact)."""
+    arr = np.asarray(raw)
+    if arr.dtype != object:
+        return np.asarray(raw, dtype=np.float64)
+    arr.astype(np.float64)  # entries that are not numbers raise here, as a float row's would
+    return arr
 
 
 def context_law(law) -> Law:

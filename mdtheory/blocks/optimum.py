@@ -58,6 +58,8 @@ __all__ = ["BlockOptimumResult", "optimal_block_efficiency", "estimate", "tree_e
 _LP_COLUMN = 1.3e-6     # seconds = _LP_COLUMN * columns ** 1.32 (interior point + crossover)
 _BUILD_COLUMN = 4e-6    # Python-side construction and certificate, per column
 _COLUMN_BYTES = 400.0   # plan, matrix and HiGHS working set, per column
+_BLOCK_COLUMN = 8e-6    # a tree LP's block columns (an aggregate and a validity row each), linear:
+                        # fitted on deterministic trees (one prefix set) up to 9e6 columns
 
 
 @dataclass
@@ -209,7 +211,7 @@ def tree_lp_size(V: int, tree: DraftTree) -> dict:
     """Upper bounds on the LP's size for a draft tree, from (V, tree) alone: prefix sets
     (:func:`~mdtheory.blocks.prefixsets.count_prefix_sets`, as a float: it may be astronomically
     large), variables (each prefix set has at most min(b_1 ... b_k, V^k) nodes of depth k, each
-    followed by V tokens, plus one aggregate per block), rows and nonzeros."""
+    followed by V tokens, plus one aggregate per block: ``blocks``), rows and nonzeros."""
     length = tree.length
     M = math.exp(min(count_prefix_sets(V, tree)[0], 700.0))
     nodes, width = 1, 1
@@ -218,7 +220,8 @@ def tree_lp_size(V: int, tree: DraftTree) -> dict:
         nodes += min(width, V ** k)
     blocks = sum(V ** j for j in range(1, length + 2))
     pi = M * V * nodes
-    return {"prefix_sets": M, "variables": pi + blocks, "rows": M + blocks + V ** (length + 1),
+    return {"prefix_sets": M, "variables": pi + blocks, "blocks": blocks,
+            "rows": M + blocks + V ** (length + 1),
             "nonzeros": 2 * pi + blocks + (length + 1) * V ** (length + 1)}
 
 
@@ -232,8 +235,9 @@ def tree_estimate(V: int, tree: DraftTree) -> _budget.Estimate:
         return _budget.Estimate(f"{what}: up to 2^{log_sets / math.log(2):.3g} prefix sets)", math.inf,
                                 math.inf, hint)
     size = tree_lp_size(V, tree)
-    cols = float(size["variables"])
-    seconds = law_seconds + _LP_COLUMN * cols ** 1.32 + _BUILD_COLUMN * cols
+    cols, blocks = float(size["variables"]), float(size["blocks"])
+    seconds = (law_seconds + _LP_COLUMN * (cols - blocks) ** 1.32 + (_BLOCK_COLUMN + _BUILD_COLUMN) * blocks
+               + _BUILD_COLUMN * (cols - blocks))
     return _budget.Estimate(f"{what}: up to {size['prefix_sets']:.4g} prefix sets, {cols:.4g} variables)",
                             seconds, _COLUMN_BYTES * cols + 200.0 * size["prefix_sets"] * tree.n, hint)
 

@@ -25,8 +25,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ..models.without_replacement import WithoutReplacement
-from .markov import _check_law_row, call_law
-from .trees import DraftTree
+from .trees import DraftTree, _law_row
 
 __all__ = ["prefix_set_law", "count_prefix_sets", "prefix_presence", "wor_inclusion", "estimate_law"]
 
@@ -71,9 +70,12 @@ def count_prefix_sets(V: int, tree: DraftTree) -> list[float]:
     of non-empty sets of at most K_d paths of V^(L-d). Its b = b_{d+1} children carry j distinct
     tokens: distinct children j = b, each token with its own subtree (C(V, b) N_{d+1}^b); iid,
     1 <= j <= min(b, V), each token's set the union of at most b - j + 1 subtrees' sets (at most
-    (b - j + 1) K_{d+1} paths of V^(L-d-1); N_{d+1} when j = b)."""
+    (b - j + 1) K_{d+1} paths of V^(L-d-1); N_{d+1} when j = b). Deterministic children
+    (:attr:`~mdtheory.blocks.trees.DraftTree.deterministic`): one prefix set below every node."""
     L = tree.length
     out = [0.0] * (L + 1)
+    if tree.deterministic:  # none where a node needs more children than V tokens
+        return [-math.inf if max(tree.branching[d:]) > V else 0.0 for d in range(L)] + [0.0]
     for d in range(L - 1, -1, -1):
         b = tree.branching[d]
         below = tree.stride[d]            # leaves under one child
@@ -95,12 +97,15 @@ def estimate_law(V: int, tree: DraftTree) -> tuple[float, float]:
     """(seconds, log number of prefix sets) of :func:`prefix_set_law` from sizes alone: per depth d,
     V^d contexts; iid, each merges its b - 1 further children into a law of at most
     min(N_d, (V N_{d+1})^i) states after i children, one state of V N_{d+1} at a time; distinct
-    children, one product of b laws per token set, at most C(V, b) N_{d+1}^b states."""
+    children, one product of b laws per token set, at most C(V, b) N_{d+1}^b states. Deterministic
+    children reach only the tree's own b_1 ... b_d contexts at depth d."""
     logs = count_prefix_sets(V, tree)
     seconds = 0.0
     for d in range(tree.length):
         b = tree.branching[d]
         ctx = d * math.log(V)
+        if tree.deterministic:
+            ctx = min(ctx, math.log(math.prod(tree.branching[:d])))
         one = math.log(V) + logs[d + 1]
         if not tree.distinct:
             if b == 1:
@@ -119,7 +124,9 @@ def prefix_set_law(draft: Callable, tree: DraftTree, V: int, context: tuple = ()
     Parameters
     ----------
     draft : callable
-        The draft's next-token law ``law(context) -> (V,)``.
+        The draft's next-token law ``law(context) -> (V,)``; exact fractions choose a node's top
+        children exactly (the tree's one rule, :mod:`mdtheory.blocks.trees`), the probabilities are
+        floats.
     tree : DraftTree
         Branching factors and the children's sampling rule.
     V : int
@@ -146,7 +153,7 @@ def prefix_set_law(draft: Callable, tree: DraftTree, V: int, context: tuple = ()
         if hit is not None:
             return hit
         full = tuple(context) + ctx
-        q = _check_law_row(call_law(draft, full), full, V)
+        q = _law_row(draft, full, V)
         b = tree.branching[d]
 
         def child(y: int) -> dict:

@@ -247,16 +247,20 @@ def drafter_equals_target(target, drafter) -> bool:
         target.temperature, target.top_k, target.top_p)
 
 
-def ceiling(target, drafter, tree):
+def ceiling(target, drafter, tree, *, max_seconds: float = _budget.MAX_SECONDS,
+            max_bytes: float = _budget.MAX_BYTES):
     """``(function(context) -> float, kind)``: the ceiling of E|B| for the draft tree (K iid
     drafts: ``iid_drafts(K, L)``) at a context of the text: a proven upper bound on the optimum
-    (:func:`mdtheory.blocks.bound.block_efficiency_bound`)."""
+    (:func:`mdtheory.blocks.bound.block_efficiency_bound`, each within ``max_seconds`` and
+    ``max_bytes``)."""
     from .bound import block_efficiency_bound as bound
 
+    limits = {"max_seconds": max_seconds, "max_bytes": max_bytes}
     if tree.is_iid_drafts:
-        return (lambda context: bound(target, drafter, tree.n, tree.length, context=tuple(context)).value,
-                "optimum_bound")
-    return lambda context: bound(target, drafter, tree=tree, context=tuple(context)).value, "optimum_bound"
+        return (lambda context: bound(target, drafter, tree.n, tree.length, context=tuple(context),
+                                      **limits).value, "optimum_bound")
+    return (lambda context: bound(target, drafter, tree=tree, context=tuple(context), **limits).value,
+            "optimum_bound")
 
 
 #: Small exact instances of ``exact_rows``: Sun et al.'s toy, or ``random:V:SEED``.
@@ -279,20 +283,22 @@ def parse_instance(text: str):
     return random_instance(V, seed)
 
 
-def exact_rows(target, draft, verifiers, tree, optimum: bool = False) -> list[dict]:
+def exact_rows(target, draft, verifiers, tree, optimum: bool = False, *,
+               max_seconds: float = _budget.MAX_SECONDS, max_bytes: float = _budget.MAX_BYTES) -> list[dict]:
     """Exact E|B| of each verifier on a small instance, by enumerating every draw of the drafts
     (``tree``: the draft model), each checked lossless; with ``optimum``, the exact optimum of that
-    draft model (:func:`mdtheory.blocks.optimum.optimal_block_efficiency`, K iid drafts or the tree)
-    beside them."""
+    draft model (:func:`mdtheory.blocks.optimum.optimal_block_efficiency`, K iid drafts or the tree,
+    refused over ``max_seconds`` or ``max_bytes``) beside them."""
     from .optimum import optimal_block_efficiency
 
     rows = []
     best = None
+    limits = {"max_seconds": max_seconds, "max_bytes": max_bytes}
     if optimum:
         if tree.is_iid_drafts:
-            best = float(optimal_block_efficiency(target, draft, tree.n, tree.length).value)
+            best = float(optimal_block_efficiency(target, draft, tree.n, tree.length, **limits).value)
         else:
-            best = float(optimal_block_efficiency(target, draft, tree=tree).value)
+            best = float(optimal_block_efficiency(target, draft, tree=tree, **limits).value)
     for verifier in verifiers:
         law = exact_block_law(verifier, target, draft, tree.n, tree.length)
         efficiency = float(sum(len(b) * w for b, w in law.items()))

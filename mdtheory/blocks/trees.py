@@ -13,6 +13,12 @@ children (:attr:`~mdtheory.models.base.DraftModel.tree_node`, listed by :func:`t
 - ``"top"``: the b most likely tokens of q, ties broken by the lower token index (no draw: the
   deterministic top-k trees of the serving engines; a tree of them has one draw).
 
+A law that returns exact fractions (an object array of :class:`fractions.Fraction`) is read in them
+everywhere a node's children are chosen: the top tokens are ordered exactly (a tie closer than
+float resolution is broken as the fractions are), random children are drawn from its float64
+values, and :meth:`DraftTree.enumerate` gives exact probabilities. Every row is checked to be a
+probability vector of the root's length V.
+
 The rows are in depth-first order: the subtree of the j-th child of a node at depth d is the j-th
 block of ``K / (b_1 ... b_d)`` consecutive rows of the parent's block, so the tree is read back from
 the array and its branching factors. K iid drafts of length L are the tree with branching
@@ -29,14 +35,20 @@ from collections.abc import Callable, Iterator
 
 import numpy as np
 
+from .._validate import MAX_DRAFTS, as_generator, as_size
 from ..errors import InvalidDistributionError, InvalidInputError, MdtheoryError, ProblemTooLargeError
+from ..models.base import COUNT_CAP
 from ..models.registry import SAMPLINGS, sampling_names
 from .markov import _check_length, row_tolerance
 
-__all__ = ["DraftTree", "tree_samplings", "MAX_TREE_DRAWS", "iid_drafts", "checked_row"]
+__all__ = ["DraftTree", "tree_samplings", "MAX_TREE_DRAWS", "MAX_TREE_PATHS", "iid_drafts", "checked_row"]
 
 #: Largest number of tree draws :meth:`DraftTree.enumerate` lists.
 MAX_TREE_DRAWS = 200_000
+#: Largest number of root-to-leaf paths K of a tree: the package's largest number of drafts (2^53,
+#: :data:`mdtheory._validate.MAX_DRAFTS`; the bound takes K up to it, every other path refuses far
+#: smaller trees by its own estimate).
+MAX_TREE_PATHS = MAX_DRAFTS
 
 
 def tree_samplings() -> tuple[str, ...]:
@@ -89,10 +101,10 @@ def checked_row(law: Callable, context: tuple, name: str = "law", V: int | None 
     return exact if exact is not None and exact.dtype == object else arr
 
 
-def _law_row(law: Callable, context: tuple) -> np.ndarray:
-    """The draft's validated row at ``context`` rescaled to sum one: float64, or exact fractions
-    summing to exactly one when the law returns those."""
-    row = checked_row(law, context, "draft")
+def _law_row(law: Callable, context: tuple, V: int | None = None) -> np.ndarray:
+    """The draft's validated row at ``context`` (of length ``V`` when given) rescaled to sum one:
+    float64, or exact fractions summing to exactly one when the law returns those."""
+    row = checked_row(law, context, "draft", V)
     if row.dtype == object:
         s = sum(row)
         return np.array([v / s for v in row], dtype=object)
@@ -120,6 +132,15 @@ class DraftTree:
         :meth:`~mdtheory.models.base.DraftModel.node_sample`).
     distinct : bool
         Siblings are distinct tokens (:attr:`~mdtheory.models.base.DraftModel.distinct_drafts`).
+    deterministic : bool
+        The children are a function of the node's law, so the tree is drawn with probability one
+        (:attr:`~mdtheory.models.base.DraftModel.deterministic`: top children).
+
+    Raises
+    ------
+    InvalidInputError
+        A branching that is not integers >= 1, more than :data:`MAX_TREE_PATHS` root-to-leaf paths
+        (checked before anything is allocated), or a sampling that draws no tree's children.
 
     Examples
     --------
@@ -134,23 +155,36 @@ class DraftTree:
         try:
             b = tuple(branching)
         except TypeError:
-            raise InvalidInputError(f"branching must be a sequence of integers, got {branching!r}") from None
+            raise InvalidInputError(f"branching must be a sequence of integers, got {_short(branching)}"
+                                    ) from None
         if not b or any(isinstance(x, bool) or not isinstance(x, (int, np.integer)) or x < 1 for x in b):
-            raise InvalidInputError(f"branching must be integers >= 1 (one per depth), got {branching!r}")
+            raise InvalidInputError(f"branching must be integers >= 1 (one per depth), got "
+                                    f"{_short(branching)}")
         model = SAMPLINGS.get(sampling) if isinstance(sampling, str) else None
         if model is None or not model.tree_node:
             raise InvalidInputError(f"unknown tree sampling {sampling!r}; valid choices: "
                                     f"{', '.join(tree_samplings())}")
-        self.branching = tuple(int(x) for x in b)
+        branching = tuple(int(x) for x in b)
+        # stride[d] = rows under one node at depth d + 1 (after d + 1 tokens): suffix products, in
+        # Python integers (no overflow) and one pass (a tree of any depth); each product is at most
+        # the number of paths, checked as it grows (no huge integer is ever formed)
+        stride = [1] * len(branching)
+        for d in range(len(branching) - 1, -1, -1):
+            below = stride[d] * branching[d]
+            if below > MAX_TREE_PATHS:
+                shown = ", ".join(str(x) if x < 10**12 else f"~10^{math.log10(x):.0f}" for x in branching[:8])
+                raise InvalidInputError(
+                    f"the tree ({shown}{', ...' if len(branching) > 8 else ''}) has over "
+                    f"{MAX_TREE_PATHS:.3g} = 2^53 root-to-leaf paths (the product of its branching "
+                    "factors), more than any estimate of the package handles")
+            if d:
+                stride[d - 1] = below
+        self.branching = branching
         self.model = model
         self.sampling = model.sampling
         self.distinct = bool(model.distinct_drafts)
+        self.deterministic = bool(model.deterministic)
         self.length = len(self.branching)
-        # stride[d] = rows under one node at depth d + 1 (after d + 1 tokens): suffix products, in
-        # Python integers (no overflow) and one pass (a tree of any depth)
-        stride = [1] * self.length
-        for d in range(self.length - 2, -1, -1):
-            stride[d] = stride[d + 1] * self.branching[d + 1]
         self.stride = tuple(stride)
         self.n = stride[0] * self.branching[0]
 
@@ -160,12 +194,21 @@ class DraftTree:
 
         >>> DraftTree.parse("2,2,1").branching
         (2, 2, 1)
+
+        Raises
+        ------
+        InvalidInputError
+            An empty field (``"2,,1"``), a field that is not an integer, or a tree
+            :class:`DraftTree` refuses.
         """
+        fields = str(text).split(",")
         try:
-            parts = [int(x) for x in str(text).split(",") if x.strip()]
+            if any(not x.strip() for x in fields):
+                raise ValueError
+            parts = [int(x) for x in fields]
         except ValueError:
-            raise InvalidInputError(f"a tree is comma-separated branching factors like 2,2,1; got "
-                                    f"{text!r}") from None
+            raise InvalidInputError(f"a tree is comma-separated branching factors like 2,2,1 (each an "
+                                    f"integer >= 1, none empty); got {_short(str(text))}") from None
         return cls(parts, sampling)
 
     def __repr__(self) -> str:
@@ -194,8 +237,28 @@ class DraftTree:
 
     @property
     def is_iid_drafts(self) -> bool:
-        """Whether the tree is K iid drafts: branching ``(K, 1, ..., 1)``, iid children."""
-        return self.sampling == "iid" and self.branching[1:] == (1,) * (self.length - 1)
+        """Whether the tree is K iid drafts: branching ``(K, 1, ..., 1)``, children drawn iid from q
+        (the model's coverage is the iid one,
+        :attr:`~mdtheory.models.base.DraftModel.lex_base_closed_form`)."""
+        return bool(self.model.lex_base_closed_form) and self.branching[1:] == (1,) * (self.length - 1)
+
+    def prefix_draws(self, depth: int) -> int | None:
+        """A number n of draws from the law of m-token paths, m = ``depth``, whose coverage bounds the
+        tree's: P(every depth-m node's prefix lies in T) >= q_m(T)^n for every set T of m-token
+        prefixes (the prefix-set bound, papers/blocks.md §7), or None where no such power bound holds.
+
+        b_1 ... b_m for children drawn iid from q (the model's declared iid coverage, Jensen's
+        inequality); 1 for a depth with one node whose every ancestor has one child, a draw from q
+        at each of them (a model that is not deterministic draws a single child from q); None for
+        distinct siblings at a depth of several nodes, and for deterministic children (the tree is
+        one fixed set of paths, on which the nested bound is exact, §10).
+        """
+        if self.deterministic:
+            return None
+        width = math.prod(self.branching[:depth])
+        if self.model.lex_base_closed_form:
+            return width
+        return 1 if width == 1 else None
 
     # ------------------------------------------------------------------ the layout
     def children_rows(self, depth: int, start: int) -> list[tuple[int, int]]:
@@ -208,10 +271,16 @@ class DraftTree:
         """The first rows of the nodes at ``depth`` (tokens so far), one row block each."""
         return range(0, self.n, self.stride[depth] * self.branching[depth])
 
-    def check_drafts(self, drafts) -> np.ndarray:
+    def check_drafts(self, drafts, draft: Callable | None = None) -> np.ndarray:
         """``drafts`` as an int array of shape (K, L) laid out as this tree (siblings distinct when
         the sampling draws distinct tokens, rows of one node agreeing on its prefix); else
-        :class:`InvalidInputError`."""
+        :class:`InvalidInputError`.
+
+        With ``draft`` (the draft's law relative to the tree's root, ``draft(context)`` a row
+        summing to one, float64 or exact fractions) and deterministic children, every node's
+        children must also be the ones the law gives there (its top tokens): no other array is a
+        draw of the tree.
+        """
         x = np.asarray(drafts)
         if x.dtype.kind not in "iu" or x.shape != (self.n, self.length):
             raise InvalidInputError(f"drafts must be integer tokens of shape ({self.n}, {self.length}) for "
@@ -227,27 +296,50 @@ class DraftTree:
                 if any(len(set(row.tolist())) < row.size for row in sib):
                     raise InvalidInputError(f"drafts repeat a token among siblings at depth {d + 1}, "
                                             f"which {self.sampling} children cannot be")
+        if draft is not None and self.deterministic:
+            for d in range(self.length):
+                for s in self.nodes(d):
+                    ctx = tuple(x[s, :d].tolist())
+                    q = np.asarray(draft(ctx))
+                    if q.ndim != 1 or q.size < self.branching[d]:
+                        raise InvalidInputError(f"the draft law at context {ctx} has no "
+                                                f"{self.branching[d]} tokens to choose")
+                    want = self.model.node_draws(q, self.branching[d], f" at context {ctx}")[0][0]
+                    got = tuple(int(x[lo, d]) for lo, _ in self.children_rows(d, s))
+                    if got != tuple(want):
+                        raise InvalidInputError(
+                            f"drafts are not a draw of {self!r}: the children at context {ctx} are "
+                            f"{list(got)}, the draft law's {self.sampling} tokens there are {list(want)}")
         return x
 
     # ------------------------------------------------------------------ sampling and enumeration
-    def sample(self, draft: Callable, rng: np.random.Generator, context: tuple = (), *,
+    def sample(self, draft: Callable, rng=None, context: tuple = (), *,
                rows: Callable | None = None) -> np.ndarray:
         """One tree drawn from ``draft`` after ``context``: the (K, L) array.
 
         The nodes are drawn depth by depth, each node's children by :meth:`draw_children` from the
         draft's law at the node. ``rows(contexts) -> [q, ...]``, if given, supplies the laws of a
-        depth's nodes (absolute contexts) in one call, as float64 rows summing to one (a language
-        model's batch); by default each is ``draft(context)``, validated and rescaled.
+        depth's nodes (absolute contexts) in one call, as rows summing to one (a language model's
+        batch); by default each is ``draft(context)``, validated and rescaled (exact fractions kept).
+        Every row must have the root's length V. ``rng``: a :class:`numpy.random.Generator`, a seed
+        or None (fresh entropy), as :func:`numpy.random.default_rng` takes.
+
+        Raises
+        ------
+        InvalidInputError, InvalidDistributionError
+            A bad ``rng``, a law that raises or is not a probability vector, a row of another
+            length than the root's, or a node whose law cannot give its children.
         """
-        if rows is None:
-            def rows(contexts):
-                return [np.asarray(_law_row(draft, c), dtype=np.float64) for c in contexts]
+        rng = as_generator(rng)
         out = np.zeros((self.n, self.length), dtype=np.int64)
         context = tuple(context)
+        V = None
         for d in range(self.length):
             starts = self.nodes(d)
             contexts = [context + tuple(out[s, :d].tolist()) for s in starts]
-            for s, ctx, q in zip(starts, contexts, rows(contexts), strict=True):
+            laws = [_law_row(draft, c, V) for c in contexts] if rows is None else rows(contexts)
+            for s, ctx, q in zip(starts, contexts, laws, strict=True):
+                V = _same_length(q, V, ctx)
                 tokens = self.draw_children(q, self.branching[d], rng, ctx)
                 for (lo, hi), y in zip(self.children_rows(d, s), tokens, strict=True):
                     out[lo:hi, d] = y
@@ -258,16 +350,26 @@ class DraftTree:
         (:meth:`~mdtheory.models.base.DraftModel.node_sample`; ``ctx`` names the node in a refusal)."""
         return self.model.node_sample(q, b, rng, f" at context {ctx}")
 
-    def sample_batch(self, draft: Callable, rng: np.random.Generator, size: int,
-                     context: tuple = ()) -> np.ndarray:
+    def sample_batch(self, draft: Callable, rng, size: int, context: tuple = ()) -> np.ndarray:
         """``size`` trees drawn independently from ``draft`` after ``context``: (size, K, L).
 
         Each tree has :meth:`sample`'s law; the nodes of all trees that share a context draw their
         children in one call (:meth:`draw_children_batch`), so a batch costs about one law read and
-        one vectorised draw per distinct context, not one per node.
+        one vectorised draw per distinct context, not one per node. ``size`` = 0 gives an empty
+        batch of shape (0, K, L) (no law is read); ``rng`` as :meth:`sample` takes it.
+
+        Raises
+        ------
+        InvalidInputError, InvalidDistributionError
+            ``size`` not an integer >= 0, a bad ``rng``, or what :meth:`sample` refuses.
         """
+        size = as_size(size)
+        rng = as_generator(rng)
         out = np.zeros((size, self.n, self.length), dtype=np.int64)
+        if size == 0:
+            return out
         root = tuple(context)
+        V = None
         for depth, b in enumerate(self.branching):
             width = self.n if depth == 0 else self.stride[depth - 1]  # rows under one node at this depth
             nodes = self.n // width
@@ -278,7 +380,8 @@ class DraftTree:
             kids = np.empty((size * nodes, b), dtype=np.int64)
             for key, at in zip(keys, np.split(order, bounds[:-1]), strict=True):
                 c = root + tuple(int(t) for t in key)
-                q = np.asarray(_law_row(draft, c), dtype=np.float64)
+                q = _law_row(draft, c, V)
+                V = q.size
                 kids[at] = self.draw_children_batch(q, b, at.size, rng, c)
             out[:, :, depth] = np.repeat(kids.reshape(size, nodes * b), width // b, axis=1)
         return out
@@ -292,17 +395,26 @@ class DraftTree:
     def count_draws(self, V: int) -> int:
         """An upper bound on the number of tree draws :meth:`enumerate` lists: the product over the
         nodes of each node's children tuples (:meth:`~mdtheory.models.base.DraftModel.node_count`;
-        V^nodes for iid children)."""
+        V^nodes for iid children, one for deterministic children), saturated at
+        :data:`mdtheory.models.base.COUNT_CAP` (judged by V^nodes first: no huge integer is formed)."""
+        if self.deterministic:
+            return 1
+        nodes = sum(math.prod(self.branching[:d + 1]) for d in range(self.length))
+        if nodes * math.log10(max(V, 2)) > 300:   # a node's tuples are at most V^b
+            return COUNT_CAP
         total = 1
         for d in range(self.length):
             total *= self.model.node_count(V, self.branching[d]) ** math.prod(self.branching[:d])
-        return total
+        return min(total, COUNT_CAP)
 
     def enumerate(self, draft: Callable, V: int | None = None) -> Iterator[tuple[np.ndarray, object]]:
         """Every tree draw of positive probability with its probability: ``(drafts (K, L), prob)``.
 
         Probabilities are exact fractions when ``draft`` returns :class:`fractions.Fraction` entries
-        (an object array), floats otherwise. Refused over :data:`MAX_TREE_DRAWS` draws.
+        (an object array), floats otherwise; a draw whose float probability underflows to zero is
+        left out (its probability is below the float range, and no draw listed has probability 0).
+        Every row must have length ``V`` (default: the root's). Refused over
+        :data:`MAX_TREE_DRAWS` draws.
         """
         V = _law_row(draft, ()).size if V is None else int(V)
         count = self.count_draws(V)
@@ -317,8 +429,10 @@ class DraftTree:
                 yield out.copy(), prob
                 return
             (depth, start, ctx), rest = items[0], items[1:]
-            q = _law_row(draft, ctx)
-            for tokens, w in self.model.node_draws(q, self.branching[depth]):
+            q = _law_row(draft, ctx, V)
+            for tokens, w in self.model.node_draws(q, self.branching[depth], f" at context {ctx}"):
+                if prob * w == 0:  # underflow of float probabilities
+                    continue
                 rows = self.children_rows(depth, start)
                 for (lo, hi), y in zip(rows, tokens, strict=True):
                     out[lo:hi, depth] = y
@@ -339,8 +453,18 @@ class DraftTree:
 
     def inclusion(self, q: np.ndarray, b: int) -> tuple[np.ndarray, bool]:
         """P(token y is among a node's ``b`` children drawn from ``q``), or an upper bound:
-        ``(values, exact)`` (:meth:`~mdtheory.models.base.DraftModel.node_inclusion`)."""
+        ``(values, exact)`` (:meth:`~mdtheory.models.base.DraftModel.node_inclusion`); ``q`` as the
+        law gives it (exact fractions choose top children exactly)."""
         return self.model.node_inclusion(q, b)
+
+
+def _same_length(q, V: int | None, ctx: tuple) -> int:
+    """The length of the row ``q``, which must be ``V`` once that is known (the root's)."""
+    size = len(q)
+    if V is not None and size != V:
+        raise InvalidDistributionError(f"the draft at context {ctx} returned a row of length {size}, "
+                                       f"not the root's V = {V}")
+    return size
 
 
 def draft_shape(n, length, tree: DraftTree | None) -> tuple:

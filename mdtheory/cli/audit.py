@@ -18,6 +18,7 @@ from ..audit.verifier import (
     load_target,
 )
 from ..errors import InvalidInputError
+from ..models.registry import sampling_names
 from . import audit_block, audit_engine
 from ._common import COMMANDS, add_common, add_limits, add_seed_option, drafts_option, load_npy
 
@@ -43,8 +44,12 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     sub.add_argument("P", nargs="?", help="target distribution p: .npy of shape (V,) or (B, V)")
     sub.add_argument("Q", nargs="?", help="draft distribution q: .npy of shape (V,) or (B, V)")
     drafts_option(sub, default=None)
-    sub.add_argument("--sampling", choices=audit_samplings(torch=True), default=None,
-                     help="draft model (default iid, or a SelectionRule's own)")
+    sub.add_argument("--sampling", choices=sampling_names(lambda cls: cls.single_q or cls.tree_node),
+                     default=None,
+                     help="draft model (default iid, or a SelectionRule's own): for VERIFIER P Q "
+                          f"one of {', '.join(audit_samplings())} ({', '.join(audit_samplings(torch=True))} "
+                          "with --torch); with --block or --engine tree, a draft tree's children: "
+                          f"{', '.join(sampling_names(lambda cls: cls.tree_node))}")
     sub.add_argument("--samples", type=int, default=None,
                      help="steps per position (default: enough to detect TV --detect-tv with "
                           f"probability {POWER})")

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from ..audit.statistics import POWER
 from ..audit.verifier import load_target
 from ..blocks.audit import BlockAuditResult, audit_block
-from ..blocks.trees import DraftTree
+from ..blocks.trees import DraftTree, tree_samplings
 from ..errors import InvalidInputError
 
 #: Exit code when the run is too small to pass (verdict "inconclusive").
@@ -27,7 +27,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "drafts (K, L) drawn by the audit; each block is completed with fresh target tokens and "
         "tested against the target's law on V^(L+1). With --exact, f is law(target, draft, drafts) "
         "-> {block tuple: probability} and every draft array is enumerated. --sampling "
-        "without-replacement draws distinct siblings. Exit code 0 passed (or lossless), 1 lossy or "
+        "without-replacement draws distinct siblings, --sampling top takes each node's top tokens. "
+        "Exit code 0 passed (or lossless), 1 lossy or "
         f"structurally invalid blocks, 2 bad input, {EXIT_INCONCLUSIVE} inconclusive (too few "
         "samples to detect --detect-tv).")
     g.add_argument("--block", metavar="FILE.py:NAME", help="audit a block or tree verifier")
@@ -42,7 +43,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="tokens per draft (default with --tree: its depth)")
     g.add_argument("--tree", metavar="B1,...,BL",
                    help="draw a draft tree: children per node at each depth (their product is "
-                        "-n, the default)")
+                        f"-n, the default), drawn by --sampling ({', '.join(tree_samplings())})")
 
 
 def refuse_block_options(args: argparse.Namespace) -> None:

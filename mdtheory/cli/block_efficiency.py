@@ -26,6 +26,9 @@ from .lm_pairs import add_model_options, models_from_args
 DRAFT_TEMPERATURE_FACTOR = 1.5
 
 
+#: The token verifier's rules when ``--rules`` is not given (those that run on the drafts).
+DEFAULT_RULES = "single,rrs,k-seq,khisti-lp,optimal"
+
 def add_parser(subparsers) -> None:
     """Add ``block-efficiency`` to the CLI's subparsers."""
     cmd = subparsers.add_parser(
@@ -47,12 +50,14 @@ def add_parser(subparsers) -> None:
     cmd.add_argument("--length", "-L", type=int, help="draft length L (or --tree)")
     cmd.add_argument("--tree", metavar="B1,B2,...",
                      help="a draft tree: B_d children at every node of depth d - 1 (n = B1 B2 ..., "
-                          "L = its depth), drawn iid or, with --sampling without-replacement, without "
-                          "replacement at every node")
+                          "L = its depth), drawn at every node by --sampling "
+                          f"({', '.join(tree_samplings())}: iid, without replacement, or the node's "
+                          "top B_d tokens)")
     cmd.add_argument("--verifier", default="token",
                      help=f"comma-separated verifiers among {', '.join(VERIFIERS)} (default token)")
-    cmd.add_argument("--rules", default="single,rrs,k-seq,khisti-lp,optimal",
-                     help="comma-separated selection rules of the token verifier")
+    cmd.add_argument("--rules", default=None,
+                     help=f"comma-separated selection rules of the token verifier (default: those of "
+                          f"{DEFAULT_RULES} that run on the drafts' sampling)")
     cmd.add_argument("--selection", default="rrs",
                      help="the token-level rule that selects the path of the multipath verifier "
                           "(default rrs; others enumerate the n-tuples: small V only)")
@@ -112,8 +117,12 @@ def _verifiers(args, tree) -> list:
     """The verifiers of ``--verifier``, as their declarations take them: one per ``--rules`` entry
     for a verifier whose rule verifies, ``--selection`` for one whose rule selects the path."""
     from ..blocks import make_verifier
+    from ..blocks.verifiers.base import rules_for
 
-    rules = {"verify": lambda: _names(args.rules, "--rules"), "select": lambda: [args.selection],
+    fits = rules_for(tree.sampling)
+    given = args.rules if args.rules is not None else ",".join(
+        r for r in DEFAULT_RULES.split(",") if r in fits) or ",".join(fits)
+    rules = {"verify": lambda: _names(given, "--rules"), "select": lambda: [args.selection],
              None: lambda: [None]}
     out = []
     for name in _names(args.verifier, "--verifier"):
@@ -151,7 +160,8 @@ def run(args) -> int:
     verifiers = _verifiers(args, tree)
     if args.instance is not None:
         target, draft = parse_instance(args.instance)
-        for row in exact_rows(target, draft, verifiers, tree, optimum=args.optimum):
+        for row in exact_rows(target, draft, verifiers, tree, optimum=args.optimum,
+                              max_seconds=args.max_seconds, max_bytes=args.max_bytes):
             _print(row, args.json)
         for row in _best_trees(args, target, draft, tree) if args.best_tree else ():
             _print(row, args.json)
@@ -171,7 +181,8 @@ def run(args) -> int:
     for v in verifiers:  # every estimate before any run
         _budget.require(v.estimate(target.V, tree, args.steps), args.max_seconds,
                         max_bytes=args.max_bytes)
-    top = ceiling(target, drafter, tree) if args.optimum else (None, None)
+    top = ceiling(target, drafter, tree, max_seconds=args.max_seconds, max_bytes=args.max_bytes) \
+        if args.optimum else (None, None)
     for v in verifiers:
         res = simulate(target, drafter, v, tree, args.steps, np.random.default_rng(args.seed),
                        replicates=replicates, start=start, quiet=args.quiet,

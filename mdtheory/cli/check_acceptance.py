@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 
+import numpy as np
+
 from .._validate import batch_rows
 from ..errors import OptimalityGapError
 from ..models.registry import SAMPLINGS, file_samplings
@@ -24,7 +26,7 @@ from ._common import (
 #: The result's fields in one ``--json`` row (``value`` as ``alpha_star``), before and after ``vocab``.
 JSON_HEAD = ("value", "acceptance_one", "witness", "cut", "margin", "single_draft", "drafts", "sampling",
              "method")
-JSON_TAIL = ("status", "certificate", "certificate_gap")
+JSON_TAIL = ("status", "certificate", "certificate_gap", "success", "message")
 
 
 def add_parser(sub) -> None:
@@ -112,7 +114,12 @@ def run(args: argparse.Namespace) -> int:
         else:
             print(f"  acceptance one: no; T* is a witness: p(T*) = {p_cut:.10g} < Q(T*) = "
                   f"{q_cut:.10g} (margin {q_cut - p_cut:.6g})")
-        print(f"  single-draft baseline 1 - TV(p, q) = {single:.12g}")
+        if model_cls.single_q:  # one draft drawn from q, whatever this model's first draft is
+            q = Q[i % len(Q)]
+            single = float(np.minimum(p / p.sum(), q / q.sum()).sum())
+            print(f"  single-draft baseline 1 - TV(p, q) = {single:.12g}")
+        else:
+            print(f"  single-draft baseline 1 - TV(p, q_1) = {single:.12g} (q_1: the first draft's law)")
     return code
 
 
@@ -122,7 +129,7 @@ def _print_bounds(args: argparse.Namespace, exc: OptimalityGapError, i: int, row
     if args.json:
         print(json.dumps({"row": i, "alpha_star": None, "lower": exc.lower, "upper": exc.upper,
                           "drafts": n, "sampling": sampling, "vocab": V,
-                          "status": "bounds", "message": str(exc)}))
+                          "status": "bounds", "success": False, "message": str(exc)}))
         return
     head = f"row {i}: " if rows > 1 else ""
     print(f"{head}V = {V}, n = {n} drafts, {sampling} sampling")

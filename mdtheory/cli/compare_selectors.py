@@ -59,9 +59,9 @@ def add_parser(sub) -> None:
         "compare-selectors", help=COMMANDS["compare-selectors"][1],
         description="Exact (or Monte Carlo) acceptance of each selection rule, the optimum alpha* "
                     "of its draft model, the gap, and the preparation time per position. With "
-                    "--sampling all: which draft model to choose, alpha* of iid, without-"
-                    "replacement, conditional-Poisson, greedy (and independent) drafts side by "
-                    "side, each with its route and certificate.",
+                    f"--sampling all: which draft model to choose, alpha* of {', '.join(one_law_models())} "
+                    f"(and {', '.join(per_draft_models())}) drafts side by side, each with its route "
+                    "and certificate.",
         epilog=_rules_epilog, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     cmp.add_argument("P", help="target distribution, .npy of shape (V,), or (B, V): one law per "
@@ -73,10 +73,10 @@ def add_parser(sub) -> None:
     cmp.add_argument("--sampling", metavar="MODELS",
                      help="instead of the rules, compare draft models: alpha* of each under its "
                           "optimal verifier, with the route and certificate that prove it "
-                          "(or 'upper bound'); 'all' (iid, without-replacement, "
-                          "conditional-poisson, greedy, and independent with --draft-temperatures) "
-                          "or comma-separated names; a q of shape (n, V), one law per draft, is "
-                          "read by --sampling independent alone")
+                          f"(or 'upper bound'); 'all' ({', '.join(one_law_models())}, and "
+                          f"{', '.join(per_draft_models())} with --draft-temperatures) or "
+                          "comma-separated names; a q of shape (n, V), one law per draft, is read "
+                          "by --sampling independent alone")
     cmp.add_argument("--draft-temperatures", type=_temperatures, metavar="T1,...,Tn",
                      help="with --sampling: independent drafts, draft i from q at temperature Ti "
                           "(q^(1/Ti) renormalised, which is softmax(z / Ti) for q = softmax(z)); "
@@ -258,7 +258,9 @@ def _compare_drafts(args: argparse.Namespace, p: np.ndarray, Q: np.ndarray, q_nd
             continue
         try:
             row, seconds = _proven_acceptance(args, p, model)
-        except ProblemTooLargeError as exc:
+        except InvalidDistributionError:
+            raise  # p itself: every row's
+        except MdtheoryError as exc:  # this model's own refusal or failure: its row says it
             rows.append({**head, "alpha_star": None, "status": None, "error": str(exc)})
             continue
         res, bounds = row.result, _bounds(row)

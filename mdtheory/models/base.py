@@ -38,6 +38,7 @@ the size estimates :meth:`DraftModel.prefix_pass_seconds`, :meth:`DraftModel.law
 from __future__ import annotations
 
 import math
+import numbers
 from abc import ABC, abstractmethod
 from typing import Any, ClassVar, NamedTuple
 
@@ -45,7 +46,7 @@ import numpy as np
 
 from .. import _budget
 from .._validate import as_distribution, as_drafts, as_generator, as_order, as_size
-from ..errors import InvalidInputError, ProblemTooLargeError
+from ..errors import InvalidDistributionError, InvalidInputError, ProblemTooLargeError
 
 __all__ = [
     "COUNT_CAP",
@@ -202,9 +203,15 @@ class DraftModel(ABC):
     tree_node : bool
         Class attribute: a node of a draft tree (:class:`mdtheory.blocks.DraftTree`) may draw its
         children by this model, from the draft's law at the node: the model implements
-        :meth:`node_draws` and :meth:`node_sample` (iid, without replacement, top).
+        :meth:`node_draws` and :meth:`node_sample` (iid, without replacement, top). A model that is
+        not :attr:`deterministic` draws a node's one child (n = 1) from q itself.
     distinct_drafts : bool
         Class attribute: the drafts are distinct tokens (without replacement, top).
+    deterministic : bool
+        Class attribute: the drafts are a function of q, one draft tuple of probability one (the
+        top n tokens); a draft tree of such children is drawn with probability one
+        (papers/blocks.md §10), and its tokens are chosen in the arithmetic of q (exact fractions
+        ordered exactly).
     """
 
     sampling: str = ""
@@ -218,6 +225,7 @@ class DraftModel(ABC):
     mnp_iterations: ClassVar[float] = _budget.MNP_ITER_DEFAULT
     tree_node: ClassVar[bool] = False
     distinct_drafts: ClassVar[bool] = False
+    deterministic: ClassVar[bool] = False
     n: int
     V: int
     q: np.ndarray | None = None
@@ -380,8 +388,10 @@ class DraftModel(ABC):
 
     @classmethod
     def node_sample(cls, q: np.ndarray, n: int, rng: np.random.Generator, where: str = "") -> list[int]:
-        """One ordered tuple of ``n`` drafts from the one law ``q`` (float64 summing to one), drawn
-        with ``rng``: the children of a draft tree's node, as :meth:`node_draws` lists them."""
+        """One ordered tuple of ``n`` drafts from the one law ``q``, drawn with ``rng``: the children
+        of a draft tree's node, as :meth:`node_draws` lists them. ``q`` sums to one, float64 or exact
+        fractions (an object array): a model that draws reads it as float64, a
+        :attr:`deterministic` one chooses in q's own arithmetic, as :meth:`node_draws` does."""
         raise InvalidInputError(f"sampling {cls.sampling!r} does not draw a draft tree's children")
 
     @classmethod
@@ -423,7 +433,13 @@ class DraftModel(ABC):
     # ------------------------------------------------------------------ helpers for subclasses
     def _init_from_q(self, q, n, normalize: bool, distinct: str | None = None) -> None:
         """Validate and store q (shape (V,)) and n; ``distinct`` names a model that needs n distinct
-        tokens with q > 0."""
+        tokens with q > 0. Exact fractions (an object array) are stored as their float64 values."""
+        if type(q) is np.ndarray and q.dtype == object and \
+                all(isinstance(x, numbers.Real) for x in q.flat):
+            try:  # anything else keeps its object dtype, refused by name below
+                q = q.astype(np.float64)
+            except OverflowError:
+                raise InvalidDistributionError("q has an entry beyond float64's range") from None
         self.q = as_distribution(q, "q", normalize=normalize)
         self.n = as_drafts(n)
         self.V = self.q.size

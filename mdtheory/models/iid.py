@@ -80,10 +80,12 @@ class IID(_MarkovDraftModel):
 
     @classmethod
     def node_sample(cls, q, n, rng, where=""):
+        q = np.asarray(q, dtype=np.float64)
         return [int(y) for y in rng.choice(q.size, size=n, p=q / q.sum())]
 
     @classmethod
     def node_sample_batch(cls, q, n, m, rng, where=""):
+        q = np.asarray(q, dtype=np.float64)
         return rng.choice(q.size, size=(m, n), p=q / q.sum())
 
     def containment(self, T):

@@ -15,14 +15,19 @@ __all__ = ["Top", "top_tokens"]
 
 
 def top_tokens(q, n: int) -> list[int]:
-    """The ``n`` most likely tokens of ``q``, most likely first, ties broken by the lower token index;
-    ``q`` float64 or exact fractions (an object array or a list of them).
+    """The ``n`` most likely tokens of ``q``, most likely first, ties broken by the lower token index,
+    in q's own arithmetic: float64 (or any float array) by its float64 values, exact fractions (an
+    object array or a list of them) exactly, so that a tie closer than float resolution is ordered
+    as the fractions are.
 
     >>> top_tokens(np.array([0.2, 0.4, 0.4]), 2)
     [1, 2]
+    >>> from fractions import Fraction as F
+    >>> top_tokens([F(1, 3) - F(1, 10**30), F(1, 3) + F(1, 10**30), F(1, 3)], 1)
+    [1]
     """
     if isinstance(q, np.ndarray) and q.dtype != object:
-        return [int(y) for y in _largest(q, n)]
+        return [int(y) for y in _largest(np.asarray(q, dtype=np.float64), n)]
     return sorted(range(len(q)), key=lambda y: -q[y])[:n]
 
 
@@ -41,6 +46,8 @@ class Top(DraftModel):
     Parameters
     ----------
     q : array_like, shape (V,)
+        Exact fractions (an object array) choose the top tokens exactly (:func:`top_tokens`); q is
+        stored as float64.
     n : int
         At most V (a token of mass 0 is drafted once the tokens of positive mass run out).
     normalize : bool
@@ -55,13 +62,15 @@ class Top(DraftModel):
     sampling = "top"
     tree_node = True
     distinct_drafts = True
+    deterministic = True
     mnp_iterations = 2.0
 
     def __init__(self, q, n: int, *, normalize: bool = False):
+        exact = q if type(q) is np.ndarray and q.dtype == object else None
         self._init_from_q(q, n, normalize)
         if self.n > self.V:
             raise InvalidInputError(f"the top set needs n <= V = {self.V}, got n = {self.n}")
-        self.top = np.array(top_tokens(self.q, self.n), dtype=np.int64)
+        self.top = np.array(top_tokens(self.q if exact is None else exact, self.n), dtype=np.int64)
 
     def containment(self, T):
         T, single = self._masks(T)
@@ -122,6 +131,7 @@ class Top(DraftModel):
 
     @classmethod
     def node_inclusion(cls, q, n):
+        """1 on the top tokens of q (chosen in q's arithmetic, :func:`top_tokens`), 0 elsewhere; exact."""
         out = np.zeros(len(q))
-        out[top_tokens(np.asarray(q, dtype=np.float64), n)] = 1.0
+        out[top_tokens(q, n)] = 1.0
         return out, True

@@ -99,6 +99,7 @@ class WithoutReplacement(_MarkovDraftModel):
 
     @classmethod
     def node_sample(cls, q, n, rng, where=""):
+        q = np.asarray(q, dtype=np.float64)
         cls._check_support(int(np.count_nonzero(q)), n, where)
         return [int(y) for y in rng.choice(q.size, size=n, replace=False, p=q / q.sum())]
 
@@ -106,6 +107,7 @@ class WithoutReplacement(_MarkovDraftModel):
     def node_sample_batch(cls, q, n, m, rng, where=""):
         """m nodes' children at once: successive sampling, each of the n draws one inverse-CDF
         draw per node from q with the node's earlier children removed."""
+        q = np.asarray(q, dtype=np.float64)
         cls._check_support(int(np.count_nonzero(q)), n, where)
         left = np.tile(q / q.sum(), (m, 1))
         out = np.empty((m, n), dtype=np.int64)

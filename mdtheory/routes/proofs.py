@@ -120,11 +120,25 @@ class PrefixOrder(Proof):
 @dataclass(frozen=True)
 class PrefixBuckets(Proof):
     """The buckets of the ratio p/q whose sums bracket every prefix (iid drafts,
-    :mod:`mdtheory.routes.select`): ``scheme`` = (shift, lo, nb) of
-    :func:`~mdtheory.routes.select.bucket_scheme`. The certifier fills them again from p and q and
-    proves α* by their bounds (any monotone buckets are sound)."""
+    :mod:`mdtheory.routes.select`). The certifier fills them again from p and q and proves α* by
+    their bounds (any monotone buckets are sound).
+
+    Attributes
+    ----------
+    scheme : tuple of int
+        (shift, lo, nb) of :func:`~mdtheory.routes.select.bucket_scheme`.
+    opened : ndarray of int or None
+        The buckets the route opened: the certifier gathers their tokens while it fills the
+        buckets (it opens the buckets its own bounds require whatever this says).
+    threshold : tuple of int or None
+        The route's cut as (bucket j, ratio bits k) of :func:`~mdtheory.routes.select._threshold`:
+        the tokens of the buckets before j and those of bucket j whose ratio bits are at most k.
+        The certifier measures it where the route gives no cut set (``RouteOutput.cut`` None).
+    """
 
     scheme: tuple | None
+    opened: np.ndarray | None = None
+    threshold: tuple | None = None
 
 
 @dataclass(frozen=True)
@@ -165,8 +179,10 @@ class RouteOutput:
     ----------
     value : float
         :math:`\\alpha^*` as the route computed it (not clamped).
-    cut : ndarray of int
+    cut : ndarray of int or None
         An optimal token set T, :math:`\\alpha^* = 1 + p(T) - Q(T)` (the dual side; every route).
+        None where the route's proof describes it instead (the ``select`` route asked for the
+        value alone: a threshold of the ratio), which the certifier then measures.
     proof : Proof or None
         The primal object (:class:`Proof` subclasses); None proves nothing and is refused.
     duals : dict or None
@@ -180,7 +196,7 @@ class RouteOutput:
     """
 
     value: float
-    cut: np.ndarray
+    cut: np.ndarray | None
     proof: Proof | None = None
     duals: dict | None = None
     duality_gap: float | None = None
@@ -210,6 +226,10 @@ class Route:
         ``serves(model) -> bool``: whether the route serves the model at all, from its declared
         capabilities (:meth:`admits`); the route refuses any other with
         :class:`~mdtheory.errors.InvalidInputError`. None: every model.
+    cutless : callable or None
+        ``cutless(p, model) -> RouteOutput`` with ``cut`` None: the route without writing its cut
+        set, which its proof describes and the certifier measures (for callers that want the value
+        alone, :func:`mdtheory.solve.alpha_star`). None: the route always writes it.
     """
 
     name: str
@@ -218,6 +238,7 @@ class Route:
     auto: Callable[[DraftModel], bool] | None = None
     rank: int = 0
     serves: Callable[[DraftModel], bool] | None = None
+    cutless: Callable[[np.ndarray, DraftModel], RouteOutput] | None = None
 
     def admits(self, model: DraftModel) -> bool:
         """Whether the route serves ``model`` (else it refuses it by name)."""

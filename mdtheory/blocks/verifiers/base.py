@@ -17,7 +17,8 @@ from ..._validate import as_generator
 from ...errors import InvalidInputError
 from ..trees import DraftTree, checked_row, iid_drafts
 
-__all__ = ["BlockVerifier", "exact_block_law", "block_efficiency", "rule_runs_on", "FLOAT_FLOOR"]
+__all__ = ["BlockVerifier", "exact_block_law", "block_efficiency", "rule_runs_on", "rules_for",
+           "default_rule", "FLOAT_FLOOR"]
 
 
 #: The float forms trust a normalising divisor (a residual's mass, a stopping weight's denominator)
@@ -153,17 +154,62 @@ def rule_runs_on(rule: str, sampling: str) -> bool:
         cls.first_draft_only and _first_draft_is_q(sampling)
 
 
+def rules_for(sampling: str) -> list[str]:
+    """The registered selection rules that run on drafts of ``sampling`` (:func:`rule_runs_on`), in
+    the registry's order.
+
+    >>> rules_for("top")
+    ['optimal']
+    """
+    from ... import rules
+
+    return [name for name in rules.RULES if rule_runs_on(name, sampling)]
+
+
+def default_rule(sampling: str) -> str:
+    """The rule a verifier that takes one uses on drafts of ``sampling`` when none is given: ``rrs``
+    where it runs, else the first registered rule declared for those drafts, else the first that
+    runs on them (:func:`rules_for`).
+
+    >>> default_rule("iid"), default_rule("without-replacement"), default_rule("top")
+    ('rrs', 'rrs-wor', 'optimal')
+
+    Raises
+    ------
+    InvalidInputError
+        No registered rule runs on drafts of ``sampling``.
+    """
+    from ... import rules
+
+    fits = rules_for(sampling)
+    if not fits:
+        raise InvalidInputError(f"no registered selection rule runs on {sampling} drafts")
+    own = [name for name in fits if rules.RULES[name].sampling == sampling]
+    return "rrs" if "rrs" in fits else (own or fits)[0]
+
+
 def _rule_params(rule: str, wanted: str, params: dict) -> dict:
     """The keywords to prepare ``rule`` with on ``wanted`` drafts (:func:`rule_runs_on`; a rule
-    that takes a ``sampling`` keyword gets ``wanted``), or the refusal."""
+    that takes a ``sampling`` keyword gets ``wanted``), or the refusal: a rule that does not run on
+    them (the message lists those that do), a keyword the rule does not take, or a ``sampling``
+    keyword other than ``wanted`` (the drafts' own model is the verifier's to say)."""
     from ... import rules
 
     if not rule_runs_on(rule, wanted):
-        raise InvalidInputError(f"rule {rule!r} expects {rules.RULES[rule].sampling} drafts, not {wanted}")
+        raise InvalidInputError(f"rule {rule!r} expects {rules.RULES[rule].sampling} drafts, not {wanted}; "
+                                f"rules for {wanted} drafts: {', '.join(rules_for(wanted))}")
     cls = rules.RULES[rule]
+    valid = rules.rule_keywords(cls)
+    unknown = sorted(set(params) - set(valid))
+    if unknown:
+        raise InvalidInputError(f"rule {rule!r} takes no keyword {', '.join(map(repr, unknown))}; valid "
+                                f"keywords: {', '.join(valid) if valid else 'none'}")
+    if "sampling" in params and params["sampling"] != wanted:
+        raise InvalidInputError(f"sampling={params['sampling']!r} contradicts the drafts verified, which "
+                                f"are {wanted}; leave sampling out (the tree's sampling is used)")
     if cls.sampling == wanted or cls.first_draft_only and _first_draft_is_q(wanted):
         return params
-    return {"sampling": wanted, **params}  # a rule for any draft model is told which
+    return {**params, "sampling": wanted}  # a rule for any draft model is told which
 
 
 def _first_draft_is_q(sampling: str) -> bool:
@@ -228,14 +274,16 @@ class BlockVerifier(ABC):
     @classmethod
     def create(cls, *, rule: str | None = None, tree: DraftTree | None = None, **params) -> BlockVerifier:
         """The verifier of the drafts of ``tree`` (None: K iid drafts) with, where it takes one,
-        the selection ``rule`` (default ``"rrs"``) and the rule's keywords, as the declarations
-        allow (:func:`~mdtheory.blocks.verifiers.make_verifier`).
+        the selection ``rule`` (default: :func:`default_rule` of the tree's drafts, ``rrs`` on iid
+        drafts) and the rule's keywords, as the declarations allow
+        (:func:`~mdtheory.blocks.verifiers.make_verifier`).
 
         Raises
         ------
         InvalidInputError
             A tree the verifier does not verify (:meth:`refusal`), a rule or keyword it does not
-            take, or a rule that does not run on the tree's draft model.
+            take, a rule that does not run on the tree's draft model (the message lists those that
+            do), or a ``sampling`` keyword other than the tree's.
         """
         if tree is not None and not isinstance(tree, DraftTree):
             raise InvalidInputError(f"tree must be a DraftTree, got {tree!r}")
@@ -243,7 +291,7 @@ class BlockVerifier(ABC):
             raise InvalidInputError(cls.refusal(tree))
         kwargs: dict = {}
         if cls.takes_rule is not None:
-            kwargs["rule"] = "rrs" if rule is None else rule
+            kwargs["rule"] = default_rule("iid" if tree is None else tree.sampling) if rule is None else rule
         elif rule is not None or params:
             what = [*(["the rule"] if rule is not None else []), *map(repr, params)]
             raise InvalidInputError(f"verifier {cls.name!r} takes no keyword {', '.join(what)}")
@@ -287,8 +335,8 @@ class BlockVerifier(ABC):
     def _prepare(self, laws: _Laws, drafts) -> np.ndarray:
         x = _check_drafts(drafts, laws.p(()).size)
         laws.q(())
-        if self.tree is not None:
-            x = self.tree.check_drafts(x)
+        if self.tree is not None:  # deterministic children: the draft law's own (its top tokens)
+            x = self.tree.check_drafts(x, laws.q)
         return x
 
     def sample(self, target: Callable, draft: Callable, drafts, rng=None) -> np.ndarray:

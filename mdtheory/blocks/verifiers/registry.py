@@ -55,8 +55,10 @@ def register_verifier(cls: type[BlockVerifier]) -> type[BlockVerifier]:
 def make_verifier(name: str, *, rule: str | None = None, tree: DraftTree | None = None,
                   **params) -> BlockVerifier:
     """A verifier by name, for the drafts of ``tree`` (None: K iid drafts), with the selection
-    ``rule`` (default ``"rrs"``) and the rule's keywords where it takes one: what each takes is
-    read off its declarations (:meth:`~.base.BlockVerifier.create`). The built-in verifiers:
+    ``rule`` and the rule's keywords where it takes one (default: a rule that runs on the tree's
+    drafts, :func:`~.base.default_rule`: ``rrs`` on iid drafts, ``rrs-wor`` without replacement,
+    ``optimal`` on top children): what each takes is read off its declarations
+    (:meth:`~.base.BlockVerifier.create`), and refused at construction. The built-in verifiers:
     ``token`` (a rule verifies every node; any tree), ``block`` (the first draft; trees whose
     first draft is drawn from q), ``multipath`` (a rule selects the path; K iid drafts), ``gbv``,
     ``trie`` (K iid drafts) and ``traversal`` (iid or without-replacement trees).
@@ -65,7 +67,9 @@ def make_verifier(name: str, *, rule: str | None = None, tree: DraftTree | None 
     ------
     InvalidInputError
         An unknown name (the message lists the registered ones), or what the verifier does not
-        take (a tree it does not verify names the registered verifiers that do).
+        take (a tree it does not verify names the registered verifiers that do; a rule that does
+        not run on the drafts, the rules that do; a keyword the rule does not take; a ``sampling``
+        keyword contradicting the tree's).
 
     Examples
     --------

@@ -7,21 +7,24 @@ import numpy as np
 
 from ... import _budget
 from ..trees import DraftTree
-from .base import BlockVerifier, _draw, _rule_params, _tree_tag
+from .base import BlockVerifier, _draw, _rule_params, _tree_tag, default_rule
 
 __all__ = ["TokenByToken", "rule_estimate"]
 
 
-def rule_estimate(rule: str, V: int, K: int, L: int, steps: int) -> _budget.Estimate:
+def rule_estimate(rule: str, V: int, K: int, L: int, steps: int, offered: int | None = None
+                  ) -> _budget.Estimate:
     """``steps`` target calls of the simulation verifying token by token with ``rule``: each drafts
     K x L tokens (about 2 ms an LSTM call, measured with ``lm-pairs``), keeps K (L + 1) target laws
     and prepares the rule at up to L prefixes (the rule's
-    :meth:`~mdtheory.rules.base.SelectionRule.estimate` with K drafts, an upper bound)."""
+    :meth:`~mdtheory.rules.base.SelectionRule.estimate` on the drafts a node offers it: ``offered``,
+    a tree's largest branching, default K, an upper bound)."""
     from ... import rules
     from ...models.registry import make_draft_model
 
     cls = rules.RULES[rule]
-    prep = cls.estimate(make_draft_model(np.full(V, 1.0 / V), K, cls.sampling))
+    n = K if offered is None else offered
+    prep = cls.estimate(make_draft_model(np.full(V, 1.0 / V), n, cls.sampling))
     return _budget.Estimate(
         f"block-efficiency with {rule}: {steps} target calls of K = {K} drafts of L = {L} tokens "
         f"over V = {V}", steps * L * (2 * 2e-3 + prep.seconds), 8.0 * K * (L + 1) * V + prep.bytes)
@@ -38,9 +41,11 @@ class TokenByToken(BlockVerifier):
 
     Parameters
     ----------
-    rule : str
+    rule : str, optional
         A key of :data:`mdtheory.rules.RULES` whose draft model matches the tree's sampling
-        (``rrs-wor`` or ``optimal`` on trees without replacement, ``optimal`` on top trees).
+        (``rrs-wor`` or ``optimal`` on trees without replacement, ``optimal`` on top trees);
+        default :func:`~mdtheory.blocks.verifiers.base.default_rule` of the tree's drafts (``rrs``
+        on iid drafts).
     tree : DraftTree, optional
         Verify a tree; default K iid drafts.
     **params
@@ -51,9 +56,10 @@ class TokenByToken(BlockVerifier):
     takes_rule = "verify"
     tree_samplings = None
 
-    def __init__(self, rule: str = "rrs", tree: DraftTree | None = None, **params):
+    def __init__(self, rule: str | None = None, tree: DraftTree | None = None, **params):
         tree = self._check_tree(tree)
         wanted = "iid" if tree is None else tree.sampling
+        rule = default_rule(wanted) if rule is None else rule
         self.rule, self.tree, self.params = rule, tree, _rule_params(rule, wanted, params)
         self._prepared: dict = {}
 
@@ -62,8 +68,10 @@ class TokenByToken(BlockVerifier):
         return f"token:{self.rule}" + _tree_tag(self.tree)
 
     def estimate(self, V: int, tree: DraftTree, steps: int) -> _budget.Estimate:
-        """:func:`rule_estimate` of the rule on the tree's K drafts of L tokens."""
-        return rule_estimate(self.rule, V, tree.n, tree.length, steps)
+        """:func:`rule_estimate` of the rule on the tree's K drafts of L tokens, a node offering the
+        rule its children (K iid drafts: all K)."""
+        return rule_estimate(self.rule, V, tree.n, tree.length, steps,
+                             None if tree.is_iid_drafts else max(tree.branching))
 
     def _rule(self, laws, ctx, n):
         from ... import rules
@@ -72,7 +80,7 @@ class TokenByToken(BlockVerifier):
         r = self._prepared.get(key)
         if r is None:
             p = np.asarray(laws.p(ctx), dtype=np.float64)
-            q = np.asarray(laws.q(ctx), dtype=np.float64)
+            q = laws.q(ctx)  # in the laws' arithmetic: exact fractions choose top drafts exactly
             r = rules.make_rule(self.rule, p, q, n, normalize=True, **self.params)
             if len(self._prepared) > 4096:
                 self._prepared.clear()
