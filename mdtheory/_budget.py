@@ -337,10 +337,11 @@ def prefix_route(model) -> Estimate:
     if model.lex_base_closed_form:
         # iid: a sort and two scans; n enters only through the integer powers (log2 n squarings)
         return Estimate(head, 2e-8 * V * max(math.log2(V), 1.0) * (1.0 + math.log2(n) / 8), 40.0 * V)
-    # successive sampling's certificate (mdtheory.models.majorant): two more prefix passes (the
-    # best prefix, a vertex) and at most MAJORANT_WORK cells of the majorant's minimisation
+    # successive sampling's certificate (mdtheory.models.majorant): three more passes (the best
+    # prefix, a vertex, the quadrature of the clock majorant) and at most MAJORANT_WORK cells of
+    # the minimum over the parts of W, twice, each cell one or two polynomials
     cells = min(MAJORANT_WORK, 2.0 ** min(MAJORANT_EXACT, V) * (V + 1) * (n + 1))
-    extra = 2 * model.prefix_pass_seconds() + _MAJORANT_CELL * cells \
+    extra = 3 * model.prefix_pass_seconds() + 3 * _MAJORANT_CELL * cells \
         if model.prefix_property == "checked" else 0.0
     if model.closed_form_containment:
         return Estimate(head, 1e-7 * V * max(math.log2(V), 1.0) * (n if n > 1 else 1) + extra,

@@ -21,11 +21,11 @@ maxflow)                    the capacities p(y) and w_U; its value :math:`\\sum 
                             ``certify="full"``): :math:`\\sum_y \\min(p, \\mu)`, membership by one
                             scan along the route's order (:func:`check_base_iid`).
 ``PrefixOrder``, without    the flow of :func:`~mdtheory.routes.dual.dual_lp` when the model's set law is
-replacement                 enumerated through at most :data:`MAX_CERT_SETS` draft sets
-                            (:meth:`~mdtheory.models.base.DraftModel.set_law_size`, or
-                            ``certify="full"``); beyond, a base of the iid drafts' coverage
+replacement (a model        enumerated through at most :data:`MAX_CERT_SETS` draft sets
+declaring                   (:meth:`~mdtheory.models.base.DraftModel.set_law_size`, or
+``exponential_race``)       ``certify="full"``); beyond, a base of the iid drafts' coverage
                             (``"iid-base"``: successive sampling's containment is at most q(T)^n) or
-                            the face bound of a partial-replacement majorant (``"majorant"``,
+                            the face bound of majorants of the containment (``"majorant"``,
                             :func:`~mdtheory.models.majorant.face_bound`), where one meets the cut
                             (papers/theory.md, "Successive sampling: lower bounds from majorants of
                             the containment"); otherwise only
@@ -84,7 +84,6 @@ from .models.iid import IID
 from .models.majorant import best_prefix, face_bound
 from .models.mixture import check_mixture
 from .models.polymatroid import TINY, _lex_blocks, _not_flatter, lex_optimal_base_iid
-from .models.without_replacement import WithoutReplacement
 from .routes.proofs import (
     Exhaustive,
     PrefixBuckets,
@@ -709,7 +708,7 @@ def _check_prefix_order(p, model, proof: PrefixOrder, who, mode):
         lower, mu = check_base_iid(p, model, proof.order, who=who)
         return "base", lower, mu
     if mode == "fast" and model.set_law_size() > MAX_CERT_SETS:
-        if isinstance(model, WithoutReplacement) and \
+        if model.exponential_race and \
                 (found := _successive_bounds(p, model, proof.order, who)) is not None:
             return found
         # a proved prefix property (subsets.prefix_scan) makes the best prefix optimal; a checked
@@ -720,13 +719,16 @@ def _check_prefix_order(p, model, proof: PrefixOrder, who, mode):
     return _check_set_flow(p, model, dual_lp(p, model).proof, who, mode)
 
 
-def _successive_bounds(p: np.ndarray, model: WithoutReplacement, order, who: str):
+def _successive_bounds(p: np.ndarray, model: DraftModel, order, who: str):
     """Successive sampling's certificates by majorants of its containment (papers/theory.md,
     "Successive sampling: lower bounds from majorants of the containment"): first the iid base
     (:math:`Q(T) \\le q(T)^n`, so every base of the iid coverage is a base here), then
-    :func:`~mdtheory.models.majorant.face_bound` on the face of the best prefix of ``order``. The
-    first whose lower bound meets that prefix's value within :data:`CERT_TOL`, as (name, lower bound,
-    base or None); None if neither does (the flow, or Wolfe's method at the front door)."""
+    :func:`~mdtheory.models.majorant.face_bound` on the face of the best prefix of ``order`` (its
+    cheapest majorant alone first, the others only where it falls short of the prefix's value by
+    more than :data:`CERT_TOL`). The first whose lower bound meets that value within
+    :data:`CERT_TOL`, as (name, lower bound, base or None); None if neither does (the flow, or
+    Wolfe's method at the front door). For the models declaring
+    :attr:`~mdtheory.models.base.DraftModel.exponential_race`."""
     check_ratio_order(p, model.q, order, who)
     order = np.asarray(order, dtype=np.int64)
     upper, length = best_prefix(p, model, order)
@@ -735,7 +737,7 @@ def _successive_bounds(p: np.ndarray, model: WithoutReplacement, order, who: str
         return "iid-base", lower, mu
     # a best prefix of value one up to rounding: acceptance one, whose face is all of B(g)
     for cut in (length, 0) if length and upper >= 1.0 - CERT_TOL else (length,):
-        lower = face_bound(p, model, order, cut)
+        lower = face_bound(p, model, order, cut, goal=upper - CERT_TOL)
         if lower is not None and upper - lower <= CERT_TOL:
             return "majorant", lower, None
     return None

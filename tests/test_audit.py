@@ -135,7 +135,8 @@ def test_exact_mode_of_a_selection_rule_class():
 def test_audit_passes_correct_verifiers(name):
     rng = np.random.default_rng(1)
     p, q = rng.dirichlet(np.ones(6)), rng.dirichlet(np.ones(6))
-    res = md.audit(example(name), p, q, 3, samples=4000, seed=2, detect_tv=0.1)
+    # no time limit: the pilot's pace on a loaded machine is not what this test is about
+    res = md.audit(example(name), p, q, 3, samples=4000, seed=2, detect_tv=0.1, max_seconds=None)
     assert res.lossless and res.verdict == "lossless" and res.pvalue >= DEFAULT_LEVEL, res
     assert res.acceptance_ci95[0] <= res.alpha_star + 1e-9
     assert res.optimum_pvalue > DEFAULT_LEVEL

@@ -16,6 +16,7 @@ from mdtheory.models.containment import (
     REL_TOL,
     _nodes_per_octave,
     conditional_poisson_prefix_containment,
+    successive_outside_containment,
     successive_prefix_containment,
 )
 
@@ -321,3 +322,35 @@ def test_successive_masses_not_summing_to_one():
     for n in (1, 2, 3):  # Q is scale free: masses 5e307 apart give the same prefixes
         ref = successive_prefix_containment(big / 8, np.arange(4), n)
         assert np.abs(successive_prefix_containment(big * 5e307, np.arange(4), n) - ref).max() <= 1e-15
+
+
+@pytest.mark.parametrize("name,q,n", CASES, ids=[c[0] for c in CASES])
+def test_outside_containment_matches_exact_rationals(name, q, n):
+    """Q(T) with one token left outside T, each token of q in turn (several masses at once: the
+    token's own, and 0, where all n drafts lie in T)."""
+    V = q.size
+    for y in range(V):
+        T = [i for i in range(V) if i != y]
+        if np.count_nonzero(q[T]) < n:
+            continue
+        got = successive_outside_containment(q[T], n, [q[y], 0.0])
+        want = float(exact_successive_prefix(q, np.array(T + [y]), n)[V - 2])
+        assert abs(got[0] - want) <= EXACT_TOL and got[1] == 1.0, f"{name}, token {y} outside"
+
+
+def test_outside_containment_matches_the_per_set_quadrature():
+    """Outside masses that are no token's, up to twice T's own (the grid starts low enough for
+    the largest total), against the Gauss-Legendre reference over T and one token of that mass;
+    masses near the float limit scaled together; fewer than n tokens of positive mass: 0."""
+    rng = np.random.default_rng(3)
+    for V, n in [(12, 3), (30, 8), (7, 2)]:
+        qT = rng.dirichlet(np.full(V, 0.6))
+        outside = np.concatenate([[2.0, 1.0], 10.0 ** rng.uniform(-12, 0, 6)])
+        got = successive_outside_containment(qT, n, outside)
+        for c, value in zip(outside, got, strict=True):
+            mask = np.append(np.ones(V, dtype=bool), False)
+            assert value == pytest.approx(successive_containment_gl(np.append(qT, c), mask, n),
+                                          abs=PER_SET_TOL)
+        assert np.abs(successive_outside_containment(qT * 1e307, n, outside * 1e307) - got).max() \
+            <= 1e-15
+    assert successive_outside_containment(np.array([0.5, 0.0, 0.5]), 3, [0.1, 0.0]).tolist() == [0.0, 0.0]

@@ -369,7 +369,8 @@ def test_bucket_scores_agree_everywhere(device):
     rng = np.random.default_rng(10)
     keys = np.concatenate([rng.normal(size=5000) * np.exp(rng.normal(size=5000) * 20), BUCKET_EDGES,
                            np.nextafter(BUCKET_EDGES, 5), np.nextafter(BUCKET_EDGES, -5),
-                           [0.0, 5e-324, -5e-324, 3.0, -3.0]])
+                           [0.0, -0.0, 5e-324, -5e-324, 1e-310, -1e-310, 2.0 ** -1022, -(2.0 ** -1022),
+                            3.0, -3.0, 1e300, -1e300]])
     ref = np.searchsorted(BUCKET_EDGES, keys, side="left")
     assert (bucket_score(keys) == ref).all()
     t = torch.tensor(keys, device=device)

@@ -27,8 +27,8 @@ Models
 
 Each model is one module of :mod:`mdtheory.models`: a subclass of :class:`DraftModel` with its
 declarations (``single_q``, ``prefix_property``, ``lex_base_closed_form``,
-``closed_form_containment``, ``fixed_top``, ``order_vertices``, ``qs``), found by name through
-:func:`~mdtheory.models.registry.register_sampling` (a built-in model: one entry in
+``closed_form_containment``, ``fixed_top``, ``order_vertices``, ``qs``, ``exponential_race``),
+found by name through :func:`~mdtheory.models.registry.register_sampling` (a built-in model: one entry in
 :data:`~mdtheory.models.registry.SAMPLINGS`). The routes, the certificate, the rules, the audit and
 the command line read these declarations and the documented hooks (:meth:`DraftModel.prefix_pass`,
 the size estimates :meth:`DraftModel.prefix_pass_seconds`, :meth:`DraftModel.law_seconds`,
@@ -144,8 +144,8 @@ class DraftModel(ABC):
 
     What a model supports is declared on it, once (``single_q``, ``prefix_property``,
     ``lex_base_closed_form``, ``closed_form_containment``, ``enumeration_limit``, ``fixed_top``,
-    ``order_vertices``, ``qs``, ``mnp_iterations``), and read by the solvers, the certificate, the
-    size estimates and the rules, which test no model class or name.
+    ``order_vertices``, ``qs``, ``mnp_iterations``, ``exponential_race``), and read by the solvers,
+    the certificate, the size estimates and the rules, which test no model class or name.
 
     Attributes
     ----------
@@ -212,6 +212,12 @@ class DraftModel(ABC):
         top n tokens); a draft tree of such children is drawn with probability one
         (papers/blocks.md §10), and its tokens are chosen in the arithmetic of q (exact fractions
         ordered exactly).
+    exponential_race : bool
+        Class attribute: the drafts are the first n tokens to ring, each token an independent
+        exponential clock of rate q that rings once (successive sampling): drawing some tokens
+        with replacement, or letting more clocks ring, can only raise every containment, so the
+        certificate's majorant bounds apply (:mod:`mdtheory.models.majorant`; papers/theory.md,
+        "Successive sampling: lower bounds from majorants of the containment").
     """
 
     sampling: str = ""
@@ -226,6 +232,7 @@ class DraftModel(ABC):
     tree_node: ClassVar[bool] = False
     distinct_drafts: ClassVar[bool] = False
     deterministic: ClassVar[bool] = False
+    exponential_race: ClassVar[bool] = False
     n: int
     V: int
     q: np.ndarray | None = None

@@ -62,6 +62,7 @@ class WithoutReplacement(_MarkovDraftModel):
     torch_replacement = False
     tree_node = True
     distinct_drafts = True
+    exponential_race = True
 
     @classmethod
     def exact_set_law(cls, q, n):

@@ -9,7 +9,6 @@ depends on s only.
 
 from __future__ import annotations
 
-import math
 from typing import NamedTuple
 
 import numpy as np
@@ -111,19 +110,22 @@ def bucket_score(key: np.ndarray) -> np.ndarray:
 
 @njit(cache=True, error_model="numpy")
 def _bucket_kernel(key, half):
-    """Edges below each key from its binary exponent and mantissa (``half`` edges of each sign)."""
+    """Edges below each key from the bits of its binary exponent and mantissa (``half`` edges of each
+    sign). A normal |x| = (1 + f) 2^(E - 1023), f = mantissa / 2^52: the magnitude edges m 2^k below
+    or at |x| number t = (top two mantissa bits) + 4 (E - 897), and x is an edge exactly when its other
+    50 mantissa bits are 0; subnormals lie below every nonzero edge."""
+    bits = key.view(np.int64)
+    low = (np.int64(1) << 50) - 1
     out = np.empty(key.size, dtype=np.int64)
     for k in range(key.size):
-        x = key[k]
-        if x == 0.0:
+        mag = bits[k] & 0x7FFFFFFFFFFFFFFF
+        if mag == 0:
             out[k] = half
             continue
-        m, e = math.frexp(abs(x))  # |x| = m 2^e, m in [0.5, 1): f = 2m in [1, 2), exponent e - 1
-        f4 = m * 8.0 - 4.0  # exact: the position of f among 1, 1.25, 1.5, 1.75
-        whole = int(f4)
-        t = whole + 4 * (e + 125)  # magnitudes below |x| if f is an edge
-        if x > 0:
-            out[k] = half + 1 + min(max(t + (1 if f4 != whole else 0), 0), half)
+        e = mag >> 52
+        t = ((mag >> 50) & 3) + 4 * (e - 897) if e > 0 else -1
+        if bits[k] > 0:
+            out[k] = half + 1 + min(max(t + (1 if mag & low else 0), 0), half)
         else:
             out[k] = half - min(max(t + 1, 0), half)
     return out
@@ -281,6 +283,39 @@ def _stage_flow(d, m, a, b, tol, max_paths):
     return fb, max_paths
 
 
+@njit(cache=True, error_model="numpy")
+def _stage_blocks(pt, lt, rt, lo, ro, count, a, b, tol, max_paths):
+    """The pairs of a stage's top for every row at once: :func:`truncated_stage`'s flow
+    (:func:`_stage_flow`), keep-left block and law on the top (:func:`_block_law`), row i's top
+    tokens at p ``pt[i]``, left ``lt[i]`` and right ``rt[i]`` masses (0 beyond its first
+    ``count[i]``, which take no flow), outside masses ``lo[i]``, ``ro[i]``. Returns the blocks
+    (B, S, S) and the laws on the top (B, S)."""
+    B, S = pt.shape
+    E = a.size
+    block = np.ones((B, S, S))
+    law = np.empty((B, S))
+    mass, d = np.empty(E), np.empty(S)
+    for i in range(B):
+        for e in range(E):
+            mass[e] = lt[i, a[e]] * rt[i, b[e]] + lt[i, b[e]] * rt[i, a[e]]
+        for k in range(S):
+            mu0 = lt[i, k] * rt[i, k] + lt[i, k] * ro[i] + rt[i, k] * lo[i]
+            d[k] = max(pt[i, k] - mu0, 0.0) if k < count[i] else 0.0
+        to_b, _ = _stage_flow(d, mass, a, b, tol, max_paths)
+        for e in range(E):
+            frac = min(max((mass[e] - to_b[e]) / mass[e], 0.0), 1.0) if mass[e] > 0 else 1.0
+            block[i, a[e], b[e]] = frac
+            block[i, b[e], a[e]] = 1.0 - frac
+        for k in range(S):  # the sums of _block_law: row k of joint * block, column k of the rest
+            kept = 0.0
+            for j in range(S):
+                kept += lt[i, k] * rt[i, j] * block[i, k, j]
+            for j in range(S):
+                kept += lt[i, j] * rt[i, k] * (1.0 - block[i, j, k])
+            law[i, k] = kept + lt[i, k] * ro[i] + rt[i, k] * lo[i]
+    return block, law
+
+
 def _pairs(s: int) -> tuple[np.ndarray, np.ndarray]:
     a, b = np.triu_indices(s, 1)
     return a.astype(np.int64), b.astype(np.int64)
@@ -360,6 +395,25 @@ def _outside_kernel(left, right, score, inside, nb):
         if not inside[k]:
             mu[k] = left[k] * R[score[k]] + right[k] * L[score[k]]
     return mu
+
+
+@njit(cache=True, error_model="numpy")
+def _outside_rows(left, right, key, top, count, half):
+    """The scores (:func:`bucket_score`, ``half`` edges of each sign) and the law outside the top
+    (:func:`_outside_law`, 0 on the top) of every row at once, row i's top its first ``count[i]``
+    tokens of ``top[i]``."""
+    B, V = left.shape
+    score = np.empty((B, V), dtype=np.int16)  # BUCKETS < 2^15
+    mu = np.empty((B, V))
+    inside = np.zeros(V, dtype=np.bool_)
+    for i in range(B):
+        score[i] = _bucket_kernel(key[i], half)
+        for k in range(count[i]):
+            inside[top[i, k]] = True
+        mu[i] = _outside_kernel(left[i], right[i], score[i], inside, BUCKETS)
+        for k in range(count[i]):
+            inside[top[i, k]] = False
+    return score, mu
 
 
 def _block_law(lt, rt, lo, ro, block) -> np.ndarray:

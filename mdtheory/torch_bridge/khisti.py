@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..rules.khisti import BUCKET_EDGES, BUCKETS, RESTS, _stage_flow
+from ..rules.khisti import BUCKET_EDGES, BUCKETS, RESTS, _outside_rows, _stage_blocks
+from ..rules.khisti import bucket_score as _numpy_score
 from ..rules.khisti import default_size as _numpy_size
 from .tensors import _torch
 
@@ -37,36 +38,29 @@ def default_size(V: int, device) -> int:
     return min(DEVICE_S, V)
 
 
-def _rows_flow(d, m, a, b):
-    """The numpy rule's maximum flow (:func:`mdtheory.rules.khisti._stage_flow`) row by row on the
-    CPU: the flow of each pair to its second token, (B, E)."""
+def _rows_blocks(pt, lt, rt, lo, ro, s, a, b):
+    """The pairs of every row's top on the CPU in one compiled call, the numpy rule's program
+    (:func:`mdtheory.rules.khisti._stage_blocks`: its flow by augmenting paths, its block and law
+    on the top), in float64: the blocks (B, S, S) and the laws on the top (B, S), in pt's dtype."""
     torch = _torch()
-    dn, mn = (x.detach().to(torch.float64).numpy() for x in (d, m))
-    an, bn = a.numpy().astype(np.int64), b.numpy().astype(np.int64)
-    s = dn.shape[1]
-    w = np.empty_like(mn)
-    for i in range(mn.shape[0]):
-        w[i], _ = _stage_flow(dn[i], mn[i], an, bn, 1e-300, 64 * (s * s + 1))
-    return torch.from_numpy(w).to(m.dtype)
+    arrays = (np.ascontiguousarray(x.detach().to(torch.float64).numpy()) for x in (pt, lt, rt, lo, ro))
+    S = pt.shape[1]
+    count = s.clamp(0, S).numpy().astype(np.int64)
+    block, law = _stage_blocks(*arrays, count, a.numpy().astype(np.int64),
+                               b.numpy().astype(np.int64), 1e-300, 64 * (S * S + 1))
+    return torch.from_numpy(block).to(pt.dtype), torch.from_numpy(law).to(pt.dtype)
 
 
 def bucket_score(key):
     """:func:`mdtheory.rules.khisti.bucket_score` on a tensor: the same scores, int64. On a GPU one
-    ``torch.bucketize``; on the CPU, where its binary search is slow, the numpy rule's exponent and
-    mantissa arithmetic (exact, so the same integers)."""
+    ``torch.bucketize``; on the CPU, where its binary search is slow, the numpy rule's own compiled
+    exponent and mantissa arithmetic (exact, so the same integers)."""
     torch = _torch()
     if key.is_cuda:
         edges = torch.as_tensor(BUCKET_EDGES, dtype=key.dtype, device=key.device)
         return torch.bucketize(key, edges, right=False)
-    half = (BUCKET_EDGES.size - 1) // 2
-    m, e = torch.frexp(key)  # key = m 2^e, |m| in [0.5, 1)
-    f4 = m.abs() * 8.0 - 4.0
-    whole = f4.long()  # floor (f4 >= 0 for key != 0)
-    t = whole + 4 * (e.long() + 125)
-    pos = half + 1 + (t + (f4 != whole).long()).clamp(0, half)
-    neg = half - (t + 1).clamp(0, half)
-    zero = torch.full_like(pos, half)
-    return torch.where(key > 0, pos, torch.where(key < 0, neg, zero))
+    flat = np.ascontiguousarray(key.detach().to(torch.float64).numpy()).ravel()  # exact from float32
+    return torch.from_numpy(_numpy_score(flat)).view(key.shape)
 
 
 def _pairs(s: int, device):
@@ -167,6 +161,39 @@ def _lane_cumsum(sums, lanes: int, shift: bool):
     return run.repeat_interleave(lanes, dim=1) if lanes > 1 else run
 
 
+def _bins_outside(left, right, score, top, active, nb):
+    """The law outside the top, l_k R(<= score_k) + r_k L(< score_k) over the outside tokens, by
+    sums over bins of the scores (the active top tokens in a bin of their own, nb - 1, above every
+    score): (the scores as the step reads them, the law; its top entries to be overwritten).
+    ``score`` is overwritten."""
+    torch = _torch()
+    B, V = left.shape
+    dev = left.device
+    lanes = _LANES if left.is_cuda else _CPU_LANES
+    stored = score.to(torch.int16 if nb <= 32767 else torch.int32)  # what the step reads
+    c = score
+    if lanes > 1:  # a bin's tokens spread over lanes: fewer atomic additions on one address
+        c.mul_(lanes).add_(torch.arange(V, device=dev) % lanes)
+    own = (nb - 1) * lanes + top % lanes
+    c.scatter_(1, top, torch.where(active, own, c.gather(1, top)))
+    R = _lane_cumsum(torch.zeros(B, nb * lanes, dtype=left.dtype, device=dev).scatter_add_(1, c, right),
+                     lanes, shift=False)
+    L = _lane_cumsum(torch.zeros(B, nb * lanes, dtype=left.dtype, device=dev).scatter_add_(1, c, left),
+                     lanes, shift=True)
+    return stored, left * R.gather(1, c) + right * L.gather(1, c)
+
+
+def _rows_outside(left, right, key, top, s):
+    """The bucket scores and the law outside the top on the CPU, every row in one compiled call of
+    the numpy rule's kernels (:func:`mdtheory.rules.khisti._outside_rows`), in float64: (the scores
+    (B, V) int16, as the step reads them, the law in left's dtype, 0 on the active top)."""
+    torch = _torch()
+    arrays = (np.ascontiguousarray(x.detach().to(torch.float64).numpy()) for x in (left, right, key))
+    count = s.clamp(0, top.shape[1]).numpy().astype(np.int64)
+    score, mu = _outside_rows(*arrays, np.ascontiguousarray(top.numpy()), count, (BUCKET_EDGES.size - 1) // 2)
+    return torch.from_numpy(score), torch.from_numpy(mu).to(left.dtype)
+
+
 def truncated_stage(p, left, right, s, S: int, rest: str = "bucket"):
     """One stage for every row: :func:`mdtheory.rules.khisti.truncated_stage` batched.
 
@@ -199,7 +226,7 @@ def truncated_stage(p, left, right, s, S: int, rest: str = "bucket"):
         nb = V + 1
     elif rest == "bucket":
         top = torch.topk(key, S, dim=-1, sorted=True).indices if S else key[:, :0].long()
-        score = bucket_score(key)
+        score = bucket_score(key) if p.is_cuda else None
         nb = BUCKETS + 1
     else:
         from ..errors import InvalidInputError
@@ -208,38 +235,28 @@ def truncated_stage(p, left, right, s, S: int, rest: str = "bucket"):
     lt, rt = left.gather(1, top) * active, right.gather(1, top) * active
     lo = (left.sum(-1) - lt.sum(-1)).clamp(min=0.0)
     ro = (right.sum(-1) - rt.sum(-1)).clamp(min=0.0)
-    # outside law: l_k R(<= score_k) + r_k L(< score_k) over outside tokens; the active top
-    # tokens go to a bin of their own (nb - 1), above every score
-    lanes = _LANES if p.is_cuda else _CPU_LANES
-    stored = score.to(torch.int16 if nb <= 32767 else torch.int32)  # what the step reads
-    c = score  # overwritten below
-    if lanes > 1:  # a bin's tokens spread over lanes: fewer atomic additions on one address
-        c.mul_(lanes).add_(torch.arange(V, device=dev) % lanes)
-    own = (nb - 1) * lanes + top % lanes
-    c.scatter_(1, top, torch.where(active, own, c.gather(1, top)))
-    R = _lane_cumsum(torch.zeros(B, nb * lanes, dtype=p.dtype, device=dev).scatter_add_(1, c, right),
-                     lanes, shift=False)
-    L = _lane_cumsum(torch.zeros(B, nb * lanes, dtype=p.dtype, device=dev).scatter_add_(1, c, left),
-                     lanes, shift=True)
-    mu = left * R.gather(1, c) + right * L.gather(1, c)
-    block = torch.ones(B, S, S, dtype=p.dtype, device=dev)
+    if score is None:  # the CPU's bucket scores and outside law, the numpy rule's, in one call
+        stored, mu = _rows_outside(left, right, key, top, s)
+    else:
+        stored, mu = _bins_outside(left, right, score, top, active, nb)
     done = torch.ones(B, dtype=torch.bool, device=dev)
-    if S > 1:
-        a, b = _pairs(S, dev)
-        mass = lt[:, a] * rt[:, b] + lt[:, b] * rt[:, a]
-        mu0 = lt * rt + lt * ro[:, None] + rt * lo[:, None]
-        d = (p.gather(1, top) - mu0).clamp(min=0.0) * active
-        if p.is_cuda:
+    if not p.is_cuda:  # the numpy rule's program for every row in one compiled call
+        block, mu_top = _rows_blocks(p.gather(1, top), lt, rt, lo, ro, s, *_pairs(S, dev))
+    else:
+        block = torch.ones(B, S, S, dtype=p.dtype, device=dev)
+        if S > 1:
+            a, b = _pairs(S, dev)
+            mass = lt[:, a] * rt[:, b] + lt[:, b] * rt[:, a]
+            mu0 = lt * rt + lt * ro[:, None] + rt * lo[:, None]
+            d = (p.gather(1, top) - mu0).clamp(min=0.0) * active
             w, _, done = batched_max_flow(d, mass, a, b)
-        else:  # the numpy rule's flow, row by row: the same program
-            w = _rows_flow(d, mass, a, b)
-        frac = torch.where(mass > 0, ((mass - w) / torch.where(mass > 0, mass, 1.0)).clamp(0.0, 1.0),
-                           torch.ones_like(mass))
-        block[:, a, b] = frac
-        block[:, b, a] = 1.0 - frac
-    if S:
+            frac = torch.where(mass > 0, ((mass - w) / torch.where(mass > 0, mass, 1.0)).clamp(0.0, 1.0),
+                               torch.ones_like(mass))
+            block[:, a, b] = frac
+            block[:, b, a] = 1.0 - frac
         joint = lt[:, :, None] * rt[:, None, :]
         mu_top = ((joint * block).sum(2) + (joint * (1.0 - block)).sum(1)
                   + lt * ro[:, None] + rt * lo[:, None])
+    if S:
         mu.scatter_(1, top, torch.where(active, mu_top, mu.gather(1, top)))
     return {"top": top, "active": active, "block": block, "score": stored, "done": done}, mu
