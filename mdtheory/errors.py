@@ -35,7 +35,8 @@ class ProblemTooLargeError(MdtheoryError, ValueError):
 
 
 class VerifierTimeoutError(ProblemTooLargeError):
-    """A verifier call under audit did not return within the audit's time limit and was interrupted
+    """A verifier call under audit, or a call of a next-token law in the block optimum, bound or
+    audit, did not return within the run's time limit and was interrupted
     (:mod:`mdtheory.audit.watchdog`)."""
 
 

@@ -1,4 +1,5 @@
 import functools
+import math
 import os
 
 import numpy as np
@@ -45,3 +46,13 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.get_closest_marker("char_lstm") is not None and char_lstm_missing() is not None:
             item.add_marker(pytest.mark.skip(reason=char_lstm_missing()))
+
+
+@pytest.fixture(autouse=True)
+def no_progress_lines(monkeypatch):
+    """Off a terminal a command prints a progress line every :data:`mdtheory._progress.INTERVAL`
+    seconds of wall clock; on a loaded machine a test's command can take that long, and a test that
+    compares stderr would then see the line. The tests of those lines set the interval themselves."""
+    from mdtheory import _progress
+
+    monkeypatch.setattr(_progress, "INTERVAL", math.inf)

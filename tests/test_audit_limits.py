@@ -130,3 +130,72 @@ def test_check_limit_takes_positive_numbers_infinity_and_none():
     assert _budget.check_limit(np.float32(0.5), "x") == 0.5
     assert _budget.check_limit(np.int64(3), "x") == 3.0
     assert _budget.check_limit(float("inf"), "x") == float("inf")
+
+
+# --- the block audit's sizes, judged before any draw ------------------------------------------------
+
+def counted_block(counter):
+    def verify(target, draft, drafts, rng):
+        counter.append(1)
+        return np.array([int(drafts[0, 0])])
+    return verify
+
+
+@pytest.mark.parametrize(("n", "length", "rows", "message"), [
+    (10**30, 2, 1, r"2e\+30 tree nodes.*of memory, over the limit of 4 GiB"),
+    (10**9, 2, 1, r"2e\+09 tree nodes.*of memory, over the limit of 4 GiB"),
+    (10**6, 2, 7, r"2e\+06 tree nodes.*1.57e\+04 draft arrays drawn.*over the limit of 60 s"),
+    (1, 10**4, 1, r"V\^\(L\+1\) = 2\^10001 = about 10\^3011 sequences, over 65,536"),
+    (1, 10**8, 1, r"V\^\(L\+1\) = 2\^100000001 = about 10\^3.01e\+07 sequences"),
+])
+def test_huge_block_audits_are_refused_before_any_draw(clock, n, length, rows, message):
+    """No verifier call, no draft array: the drafts' memory, the draws' time and the cells are
+    judged from the sizes (the clock never moves, so no pilot could have judged anything); at
+    most the target's 7 rows of V^(L+1) = 8 cells are read (to size the default samples)."""
+    calls, reads = [], []
+
+    def target(ctx):
+        reads.append(ctx)
+        return np.array([0.6, 0.4])
+    with pytest.raises(ProblemTooLargeError, match=message):
+        md.audit_block(counted_block(calls), target, block_draft, n, length)
+    assert calls == [] and len(reads) == rows and clock.now == 0.0
+
+
+def test_a_single_token_vocabulary_with_a_huge_length_is_refused_by_its_rows(clock):
+    """V = 1: one cell whatever L, but L + 1 rows to read and L nodes per draw."""
+    one = lambda ctx: np.array([1.0])  # noqa: E731
+    calls = []
+    with pytest.raises(ProblemTooLargeError, match=r"1e\+08 target rows"):
+        md.audit_block(counted_block(calls), one, one, 1, 10**8)
+    assert calls == []
+
+
+def test_huge_exact_block_audits_are_refused_before_any_call(clock):
+    calls = []
+
+    def law(target, draft, drafts):
+        calls.append(1)
+        return {(0,): 1.0}
+    with pytest.raises(ProblemTooLargeError, match=r"exact mode would enumerate up to about 10\^120 draft "
+                       r"arrays \(V = 2, 400 tree nodes\)"):
+        md.audit_block(law, block_target, block_draft, 200, 2, exact=True)
+    assert calls == []
+
+
+def test_a_block_audit_within_the_sizes_runs(clock):
+    calls = []
+    res = md.audit_block(counted_block(calls), block_target, block_draft, 1000, 2, samples=20)
+    assert res.samples == 20 and len(calls) == 20
+
+
+@pytest.mark.parametrize("value", ["1", float("nan"), 0, True])
+def test_a_bad_memory_limit_of_the_block_audit_is_named(value):
+    with pytest.raises(InvalidInputError, match="^max_bytes must be a positive number or None"):
+        md.audit_block(lambda *a: [0], block_target, block_draft, 1, 1, max_bytes=value)
+
+
+def test_the_block_audit_refuses_complex_laws():
+    with pytest.raises(md.InvalidDistributionError, match="complex values"):
+        md.audit_block(lambda *a: np.array([0]), lambda c: np.array([0.6 + 0.1j, 0.4]), block_draft,
+                       1, 1, samples=100)

@@ -426,11 +426,23 @@ def test_a_raising_verifier_is_named_in_one_line():
         audit_block(boom, target, draft, n=1, length=2, samples=50)
 
 
-def test_a_slow_verifier_is_refused_with_its_estimate():
+def test_a_slow_verifier_is_refused_with_its_estimate(monkeypatch):
+    """A clock that advances 10 ms at every reading makes each verifier call look slow: the pilot
+    projects 5,000 calls past the 1 s limit (the audit's own work, estimated from the sizes, fits)."""
+    import types
+
+    from mdtheory.blocks import audit as block_audit
+
+    clock = types.SimpleNamespace(now=0.0)
+
+    def tick():
+        clock.now += 0.01
+        return clock.now
+    monkeypatch.setattr(block_audit, "time", types.SimpleNamespace(perf_counter=tick))
     target, draft = TOY
     with pytest.raises(md.ProblemTooLargeError, match="verifier calls"):
         audit_block(example("block_verification", "verify"), target, draft, n=1, length=2,
-                    samples=5000, max_seconds=1e-9)
+                    samples=5000, max_seconds=1)
 
 
 @pytest.mark.parametrize("kwargs,error,message", [
@@ -534,7 +546,10 @@ def test_cli_block_invalid_blocks_exit_1(capsys, laws, tmp_path):
     (["-L", "2", "--tree", "2,x"], "comma-separated branching factors"),
     (["-n", "3", "-L", "2", "--tree", "2,2"], "does not match"),
     (["-n", "1", "-L", "2", "--detect-tv", "2"], "detect_tv must be"),
-    (["-n", "1", "-L", "2", "--samples", "5000", "--max-seconds", "1e-9"], "verifier calls"),
+    (["-n", "1", "-L", "2", "--samples", "5000", "--max-seconds", "1e-9"], "draft arrays drawn"),
+    (["-n", str(10**30), "-L", "2"], "of memory, over the limit"),
+    (["-n", "1", "-L", str(10**8)], "V^(L+1) = 2^100000001 = about 10^3.01e+07 sequences"),
+    (["-n", "2", "-L", str(10**8), "--sampling", "without-replacement"], "needs V >= 2 tokens"),
 ])
 def test_cli_block_bad_input_exits_2_with_one_line(capsys, laws, argv, message):
     if "NOLAWS" in argv:

@@ -514,3 +514,97 @@ def test_bound_past_the_trees_depth_repeats_the_last_depth():
     every = block_efficiency_bound(target, draft, tree=iid_drafts(2, 40), expansions=5)
     assert fast.acceptance == pytest.approx(every.acceptance, abs=ROUNDING)
     assert np.all(fast.cells == every.cells) and fast.acceptance[-1] < fast.acceptance[0]
+
+
+# --- guards of the optimum and the bound: precision, complex values, contexts, limits, warnings ------
+
+def _softmax32(V: int, seed: int) -> np.ndarray:
+    """A float32 law whose float64 sum misses one by 3e-5: within float32's tolerance, outside
+    float64's."""
+    z = np.random.default_rng(seed).standard_normal(V).astype(np.float32)
+    p = (np.exp(z) / np.exp(z).sum()).astype(np.float32)
+    p[0] += np.float32(3e-5)
+    return p
+
+
+def test_float32_laws_off_float64s_tolerance_are_accepted_by_both():
+    p, q = _softmax32(6, 0), _softmax32(6, 1)
+    assert abs(float(p.astype(np.float64).sum()) - 1) > 1e-5
+    exact = md.optimal_block_efficiency(lambda c: p, lambda c: q, n=2, length=1)
+    bound = block_efficiency_bound(lambda c: p, lambda c: q, 2, 1)
+    p64, q64 = p.astype(np.float64), q.astype(np.float64)
+    # at L = 1 the bound is the optimum: 1 + alpha* of the renormalised laws
+    one = 1 + md.alpha_star(p64 / p64.sum(), q64 / q64.sum(), 2)
+    assert exact.value == pytest.approx(one, abs=SOLVER) and bound.value == pytest.approx(one, abs=SOLVER)
+
+
+@pytest.mark.parametrize("where", ["target", "draft"])
+def test_complex_laws_are_refused_by_the_optimum_and_the_bound(where):
+    real = lambda c: np.array([0.5, 0.5])  # noqa: E731
+    laws = {"target": real, "draft": real, where: lambda c: np.array([0.5 + 0.1j, 0.5])}
+    with pytest.raises(InvalidDistributionError, match="complex"):
+        md.optimal_block_efficiency(laws["target"], laws["draft"], n=2, length=2)
+    with pytest.raises(InvalidDistributionError, match="complex"):
+        block_efficiency_bound(laws["target"], laws["draft"], 2, 2)
+    # a zero imaginary part is complex too: the dtype is refused, as at the front door
+    with pytest.raises(InvalidDistributionError, match="complex"):
+        block_efficiency_bound(lambda c: np.array([0.5, 0.5], dtype=complex), real, 2, 2)
+
+
+@pytest.mark.parametrize("context", [(1.5,), ("a",), (None,), 3])
+def test_a_non_integer_context_is_a_named_error(context):
+    calls = []
+
+    def law(c):
+        calls.append(c)
+        return np.array([0.5, 0.5])
+    with pytest.raises(InvalidInputError, match="context must be a sequence of integer tokens"):
+        block_efficiency_bound(law, law, 2, 2, context=context)
+    assert calls == []
+
+
+@pytest.mark.parametrize("limit", [{"max_seconds": float("nan")}, {"max_bytes": float("nan")},
+                                   {"max_seconds": -1.0}, {"max_seconds": "10"}])
+def test_bad_limits_are_named_errors_in_the_optimum_and_the_bound(limit):
+    calls = []
+
+    def law(c):
+        calls.append(c)
+        return np.array([0.5, 0.5])
+    with pytest.raises(InvalidInputError, match=f"{next(iter(limit))} must be a positive number"):
+        md.optimal_block_efficiency(law, law, n=2, length=2, **limit)
+    with pytest.raises(InvalidInputError, match=f"{next(iter(limit))} must be a positive number"):
+        block_efficiency_bound(law, law, 2, 2, **limit)
+    assert calls == []
+
+
+def test_none_is_no_limit_in_the_optimum_and_the_bound():
+    target, draft = sun_toy()
+    a = md.optimal_block_efficiency(target, draft, n=1, length=2, max_seconds=None, max_bytes=None)
+    b = block_efficiency_bound(target, draft, 1, 2, max_seconds=None, max_bytes=None)
+    assert a.value == pytest.approx(20 / 9, abs=SOLVER) and b.value == pytest.approx(20 / 9, abs=ROUNDING)
+
+
+def test_no_runtime_warning_where_a_prefix_set_holds_all_the_draft_mass(recwarn):
+    """The first cell in the order of q/p has q = 1e-20 and p = 1e-40; the rest holds q's mass
+    1.0 in floats, so log1p(-q) meets -1."""
+    res = block_efficiency_bound(lambda c: np.array([1e-40, 1.0]), lambda c: np.array([1e-20, 1.0]), 2, 1)
+    assert [str(w.message) for w in recwarn] == []
+    assert res.value == pytest.approx(2.0, abs=ROUNDING)
+
+
+@pytest.mark.parametrize(("V", "length"), [(4000, 1), (32000, 1), (465, 4), (2, 10**6)])
+def test_the_bound_estimate_counts_only_the_nodes_it_can_expand(V, length):
+    """Only prefixes of fewer than L tokens are expanded: at L = 1 the root alone, whatever the
+    expansions asked for; the estimate follows (V = 4,000 and 32,000 at L = 1 ran in about 1 and
+    10 ms; the estimate was 102 s and 819 s when it counted 256 expansions)."""
+    rng = np.random.default_rng(V)
+    p, q = rng.dirichlet(np.ones(V)), rng.dirichlet(np.ones(V))
+    res = block_efficiency_bound(ConstantLaw(p), ConstantLaw(q), 2, length, expansions=16)
+    est = bound_estimate(V, length, 16)
+    expanded = 1 if length == 1 else 16  # the root alone, or all 16 (V >= 2, L >= 2: 1 + V >= 3)
+    assert res.expansions == expanded
+    assert f"{float(expanded):.3g} expansions" in est.what
+    assert est.bytes >= 400 * (1 + res.expansions * V)
+    if length == 1:
+        assert bound_estimate(V, 1, 256).seconds < 0.1 and bound_estimate(V, 1, 256).bytes < 2e7

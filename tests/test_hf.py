@@ -2,6 +2,7 @@
 configurations with a tiny character tokenizer, built into a temporary directory (no download)."""
 
 import json
+import types
 
 import numpy as np
 import pytest
@@ -9,9 +10,10 @@ from scipy import stats
 
 from mdtheory.cli import main
 from mdtheory.errors import InvalidInputError
-from mdtheory.language import hf
+from mdtheory.language import hf, langmodel
 from mdtheory.language.langmodel import check_same_vocab, sample
 
+from .cli_helpers import one_line_error, run_main
 from .tolerances import BATCH_FLOAT32, KV_CACHE, ROUNDING
 
 torch = pytest.importorskip("torch", reason="the hf extra needs torch")
@@ -199,6 +201,35 @@ def test_lm_pairs_then_check_acceptance_and_block_efficiency(ckpt, tmp_path, cap
     assert main(argv) == 0
     row = json.loads(capsys.readouterr().out.splitlines()[-1])
     assert row["target_calls"] == 5 and 5 <= row["tokens"] <= 15
+
+
+def test_block_efficiency_estimates_checkpoints_by_their_own_calls(ckpt, capsys, monkeypatch):
+    """The estimate times the checkpoints' own calls at the run's context length: each call of a
+    model is made to cost 50 ms more (counted), so 20 target calls of 3 model calls each are
+    refused under a 1 s limit that the sizes alone fit, before any drafting."""
+    from mdtheory.blocks import simulation as blockeff
+
+    calls = []
+    forward = hf.HFModel._forward
+
+    def slow_forward(self, ids, mask, cache=None):
+        calls.append(ids.shape)
+        return forward(self, ids, mask, cache)
+
+    clock = types.SimpleNamespace(now=0.0)
+    clock.perf_counter = lambda: clock.now + 0.05 * len(calls)
+    monkeypatch.setattr(hf.HFModel, "_forward", slow_forward)
+    monkeypatch.setattr(langmodel, "time", clock)
+    monkeypatch.setattr(blockeff, "speculative_step", None)  # never reached
+    code, out, err = run_main(capsys, "block-efficiency", "--target", f"hf:{ckpt['gpt2']}", "--draft",
+                              f"hf:{ckpt['llama']}", "-n", "2", "-L", "2", "--rules", "rrs", "--steps",
+                              "20", "--max-seconds", "1", "--quiet")
+    one_line_error(code, err, r"block-efficiency with rrs: 20 target calls", r"the models 0.15 s a call "
+                   r"\(measured\)", "over the limit of 1 s")
+    # the pilots: two calls per batch size (the drafter at depths 0 and 1, the target), at the
+    # mean context length of 8 texts of 2 or 3 calls (mean_context: 2 tokens)
+    assert len(calls) == 6 and {shape[1] for shape in calls} == {2, 3}
+    assert blockeff.estimate("rrs", 9, 2, 2, 20).seconds < 1  # the sizes alone fit
 
 
 def test_lm_pairs_with_an_ngram_drafter_of_a_checkpoint(ckpt, tmp_path):

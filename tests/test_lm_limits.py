@@ -103,3 +103,98 @@ def test_an_infinite_time_limit_takes_no_pilot_step():
     drafters.lm_pairs(3, target, drafter, np.random.default_rng(0), max_seconds=float("inf"),
                       max_bytes=None)
     assert target.calls == 3 and drafter.calls == 3
+
+
+class Clocked(LanguageModel):
+    """A uniform law over V tokens whose calls cost ``per_token`` seconds per token of their
+    contexts on a fake clock (a transformer recomputing each context); counts its calls."""
+
+    def __init__(self, clock, per_token: float, V: int = 5):
+        self.V, self.bos, self.clock, self.per_token = V, 0, clock, per_token
+        self.calls = 0
+
+    def _laws(self, contexts):
+        self.calls += 1
+        self.clock.now += self.per_token * sum(len(c) for c in contexts)
+        return np.full((len(contexts), self.V), 1.0 / self.V)
+
+
+@pytest.fixture
+def fake_clock(monkeypatch):
+    from types import SimpleNamespace
+
+    from mdtheory.language import langmodel
+
+    clock = SimpleNamespace(now=0.0)
+    clock.perf_counter = lambda: clock.now
+    monkeypatch.setattr(langmodel, "time", clock)
+    return clock
+
+
+def test_block_efficiency_is_refused_by_the_models_measured_calls(fake_clock):
+    """1 ms per context token: 200 calls of a text that grows to about 400 tokens cost minutes,
+    while the sizes alone (the rule, the contexts) take milliseconds. Refused from the pilot calls,
+    before any drafting."""
+    from mdtheory.blocks import simulation as blockeff
+
+    target, drafter = Clocked(fake_clock, 1e-3), Clocked(fake_clock, 1e-3)
+    assert blockeff.estimate("rrs", 5, 2, 2, 200).seconds < 10  # the sizes alone fit the limit
+    with pytest.raises(ProblemTooLargeError,
+                       match=r"the models .* a call \(measured\).*over the limit of 10 s"):
+        blockeff.block_efficiency(target, drafter, "rrs", 2, 2, 200, np.random.default_rng(0),
+                                  start=(0,), max_seconds=10)
+    assert target.calls == 2 and drafter.calls == 4  # the pilots: two calls per batch size
+
+
+def test_the_measured_estimate_follows_the_models_cost_and_the_texts_length(fake_clock):
+    from mdtheory.blocks import iid_drafts
+    from mdtheory.blocks import simulation as blockeff
+
+    tree = iid_drafts(2, 2)
+    one = blockeff.model_estimate(Clocked(fake_clock, 1e-3), Clocked(fake_clock, 1e-3), tree, 20).seconds
+    slow = blockeff.model_estimate(Clocked(fake_clock, 2e-3), Clocked(fake_clock, 1e-3), tree, 20).seconds
+    long = blockeff.model_estimate(Clocked(fake_clock, 1e-3), Clocked(fake_clock, 1e-3), tree, 200).seconds
+    T = blockeff.mean_context(tree, 20)
+    # the drafter at depths 0 and 1 (1 and 2 contexts), the target on the 1 + 2 + 2 nodes, and the
+    # 2 x 3 nodes' contexts of T + L tokens built
+    contexts = blockeff.CONTEXT_TOKEN_SECONDS * 2 * 3 * (T + 2)
+    assert T == 20 and one == pytest.approx(1e-3 * (T + 2 * (T + 1) + 5 * (T + 1)) + contexts)
+    assert slow > one and long > 8 * one
+    assert blockeff.mean_context(tree, 200, replicates=10) == T
+
+
+def test_the_measured_estimate_holds_the_largest_calls_memory(fake_clock):
+    """The memory of the models' largest call: the target on every node at the longest text (the
+    text grows at most L + 1 tokens a call, a node adds at most L), as the model counts it."""
+    from mdtheory.blocks import iid_drafts
+    from mdtheory.blocks import simulation as blockeff
+
+    asked = []
+
+    class Sized(Clocked):
+        def laws_bytes(self, batch, length):
+            asked.append((batch, length))
+            return 1000.0 * batch * length
+
+    tree = iid_drafts(2, 3)
+    est = blockeff.model_estimate(Sized(fake_clock, 1e-3), Sized(fake_clock, 1e-3), tree, 40,
+                                  replicates=4)
+    longest = 1 + (10 - 1) * 4 + 3  # 10 calls a text, L = 3
+    assert (1 + 2 + 2 + 2, longest) in asked and est.bytes == 1000.0 * 7 * longest
+    verifier = blockeff.with_models(blockeff.estimate("rrs", 5, 2, 3, 40, est.seconds), est)
+    assert verifier.bytes == est.bytes and verifier.seconds > 40 * est.seconds
+
+
+def test_a_transformer_counts_its_logits_at_every_position():
+    pytest.importorskip("transformers")
+    from types import SimpleNamespace
+
+    from mdtheory.language.hf import HFModel
+
+    model = HFModel.__new__(HFModel)
+    model.V, model.max_length = 2000, 1024
+    model.net = SimpleNamespace(config=SimpleNamespace(hidden_size=64, num_hidden_layers=2,
+                                                       num_attention_heads=2), dtype=np.dtype(np.float32))
+    B, T = 17, 1000
+    assert model.laws_bytes(B, T) >= 4 * B * T * 2000 + 4 * B * 2 * T * T
+    assert model.laws_bytes(B, 10**6) == model.laws_bytes(B, 1024)  # at most its positions

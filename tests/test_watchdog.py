@@ -4,6 +4,7 @@ import signal
 import threading
 import time
 import types
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -174,3 +175,55 @@ def test_a_nested_audit_keeps_its_own_limit(outer_limit):
     assert len(caught) == 1
     assert "inner_hangs: the verifier call" in caught[0] and "limit of 0.5 s" in caught[0]
     assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+
+
+def _hangs_at_depth_one(calls):
+    """A next-token law (V = 2) that sleeps 30 s at its first context of one token (the limit in
+    the tests is 0.5 s); ``calls`` counts its calls."""
+    def law(context):
+        calls.append(tuple(context))
+        if len(context) == 1:
+            time.sleep(30)
+        return np.array([0.6, 0.4])
+    return law
+
+
+def _block_runs():
+    from mdtheory.blocks import block_efficiency_bound
+
+    def verify(target, draft, drafts, rng):
+        return np.array([0])
+    return {
+        "optimum": lambda t, d: md.optimal_block_efficiency(t, d, n=1, length=2, max_seconds=0.5),
+        "bound": lambda t, d: block_efficiency_bound(t, d, 1, 2, max_seconds=0.5),
+        "audit_block": lambda t, d: md.audit_block(verify, t, d, 1, 2, samples=100, max_seconds=0.5),
+    }
+
+
+@pytest.mark.skipif(not watchdog.can_arm(), reason="no SIGALRM timer here")
+@pytest.mark.parametrize("run", ["optimum", "bound", "audit_block"])
+@pytest.mark.parametrize("which", ["target", "draft"])
+def test_a_law_that_does_not_return_is_interrupted(run, which):
+    calls = []
+    hanging, plain = _hangs_at_depth_one(calls), (lambda c: np.array([0.5, 0.5]))
+    laws = (hanging, plain) if which == "target" else (plain, hanging)
+    with pytest.raises(VerifierTimeoutError, match=rf"the {which} law's call at context \(\d,\)"
+                       r".* did not return within .* limit of 0\.5 s"):
+        _block_runs()[run](*laws)
+    assert len([c for c in calls if len(c) == 1]) == 1  # interrupted in its first deep call
+    assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+
+
+@pytest.mark.skipif(not watchdog.can_arm(), reason="no SIGALRM timer here")
+def test_a_block_audit_law_that_does_not_return_exits_2(capsys, tmp_path):
+    (tmp_path / "laws.py").write_text(
+        "import time\n\nimport numpy as np\n\n\ndef target(context):\n    if context:\n"
+        "        time.sleep(30)\n    return np.array([0.6, 0.4])\n\n\n"
+        "def draft(context):\n    return np.array([0.5, 0.5])\n")
+    verifier = Path(__file__).resolve().parent.parent / "examples" / "verifiers" / "block_verification.py"
+    code, out, err = run_main(capsys, "audit", "--block", f"{verifier}:verify",
+                              "--target", f"{tmp_path / 'laws.py'}:target", "--draft",
+                              f"{tmp_path / 'laws.py'}:draft", "-n", "1", "-L", "2",
+                              "--max-seconds", "0.5")
+    one_line_error(code, err, "the target law's call at context", "did not return within",
+                   "limit of 0.5 s")

@@ -1,4 +1,4 @@
-"""Interrupt a verifier call that does not return: one watchdog for the audits' calls of user code.
+"""Interrupt a verifier call that does not return: one watchdog for the calls of user code.
 
 The audits check their pace between verifier calls (:mod:`mdtheory.audit.verifier`,
 :mod:`mdtheory.blocks.audit`); a call that never returns is never between calls. :data:`CALLS`
@@ -14,6 +14,11 @@ named error when the run ends. On leaving, the timer is disarmed and the previou
 restored. Runs nest: a verifier that itself runs an audit arms the watchdog again inside its call;
 the calls in flight form a stack, each judged against its own run's limit, and a late outer call is
 interrupted even while an inner run's calls come and go.
+
+Next-token laws are user code too: the block optimum, the block-efficiency bound
+(:mod:`mdtheory.blocks`) and the block audit call a law through :meth:`Watchdog.call_law` while
+armed with their ``max_seconds``, and a law call that does not return raises the same error ("the
+target law's call at context (0, 1) did not return within Y s").
 
 What it cannot do. A Python signal handler runs between bytecodes of the main thread: a call stuck in
 C code that holds the GIL (a long numpy or torch kernel, a C extension's loop) is interrupted only when
@@ -76,7 +81,8 @@ class Watchdog:
     """
 
     def __init__(self):
-        self._calls: list[tuple[float, object, float, int]] = []  # (start, where, limit, depth)
+        # (start, (position, drafts, law), limit, depth); law: None for a verifier, else its name
+        self._calls: list[tuple[float, tuple, float, int]] = []
         self._depth = 0  # runs armed, the innermost last
         self._late = None  # (start, where, limit, depth) of the call interrupted
         self.limit = math.inf
@@ -88,7 +94,16 @@ class Watchdog:
 
     def call(self, position, drafts, f, *args):
         """``f(*args)``, marked in flight at ``position`` (an int, or None) on ``drafts``."""
-        self._calls.append((time.perf_counter(), (position, drafts), self.limit, self._depth))
+        self._calls.append((time.perf_counter(), (position, drafts, None), self.limit, self._depth))
+        try:
+            return f(*args)
+        finally:
+            self._calls.pop()
+
+    def call_law(self, name: str, context, f, *args):
+        """``f(*args)``, marked in flight as a call of the ``name`` law (``"target"``, ``"draft"``)
+        at ``context``: a next-token law is user code watched like a verifier."""
+        self._calls.append((time.perf_counter(), (None, context, name), self.limit, self._depth))
         try:
             return f(*args)
         finally:
@@ -127,12 +142,14 @@ class Watchdog:
         except _Interrupt:
             if self._late is None or self._late[3] != depth:
                 raise  # an outer run's call is late: that run reports it
-            started, (position, drafts), late_limit, _ = self._late
+            started, (position, drafts, law), late_limit, _ = self._late
             self._late = None
             at = "" if position is None else f" at position {position}"
             shown = drafts.tolist() if hasattr(drafts, "tolist") else drafts
+            call = f"the verifier call{at} on drafts {shown}" if law is None else \
+                f"the {law} law's call at context {shown}"
             raise VerifierTimeoutError(
-                f"{what}: the verifier call{at} on drafts {shown} did not return within "
+                f"{what}: {call} did not return within "
                 f"{_budget.fmt_seconds(time.perf_counter() - started)}, longer than the limit of "
                 f"{_budget.fmt_seconds(late_limit)} by itself: interrupted; raise the limit with "
                 "max_seconds (--max-seconds)"

@@ -73,6 +73,7 @@ Sun et al., "Block Verification Accelerates Speculative Decoding", ICLR 2025 (th
 
 from __future__ import annotations
 
+import itertools
 import math
 import operator
 import time
@@ -104,7 +105,7 @@ from ..audit.verifier import (
 )
 from ..audit.watchdog import CALLS
 from ..errors import InvalidDistributionError, InvalidInputError, MdtheoryError, ProblemTooLargeError
-from .markov import row_tolerance
+from .markov import is_complex, real_array, row_tolerance
 from .trees import MAX_TREE_DRAWS, DraftTree, _law_row, draft_shape, iid_drafts
 
 __all__ = ["audit_block", "BlockAuditResult", "MAX_CELLS", "MAX_TREES",
@@ -200,13 +201,14 @@ class _Law:
 
     def _fetch(self, ctx: tuple) -> np.ndarray:
         try:
-            raw = self.law(self.root + ctx)
+            raw = CALLS.call_law(self.name, ctx, self.law, self.root + ctx)  # (watchdog)
         except _USER_ERRORS as exc:  # the user's law may raise anything
             raise InvalidInputError(f"the {self.name} raised {_one_line(exc)} at context {ctx}") from None
-        try:
-            row = np.array(raw, dtype=np.float64)
-        except (TypeError, ValueError):
-            row = np.full(1, np.nan)
+        if is_complex(raw):
+            raise InvalidDistributionError(f"the {self.name} at context {ctx} has complex values; "
+                                           f"expected real numbers: {_short(raw)}")
+        row = real_array(raw)
+        row = np.full(1, np.nan) if row is None else row.copy()
         V = self.V if self.V is not None else row.shape[-1] if row.ndim == 1 else 0
         if row.shape != (V,) or V < 1 or not np.isfinite(row).all() or row.min() < 0 \
                 or abs(row.sum() - 1) > row_tolerance(raw):
@@ -281,8 +283,8 @@ def _index(seq, V: int) -> int:
 def audit_block(f: Callable, target: Callable, draft: Callable, n: int | None = None,
                 length: int | None = None, *, tree: DraftTree | None = None, samples: int | None = None,
                 seed: int = 0, level: float = DEFAULT_LEVEL, detect_tv: float = TARGET_TV,
-                exact: bool = False, context=(), max_seconds: float | None = _budget.MAX_SECONDS
-                ) -> BlockAuditResult:
+                exact: bool = False, context=(), max_seconds: float | None = _budget.MAX_SECONDS,
+                max_bytes: float | None = _budget.MAX_BYTES) -> BlockAuditResult:
     """Audit a block or tree verifier: is "emitted block + fresh target tokens" the target's law?
 
     Parameters
@@ -321,10 +323,14 @@ def audit_block(f: Callable, target: Callable, draft: Callable, n: int | None = 
         Refuse (:class:`~mdtheory.errors.ProblemTooLargeError`, with the estimate) a run whose first
         :data:`~mdtheory.audit.verifier.PILOT_CALLS` verifier calls predict more than this (judged
         after every call once they took :data:`~mdtheory.audit.verifier.PILOT_EARLY` of it), and
-        interrupt a verifier call that runs longer than this by itself
+        interrupt a verifier or law call that runs longer than this by itself
         (:class:`~mdtheory.errors.VerifierTimeoutError`, :mod:`mdtheory.audit.watchdog`).
         Default 60 s (:data:`mdtheory._budget.MAX_SECONDS`), as :func:`mdtheory.audit` and the
-        CLI; None: no limit.
+        CLI; None: no limit. The audit's own work (the target's rows, the draft arrays drawn) is
+        estimated from the sizes and refused before any draw.
+    max_bytes : float or None
+        Refuse, before any draw, a run whose draft array and prefix set exceed this (default
+        4 GiB, :data:`mdtheory._budget.MAX_BYTES`; None: no limit).
 
     Returns
     -------
@@ -337,7 +343,8 @@ def audit_block(f: Callable, target: Callable, draft: Callable, n: int | None = 
         whose probabilities are not finite, non-negative and summing to one.
     ProblemTooLargeError
         :math:`V^{L+1} >` :data:`MAX_CELLS`, more than :data:`MAX_TREES` draft arrays to enumerate,
-        or a run estimated over ``max_seconds``.
+        or a run estimated over ``max_seconds`` or ``max_bytes``
+        (:class:`~mdtheory.errors.VerifierTimeoutError`: a call that did not return).
 
     Examples
     --------
@@ -354,10 +361,12 @@ def audit_block(f: Callable, target: Callable, draft: Callable, n: int | None = 
     ('lossy', 0.333333, 3.0)
     """
     t0 = time.perf_counter()
-    if tree is None:
-        tree = iid_drafts(_positive(n, "n"), _positive(length, "length"))
-    n, L = draft_shape(n, length, tree)
+    if tree is None:  # K iid drafts: the (K, 1, ..., 1) tree is built once its size is judged
+        n, L = _positive(n, "n"), _positive(length, "length")
+    else:
+        n, L = draft_shape(n, length, tree)
     max_seconds = _budget.check_limit(max_seconds, "max_seconds")
+    max_bytes = _budget.check_limit(max_bytes, "max_bytes")
     if not 0 < level < 1:
         raise InvalidInputError(f"the level must be in (0, 1), got {level}")
     if not 0 < detect_tv <= 1:
@@ -366,32 +375,99 @@ def audit_block(f: Callable, target: Callable, draft: Callable, n: int | None = 
         raise InvalidInputError(f"the verifier must be callable, got {type(f).__name__}")
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
         raise InvalidInputError(f"seed must be an integer >= 0, got {seed!r}")
-    P = _Law(target, "target", _context(context))
-    V = P.V = P(()).size
-    Q = _Law(draft, "draft", _context(context), V)
-    Q(())
-    L1 = L + 1
-    cells = V ** L1
-    if cells > MAX_CELLS:
-        raise ProblemTooLargeError(
-            f"the audit tests the law of V^(L+1) = {V}^{L1} = {cells:,} sequences, over {MAX_CELLS:,}; "
-            "shorten the block or audit on a smaller vocabulary")
-    step, p_full = _tables(P, V, L1)
-    common = {"sampling": tree.sampling, "drafts": n, "vocab": V, "positions": 1, "level": level,
-              "target": _describe(f), "length": L, "branching": list(tree.branching),
-              "detect_tv": detect_tv, "cells": cells}
-    bound = _bound(p_full, Q, V, n, L) if tree.is_iid_drafts else None
-    if exact:
-        with CALLS.armed(max_seconds, f"block audit of {_describe(f)}"):
-            return _exact(f, P, Q, V, L, tree, step, p_full, bound, max_seconds, t0, common)
-    if samples is None:
-        samples = samples_for(detect_tv, p_full, level)
-    if isinstance(samples, bool) or not isinstance(samples, (int, np.integer)) \
-            or not 10 <= samples <= MAX_SAMPLES:
+    if not exact and samples is not None and (
+            isinstance(samples, bool) or not isinstance(samples, (int, np.integer))
+            or not 10 <= samples <= MAX_SAMPLES):
         raise InvalidInputError(f"samples must be an integer in 10..{MAX_SAMPLES}, got {samples!r}")
-    with CALLS.armed(max_seconds, f"block audit of {_describe(f)}"):
+    with CALLS.armed(max_seconds, f"block audit of {_describe(f)}"):  # the laws' and f's calls
+        P = _Law(target, "target", _context(context))
+        V = P.V = P(()).size
+        Q = _Law(draft, "draft", _context(context), V)
+        Q(())
+        _check_cells(V, L)
+        nodes = n * L if tree is None else sum(itertools.accumulate(tree.branching, operator.mul))
+        sizes = (V, n, L, nodes, tree, exact, max_seconds, max_bytes)
+        _check_sizes(*sizes, samples)
+        tree = iid_drafts(n, L) if tree is None else tree
+        L1 = L + 1
+        step, p_full = _tables(P, V, L1)
+        common = {"sampling": tree.sampling, "drafts": n, "vocab": V, "positions": 1, "level": level,
+                  "target": _describe(f), "length": L, "branching": list(tree.branching),
+                  "detect_tv": detect_tv, "cells": V ** L1}
+        bound = _bound(p_full, Q, V, n, L) if tree.is_iid_drafts else None
+        if exact:
+            return _exact(f, P, Q, V, L, tree, step, p_full, bound, max_seconds, t0, common)
+        if samples is None:
+            samples = samples_for(detect_tv, p_full, level)
+            _check_sizes(*sizes, samples)
         return _sampled(f, P, Q, V, L, tree, p_full, int(samples), seed, bound, max_seconds,
                         t0, common)
+
+
+#: Seconds per law row read by the audit (the user's call, the row's checks; a trivial law: 6 us),
+#: per draft-tree node drawn with its prefixes (2.4 to 3.7 us measured, K = 1 .. 10^5, L = 2 .. 15)
+#: and bytes per node of a draw (its array, the prefix set's tuples, their lists).
+_ROW_SECONDS = 5e-6
+_NODE_SECONDS = 2.5e-6
+_NODE_BYTES = 150.0
+
+
+def _check_cells(V: int, L: int) -> None:
+    """Refuse V^(L+1) > :data:`MAX_CELLS`, judged by logarithms (L may be huge)."""
+    L1 = L + 1
+    if V > 1 and L1 * math.log2(V) > math.log2(MAX_CELLS):
+        digits = L1 * math.log10(V)
+        size = f"{V ** L1:,}" if digits < 16 else f"about 10^{digits:.4g}"
+        raise ProblemTooLargeError(
+            f"the audit tests the law of V^(L+1) = {V}^{L1} = {size} sequences, over {MAX_CELLS:,}; "
+            "shorten the block or audit on a smaller vocabulary")
+
+
+def _log_draws(V: int, nodes: int, tree: DraftTree | None) -> float:
+    """log of the number of draft arrays exact mode enumerates
+    (:meth:`~mdtheory.blocks.trees.DraftTree.count_draws`), by logarithms: V^nodes for iid
+    children; a node's count of children tuples taken exactly where it is under 2^4096 (V^b
+    bounds it)."""
+    if V == 1:
+        return 0.0
+    if tree is None:
+        return nodes * math.log(V)
+    total, width = 0.0, 1
+    for b in tree.branching:
+        per = b * math.log(V) if b * math.log2(V) > 4096 else math.log(max(tree.model.node_count(V, b), 1))
+        total += width * per
+        width *= b
+    return total
+
+
+def _estimate(V: int, n: int, L: int, nodes: int, draws: float) -> _budget.Estimate:
+    """The audit's own work besides the verifier's calls (which its pilot times): the target's
+    rows at every context of up to L tokens, and ``draws`` draft trees of ``nodes`` nodes drawn
+    with their prefix sets; the memory of one draw (its (K, L) array and prefix set)."""
+    rows = float(L + 1) if V == 1 else math.expm1(min((L + 1) * math.log(V), 700.0)) / (V - 1)
+    return _budget.Estimate(
+        f"block audit over V = {V}, n = {n} drafts of L = {L} tokens ({nodes:.3g} tree nodes): "
+        f"{rows:.3g} target rows and {draws:.3g} draft arrays drawn, besides the verifier's calls",
+        rows * _ROW_SECONDS + draws * float(nodes) * _NODE_SECONDS,
+        float(nodes) * (8.0 * L + _NODE_BYTES), "fewer drafts or samples")
+
+
+def _check_sizes(V: int, n: int, L: int, nodes: int, tree: DraftTree | None, exact: bool,
+                 max_seconds: float | None, max_bytes: float | None, samples: int | None) -> None:
+    """Refuse, before any draw, an exact audit of more than :data:`MAX_TREES` draft arrays and a run
+    whose own work (:func:`_estimate`; ``samples`` None: at least the 10 a run takes) is over the
+    limits."""
+    if exact:
+        log_draws = _log_draws(V, nodes, tree)
+        if log_draws > math.log(MAX_TREES):
+            raise ProblemTooLargeError(
+                f"exact mode would enumerate up to about 10^{log_draws / math.log(10):.3g} draft arrays "
+                f"(V = {V}, {nodes:.3g} tree nodes), over {MAX_TREES:,}; audit the sampler instead")
+        draws = math.exp(log_draws)
+    else:
+        draws = 10.0 if samples is None else float(samples)
+    _budget.require(_estimate(V, n, L, nodes, draws), math.inf if max_seconds is None else max_seconds,
+                    max_bytes=math.inf if max_bytes is None else max_bytes)
 
 
 def _positive(x, name: str) -> int:

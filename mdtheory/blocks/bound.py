@@ -33,6 +33,8 @@ path drawn from q; left out otherwise). A tree of top children is one fixed set 
 from __future__ import annotations
 
 import heapq
+import math
+import operator
 import time
 from dataclasses import dataclass, field
 
@@ -40,13 +42,14 @@ import numpy as np
 
 from .. import _budget
 from .._validate import as_drafts
+from ..audit.watchdog import CALLS
 from ..errors import InvalidDistributionError, InvalidInputError, MdtheoryError
 from ..result import Result
-from .markov import Law, _check_length, batched, row_tolerance
+from .markov import Law, _check_length, batched, is_complex, real_array, row_tolerance
 from .prefixsets import prefix_presence
 from .trees import DraftTree, draft_shape
 
-__all__ = ["BlockBoundResult", "block_efficiency_bound", "coarse_alpha_bound", "estimate"]
+__all__ = ["BlockBoundResult", "block_efficiency_bound", "coarse_alpha_bound", "estimate", "internal_nodes"]
 
 
 
@@ -140,7 +143,8 @@ def coarse_alpha_bound(p: np.ndarray, q: np.ndarray, n: int) -> tuple[float, int
     # huge n), and the whole set has gain 0 exactly
     qc = np.minimum(np.cumsum(q[order][::-1])[::-1][1:], 1.0)
     pc = np.cumsum(p[order][::-1])[::-1][1:]
-    gain = np.append(pc + np.expm1(n * np.log1p(-qc)), 0.0)
+    with np.errstate(divide="ignore"):  # q(T) = 0: log1p(-1) = -inf, and (1 - 1)^n = 0
+        gain = np.append(pc + np.expm1(n * np.log1p(-qc)), 0.0)
     j = int(np.argmax(gain))
     if gain[j] <= 0:
         return 1.0, 0
@@ -149,16 +153,22 @@ def coarse_alpha_bound(p: np.ndarray, q: np.ndarray, n: int) -> tuple[float, int
 
 def _rows(fn, contexts: list[tuple], V: int | None, name: str, keep: bool = False):
     """The rows ``fn(contexts)`` checked, float64 rescaled to sum one; with ``keep``, also the rows
-    as the law returned them (exact fractions stay exact)."""
+    as the law returned them (exact fractions stay exact). The call is watched
+    (:meth:`~mdtheory.audit.watchdog.Watchdog.call_law`)."""
+    where = f"{contexts[0]}" + (f" and {len(contexts) - 1} more" if len(contexts) > 1 else "")
     try:
-        raw = fn(contexts)
+        raw = CALLS.call_law(name, where, fn, contexts)
     except MdtheoryError:
         raise
     except Exception as exc:  # noqa: BLE001 -- a user's callable may raise anything
         raise InvalidInputError(f"the {name} law raised {type(exc).__name__} at one of the contexts "
                                 f"{contexts[:3]}{' ...' if len(contexts) > 3 else ''}: {exc}") from None
     tol = row_tolerance(raw)
-    rows = np.asarray(raw, dtype=np.float64)
+    rows = real_array(raw)
+    if rows is None:
+        what = "complex values" if is_complex(raw) else f"{type(raw).__name__}, not real numbers"
+        raise InvalidDistributionError(f"the {name} law returned {what} at one of the contexts "
+                                       f"{contexts[:3]}{' ...' if len(contexts) > 3 else ''}")
     if rows.ndim != 2 or rows.shape[0] != len(contexts) or (V is not None and rows.shape[1] != V):
         raise InvalidInputError(f"the {name} law returned shape {rows.shape} for {len(contexts)} contexts")
     if not np.all(np.isfinite(rows)) or np.any(rows < 0) or np.any(np.abs(rows.sum(axis=1) - 1) > tol):
@@ -167,14 +177,18 @@ def _rows(fn, contexts: list[tuple], V: int | None, name: str, keep: bool = Fals
     return (out, raw if np.asarray(raw).dtype == object else out) if keep else out
 
 
-#: Per-unit costs of the bound besides the models' own calls, measured on a 2-core x86 machine over
-#: V in {2, 20}, L in {10^3 .. 10^7}, 16 to 1024 expansions (``python benchmarks/bench_blocks.py
-#: bound-estimate``; papers/blocks.md): per expansion (a heap pop, the prefix walk, V children
-#: pushed), per (depth, node) and per depth of the per-depth sums (at most min(L, expansions + 1)
-#: depths: deeper ones repeat the last), and per depth of the (L,) arrays.
-_EXPANSION_SECONDS = 2e-4
-_CHILD_SECONDS = 1e-4
-_DEPTH_SECONDS = 5e-5
+#: Per-unit costs of the bound besides the models' own calls, CPU seconds measured on a 2-core x86
+#: machine over V in {2 .. 32,000}, L in {1 .. 10^6}, 16 to 1024 expansions, K iid drafts and trees
+#: (``python benchmarks/bench_blocks.py bound-estimate``; papers/blocks.md, "The bound's cost"): per
+#: expansion (a heap pop, the prefix walk, the node's row), per child node (its entries in the
+#: lists), per child pushed on the heap (children of depth < L), per (depth, step) of a tree's
+#: presence products, per depth of the per-depth sums and per (depth, node) pass of them, and per
+#: depth of the (L,) arrays.
+_EXPANSION_SECONDS = 2e-5
+_NODE_SECONDS = 4e-7
+_PUSH_SECONDS = 6e-7
+_TREE_STEP_SECONDS = 1e-8
+_DEPTH_SECONDS = 2e-5
 _CELL_SECONDS = 1e-8
 _LENGTH_SECONDS = 2.5e-8
 #: bytes per tree node (eight Python lists and their numpy copies), per depth (the (L,) arrays), and
@@ -184,16 +198,36 @@ _LENGTH_BYTES = 48.0
 _BASE_BYTES = 1e6
 
 
-def estimate(V: int, length: int, expansions: int, tree: DraftTree | None = None) -> _budget.Estimate:
-    """Seconds and bytes of :func:`block_efficiency_bound` besides the models' calls: its tree has
-    at most 1 + ``expansions`` * V nodes and depth at most ``expansions``; the per-depth sums pass
-    over it once per depth up to that depth (every depth of a given ``tree``)."""
-    nodes = 1.0 + float(expansions) * V
-    depths = float(length) if tree is not None else float(min(length, expansions + 1))
-    seconds = (float(expansions) * (_EXPANSION_SECONDS + _CHILD_SECONDS * V)
-               + depths * (_DEPTH_SECONDS + _CELL_SECONDS * nodes) + _LENGTH_SECONDS * float(length))
+def internal_nodes(V: int, length: int) -> float:
+    """1 + V + ... + V^(L - 1): the prefixes of fewer than L tokens, the nodes the bound may expand
+    (a float; infinite past 1e300)."""
+    if V <= 1:
+        return float(length)
+    log = length * math.log(V)
+    return math.inf if log > 690 else math.expm1(log) / (V - 1)
+
+
+def estimate(V: int, length: int, expansions: int, tree: DraftTree | None = None,
+             batch: int = 64) -> _budget.Estimate:
+    """Seconds and bytes of :func:`block_efficiency_bound` besides the models' calls.
+
+    At most E = min(``expansions``, :func:`internal_nodes`) nodes are expanded (only prefixes of
+    fewer than L tokens are), each adding V children, so the tree has at most 1 + E V nodes; the
+    children of depth under L are pushed on the heap. The nodes are expanded in batches of
+    ``batch``, and a node's children are expanded in a later batch than the node, so the tree is at
+    most ceil(E / batch) deep: the per-depth sums pass over it once per depth up to its deepest
+    node plus one (every depth of a given ``tree``)."""
+    internal = internal_nodes(V, length)
+    E = min(float(expansions), internal)
+    nodes = 1.0 + E * V
+    pushed = min(E * V, internal - 1.0)
+    depths = float(length) if tree is not None else min(float(length), math.ceil(E / batch) + 1.0)
+    steps = E * min(depths, E) * V if tree is not None else 0.0
+    seconds = (E * _EXPANSION_SECONDS + nodes * _NODE_SECONDS + pushed * _PUSH_SECONDS
+               + steps * _TREE_STEP_SECONDS + depths * (_DEPTH_SECONDS + _CELL_SECONDS * nodes)
+               + _LENGTH_SECONDS * float(length))
     return _budget.Estimate(
-        f"the block-efficiency bound (V = {V}, L = {length}, {expansions} expansions: up to "
+        f"the block-efficiency bound (V = {V}, L = {length}, {E:.3g} expansions: up to "
         f"{nodes:.3g} tree nodes, {depths:.3g} depths summed)", seconds,
         _BASE_BYTES + _NODE_BYTES * nodes + _LENGTH_BYTES * float(length),
         "fewer expansions or a shorter length")
@@ -232,9 +266,10 @@ def block_efficiency_bound(target: Law, draft: Law, n: int | None = None, length
         row); the bound is valid for any number, tighter with more.
     batch : int
         Nodes fetched per model call.
-    max_seconds, max_bytes : float
+    max_seconds, max_bytes : float or None
         Refuse, after the root's laws give V and before the tree is grown, a bound whose estimate
-        (:func:`estimate`) exceeds these.
+        (:func:`estimate`) exceeds these (None or infinity: no limit); a call of a law that does
+        not return within ``max_seconds`` is interrupted (:mod:`mdtheory.audit.watchdog`).
 
     Returns
     -------
@@ -244,8 +279,11 @@ def block_efficiency_bound(target: Law, draft: Law, n: int | None = None, length
     ------
     ProblemTooLargeError
         The estimate is over a limit.
+    VerifierTimeoutError
+        A law's call did not return within ``max_seconds``.
     InvalidInputError, InvalidDistributionError
-        A bad size, a law that is not callable or raises, or a row that is not a probability vector.
+        A bad size, limit or context, a law that is not callable or raises, or a row that is not a
+        probability vector of real numbers (the sum judged by the precision of the law's dtype).
 
     Examples
     --------
@@ -262,12 +300,23 @@ def block_efficiency_bound(target: Law, draft: Law, n: int | None = None, length
     n, length = as_drafts(n), _check_length(length)
     expansions = _check_length(expansions, "expansions")
     batch = _check_length(batch, "batch")
-    context = tuple(int(c) for c in context)
+    max_seconds, max_bytes = _budget.limits(max_seconds, max_bytes)
+    try:
+        context = tuple(operator.index(c) for c in context)
+    except TypeError:
+        raise InvalidInputError(f"context must be a sequence of integer tokens, got {context!r}") from None
     for name, law in (("target", target), ("draft", draft)):
         if not callable(law) and not hasattr(law, "batch"):
             raise InvalidInputError(
                 f"{name} must be a callable law(context) -> (V,), got {type(law).__name__}")
-    pt, qd = batched(target), batched(draft)
+    with CALLS.armed(max_seconds, "the block-efficiency bound"):
+        return _grow(batched(target), batched(draft), n, length, tree, context, expansions, batch,
+                     max_seconds, max_bytes, t0)
+
+
+def _grow(pt, qd, n: int, length: int, tree: DraftTree | None, context: tuple, expansions: int,
+          batch: int, max_seconds: float, max_bytes: float, t0: float) -> BlockBoundResult:
+    """The bound's prefix tree grown best-first and its per-depth sums (module docstring)."""
     spent = 0.0
 
     # the tree: parent, token, depth, p_m, q_m, the step into the node (q(v | u) for iid trees, v's
@@ -296,7 +345,7 @@ def block_efficiency_bound(target: Law, draft: Law, n: int | None = None, length
         P = _rows(pt, ctx, V, "target")
         if V is None:
             V = P.shape[1]
-            _budget.require(estimate(V, length, expansions, tree), max_seconds, max_bytes=max_bytes)
+            _budget.require(estimate(V, length, expansions, tree, batch), max_seconds, max_bytes=max_bytes)
         Q, raw = _rows(qd, ctx, V, "draft", keep=True)
         # deterministic children are chosen in the law's own arithmetic (exact fractions exactly)
         Qraw = raw if tree is not None and tree.deterministic else Q

@@ -25,10 +25,10 @@ import numpy as np
 from .._validate import sum_tolerance
 from ..errors import InvalidDistributionError, InvalidInputError, MdtheoryError
 
-__all__ = ["Law", "batched", "context_law", "ConstantLaw", "RandomLaw", "sun_toy", "random_instance",
-           "vocabulary_size",
-           "all_sequences", "conditional_tables", "sequence_probs", "draft_tuples", "draft_multisets",
-           "block_law_tv", "continuation_probs"]
+__all__ = ["Law", "batched", "context_law", "watched", "real_array", "is_complex", "ConstantLaw",
+           "RandomLaw", "sun_toy", "random_instance", "vocabulary_size", "all_sequences",
+           "conditional_tables", "sequence_probs", "draft_tuples", "draft_multisets", "block_law_tv",
+           "continuation_probs"]
 
 Law = Callable[[tuple], np.ndarray]
 
@@ -112,14 +112,16 @@ def batched(law) -> Callable[[list], np.ndarray]:
 
     if isinstance(law, LanguageModel):
         return lambda contexts: law.laws([tuple(int(t) for t in c) for c in contexts])
+    # the rows keep their dtype: a float32 law is judged by float32's sum tolerance
     return lambda contexts: np.stack([_as_row(law(tuple(c))) for c in contexts])
 
 
 def _as_row(raw) -> np.ndarray:
-    """A law's row as float64, or as the object array it came in (exact fractions stay exact)."""
+    """A law's row as the array it came in (its dtype kept: the checks judge its precision, and
+    refuse complex values), or as an object array (exact fractions stay exact)."""
     arr = np.asarray(raw)
     if arr.dtype != object:
-        return np.asarray(raw, dtype=np.float64)
+        return arr
     arr.astype(np.float64)  # entries that are not numbers raise here, as a float row's would
     return arr
 
@@ -128,8 +130,41 @@ def context_law(law) -> Law:
     """``law`` as a per-context callable ``context -> (V,)`` (see :func:`batched`)."""
     if hasattr(law, "batch"):
         fn = batched(law)
-        return lambda context=(): np.asarray(fn([tuple(context)])[0], dtype=np.float64)
+        return lambda context=(): np.asarray(fn([tuple(context)])[0])
     return law
+
+
+def watched(law: Law, name: str) -> Law:
+    """``law`` with each call made through the watchdog (:meth:`mdtheory.audit.watchdog.Watchdog.call_law`):
+    while a run is armed with its ``max_seconds``, a call that does not return is interrupted."""
+    from ..audit.watchdog import CALLS
+
+    def call(context=()):
+        return CALLS.call_law(name, context, law, context)
+
+    return call
+
+
+def is_complex(raw) -> bool:
+    """Whether ``raw`` converts to an array of complex numbers."""
+    try:
+        return np.asarray(raw).dtype.kind == "c"
+    except Exception:  # noqa: BLE001 -- a user's object may raise anything on conversion
+        return False
+
+
+def real_array(raw) -> np.ndarray | None:
+    """``raw`` as a float64 array, or None where it does not hold real numbers: complex values (whose
+    imaginary part a float cast would drop), strings, objects that do not convert."""
+    try:
+        arr = np.asarray(raw)
+        if arr.dtype.kind == "O":
+            arr = arr.astype(np.float64)
+    except (TypeError, ValueError):
+        return None
+    if arr.dtype.kind not in "iuf":
+        return None
+    return arr.astype(np.float64, copy=False)
 
 
 def call_law(law: Law, context: tuple):
@@ -175,10 +210,10 @@ def row_tolerance(row) -> float:
 def _check_law_row(row, context, V: int) -> np.ndarray:
     """The row as float64, rescaled to sum 1 when it sums to 1 within :func:`row_tolerance`."""
     tol = row_tolerance(row)
-    try:
-        arr = np.asarray(row, dtype=np.float64)
-    except (TypeError, ValueError):
-        arr = None
+    arr = real_array(row)
+    if arr is None and is_complex(row):
+        raise InvalidDistributionError(f"the law at context {tuple(context)} has complex values; "
+                                       "expected real numbers")
     if arr is None or arr.ndim != 1:
         raise InvalidInputError(
             f"the law at context {tuple(context)} returned {type(row).__name__}, not a vector of length {V}")

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import _budget
+from ..audit.watchdog import CALLS
 from ..certify import CERT_TOL
 from ..errors import InvalidInputError, OptimalityGapError, SolverError
 from ..result import Result
@@ -46,6 +47,7 @@ from .markov import (
     draft_multisets,
     sequence_probs,
     vocabulary_size,
+    watched,
 )
 from .prefixsets import count_prefix_sets, estimate_law, prefix_set_law
 from .trees import DraftTree, draft_shape
@@ -258,17 +260,20 @@ def _tree_members(draft, tree: DraftTree, V: int) -> tuple[np.ndarray, np.ndarra
     return members[order], probs[order]
 
 
-def _check_laws(target, draft) -> int:
+def _check_laws(target, draft) -> tuple[int, Law, Law]:
+    """V and the two laws as per-context callables, each call watched
+    (:func:`~mdtheory.blocks.markov.watched`)."""
     target, draft = context_law(target), context_law(draft)
     for name, law in (("target", target), ("draft", draft)):
         if not callable(law):
             raise InvalidInputError(
                 f"{name} must be a callable law(context) -> (V,), got {type(law).__name__}")
+    target, draft = watched(target, "target"), watched(draft, "draft")
     V = vocabulary_size(target)
     if vocabulary_size(draft) != V:
         raise InvalidInputError(
             f"target and draft have different vocabularies: {V} and {vocabulary_size(draft)}")
-    return V
+    return V, target, draft
 
 
 def _columns(members: np.ndarray, V: int, length: int):
@@ -521,9 +526,10 @@ def optimal_block_efficiency(target: Law, draft: Law, n: int | None = None, leng
         tree's *prefix sets* (its distinct root-to-leaf paths), which carry everything a verifier may
         use (:mod:`mdtheory.blocks.prefixsets`). ``DraftTree((K, 1, ..., 1), "iid")`` is K iid
         drafts by this second route.
-    max_seconds, max_bytes : float
+    max_seconds, max_bytes : float or None
         Refuse, before any work, an LP whose estimate (:func:`estimate`, :func:`tree_estimate`)
-        exceeds these.
+        exceeds these (None or infinity: no limit); a call of a law that does not return within
+        ``max_seconds`` is interrupted (:mod:`mdtheory.audit.watchdog`).
 
     Returns
     -------
@@ -534,8 +540,11 @@ def optimal_block_efficiency(target: Law, draft: Law, n: int | None = None, leng
     ------
     ProblemTooLargeError
         The estimate is over a limit (the message states it).
+    VerifierTimeoutError
+        A law's call did not return within ``max_seconds``.
     InvalidInputError, InvalidDistributionError
-        A bad size or a law that is not a probability vector of the right length.
+        A bad size or limit, or a law that is not a probability vector of real numbers of the
+        right length.
     SolverError, OptimalityGapError
         HiGHS failed with presolve on and off, or its answer could not be proven.
 
@@ -552,16 +561,23 @@ def optimal_block_efficiency(target: Law, draft: Law, n: int | None = None, leng
     >>> res.lp["multisets"], round(res.value, 6)
     (4, 2.888889)
     """
-    from scipy import sparse
-
     t0 = time.perf_counter()
     n, length = draft_shape(n, length, tree)
     n = _check_length(n, "n")
     length = _check_length(length)
-    V = _check_laws(target, draft)
-    target, draft = context_law(target), context_law(draft)
-    _budget.require(estimate(V, n, length) if tree is None else tree_estimate(V, tree), max_seconds,
-                    max_bytes=max_bytes)
+    max_seconds, max_bytes = _budget.limits(max_seconds, max_bytes)
+    with CALLS.armed(max_seconds, "the block-efficiency optimum"):
+        V, target, draft = _check_laws(target, draft)
+        _budget.require(estimate(V, n, length) if tree is None else tree_estimate(V, tree), max_seconds,
+                        max_bytes=max_bytes)
+        return _solve_plan(target, draft, n, length, tree, V, t0)
+
+
+def _solve_plan(target: Law, draft: Law, n: int, length: int, tree: DraftTree | None, V: int,
+                t0: float) -> BlockOptimumResult:
+    """Build, solve and certify the LP of :func:`optimal_block_efficiency` (checked sizes, the
+    laws as watched per-context callables)."""
+    from scipy import sparse
 
     L1 = length + 1
     ttables = conditional_tables(target, V, L1)

@@ -39,13 +39,13 @@ from ..language.drafters import draw
 from ..language.langmodel import as_model
 from ..result import Result
 from .markov import block_law_tv, random_instance, sun_toy
-from .trees import DraftTree, tree_samplings
+from .trees import DraftTree, iid_drafts, tree_samplings
 from .verifiers.base import exact_block_law, rule_runs_on
 from .verifiers.token_by_token import rule_estimate
 
 __all__ = ["BlockResult", "speculative_step", "block_efficiency", "estimate", "block_interval",
-           "draft_tree", "verifier_step", "simulate", "BATCHES", "ceiling",
-           "drafter_equals_target", "parse_instance", "exact_rows", "INSTANCE_HELP"]
+           "draft_tree", "verifier_step", "model_estimate", "with_models", "mean_context", "simulate",
+           "BATCHES", "ceiling", "drafter_equals_target", "parse_instance", "exact_rows", "INSTANCE_HELP"]
 
 
 @dataclass
@@ -203,6 +203,53 @@ def verifier_step(target, drafter, context: tuple, verifier, tree, rng) -> list[
     return verifier.sample(at(p), at(q), drafts, rng).tolist()
 
 
+#: Seconds per token of the contexts a target call builds (the text and a draft prefix, per node:
+#: tuples of Python ints, hashed as keys).
+CONTEXT_TOKEN_SECONDS = 2e-8
+
+
+def mean_context(tree, steps: int, replicates: int = 1, start: int = 1) -> int:
+    """The mean length of the text at a target call: ``start`` tokens, then about 1 + L/2 tokens a
+    call (between 1 and L + 1) over ``steps // replicates`` calls a text."""
+    per = max(1, steps // max(1, replicates))
+    return int(start + (per - 1) / 2 * (1 + tree.length / 2))
+
+
+def model_estimate(target, drafter, tree, steps: int, replicates: int = 1, start: int = 1,
+                   optimum: bool = False) -> _budget.Estimate:
+    """The models' work in one target call, from their own measured calls
+    (:meth:`~mdtheory.language.langmodel.LanguageModel.laws_seconds`) at the run's mean context
+    length T (:func:`mean_context`): the drafter once per depth on the nodes of that depth (b_1 ...
+    b_d of them), the target once on every node, and the nodes' contexts built
+    (:data:`CONTEXT_TOKEN_SECONDS` per token); with ``optimum``, the bound at the call's context (its
+    laws in batches of 64 nodes, :func:`mdtheory.blocks.bound.estimate` for the rest). Its seconds
+    are a call's (the verifiers' estimates take them as their ``model_time``); its bytes the
+    largest call's (:meth:`~mdtheory.language.langmodel.LanguageModel.laws_bytes`, at the longest
+    context of the run)."""
+    import math
+
+    from .bound import estimate as bound_estimate
+    from .bound import internal_nodes
+
+    T = mean_context(tree, steps, replicates, start)
+    # the text grows at most L + 1 tokens a call, and a node adds at most L draft tokens
+    longest = start + (max(1, steps // max(1, replicates)) - 1) * (tree.length + 1) + tree.length
+    widths = [math.prod(tree.branching[:d]) for d in range(tree.length + 1)]
+    target, drafter = as_model(target), as_model(drafter)
+    seconds = sum(drafter.laws_seconds(w, T + d) for d, w in enumerate(widths[:-1]))
+    seconds += target.laws_seconds(sum(widths), T + tree.length // 2)
+    seconds += CONTEXT_TOKEN_SECONDS * tree.n * (tree.length + 1) * (T + tree.length)
+    peak = max(drafter.laws_bytes(max(widths[:-1]), longest), target.laws_bytes(sum(widths), longest))
+    if optimum:
+        expanded = min(256.0, internal_nodes(target.V, tree.length))
+        batches = math.ceil(expanded / 64)
+        seconds += batches * (target.laws_seconds(64, T + 1) + drafter.laws_seconds(64, T + 1))
+        bound = bound_estimate(target.V, tree.length, 256, tree)
+        seconds += bound.seconds
+        peak = max(peak, bound.bytes, target.laws_bytes(64, longest), drafter.laws_bytes(64, longest))
+    return _budget.Estimate(f"the models' calls at texts of about {T} tokens (measured)", seconds, peak)
+
+
 def simulate(target, drafter, verifier, tree, steps: int, rng, *, replicates: int = 1,
              start: tuple = (), quiet: bool = True, ceiling=None, ceiling_kind: str | None = None
              ) -> BlockResult:
@@ -329,10 +376,18 @@ def _check_rule(rule: str, sampling: str) -> None:
         raise InvalidInputError(f"rule {rule!r} expects {rules.RULES[rule].sampling} drafts, not {sampling}")
 
 
-def estimate(rule: str, V: int, K: int, L: int, steps: int) -> _budget.Estimate:
-    """``steps`` target calls with ``rule`` on K drafts of L tokens
+def with_models(est: _budget.Estimate, models: _budget.Estimate) -> _budget.Estimate:
+    """A verifier's estimate that already counts the models' time a call, with the memory of the
+    models' largest call (:func:`model_estimate`)."""
+    return est._replace(bytes=max(est.bytes, models.bytes))
+
+
+def estimate(rule: str, V: int, K: int, L: int, steps: int,
+             model_time: float | None = None) -> _budget.Estimate:
+    """``steps`` target calls with ``rule`` on K drafts of L tokens, the models taking
+    ``model_time`` seconds a call (:func:`model_estimate`; None: a guess from the sizes)
     (:func:`mdtheory.blocks.verifiers.token_by_token.rule_estimate`)."""
-    return rule_estimate(rule, V, K, L, steps)
+    return rule_estimate(rule, V, K, L, steps, model_time)
 
 
 def block_efficiency(target, drafter, rule: str, K: int, L: int, steps: int, rng,
@@ -340,10 +395,14 @@ def block_efficiency(target, drafter, rule: str, K: int, L: int, steps: int, rng
                      rule_params: dict | None = None,
                      max_seconds: float = _budget.MAX_SECONDS) -> BlockResult:
     """Run ``steps`` target calls of speculative decoding from ``start`` and count tokens per call;
-    refused first if :func:`estimate` is over ``max_seconds`` or the memory limit."""
+    refused first if :func:`estimate` (from the sizes, then with the models' measured calls,
+    :func:`model_estimate`) is over ``max_seconds`` or the memory limit."""
     _check_sizes(K, L, steps)
     _check_rule(rule, sampling)
-    _budget.require(estimate(rule, target.V, K, L, steps), max_seconds)
+    _budget.require(estimate(rule, target.V, K, L, steps), max_seconds)  # the sizes, then the models
+    models = model_estimate(target, drafter, iid_drafts(K, L), steps, start=max(len(start), 1))
+    _budget.require(with_models(estimate(rule, target.V, K, L, steps, models.seconds), models),
+                    max_seconds)
     text = tuple(start)
     counts = np.zeros(steps, dtype=np.int64)
     for i in progress(range(steps), steps, rule, quiet):

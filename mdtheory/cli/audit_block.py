@@ -8,11 +8,12 @@ import json
 import sys
 from collections.abc import Callable
 
+from .. import _budget
 from ..audit.statistics import POWER
 from ..audit.verifier import load_target
-from ..blocks.audit import BlockAuditResult, audit_block
+from ..blocks.audit import MAX_CELLS, BlockAuditResult, audit_block
 from ..blocks.trees import DraftTree, tree_samplings
-from ..errors import InvalidInputError
+from ..errors import InvalidInputError, ProblemTooLargeError
 
 #: Exit code when the run is too small to pass (verdict "inconclusive").
 EXIT_INCONCLUSIVE = 5
@@ -79,7 +80,13 @@ def run(args: argparse.Namespace) -> int:
         tree = DraftTree.parse(args.tree, sampling)
     elif n is None or length is None:
         raise InvalidInputError("--block needs --drafts/-n and --length/-L (or --tree)")
+    elif sampling == "iid" or n == 1 and sampling in tree_samplings():
+        tree = None  # K iid drafts (one draft: any sampling): built once the audit judged their sizes
     else:
+        if length >= 16:  # n >= 2 distinct first tokens need V >= 2: 2^(L+1) cells at least
+            raise ProblemTooLargeError(
+                f"--sampling {sampling} with n = {n} drafts needs V >= 2 tokens, so the audit would "
+                f"test V^(L+1) >= 2^{length + 1} sequences, over {MAX_CELLS:,}; shorten the block")
         tree = DraftTree.chains(n, length, sampling)
     with contextlib.redirect_stdout(sys.stderr):  # user code's prints must not break --json
         f = load_target(args.block)
@@ -89,7 +96,9 @@ def run(args: argparse.Namespace) -> int:
             target, draft = load_target(args.block_target), load_target(args.block_draft)
         res = audit_block(f, target, draft, n, length, tree=tree, samples=args.samples, seed=args.seed,
                           level=args.level, detect_tv=args.detect_tv, exact=args.exact,
-                          max_seconds=args.max_seconds)
+                          max_seconds=args.max_seconds,
+                          max_bytes=_budget.MAX_BYTES if getattr(args, "max_bytes", None) is None
+                          else args.max_bytes)
     res.target = args.block
     if args.json:
         print(json.dumps(res.to_dict()))

@@ -13,8 +13,10 @@ from ..blocks.simulation import (
     ceiling,
     drafter_equals_target,
     exact_rows,
+    model_estimate,
     parse_instance,
     simulate,
+    with_models,
 )
 from ..blocks.trees import tree_samplings
 from ..blocks.verifiers import VERIFIERS
@@ -178,9 +180,13 @@ def run(args) -> int:
     if target.bos is None:
         raise InvalidInputError(f"{args.target} has no start token (bos) to begin the text after")
     start = (target.bos,)
-    for v in verifiers:  # every estimate before any run
+    for v in verifiers:  # every estimate before any run: the sizes alone, then the models' calls
         _budget.require(v.estimate(target.V, tree, args.steps), args.max_seconds,
                         max_bytes=args.max_bytes)
+    models = model_estimate(target, drafter, tree, args.steps, replicates, len(start), args.optimum)
+    for v in verifiers:
+        _budget.require(with_models(v.estimate(target.V, tree, args.steps, models.seconds), models),
+                        args.max_seconds, max_bytes=args.max_bytes)
     top = ceiling(target, drafter, tree, max_seconds=args.max_seconds, max_bytes=args.max_bytes) \
         if args.optimum else (None, None)
     for v in verifiers:

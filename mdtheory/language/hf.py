@@ -114,6 +114,23 @@ class HFModel(LanguageModel):
         z = out.logits[:, -1, : self.V].double().cpu().numpy()
         return to_probs(z, self.temperature, self.top_k, self.top_p), new_cache
 
+    def laws_bytes(self, batch: int, length: int) -> float:
+        """Peak bytes of one :meth:`laws` call on ``batch`` contexts of ``length`` tokens (at most the
+        model's positions), from its configuration: the logits at every position (B T V), the KV
+        cache (2 layers B T d), one layer's attention scores (B heads T^2) and activations (8 B T d),
+        in the model's dtype, and the float64 laws: 0.56 to 1.6 times the measured peak on a 2-layer
+        GPT-2 (V = 2,000, d = 64) at B = 4 .. 64, T = 100 .. 1,000
+        (``python benchmarks/bench_lm_estimates.py --hf``)."""
+        cfg = self.net.config
+        B = float(max(int(batch), 1))
+        T = float(max(1, min(int(length), self.max_length or int(length))))
+        d = float(getattr(cfg, "hidden_size", 0) or 0)
+        layers = float(getattr(cfg, "num_hidden_layers", 0) or 0)
+        heads = float(getattr(cfg, "num_attention_heads", 0) or 0)
+        size = float(self.net.dtype.itemsize) if hasattr(self.net.dtype, "itemsize") else 4.0
+        per_call = B * T * self.V + 2 * layers * B * T * d + B * heads * T * T + 8 * B * T * d
+        return size * per_call + super().laws_bytes(batch, length)
+
     def _check_length(self, n: int) -> None:
         if self.max_length is not None and n > self.max_length:
             raise InvalidInputError(f"{self.name}: a context of {n} tokens is longer than the model's "

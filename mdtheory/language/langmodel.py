@@ -85,7 +85,7 @@ def _as_tokens(tokens, B: int, V: int) -> np.ndarray:
     return tokens.astype(np.int64)
 
 
-#: Texts in the pilot batch of :meth:`LanguageModel.step_seconds`.
+#: Texts in the pilot batch of :meth:`LanguageModel.step_seconds` and :meth:`LanguageModel.laws_seconds`.
 PILOT_BATCH = 64
 
 
@@ -162,6 +162,33 @@ class LanguageModel:
             self.start([(token,)] * pilot)
             best = min(best, time.perf_counter() - t0)
         return best * max(int(batch), 1) / pilot
+
+    def laws_seconds(self, batch: int, length: int) -> float:
+        """Seconds of one :meth:`laws` call on ``batch`` contexts of ``length`` tokens, measured:
+        the faster of two calls on min(batch, :data:`PILOT_BATCH`) contexts of that many tokens
+        (at most the model's ``max_length``), scaled linearly to ``batch``.
+
+        The estimate of work that asks for laws at whole contexts (the block-efficiency
+        simulations: a transformer recomputes each context from its first token, so the cost
+        grows with the context's length, which :meth:`step_seconds` does not see).
+        """
+        token = self.bos if self.bos is not None else 0
+        length = max(1, int(length))
+        if self.max_length is not None:
+            length = min(length, int(self.max_length))
+        pilot = max(1, min(int(batch), PILOT_BATCH))
+        best = float("inf")
+        for _ in range(2):
+            t0 = time.perf_counter()
+            self.laws([(token,) * length] * pilot)
+            best = min(best, time.perf_counter() - t0)
+        return best * max(int(batch), 1) / pilot
+
+    def laws_bytes(self, batch: int, length: int) -> float:
+        """Peak bytes of one :meth:`laws` call on ``batch`` contexts of ``length`` tokens: the laws
+        and the logits (float64) and two temporaries of their size; a model whose forward pass
+        holds more (a transformer's logits at every position and attention scores) overrides it."""
+        return 4 * 8.0 * max(int(batch), 1) * self.V
 
 
 class CallableModel(LanguageModel):

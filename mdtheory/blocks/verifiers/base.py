@@ -221,6 +221,11 @@ def _first_draft_is_q(sampling: str) -> bool:
     return bool(np.allclose(model.first_draft_law(), model.q, rtol=0, atol=1e-12))
 
 
+def measured(model_time: float | None) -> str:
+    """How an estimate names the models' measured time (empty where it is a guess)."""
+    return "" if model_time is None else f", the models {_budget.fmt_seconds(model_time)} a call (measured)"
+
+
 class BlockVerifier(ABC):
     """A sequence-level verifier: ``sample`` and ``law`` forms, exact block efficiency, and the
     declarations of what it takes, which :func:`~mdtheory.blocks.verifiers.make_verifier`, the
@@ -307,15 +312,18 @@ class BlockVerifier(ABC):
             raise InvalidInputError(self.refusal(tree))
         return tree
 
-    def estimate(self, V: int, tree: DraftTree, steps: int) -> _budget.Estimate:
+    def estimate(self, V: int, tree: DraftTree, steps: int,
+                 model_time: float | None = None) -> _budget.Estimate:
         """Seconds and bytes of ``steps`` target calls of the simulation with this verifier on
         ``tree`` (:func:`mdtheory.blocks.simulation.simulate`): the drafter at each internal node
-        and the target at every node (about 2 ms an LSTM call, measured with ``lm-pairs`` on one
-        BLAS thread) and O(V) work per node."""
+        and the target at every node (``model_time`` seconds a call, the models' own measured
+        calls, :func:`mdtheory.blocks.simulation.model_estimate`; None: about 2 ms an LSTM call per
+        depth, measured with ``lm-pairs`` on one BLAS thread) and O(V) work per node."""
         nodes = tree.n * (tree.length + 1)
+        models = (tree.length + 1) * 2e-3 if model_time is None else model_time
         return _budget.Estimate(
             f"block-efficiency: {steps} target calls of a tree of K = {tree.n} paths of L = {tree.length} "
-            f"tokens over V = {V}", steps * ((tree.length + 1) * 2e-3 + nodes * V * 2e-7),
+            f"tokens over V = {V}" + measured(model_time), steps * (models + nodes * V * 2e-7),
             16.0 * nodes * V)
 
     @property

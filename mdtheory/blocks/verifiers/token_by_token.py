@@ -7,27 +7,30 @@ import numpy as np
 
 from ... import _budget
 from ..trees import DraftTree
-from .base import BlockVerifier, _draw, _rule_params, _tree_tag, default_rule
+from .base import BlockVerifier, _draw, _rule_params, _tree_tag, default_rule, measured
 
 __all__ = ["TokenByToken", "rule_estimate"]
 
 
-def rule_estimate(rule: str, V: int, K: int, L: int, steps: int, offered: int | None = None
-                  ) -> _budget.Estimate:
+def rule_estimate(rule: str, V: int, K: int, L: int, steps: int, model_time: float | None = None,
+                  offered: int | None = None) -> _budget.Estimate:
     """``steps`` target calls of the simulation verifying token by token with ``rule``: each drafts
-    K x L tokens (about 2 ms an LSTM call, measured with ``lm-pairs``), keeps K (L + 1) target laws
-    and prepares the rule at up to L prefixes (the rule's
-    :meth:`~mdtheory.rules.base.SelectionRule.estimate` on the drafts a node offers it: ``offered``,
-    a tree's largest branching, default K, an upper bound)."""
+    K x L tokens and scores the nodes (``model_time`` seconds a call, the models' own measured calls,
+    :func:`mdtheory.blocks.simulation.model_estimate`; None: about 2 ms an LSTM call per depth, the
+    char-LSTM's, measured with ``lm-pairs``), keeps K (L + 1) target laws and prepares the rule at
+    up to L prefixes (the rule's :meth:`~mdtheory.rules.base.SelectionRule.estimate` on the drafts a
+    node offers it: ``offered``, a tree's largest branching, default K, an upper bound)."""
     from ... import rules
     from ...models.registry import make_draft_model
 
     cls = rules.RULES[rule]
     n = K if offered is None else offered
     prep = cls.estimate(make_draft_model(np.full(V, 1.0 / V), n, cls.sampling))
+    models = L * 2 * 2e-3 if model_time is None else model_time
     return _budget.Estimate(
         f"block-efficiency with {rule}: {steps} target calls of K = {K} drafts of L = {L} tokens "
-        f"over V = {V}", steps * L * (2 * 2e-3 + prep.seconds), 8.0 * K * (L + 1) * V + prep.bytes)
+        f"over V = {V}" + measured(model_time), steps * (models + L * prep.seconds),
+        8.0 * K * (L + 1) * V + prep.bytes)
 
 
 class TokenByToken(BlockVerifier):
@@ -67,10 +70,11 @@ class TokenByToken(BlockVerifier):
     def label(self) -> str:
         return f"token:{self.rule}" + _tree_tag(self.tree)
 
-    def estimate(self, V: int, tree: DraftTree, steps: int) -> _budget.Estimate:
+    def estimate(self, V: int, tree: DraftTree, steps: int,
+                 model_time: float | None = None) -> _budget.Estimate:
         """:func:`rule_estimate` of the rule on the tree's K drafts of L tokens, a node offering the
         rule its children (K iid drafts: all K)."""
-        return rule_estimate(self.rule, V, tree.n, tree.length, steps,
+        return rule_estimate(self.rule, V, tree.n, tree.length, steps, model_time,
                              None if tree.is_iid_drafts else max(tree.branching))
 
     def _rule(self, laws, ctx, n):
