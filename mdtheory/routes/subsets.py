@@ -20,7 +20,7 @@ import numpy as np
 from .._jit import _two_sum, njit
 from ..errors import InvalidInputError, ProblemTooLargeError
 from ..models.base import MAX_SUBSET_V, MAX_SUBSET_V_SLOW, DraftModel
-from ..models.polymatroid import TINY, _total_excess
+from ..models.polymatroid import LOG_POWER_N, TINY, _total_excess
 from ..models.registry import PREFIX_PROVED, PREFIX_SAMPLINGS
 from .proofs import Exhaustive, PrefixOrder, RouteOutput
 
@@ -34,9 +34,6 @@ TIE_TOL = 1e-12
 #: the radix sort's fixed cost of 2^RADIX_BITS buckets per digit would not pay; above the
 #: interpreted-kernel budget of :mod:`mdtheory._jit`, so the radix sort always runs compiled).
 RADIX_MIN_V = 16_384
-#: Beyond this many iid drafts a containment (1 - q(T^c))^n is taken as exp(n log1p(-q(T^c))) from
-#: the unrounded masses (:func:`_iid_power`); up to it, by repeated squaring of the rounded mass.
-LOG_POWER_N = 0x10000
 #: Bits per digit of the radix sort: 2048 buckets, whose counts stay in the L2 cache.
 RADIX_BITS = 11
 # MAX_SUBSET_V, MAX_SUBSET_V_SLOW, PREFIX_SAMPLINGS and PREFIX_PROVED are declared by the draft
