@@ -83,7 +83,8 @@ def _commands(folder: str) -> list[list[str]]:
     for sampling in ("without-replacement", "conditional-poisson"):
         commands.append(["check-acceptance", ps, qs, "-n", "4", "--sampling", sampling, "--method",
                          "mnp", "-q"])
-    commands.append(["check-acceptance", pl, ql, "-n", "3", "-q"])  # the radix sort
+    commands.append(["check-acceptance", pl, ql, "-n", "3", "-q"])
+    commands.append(["check-acceptance", pl, ql, "-n", "3", "--method", "prefix", "-q"])  # radix sort
     for sampling in ("iid", "without-replacement", "conditional-poisson"):
         commands.append(["check-acceptance", p, qt, "-n", "3", "--sampling", sampling, "-q"])
     commands.append(["compare-selectors", p, q, "-n", "3", "--samples", "2000", "-q"])
@@ -102,18 +103,36 @@ def _commands(folder: str) -> list[list[str]]:
 
 
 def _library() -> None:
-    """Calls that reach kernels with argument types the commands do not pass (writeable drafts,
-    a schedule built from its pieces, a column-major table of draft laws)."""
+    """Calls that reach kernels the commands do not, or with argument types they do not pass
+    (writeable drafts, a schedule built from its pieces, a column-major table of draft laws, every
+    majorant of successive sampling's face certificate, GLS's law at its compiled size, the window
+    realisation, the torch khisti-lp rule's CPU stages where torch is installed)."""
     from ..models.independent import Independent
+    from ..models.majorant import face_bound
+    from ..models.registry import make_draft_model
     from ..routes.mnp import min_norm_base
+    from ..routes.subsets import exact_ratio_order
     from ..rules import make_rule
     from ..rules.schedule import Schedule
 
     rng = np.random.default_rng(0)
     p, q = rng.dirichlet(np.ones(12)), rng.dirichlet(np.ones(12))
     make_rule("optimal", p, q, 2).select(np.array([0, 1]), rng)
+    make_rule("optimal", p, q, 2, realise="windows").select(np.array([0, 1]), rng)
     Schedule(q, 2, np.arange(12), np.zeros(12), q.copy()).candidate(np.array([0, 1]), rng)
     min_norm_base(p, Independent(np.asfortranarray(np.vstack([q, p]))))  # a column-major table
+    order = exact_ratio_order(p, q)
+    model = make_draft_model(q, 3, "without-replacement")
+    for cut in (0, 6):  # no goal: every majorant
+        face_bound(p, model, order, cut)
+    make_rule("gls", p, q, 3).law(np.array([0, 1, 2]))
+    try:
+        import torch
+    except ImportError:
+        return
+    from ..torch_bridge import TorchKhisti
+
+    TorchKhisti(torch.tensor(np.vstack([p, q])), torch.tensor(np.vstack([q, p])), 3)
 
 
 def kernels() -> list[tuple[str, object]]:
