@@ -1,16 +1,5 @@
-"""References for the engine verifiers' tests: contract tensors from draft trees, the numpy form of
-the device's optimal rule, and a stratified chi-square test.
-
-The device's optimal rule (:func:`mdtheory.torch_bridge.optimal.optimal_plan`) realises an optimal
-marginal μ that can differ from the numpy rule's lexicographically optimal one, and the block law of
-a multi-draft verifier depends on the rule's law given the drafts, not only on μ. ``PlanRule`` is
-that rule as a numpy :class:`mdtheory.rules.base.SelectionRule`: each draft's time is uniform on a
-cell chosen among its token's own cell and its swapped pieces (as ``OptimalPlan.times`` draws it),
-and the law of the earliest draft given the drafts is computed exactly, cell by cell, as the
-integral of one draft's density times the others' survival functions (polynomials on each cell).
-Registered under ``"plan-optimal"`` for a test, it lets the numpy block verifiers
-(:mod:`mdtheory.blocks`) compute the exact law the device verifiers sample.
-"""
+"""References for the engine verifiers' tests: contract tensors from draft trees and a stratified
+chi-square test."""
 
 from __future__ import annotations
 
@@ -18,13 +7,7 @@ from collections import Counter
 
 import numpy as np
 import torch
-from numpy.polynomial import polynomial as P
 from scipy import stats
-
-from mdtheory.rules.base import SelectionRule, speculative_step
-from mdtheory.torch_bridge.optimal import optimal_plan
-
-PLAN_RULE = "plan-optimal"
 
 
 # ------------------------------------------------------------------ contract tensors
@@ -96,79 +79,6 @@ def chain_tensors(chains, target, draft, dtype=torch.float64):
     dp = [[draft(tuple(c[:i])) for i in range(k)] for c in x.tolist()]
     return (torch.tensor(x, dtype=torch.long), torch.tensor(np.array(dp), dtype=dtype),
             torch.tensor(np.array(tp), dtype=dtype))
-
-
-# ------------------------------------------------------------------ the device's optimal rule in numpy
-class _Cells:
-    """Each token's time law under an :class:`OptimalPlan` row: weights on the cells of [0, 1]."""
-
-    def __init__(self, plan, row: int = 0):
-        g = {k: v[row].cpu().numpy() for k, v in vars(plan).items()}
-        V = g["order"].size
-        self.start = 1.0 - g["rest"]  # cell k (position k) spans [start_k, start_k + length_k]
-        self.length = g["length"]
-        self.weights = np.zeros((V, V))  # [token, cell]
-        for pos in range(V):
-            y, qx, keep = int(g["order"][pos]), g["length"][pos], g["keep"][pos]
-            lo, hi = int(g["first"][pos]), int(g["stop"][pos])
-            if qx <= 0:
-                continue
-            if hi <= lo:
-                self.weights[y, pos] = 1.0
-                continue
-            own = min(max(keep / qx, 0.0), 1.0)
-            self.weights[y, pos] += own
-            span = g["cum"][hi] - g["cum"][lo]
-            for j in range(lo, hi):
-                cell = int(g["down_cell"][j] if g["up"][pos] else g["up_cell"][j])
-                share = (g["cum"][j + 1] - g["cum"][j]) / span if span > 0 else 0.0
-                self.weights[y, cell] += (1 - own) * share
-
-    def earliest(self, tokens) -> np.ndarray:
-        """P(draft i has the earliest time) for the drafts ``tokens``, exactly per cell."""
-        w = self.weights[np.asarray(tokens)]  # (m, cells)
-        m = w.shape[0]
-        survive = 1.0 - np.cumsum(w, axis=1) + w  # at each cell's start
-        out = np.zeros(m)
-        for c in np.flatnonzero(self.length > 0):
-            for i in range(m):
-                if w[i, c] == 0:
-                    continue
-                poly = np.array([w[i, c]])
-                for j in range(m):
-                    if j != i:
-                        poly = P.polymul(poly, [survive[j, c], -w[j, c]])
-                out[i] += P.polyval(1.0, P.polyint(poly))
-        return out
-
-
-class _Candidate:
-    """The ``schedule`` face :class:`mdtheory.blocks.SelectedPath` reads: marginal and candidate law."""
-
-    def __init__(self, cells, mu, V):
-        self.cells, self.marginal, self.V = cells, mu, V
-
-    def candidate_law(self, tokens) -> np.ndarray:
-        law = np.zeros(self.V)
-        np.add.at(law, np.asarray(tokens), self.cells.earliest(tokens))
-        return law
-
-
-class PlanRule(SelectionRule):
-    """The optimal rule as the device builds it (one row of ``optimal_plan``), with its exact law."""
-
-    name = PLAN_RULE
-    sampling = "iid"
-
-    def _prepare(self):
-        plan = optimal_plan(torch.tensor(self.p)[None], torch.tensor(self.q)[None], self.n)
-        self.marginal = plan.mu[0].numpy()
-        self.ratio, self.res = speculative_step(self.p, self.marginal)
-        self.schedule = _Candidate(_Cells(plan), self.marginal, self.V)
-
-    def conditional(self, drafts):
-        accept = self.schedule.candidate_law(drafts) * self.ratio
-        return accept, max(1.0 - accept.sum(), 0.0) * self.res
 
 
 # ------------------------------------------------------------------ the test of samples against laws

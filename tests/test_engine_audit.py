@@ -272,7 +272,7 @@ def some_rows_bad(ids, q, p, gen):
 @pytest.mark.parametrize("f,reason", [
     (off_path, "a token not on the accepted path: output 0 is not draft 0"),
     (padding_in_the_middle, "padding in the middle: a token after a -1"),
-    (wrong_length, "emitted_draft_token_num 2 with 1 tokens before the padding (wrong length)"),
+    (wrong_length, "emitted_draft_token_num 2 with 1 token before the padding (wrong length)"),
     (wrong_dtype, "output_token_ids is torch.float64, not torch.int64"),
     (wrong_shape, "output_token_ids has shape [1000, 2], not [1000, 3]"),
     (raises, "raised IndexError: index 3 is out of bounds"),
@@ -497,9 +497,9 @@ def test_cli_json_shape(capsys):
     (["--engine", "chain", "X.py:f", "--instance", "toy", "-L", "2", "--exact"], "--engine takes no --exact"),
     (["--engine", "chain", f"{EXAMPLES}/chain_rejection.py:verify", "--instance", "bad", "-L", "2"],
      "--instance must be"),
-    (["X.py:f", "P", "Q", "-n", "2", "--deterministic"], "--deterministic only apply with --engine"),
+    (["X.py:f", "P", "Q", "-n", "2", "--deterministic"], "--deterministic only applies with --engine"),
     (["--block", "X.py:f", "--instance", "toy", "-n", "1", "-L", "2", "--batch", "9"],
-     "--batch only apply with --engine"),
+     "--batch only applies with --engine"),
 ])
 def test_cli_bad_input_is_one_line_and_exit_2(capsys, argv, match):
     code, _, err = _cli(capsys, *argv)
@@ -556,3 +556,167 @@ def test_the_audit_runs_on_the_device(device):
             C.check_chain_inputs(ids.to(device), None, p, torch.Generator())
         with pytest.raises(C.EngineContractError, match="draft_token_ids is on cpu, the laws on cuda"):
             C.check_chain_inputs(ids, None, p, torch.Generator(device=device))
+
+
+# ---------------------------------------------------------------------------------------- the optimum's test
+@pytest.mark.parametrize("L", [1, 2, 4])
+def test_blocks_of_full_length_under_an_optimum_just_below_them_are_possible(L):
+    """Drafts almost the target: every block has full length and the optimum is just below L + 1;
+    a run with no spread in |B| is not told that it beat the optimum."""
+    def p(ctx):
+        return np.array([0.5, 0.5])
+
+    def q(ctx):
+        return np.array([0.5 + 1e-7, 0.5 - 1e-7])
+
+    r = md.audit_chain(md.engines.VERIFIERS["standard"], p, q, L, seed=0)
+    assert r.verdict == "passed" and r.block_efficiency == L + 1
+    assert r.optimum is not None and r.optimum < L + 1
+    assert r.optimum_pvalue > r.level
+
+
+def test_the_ceiling_test_holds_on_every_law_of_the_range_and_detects_an_excess():
+    from scipy import stats
+
+    from mdtheory.blocks.audit import _above_ceiling
+
+    # the extreme laws of the null (mass at the two ends, mean at the ceiling): the bound is never
+    # below the exact binomial tail
+    for n, top in ((10, 0.3), (200, 1.2), (5_000, 1.9)):
+        m = (top + 1) / 3  # range -1..2
+        for hits in range(int(n * m) + 1, n + 1, max(1, n // 40)):
+            mean = -1 + 3 * hits / n
+            assert _above_ceiling(mean, n, top, -1.0, 2.0) >= stats.binom.sf(hits - 1, n, m)
+    assert _above_ceiling(2.0, 25_000, 2.0 - 1e-7, -1.0, 2.0) > 0.99
+    assert _above_ceiling(1.25, 25_000, 1.2, -1.0, 2.0) < 1e-6
+    assert _above_ceiling(1.1, 25_000, 1.2, -1.0, 2.0) == 1.0
+    assert _above_ceiling(0.5, 100, -1.0, -1.0, 2.0) == 0.0
+
+
+def test_an_impossible_efficiency_is_flagged():
+    """Every draft accepted: E|B| = L + 1, far above the optimum on the toy."""
+    def all_accepted(ids, q, p, gen):
+        bonus = torch.multinomial(p[:, -1], 1, generator=gen)
+        return torch.cat([ids, bonus], 1), torch.full((ids.shape[0],), ids.shape[1])
+
+    r = md.audit_chain(all_accepted, *sun_toy(), 2, samples=5_000)
+    assert r.optimum < 2.5 and r.optimum_pvalue < 1e-12
+
+
+# ---------------------------------------------------------------------------------------- sizes and pace
+def _tree_root(cand, nt, ns, p, q, gen):
+    out = torch.full((cand.shape[0], 2), -1, dtype=torch.long)
+    out[:, 0] = torch.multinomial(p[:, 0], 1, generator=gen)[:, 0]
+    return out
+
+
+@pytest.mark.parametrize("length,match", [
+    (10 ** 6, r"V\^\(L\+1\) = 2\^1000001 = about 10\^301,030 sequences, over 65,536"),
+    (10 ** 20, r"V\^\(L\+1\) = 2\^100000000000000000001 = about 10\^30,102,999,566,398,119,936 sequences"),
+    (16, r"V\^\(L\+1\) = 2\^17 = 131,072 sequences"),
+])
+def test_a_chain_too_long_to_audit_is_refused_from_its_length(length, match, monkeypatch):
+    monkeypatch.setattr(A, "tree_layout", _never)
+    with pytest.raises(ProblemTooLargeError, match=match):
+        md.audit_chain(_chain_ok, *sun_toy(), length)
+
+
+def _never(*args):
+    raise AssertionError("built before the size was estimated")
+
+
+@pytest.mark.parametrize("branching,error,match", [
+    ((10 ** 20,), InvalidInputError, r"the tree \(~10\^20\) has over .* = 2\^53 root-to-leaf paths"),
+    ((20_000_000,), ProblemTooLargeError, r"problems of 20,000,001 nodes .* estimated .* TiB of memory"),
+    ((9_999_999_999, 2), ProblemTooLargeError, r"problems of 29,999,999,998 nodes .* TiB of memory"),
+])
+def test_a_tree_too_large_is_refused_before_anything_of_its_size_is_built(branching, error, match,
+                                                                          monkeypatch):
+    monkeypatch.setattr(A, "tree_layout", _never)
+    with pytest.raises(error, match=match):
+        md.audit_tree(_tree_root, *sun_toy(), branching, samples=1000)
+
+
+@pytest.mark.parametrize("argv", [
+    ["chain", f"{EXAMPLES}/chain_rejection.py:verify", "-L", "1000000"],
+    ["chain", f"{EXAMPLES}/chain_rejection.py:verify", "-L", "99999999999999999999"],
+    ["tree", f"{EXAMPLES}/tree_target_only.py:verify", "--tree", "99999999999999999999"],
+    ["tree", f"{EXAMPLES}/tree_target_only.py:verify", "--tree", "9999999999,2"],
+])
+def test_cli_refuses_huge_sizes_in_one_line(capsys, argv):
+    from .cli_helpers import one_line_error
+
+    code, _, err = _cli(capsys, "--engine", *argv, "--instance", "toy", "--samples", 1000)
+    one_line_error(code, err, "sequences, over|of memory|2\\^53 root-to-leaf paths")
+    assert len(err) < 400
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    """A clock that moves only when told (``clock.now += seconds``)."""
+    import types
+
+    fake = types.SimpleNamespace(now=0.0)
+    fake.perf_counter = lambda: fake.now
+    monkeypatch.setattr(A, "time", fake)
+    return fake
+
+
+def _timed_chain(clock, seconds):
+    calls = []
+
+    def verify(ids, q, p, gen):
+        calls.append(ids.shape[0])
+        clock.now += seconds(len(calls))
+        return _chain_ok(ids, q, p, gen)
+    return verify, calls
+
+
+def test_a_slow_verifier_is_named_slow_after_its_first_call(clock):
+    f, calls = _timed_chain(clock, lambda i: 0.3)
+    with pytest.raises(ProblemTooLargeError, match=r"2,000 problems projected at 6 s \(timed on the first of "
+                       r"20 calls\), over the limit of 1 s: the verifier's calls take most of it \(1 "
+                       r"verifier call: 0.3 s; the audit's own work: 0 s\)"):
+        md.audit_chain(f, *sun_toy(), 2, samples=2000, batch=100, max_seconds=1)
+    assert calls == [100]
+
+
+def test_a_verifier_that_slows_down_is_named_after_the_call_that_did(clock):
+    f, calls = _timed_chain(clock, lambda i: 0.01 if i < 3 else 0.5)
+    with pytest.raises(ProblemTooLargeError, match=r"after 300 of 2,000 problems, slower than on the first "
+                       r"call.*the verifier's calls take most of it \(3 verifier calls"):
+        md.audit_chain(f, *sun_toy(), 2, samples=2000, batch=100, max_seconds=1)
+    assert len(calls) == 3
+
+
+def test_the_audits_own_work_is_not_blamed_on_the_verifier(clock, monkeypatch):
+    draw = A._Draws.inputs
+
+    def slow_inputs(self, *args):
+        clock.now += 0.3
+        return draw(self, *args)
+
+    monkeypatch.setattr(A._Draws, "inputs", slow_inputs)
+    f, calls = _timed_chain(clock, lambda i: 0.001)
+    with pytest.raises(ProblemTooLargeError, match=r"the audit's own drawing and checks take most of it "
+                       r"\(1 verifier call: 0.001 s; the audit's own work: 0.3 s\)"):
+        md.audit_chain(f, *sun_toy(), 2, samples=2000, batch=100, max_seconds=1)
+    assert calls == [100]
+
+
+def test_a_verifier_that_always_raises_has_no_block_efficiency(capsys, tmp_path):
+    src = tmp_path / "raises.py"
+    src.write_text("def verify(ids, q, p, gen):\n    raise RuntimeError('no kernel')\n")
+    code, out, _ = _cli(capsys, "--engine", "chain", f"{src}:verify", "-L", 2, "--instance", "toy",
+                        "--samples", 500)
+    assert code == 1 and "INVALID" in out
+    assert "E|B|" not in out and "none measured, no output row was valid" in out
+    assert "invalid rows: 500 of 500 problems: raised RuntimeError: no kernel: 500" in out
+
+
+def test_a_numpy_generator_is_named_as_one():
+    x = torch.zeros(1, 2, dtype=torch.long)
+    p = torch.full((1, 3, 2), 0.5, dtype=torch.float64)
+    with pytest.raises(InvalidInputError, match=r"generator must be a torch.Generator, got "
+                                                r"numpy.random.Generator$"):
+        C.check_chain_inputs(x, None, p, np.random.default_rng())

@@ -22,6 +22,16 @@ def test_importing_the_engines_loads_no_torch():
     assert out.stdout.strip() == "False"
 
 
+def test_the_registry_and_the_audits_help_load_no_heavy_library():
+    """The command line lists the registry's names in ``mdtheory audit --help``: neither the
+    registry nor the parser loads torch, the torch bridge, numba or scipy."""
+    code = ("import sys, contextlib, io\nfrom mdtheory.cli import main\nimport mdtheory.engines.registry\n"
+            "with contextlib.redirect_stdout(io.StringIO()):\n    main(['audit', '--help'])\n"
+            "print([m for m in ('torch', 'numba', 'scipy', 'mdtheory.torch_bridge') if m in sys.modules])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
 def test_the_error_is_an_input_error():
     assert issubclass(C.EngineContractError, InvalidInputError)
 
@@ -274,14 +284,14 @@ def test_tree_output_faults_follow_repeated_siblings():
     f = C.tree_output_faults(emitted, inp)
     assert f.reason.tolist() == [
         None, None, None,
-        "a token not on the accepted path: no path of nodes spells the first 1 tokens",
+        "a token not on the accepted path: no path of nodes spells the first token",
         "padding in the middle: a token after a -1", "no token emitted"]
     assert f.count.tolist() == [3, 3, 1, 0, 0, 0]
     emitted[0, 1] = 2
     emitted[0, 2] = 1
     assert C.tree_output_faults(emitted[:1].repeat(6, 1), inp).first() is None  # 1 -> 2: node 1's child
     bad = C.tree_output_faults(torch.tensor([[0, 2, 1]] * 6), inp)
-    assert bad.reason[0].endswith("first 1 tokens")
+    assert bad.reason[0].endswith("first token")
     assert C.tree_output_faults(emitted[:, :2], inp).reason[0] == "emitted has shape [6, 2], not [6, 3]"
 
 

@@ -6,12 +6,13 @@ instances (V = 2, 3) enumerate every draw of the drafts; a verifier with an exac
 (``.stops``) must match the numpy law to rounding for every draw, and every verifier's samples, a
 batch holding every draw many times, must pass a chi-square test against the numpy law, stratified
 by draw, at a fixed seed. The optimal-rule verifiers are compared with the numpy verifiers running
-the device's optimal rule exactly (``tests/engine_reference.py``).
+the numpy optimal rule (its cell schedule, the device's construction: papers/blocks_verifiers.md §10).
 """
 
 from __future__ import annotations
 
 import itertools
+import json
 import os
 
 import numpy as np
@@ -19,19 +20,12 @@ import pytest
 import torch
 from torch.overrides import TorchFunctionMode
 
-from mdtheory import rules
 from mdtheory.blocks import DraftTree, make_verifier, random_instance, sun_toy
 from mdtheory.blocks.deterministic import DeterministicTree, target_only_law
 from mdtheory.blocks.trees import iid_drafts
 from mdtheory.engines import VERIFIERS
 from mdtheory.errors import InvalidInputError
-from tests.engine_reference import (
-    PLAN_RULE,
-    PlanRule,
-    chain_tensors,
-    stratified_pvalue,
-    tree_tensors,
-)
+from tests.engine_reference import chain_tensors, stratified_pvalue, tree_tensors
 
 # the device a GPU run names (benchmarks' MDTHEORY_TEST_DEVICE); otherwise CUDA joins the CPU where it is
 DEVICES = ["cpu"] + ([os.environ["MDTHEORY_TEST_DEVICE"]] if os.environ.get("MDTHEORY_TEST_DEVICE", "cpu")
@@ -40,11 +34,6 @@ DEVICES = ["cpu"] + ([os.environ["MDTHEORY_TEST_DEVICE"]] if os.environ.get("MDT
 LEVEL = 1e-4
 #: replicates of every draw of the drafts in a sampling test
 REPLICATES = 1500
-
-
-@pytest.fixture(autouse=True)
-def plan_rule(monkeypatch):
-    monkeypatch.setitem(rules.RULES, PLAN_RULE, PlanRule)
 
 
 def _instances():
@@ -104,12 +93,12 @@ def _tree_case(name, target, draft, branching):
         return tree_tensors(tree, [x], target, draft), [law], np.ones(1)
     if v.drafts == "chains":
         tree = iid_drafts(*branching)
-        nv = {"gbv": make_verifier("gbv"), "chains-optimal": make_verifier("token", rule=PLAN_RULE),
-              "multipath-optimal": make_verifier("multipath", rule=PLAN_RULE)}[name]
+        nv = {"gbv": make_verifier("gbv"), "chains-optimal": make_verifier("token", rule="optimal"),
+              "multipath-optimal": make_verifier("multipath", rule="optimal")}[name]
     else:
         tree = DraftTree(branching, "iid")
         nv = {"traversal": make_verifier("traversal", tree=tree),
-              "tree-optimal": make_verifier("token", rule=PLAN_RULE, tree=tree)}[name]
+              "tree-optimal": make_verifier("token", rule="optimal", tree=tree)}[name]
     draws = list(tree.enumerate(draft))
     xs = [d for d, _ in draws]
     return tree_tensors(tree, xs, target, draft), [nv.law(target, draft, d) for d in xs], \
@@ -134,6 +123,8 @@ def _cases():
 
 
 CASES = _cases()
+#: the verifiers that run compiled kernels on CPU tensors (another route on a device)
+KERNELS = ("block", "gbv", "tree-optimal", "chains-optimal", "multipath-optimal")
 #: the sampling tests of the fast tier (one or two per verifier); the rest are marked slow
 FAST = {("standard", "r3", ("chain", 2, False)), ("standard", "r3", ("chain", 2, True)),
         ("block", "r3", ("chain", 2, False)), ("block", "r3", ("chain", 2, True)),
@@ -197,15 +188,23 @@ def test_samples_follow_the_numpy_law_draw_by_draw(name, inst, shape, device):
     assert stratified_pvalue(groups) > LEVEL
 
 
+@pytest.mark.parametrize("name, inst, shape", sorted(c for c in FAST if c[0] in KERNELS), ids=str)
+def test_the_device_route_samples_the_same_law_on_the_cpu(name, inst, shape, monkeypatch):
+    # on a CPU tensor these verifiers run compiled kernels (the numpy optimal rule's cells, the
+    # residual masses of block verification); the device's route must sample the same law
+    monkeypatch.setattr("mdtheory.engines.stops.CPU_KERNELS", False)
+    test_samples_follow_the_numpy_law_draw_by_draw(name, inst, shape, "cpu")
+
+
 def test_the_sampling_test_tells_the_optimal_marginals_apart():
-    # the numpy rule's lexicographically optimal marginal and the device's are both optimal, yet the
-    # block laws of token-by-token verification differ: the test must see it (and it does not see
-    # the device's own law, test above)
+    # the window schedule's lexicographically optimal marginal and the cells' (the device's) are both
+    # optimal, yet the block laws of token-by-token verification differ: the test must see it (and
+    # it does not see the cells' own law, test above)
     target, draft = random_instance(3, seed=5)
     tree = iid_drafts(3, 1)
     draws = list(tree.enumerate(draft))
     tensors = tree_tensors(tree, [d for d, _ in draws], target, draft)
-    lex = make_verifier("token", rule="optimal")
+    lex = make_verifier("token", rule="optimal", realise="windows")
     reps = REPLICATES
     big = [t.repeat_interleave(reps, 0) for t in tensors]
     seen = _blocks(VERIFIERS["chains-optimal"](*big, torch.Generator().manual_seed(3)), "tree")
@@ -234,6 +233,7 @@ class _NoSync(TorchFunctionMode):
 @pytest.mark.parametrize("name", sorted(VERIFIERS))
 def test_a_call_never_reads_a_tensor_on_the_host(name, monkeypatch):
     monkeypatch.setattr("mdtheory.torch_bridge.optimal._NUMPY_SORT_ON_CPU", False)  # the device's sort
+    monkeypatch.setattr("mdtheory.engines.stops.CPU_KERNELS", False)  # and the device's kernels
     target, draft = random_instance(4, seed=1)
     v = VERIFIERS[name]
     gen = torch.Generator().manual_seed(0)
@@ -303,8 +303,6 @@ def test_refusals_name_the_problem():
                          None, depth=2)
     with pytest.raises(InvalidInputError, match="not n chains"):
         VERIFIERS["gbv"](*t, None, depth=2, validate=True)
-    with pytest.raises(InvalidInputError, match="no exact law"):
-        VERIFIERS["tree-optimal"].stops(*t)
 
 
 # ------------------------------------------------------------------ draws from long rows
@@ -353,3 +351,44 @@ def test_every_verifier_passes_the_engine_audit(name):
     r = audit_tree(v, target, draft, shape, deterministic=v.drafts == "deterministic", seed=1)
     assert r.verdict == "passed", r.message
     assert r.optimum is None or r.block_efficiency_ci95[0] <= r.optimum
+
+
+#: The command line's drafts for each kind of registered verifier (a small instance).
+CLI_DRAFTS = {"any": ["-L", "2"], "chains": ["--tree", "2,1"], "sampled": ["--tree", "2,2"],
+              "deterministic": ["--tree", "2,2", "--deterministic"]}
+
+
+@pytest.mark.parametrize("name", sorted(VERIFIERS))
+def test_every_registered_verifier_passes_its_audit_by_name_on_the_command_line(name, capsys):
+    from tests.cli_helpers import run_main
+
+    v = VERIFIERS[name]
+    code, out, err = run_main(capsys, "audit", "--engine", v.contract, name, *CLI_DRAFTS[v.drafts],
+                              "--instance", "random:3:2", "--detect-tv", "0.1", "--json")
+    row = json.loads(out)
+    assert code == 0 and row["verdict"] == "passed" and row["target"] == name, (out, err)
+    assert row["contract"] == v.contract and row["deterministic"] == (v.drafts == "deterministic")
+
+
+def test_the_command_line_lists_the_registry_by_contract(capsys):
+    from tests.cli_helpers import run_main
+
+    code, text, _ = run_main(capsys, "audit", "--help")
+    assert code == 0
+    for contract in ("chain", "tree"):
+        names = ", ".join(n for n, v in VERIFIERS.items() if v.contract == contract)
+        assert f"{contract}: {names}" in " ".join(text.split())
+
+
+@pytest.mark.parametrize("argv,match", [
+    (["--engine", "tree", "block", "--tree", "2"], "'block' is in the chain contract: use --engine chain"),
+    (["--engine", "tree", "gbv", "--tree", "2,2"], "n chains of L tokens: --tree n,1,...,1"),
+    (["--engine", "tree", "traversal", "--tree", "2,2", "--deterministic"], "drawn iid from the draft"),
+    (["--engine", "chain", "blocks", "-L", "2"], "'blocks' is neither FILE.py:f, MODULE:f nor a registered "
+                                                 "chain verifier \\(standard, block\\)"),
+])
+def test_a_registered_name_in_the_wrong_place_is_one_line(argv, match, capsys):
+    from tests.cli_helpers import one_line_error, run_main
+
+    code, _, err = run_main(capsys, "audit", *argv, "--instance", "toy")
+    one_line_error(code, err, match)

@@ -496,6 +496,33 @@ def test_optimal_plan_is_exact_by_enumeration(device):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+def test_optimal_plan_has_the_numpy_cell_rules_law_given_the_drafts(device):
+    """The device plan and the numpy optimal rule's cells (``realise="cells"``) are one construction:
+    on every draft tuple the candidate's law integrated from the plan's pieces is the numpy rule's
+    ``candidate_law``, so the numpy rule is the exact reference of the engine verifiers' laws (ties
+    of q/p aside: instances without them)."""
+    from itertools import product
+
+    from mdtheory.rules.optimal import Optimal
+    from mdtheory.torch_bridge.optimal import optimal_plan
+
+    worst = 0.0
+    for p, q, n in _optimal_instances(np.random.default_rng(16)):
+        ratio = np.where(q > 0, q / np.where(p > 0, p, 1.0), 0.0)[q > 0]
+        if np.unique(ratio).size < ratio.size:
+            continue  # tied q/p: the two sorts may order the tied tokens' cells differently
+        plan = optimal_plan(torch.tensor(p[None], device=device), torch.tensor(q[None], device=device), n)
+        cells, rest, length = _plan_cells(plan, 0)
+        rule = Optimal(p, q, n, normalize=True)
+        assert np.abs(rule.marginal - plan.mu[0].cpu().numpy()).max() <= ROUNDING
+        for drafts in product(np.flatnonzero(q > 0), repeat=n):
+            law = _candidate_law(cells, rest, length, [int(x) for x in drafts])
+            ref = rule.schedule.candidate_law(np.array(drafts))
+            worst = max(worst, max(abs(law.get(x, 0.0) - ref[x]) for x in range(p.size)))
+    assert worst <= 1e-11
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_optimal_plan_at_large_vocabularies(device):
     """At V = 2000: every token's pieces have total q, no cell swaps more than its length, mu is a
     distribution and its acceptance is alpha* on LLM-like pairs, softmax pairs, p = q, tiny masses."""

@@ -17,6 +17,17 @@ from .audit_block import EXIT_INCONCLUSIVE, instance_laws
 _ENGINE_ONLY = (("--deterministic", "deterministic"), ("--batch", "batch"), ("--dtype", "dtype"))
 
 
+def _registered() -> dict:
+    """mdtheory.engines.VERIFIERS (the registry loads neither torch nor the torch bridge)."""
+    from ..engines.registry import VERIFIERS
+
+    return VERIFIERS
+
+
+def _names(contract: str) -> str:
+    return ", ".join(n for n, v in _registered().items() if v.contract == contract)
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The ``--engine`` options of ``mdtheory audit`` (it shares --target, --draft, --instance,
     --length and --tree with ``--block``)."""
@@ -29,9 +40,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "tree contract f(candidates, next_token, next_sibling [B,N], target_probs [B,N,V], draft_probs "
         "[B,N,V] or None, generator) -> emitted [B,L+1] (mdtheory.engines.contracts). The audit draws "
         "the drafts, calls f on batches, completes each output with fresh target tokens and tests "
-        "the target's law on V^(L+1). Exit code 0 passed, 1 lossy or invalid output, 2 bad input, "
+        "the target's law on V^(L+1). VERIFIER may also be one of mdtheory's own (mdtheory.engines."
+        f"VERIFIERS): chain: {_names('chain')}; tree: {_names('tree')} (e.g. mdtheory audit --engine "
+        "chain block -L 3 --instance toy). Exit code 0 passed, 1 lossy or invalid output, 2 bad input, "
         f"{EXIT_INCONCLUSIVE} inconclusive.")
-    g.add_argument("--engine", choices=("chain", "tree"), help="audit VERIFIER in this contract")
+    g.add_argument("--engine", choices=("chain", "tree"),
+                   help="audit VERIFIER (FILE.py:f, MODULE:f or a registered name) in this contract")
     g.add_argument("--deterministic", action="store_true", default=None,
                    help="each node's children are the draft's most likely tokens (distinct); no draft "
                         "probabilities are passed")
@@ -45,7 +59,8 @@ def refuse_engine_options(args: argparse.Namespace) -> None:
     """An audit without ``--engine`` given options that only ``--engine`` reads: one named error."""
     given = [flag for flag, dest in _ENGINE_ONLY if getattr(args, dest) is not None]
     if given:
-        raise InvalidInputError(f"{', '.join(given)} only apply with --engine chain|tree")
+        raise InvalidInputError(f"{', '.join(given)} only appl{'ies' if len(given) == 1 else 'y'} with "
+                                "--engine chain|tree")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -87,8 +102,14 @@ def run(args: argparse.Namespace) -> int:
                                     f"{len(branching)})")
         if args.deterministic and args.sampling is not None:
             raise InvalidInputError("--deterministic children are the draft's top tokens: no --sampling")
+    registered = _registered().get(args.target)
+    if registered is not None:
+        _check_registered(registered, args, None if args.engine == "chain" else branching)
+    elif ":" not in args.target:
+        raise InvalidInputError(f"VERIFIER {args.target!r} is neither FILE.py:f, MODULE:f nor a registered "
+                                f"{args.engine} verifier ({_names(args.engine)})")
     with contextlib.redirect_stdout(sys.stderr):  # user code's prints must not break --json
-        f = load_target(args.target)
+        f = registered if registered is not None else load_target(args.target)
         if args.instance is not None:
             target, draft = instance_laws(args.instance)
         else:
@@ -103,6 +124,20 @@ def run(args: argparse.Namespace) -> int:
     else:
         _print(res, args.instance or f"{args.block_target} / {args.block_draft}")
     return 0 if res.lossless else EXIT_INCONCLUSIVE if res.verdict == "inconclusive" else 1
+
+
+def _check_registered(v, args: argparse.Namespace, branching: tuple | None) -> None:
+    """A registered verifier audited in its own contract, on the drafts it is lossless for
+    (:class:`mdtheory.engines.stops.EngineVerifier`'s ``drafts``)."""
+    if v.contract != args.engine:
+        raise InvalidInputError(f"verifier {v.name!r} is in the {v.contract} contract: use --engine "
+                                f"{v.contract}")
+    if v.drafts in ("sampled", "chains") and (args.deterministic or args.sampling not in (None, "iid")):
+        raise InvalidInputError(f"verifier {v.name!r} verifies children drawn iid from the draft: no "
+                                "--deterministic or --sampling")
+    if v.drafts == "chains" and any(b != 1 for b in branching[1:]):
+        raise InvalidInputError(f"verifier {v.name!r} verifies n chains of L tokens: --tree n,1,...,1 (n at "
+                                f"the root, then one child per node), got --tree {args.tree}")
 
 
 def _print(r, laws: str) -> None:
@@ -124,14 +159,18 @@ def _print(r, laws: str) -> None:
           f"{r.detectable_tv:.4f} with probability {POWER:g} (asked: {r.detect_tv:g})")
     optimum = f"; optimum for these drafts {r.optimum:.4f}" if r.optimum is not None else \
         f" (no optimum: {r.optimum_note})" if r.optimum_note else ""
-    lo, hi = r.block_efficiency_ci95
-    print(f"  block efficiency E|B| = {r.block_efficiency:.4f} tokens per target call (95% CI "
-          f"[{lo:.4f}, {hi:.4f}]){optimum}")
+    invalid = sum(r.violations.values())
+    if invalid < r.samples:
+        lo, hi = r.block_efficiency_ci95
+        print(f"  block efficiency E|B| = {r.block_efficiency:.4f} tokens per target call (95% CI "
+              f"[{lo:.4f}, {hi:.4f}]){optimum}")
+    else:
+        print(f"  block efficiency: none measured, no output row was valid{optimum}")
     if r.optimum_pvalue is not None and r.optimum_pvalue < r.level:
         print(f"  E|B| exceeds the optimum (p-value {r.optimum_pvalue:.3g}): impossible for a lossless "
               "verifier")
     if r.violations:
-        print(f"  invalid rows ({r.invalid_mass:.4g} of the problems): "
+        print(f"  invalid rows: {invalid:,} of {r.samples:,} problems: "
               + "; ".join(f"{k}: {v:,}" for k, v in r.violations.items()))
         for ex in r.violation_examples[:3]:
             print(f"    problem {ex['sample']}: drafts {ex['drafts']} -> {ex['output']} ({ex['reason']})")

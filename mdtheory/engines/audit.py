@@ -18,7 +18,10 @@ verifiers):
    :func:`~mdtheory.engines.contracts.tree_output_faults`): tokens on an accepted path, then one token,
    then -1. A row that breaks it (a token off the accepted path, padding in the middle, a wrong length,
    dtype or shape, or a call that raised) is a failure of the verifier: the verdict is ``"invalid"``
-   and the first bad rows are kept with their drafts, never a crash.
+   and the first bad rows are kept with their drafts, never a crash. The rows of a call are counted
+   as independent samples, as the contracts require (:mod:`~mdtheory.engines.contracts`: each
+   row's randomness its own): a verifier that shares its uniforms between rows is rejected even
+   where each row's law is exact.
 3. Each good row's tokens are completed with fresh target tokens to length L + 1 and the completed
    sequences are tested against the target's law on :math:`V^{L+1}` (Pearson's test with sparse cells
    pooled, the power bound and sample-size rule of :mod:`mdtheory.audit.statistics`): ``"lossy"``,
@@ -37,15 +40,17 @@ the first call.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
 from .. import _budget
 from ..audit.statistics import DEFAULT_LEVEL, MAX_SAMPLES, TARGET_TV, samples_for
-from ..audit.verifier import _USER_ERRORS, _describe, _one_line, _pace_check
+from ..audit.verifier import _USER_ERRORS, _describe, _one_line
 from ..audit.watchdog import CALLS
 from ..blocks.audit import (
     MAX_CELLS,
@@ -187,8 +192,9 @@ def audit_chain(f: Callable, target: Callable, draft: Callable, length: int, *,
     ('lossy', 3.0)
     """
     L = _positive(length, "length")
-    tree = DraftTree((1,) * L, Top.sampling if _flag(deterministic) else "iid")
-    return _audit("chain", f, target, draft, tree, samples, seed, level, detect_tv, batch, device, dtype,
+    sampling = Top.sampling if _flag(deterministic) else "iid"
+    shape = _Shape(L, L + 1, sampling, lambda: DraftTree((1,) * L, sampling))
+    return _audit("chain", f, target, draft, shape, samples, seed, level, detect_tv, batch, device, dtype,
                   context, max_seconds, max_bytes)
 
 
@@ -243,8 +249,9 @@ def audit_tree(f: Callable, target: Callable, draft: Callable, tree, *, determin
     if _flag(deterministic) and tree.sampling != Top.sampling:
         raise InvalidInputError(f"deterministic=True draws the draft's top tokens, not {tree.sampling} "
                                 "children")
-    return _audit("tree", f, target, draft, tree, samples, seed, level, detect_tv, batch, device, dtype,
-                  context, max_seconds, max_bytes)
+    nodes = 1 + sum(math.prod(tree.branching[:d + 1]) for d in range(tree.length))
+    return _audit("tree", f, target, draft, _Shape(tree.length, nodes, tree.sampling, lambda: tree), samples,
+                  seed, level, detect_tv, batch, device, dtype, context, max_seconds, max_bytes)
 
 
 # ---------------------------------------------------------------------------------------- checks
@@ -285,8 +292,44 @@ def _tokens(code: int, d: int, V: int) -> tuple:
     return tuple((code // V ** (d - 1 - j)) % V for j in range(d))
 
 
-def _audit(contract, f, target, draft, tree, samples, seed, level, detect_tv, batch, device, dtype,
-           context, max_seconds, max_bytes) -> EngineAuditResult:
+class _Shape(NamedTuple):
+    """The drafts' tree before it is built: its depth L, its nodes N with the root (integers of any
+    size, read from the branching), its sampling, and how to build it once the run's size is
+    accepted."""
+
+    length: int
+    nodes: int
+    sampling: str
+    build: Callable[[], DraftTree]
+
+
+def _power10(e: float) -> str:
+    """10^e for a message (e >= 0 of any size)."""
+    return f"about 10^{e:.1f}" if e < 100 else f"about 10^{e:,.0f}"
+
+
+def _count(x: int) -> str:
+    """An integer of any size for a message: with thousands separators, or as a power of ten."""
+    return f"{x:,}" if x < 10 ** 15 else _power10(math.log10(x))
+
+
+def _cells(V: int, L: int) -> int:
+    """V^(L+1), the sequences the audit tests, refused over :data:`MAX_CELLS` without forming a
+    larger number."""
+    if (L + 1) * math.log2(V) > math.log2(MAX_CELLS) + 1:
+        size = _power10((L + 1) * math.log10(V))
+    else:
+        cells = V ** (L + 1)
+        if cells <= MAX_CELLS:
+            return cells
+        size = f"{cells:,}"
+    raise ProblemTooLargeError(
+        f"the audit tests the law of V^(L+1) = {V}^{L + 1} = {size} sequences, over {MAX_CELLS:,}; "
+        "shorten the drafts or audit on a smaller vocabulary")
+
+
+def _audit(contract, f, target, draft, shape: _Shape, samples, seed, level, detect_tv, batch, device,
+           dtype, context, max_seconds, max_bytes) -> EngineAuditResult:
     t0 = time.perf_counter()
     max_seconds, max_bytes = _budget.limits(max_seconds, max_bytes)
     if not callable(f):
@@ -300,16 +343,12 @@ def _audit(contract, f, target, draft, tree, samples, seed, level, detect_tv, ba
     torch = _torch()
     check_device(device)
     dtype = _dtype(torch, dtype)
-    L = tree.length
+    L = shape.length
     P = _Law(target, "target", _context(context))
     V = P.V = P(()).size
     Q = _Law(draft, "draft", _context(context), V)
     Q(())
-    cells = V ** (L + 1)
-    if cells > MAX_CELLS:
-        raise ProblemTooLargeError(
-            f"the audit tests the law of V^(L+1) = {V}^{L + 1} = {cells:,} sequences, over {MAX_CELLS:,}; "
-            "shorten the drafts or audit on a smaller vocabulary")
+    cells = _cells(V, L)
     _, p_full = _tables(P, V, L + 1)
     if samples is None:
         samples = samples_for(detect_tv, p_full, level)
@@ -318,16 +357,20 @@ def _audit(contract, f, target, draft, tree, samples, seed, level, detect_tv, ba
         raise InvalidInputError(f"samples must be an integer in 10..{MAX_SAMPLES}, got {samples!r}")
     samples = int(samples)
     batch = min(samples, BATCH if batch is None else _positive(batch, "batch"))
-    layout = tree_layout(tree)
-    N = layout.nodes
-    det = tree.sampling == Top.sampling  # no draft probabilities passed
+    N = shape.nodes
+    det = shape.sampling == Top.sampling  # no draft probabilities passed
     item = torch.finfo(dtype).bits // 8
-    per_call = batch * N * V * item * (1 if det else 2) + batch * N * 8 * 8
+    # from the branching's numbers, before anything of the tree's size is built: the tensors of
+    # one call (laws, ids and links) and the layout (five integers a node, one a path's token)
+    per_call = batch * N * V * item * (1 if det else 2) + batch * N * 8 * 8 + N * 8 * (5 + L)
     calls = -(-samples // batch)
     _budget.require(_budget.Estimate(
-        f"audit of {_describe(f)} in the {contract} contract ({samples:,} problems of {N} nodes over V = "
-        f"{V}, {calls:,} calls of {batch:,})", samples * N * _NODE_SECONDS, per_call,
-        "lower --batch to use less memory"), max_seconds, max_bytes=max_bytes)
+        f"audit of {_describe(f)} in the {contract} contract ({samples:,} problems of {_count(N)} nodes over "
+        f"V = {V}, {calls:,} call{'s' if calls != 1 else ''} of {batch:,})",
+        min(samples * N, 10 ** 300) * _NODE_SECONDS,
+        min(per_call, 10 ** 300), "lower --batch to use less memory"), max_seconds, max_bytes=max_bytes)
+    tree = shape.build()
+    layout = tree_layout(tree)
     Pt = _Tables(P, V, L)
     draws = _Draws(torch, tree, layout, Pt, None if det else _Tables(Q, V, L), device, dtype)
     name = _describe(f)
@@ -346,16 +389,19 @@ def _audit(contract, f, target, draft, tree, samples, seed, level, detect_tv, ba
     kinds: dict[str, int] = {}
     examples: list[dict] = []
     done = made = 0
-    t_calls = time.perf_counter()
+    pace = _Pace(name, samples, calls, max_seconds)
     with CALLS.armed(max_seconds, f"{contract} audit of {name} (batches of {batch:,} problems)"):
         while done < samples:
             B = min(batch, samples - done)
             drafts = tree.sample_batch(Q, draft_rng, B)  # Q: the draft's rows, read and checked once
             args, inputs = draws.inputs(contract, drafts, generator)
+            pace.call_starts()
             try:
                 out = CALLS.call(None, drafts[0], f, *args)  # a hang names the first problem's drafts
+                pace.call_ends()
                 faults = (chain_output_faults if contract == "chain" else tree_output_faults)(out, inputs)
             except _USER_ERRORS as exc:  # anything the user's code raises is a verdict on it
+                pace.call_ends()
                 faults = None
                 reason = f"raised {_one_line(exc)}"
                 kinds[reason] = kinds.get(reason, 0) + B
@@ -370,16 +416,47 @@ def _audit(contract, f, target, draft, tree, samples, seed, level, detect_tv, ba
             done += B
             if faults is None:
                 break  # a verifier that raises is not called again
-            if made == 1 and calls > 1:
-                spent = time.perf_counter() - t_calls
-                _budget.require(_budget.Estimate(
-                    f"audit of {name}: {calls:,} calls at {_budget.fmt_seconds(spent)} each (timed on the "
-                    "first)", spent * calls), max_seconds)
-            _pace_check(f, done, time.perf_counter() - t_calls, samples, max_seconds)
+            pace.check(done, made)
     fields = _summary(counts, lengths, kinds, examples, p_full, bound, common,
                       ceiling=None if optimum is None else optimum - 1)
     return EngineAuditResult(**fields, seed=seed, seconds=time.perf_counter() - t0, calls=made,
                              optimum=optimum, optimum_note=note, **common)
+
+
+class _Pace:
+    """The run's pace, the verifier's calls timed apart from the audit's own work (drawing the
+    drafts, laying them out, checking and completing the outputs): after the first call the whole
+    run is projected from it, and after every later one from the pace so far; a refusal names the
+    part that is slow."""
+
+    def __init__(self, name: str, samples: int, calls: int, max_seconds: float):
+        self.name, self.samples, self.calls, self.max_seconds = name, samples, calls, max_seconds
+        self.start = time.perf_counter()
+        self.verifier = 0.0
+        self._t = self.start
+
+    def call_starts(self) -> None:
+        self._t = time.perf_counter()
+
+    def call_ends(self) -> None:
+        self.verifier += time.perf_counter() - self._t
+
+    def check(self, done: int, made: int) -> None:
+        elapsed = time.perf_counter() - self.start
+        own = max(elapsed - self.verifier, 0.0)
+        projected = max(elapsed, elapsed * self.samples / done)
+        if projected <= self.max_seconds or done >= self.samples:
+            return
+        fmt = _budget.fmt_seconds
+        calls = f"{made:,} verifier call" + ("s" if made != 1 else "")
+        slow = ("the verifier's calls take most of it" if self.verifier >= own
+                else "the audit's own drawing and checks take most of it")
+        when = (f"timed on the first of {self.calls:,} calls" if made == 1 else
+                f"after {done:,} of {self.samples:,} problems, slower than on the first call")
+        raise ProblemTooLargeError(
+            f"audit of {self.name}: {self.samples:,} problems projected at {fmt(projected)} ({when}), "
+            f"over the limit of {fmt(self.max_seconds)}: {slow} ({calls}: {fmt(self.verifier)}; the "
+            f"audit's own work: {fmt(own)}); raise it with --max-seconds, or audit fewer --samples")
 
 
 def _optimum(P: _Law, Q: _Law, tree: DraftTree, max_seconds: float, max_bytes: float):

@@ -19,8 +19,18 @@ the k positions only.
 
 from __future__ import annotations
 
-from ..torch_bridge.tensors import _torch
-from .stops import EngineVerifier, StopLaw, at, categorical, chain_inputs, residual, rows_at, uniforms
+from .stops import (
+    EngineVerifier,
+    StopLaw,
+    _torch,
+    at,
+    categorical,
+    chain_inputs,
+    excess_masses,
+    residual,
+    rows_at,
+    uniforms,
+)
 
 __all__ = ["StandardChain", "BlockChain", "block_stops", "block_weights"]
 
@@ -157,21 +167,10 @@ class BlockChain(_Chain):
     name = "block"
 
     def _prepare(self, x, q, p):
-        torch = _torch()
         px, qx = _drafted(p, q, x)
         w = block_weights(px, qx)
         k = x.shape[1]
-        if q is None:
-            rho = w[:, :k] * (1 - px)
-        elif k > 1:  # row by row in one buffer: (w_i p_i - q_i)^+ and its mass
-            buf = torch.empty_like(p[:, 0])
-            rho = [torch.zeros_like(px[:, 0])]
-            for i in range(1, k):
-                torch.mul(p[:, i], w[:, i, None].to(p.dtype), out=buf)
-                rho.append(buf.sub_(q[:, i]).clamp_(min=0).sum(-1).to(torch.float64))
-            rho = torch.stack(rho, 1)
-        else:
-            rho = torch.zeros_like(px)
+        rho = w[:, :k] * (1 - px) if q is None else excess_masses(p, q, w)  # (w_i p_i - q_i)^+'s masses
         return block_stops(w, rho), w
 
     def _correction(self, x, q, p, state, tau):

@@ -36,6 +36,12 @@ tokens). ``emitted[b]`` holds the accepted path's tokens (not the root's) and th
 emitted prefix is valid when some path of nodes from the root spells it. A node outside the tree
 (padding, for rows whose tree is smaller than N) has ``candidates`` -1, no links, and no link to it.
 
+**Rows are independent problems.** In both contracts a verifier's output rows must be independent
+given the inputs: each row's randomness its own (the engines draw their uniforms per row from the
+generator), never shared between rows. A verifier whose every row has the right law but which reuses
+one uniform across rows is not a verifier of B problems: the audit (:mod:`mdtheory.engines.audit`),
+which counts the rows of a call as B independent samples, rejects it.
+
 :func:`check_chain_inputs` and :func:`check_tree_inputs` validate the inputs (shapes, dtypes,
 devices, token ranges, -1 padding, tree links: a dangling index, a cycle, a node with two parents, a
 node deeper than the tree) and return them widened; every violation is one
@@ -57,12 +63,19 @@ import numpy as np
 from ..blocks.markov import row_tolerance
 from ..blocks.trees import DraftTree
 from ..errors import InvalidInputError
-from ..torch_bridge.tensors import _torch
 
 __all__ = ["EngineContractError", "ChainInputs", "TreeInputs", "TreeLayout", "OutputFaults",
            "check_chain_inputs", "check_tree_inputs", "chain_output_faults", "tree_output_faults",
            "check_chain_output", "check_tree_output", "tree_layout", "tree_candidates",
            "links_to_drafts", "CONTRACTS"]
+
+
+def _torch():
+    """torch, the torch bridge loaded on first use (the registry's help loads neither)."""
+    from ..torch_bridge.tensors import _torch as load
+
+    return load()
+
 
 #: The contracts by name.
 CONTRACTS = ("chain", "tree")
@@ -192,7 +205,10 @@ def _check_rows(torch, x, name: str, used, contract: str, what: str) -> None:
 
 def _check_generator(torch, generator, device, contract: str) -> None:
     if not isinstance(generator, torch.Generator):
-        _fail(contract, f"generator must be a torch.Generator, got {type(generator).__name__}")
+        kind = type(generator)
+        where = {"builtins": "", "numpy.random._generator": "numpy.random."}.get(kind.__module__,
+                                                                              f"{kind.__module__}.")
+        _fail(contract, f"generator must be a torch.Generator, got {where}{kind.__qualname__}")
     gd = torch.device(generator.device)
     if gd.type != device.type or (gd.index or 0) != (device.index or 0):
         _fail(contract, f"the generator is on {gd}, target_probs on {device}")
@@ -491,7 +507,7 @@ def chain_output_faults(output, inputs: ChainInputs) -> OutputFaults:
     reason[off] = [f"emitted_draft_token_num {m} is outside 0..{k}" for m in num[off]]
     free &= ~off
     wrong = free & (count != num + 1)
-    reason[wrong] = [f"emitted_draft_token_num {m} with {c} tokens before the padding (wrong length)"
+    reason[wrong] = [f"emitted_draft_token_num {m} with {_tokens(c)} before the padding (wrong length)"
                      for m, c in zip(num[wrong], count[wrong], strict=True)]
     free &= ~wrong
     drafts = inputs.draft_token_ids.cpu().numpy()
@@ -500,6 +516,10 @@ def chain_output_faults(output, inputs: ChainInputs) -> OutputFaults:
     reason[miss] = [f"a token not on the accepted path: output {i} is not draft {i}"
                     for i in differ[miss].argmax(1)]
     return _faults(reason, out, count, W)
+
+
+def _tokens(c: int) -> str:
+    return "1 token" if c == 1 else f"{c} tokens"
 
 
 def tree_output_faults(emitted, inputs: TreeInputs) -> OutputFaults:
@@ -529,7 +549,8 @@ def tree_output_faults(emitted, inputs: TreeInputs) -> OutputFaults:
             break
         alive = has_parent & alive[rows, np.maximum(parent, 0)] & (cand == out[:, i:i + 1])
         miss = need & ~alive.any(1)
-        reason[miss] = f"a token not on the accepted path: no path of nodes spells the first {i + 1} tokens"
+        first = "first token" if i == 0 else f"first {i + 1} tokens"
+        reason[miss] = f"a token not on the accepted path: no path of nodes spells the {first}"
         free &= ~miss
     return _faults(reason, out, count, W)
 

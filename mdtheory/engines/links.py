@@ -15,7 +15,7 @@ every loop has a fixed number of rounds.
 
 from __future__ import annotations
 
-from ..torch_bridge.tensors import _torch
+from .stops import _torch
 
 __all__ = ["TreeLinks"]
 

@@ -23,27 +23,21 @@ name                   verifier                                                 
 =====================  ============================================================  ==========
 
 (papers/blocks_verifiers.md §3, §3b; the numpy forms are :mod:`mdtheory.blocks`' verifiers on K = n
-iid drafts.) The optimal rule is the device construction
-(:func:`mdtheory.torch_bridge.optimal.optimal_plan`), whose candidate law can differ from the numpy
-rule's lexicographically optimal one (see :class:`mdtheory.engines.tree.OptimalTree`).
+iid drafts.) The optimal rule is the numpy rule's cells (:mod:`mdtheory.engines.optimal`), so each
+verifier's :meth:`stops` is its numpy form's exact law.
 """
 
 from __future__ import annotations
 
+import numpy as np
+
 from ..errors import InvalidInputError
-from ..torch_bridge.optimal import _argsort
-from ..torch_bridge.tensors import _torch
+from . import stops
 from .chain import _output, block_stops, block_weights
-from .stops import StopLaw, at, categorical, residual, rows_at, uniforms
+from .stops import StopLaw, _torch, at, categorical, excess_masses, residual, rows_at, uniforms
 from .tree import _Tree
 
 __all__ = ["ChainsOptimal", "GreedyChains", "SelectedChains"]
-
-
-def _normalised(row):
-    torch = _torch()
-    row = row.to(torch.float64)
-    return row / row.sum(-1, keepdim=True)
 
 
 class _Chains(_Tree):
@@ -88,6 +82,18 @@ class _Chains(_Tree):
             raise EngineContractError(f"tree contract: row {bad[0]} is not n chains of L = {L} tokens "
                                       f"(the root's n = {n} children, each followed by one child per depth)")
 
+    def _exact_inputs(self, candidates, next_token, next_sibling, target_probs, draft_probs, depth):
+        """The validated inputs of an exact law, on the host: target and draft rows (B, N, V)
+        float64, the chains' tokens and nodes (B, n, L), and L."""
+        torch = _torch()
+        cand, links, p, q, L = self._inputs(candidates, next_token, next_sibling, target_probs, draft_probs,
+                                            depth=depth, validate=True)
+        self._check(links, L)
+        nodes = self._layout(links, cand.shape[1], L)
+        tok = cand.gather(1, nodes.reshape(nodes.shape[0], -1)).reshape(nodes.shape)
+        P, Q = (t.detach().cpu().to(torch.float64).numpy() for t in (p, q))
+        return P, Q, tok.cpu().numpy(), nodes.cpu().numpy(), L
+
     def _walk(self, cand, nodes, p, q, select):
         """Depth by depth: ``select(d, p_row, q_row, tokens, consistent, memo)`` returns the chosen
         token (B,) and what it records (``memo``: a dict kept along the walk); the consistent chains
@@ -118,18 +124,14 @@ class _BlockOnPath(_Chains):
         token's target and proposal probabilities (float64), the proposal row μ and the target row
         (normalised) at the path's context."""
         torch = _torch()
-        L = nodes.shape[2]
         records, path, ctxs = self._walk(cand, nodes, p, q,
                                          lambda *a: self._select(*a, generator=generator))
         px = torch.stack([r[0] for r in records], 1)
         mux = torch.stack([r[1] for r in records], 1)
         mus = torch.stack([r[2] for r in records], 1)
         w = block_weights(px, mux)
-        rho = [torch.zeros_like(px[:, 0])]
-        for i in range(1, L):  # (w_i p_i - mu_i)^+, in the target row's place
-            excess = records[i][3].mul_(w[:, i, None].to(p.dtype)).sub_(mus[:, i]).clamp_(min=0)
-            rho.append(excess.sum(-1).double())
-        return block_stops(w, torch.stack(rho, 1)), w, path, ctxs, mus
+        rho = excess_masses(torch.stack([r[3] for r in records], 1), mus, w)  # (w_i p_i - mu_i)^+'s masses
+        return block_stops(w, rho), w, path, ctxs, mus
 
     def _correction_at(self, p, state, tau):
         _, w, path, ctxs, mus = state
@@ -168,7 +170,7 @@ class GreedyChains(_BlockOnPath):
         n = tokens.shape[1]
         p = p_row.div_(p_row.sum(-1, keepdim=True))
         q = q_row.div_(q_row.sum(-1, keepdim=True))
-        order = _argsort((p / q).masked_fill_(q == 0, torch.inf), merge=True)  # ties in token order
+        order = _stable_order((p / q).masked_fill_(q == 0, torch.inf))  # ties in token order
         qs = q.gather(1, order)
         below = torch.empty_like(q).scatter_(1, order, qs.cumsum(-1).sub_(qs))
         rank = torch.empty_like(order).scatter_(1, order, torch.arange(q.shape[1], device=q.device)
@@ -205,6 +207,25 @@ class GreedyChains(_BlockOnPath):
         return StopLaw(state[0], prefix, length, corr)
 
 
+def _stable_order(key):
+    """Indices sorting each row of ``key`` (B, V), non-negative floats or inf, ties in index order:
+    ``torch.sort(stable=True)`` on a device; on the CPU numpy's (vectorised) sort of unique keys,
+    a float32 key's bits followed by the index in one int64, or a float64 key sorted and the
+    rows with ties sorted again stably."""
+    torch = _torch()
+    if key.device.type != "cpu" or not stops.CPU_KERNELS:
+        return torch.sort(key, dim=-1, stable=True).indices
+    x = key.numpy()
+    if x.dtype == np.float32:  # non-negative floats' bits order them; the index breaks the ties
+        packed = (x.view(np.int32).astype(np.int64) << 32) | np.arange(x.shape[1], dtype=np.int64)
+        return torch.from_numpy(np.argsort(packed, axis=1))
+    order = np.argsort(x, axis=1)
+    ranked = np.take_along_axis(x, order, 1)
+    for b in np.flatnonzero((ranked[:, 1:] == ranked[:, :-1]).any(1)):
+        order[b] = np.argsort(x[b], kind="stable")
+    return torch.from_numpy(order)
+
+
 def _power_sums(a, b, n: int):
     """:math:`\\sum_{i=0}^{n-1} a^i b^{n-1-i}` elementwise (non-negative terms), by
     :math:`S_1 = 1`, :math:`S_{k+1} = a S_k + b^k`: a new tensor."""
@@ -219,51 +240,82 @@ def _power_sums(a, b, n: int):
 class SelectedChains(_BlockOnPath):
     """Multi-path block verification with the optimal selection, on n iid chains.
 
-    At each depth the optimal rule is prepared on the device for the path's context and the m
-    consistent chains (:func:`mdtheory.torch_bridge.optimal.optimal_plan`); its candidate, the
-    earliest of their next tokens' times, selects the token (no acceptance step), and the
-    candidate's exact law μ is the proposal of block verification along the selected path
-    (papers/blocks_verifiers.md §3; numpy form :class:`mdtheory.blocks.SelectedPath` with
-    ``rule="optimal"``). The selection is random, so there is no :meth:`stops`.
+    At each depth the optimal rule for the path's context and the m consistent chains
+    (:mod:`mdtheory.engines.optimal`) draws its candidate, the earliest of their next tokens' times,
+    which selects the token (no acceptance step); the candidate's exact marginal μ is the proposal
+    of block verification along the selected path (papers/blocks_verifiers.md §3; numpy form
+    :class:`mdtheory.blocks.SelectedPath` with ``rule="optimal"``). :meth:`stops` is the exact law:
+    the mixture over the selected paths (the numpy rule's candidate law given the consistent
+    chains) of block verification's stops along each.
     """
 
     name = "multipath-optimal"
-    exact = False
-
-    def stops(self, *args, **kwargs):
-        raise InvalidInputError(f"{self.name} draws its selection by sampling; it has no exact law form")
 
     def _select(self, d, p_row, q_row, tokens, consistent, memo, generator=None):
-        from ..torch_bridge.optimal import optimal_plan
+        from .optimal import candidates  # loads the numpy rules on first use
 
         p = p_row.div_(p_row.sum(-1, keepdim=True))
-        plan = optimal_plan(p, q_row, consistent.sum(1).clamp(min=1))
-        late = plan.times(tokens, generator).masked_fill(~consistent, -1.0)
-        y = at(tokens, late.argmax(1))
-        return y, (at(p, y).double(), at(plan.mu, y), plan.mu.to(p.dtype), p)
+        y, mu = candidates(p, q_row, tokens, consistent, generator)
+        return y, (at(p, y).double(), at(mu, y), mu.to(p.dtype), p)
+
+    def stops(self, candidates, next_token, next_sibling, target_probs, draft_probs=None,
+              *, depth: int | None = None) -> StopLaw:
+        """The exact law of ``emitted`` given the inputs: for every path the selection may take
+        (with its probability), a stop after each of its 0..L tokens."""
+        from .optimal import node_rule
+
+        torch = _torch()
+        P, Q, tok, nodes, L = self._exact_inputs(candidates, next_token, next_sibling, target_probs,
+                                                 draft_probs, depth)
+        rows = []
+        for b in range(P.shape[0]):
+            found = []
+
+            def walk(path, chains, ctx, weight, recs, b=b, found=found):
+                if len(path) == L:  # block verification along the path against the proposals
+                    px, mux, mus, ps = (torch.tensor(np.array(x))[None] for x in zip(*recs, strict=True))
+                    w = block_weights(px, mux)
+                    rho = [torch.zeros(1, dtype=torch.float64)] + [
+                        (w[:, i, None] * ps[:, i] - mus[:, i]).clamp(min=0).sum(-1) for i in range(1, L)]
+                    h = block_stops(w, torch.stack(rho, 1))[0].numpy()
+                    bonus = P[b, ctx] / P[b, ctx].sum()
+                    for i in range(L + 1):
+                        row = bonus if i == L else np.maximum(float(w[0, i]) * recs[i][3] - recs[i][2], 0.0)
+                        found.append((weight * h[i], path[:i], row if row.sum() > 0 else recs[i][3]))
+                    return
+                d = len(path)
+                row = P[b, ctx] / P[b, ctx].sum()
+                drafts = [int(tok[b, c, d]) for c in chains]
+                rule = node_rule(row, Q[b, ctx], len(drafts))
+                law = rule.schedule.candidate_law(np.asarray(drafts))
+                for y in sorted(set(drafts)):
+                    if law[y] > 0:
+                        keep = [c for c in chains if tok[b, c, d] == y]
+                        walk(path + (y,), keep, int(nodes[b, keep[0], d]), weight * law[y],
+                             recs + [(row[y], rule.marginal[y], rule.marginal, row)])
+
+            walk((), list(range(tok.shape[1])), 0, 1.0, [])
+            rows.append(found)
+        return _stop_law(rows, L, P.shape[2], target_probs.device)
 
 
 class ChainsOptimal(_Chains):
     """Token-by-token verification of n iid chains with the optimal rule on the consistent chains.
 
     At depth d the m chains consistent with the accepted prefix offer their next tokens (iid from
-    the draft's law there) to the optimal rule prepared on the device for (p, q, m); its candidate y
-    is accepted with probability :math:`\\min(1, p(y)/\\mu(y))` and the chains holding y stay;
-    otherwise the token comes from :math:`(p - \\mu)^+` normalised and the block ends. After L
+    the draft's law there) to the optimal rule for (p, q, m) (:mod:`mdtheory.engines.optimal`); its
+    candidate y is accepted with probability :math:`\\min(1, p(y)/\\mu(y))` and the chains holding y
+    stay; otherwise the token comes from :math:`(p - \\mu)^+` normalised and the block ends. After L
     accepted tokens the bonus token comes from the target after the path. The numpy form is
-    :class:`mdtheory.blocks.TokenByToken` with ``rule="optimal"`` on K = n iid drafts (up to the
-    choice of optimal marginal, :class:`mdtheory.engines.tree.OptimalTree`). No :meth:`stops`.
+    :class:`mdtheory.blocks.TokenByToken` with ``rule="optimal"`` on K = n iid drafts; :meth:`stops`
+    is its exact law (a stop at every prefix the chains share, the numpy rule's law given the
+    consistent chains' tokens).
     """
 
     name = "chains-optimal"
-    exact = False
-
-    def stops(self, *args, **kwargs):
-        raise InvalidInputError(f"{self.name} draws the optimal rule's candidate by sampling; it has no "
-                                "exact law form (check it by sampling)")
 
     def _run(self, cand, nodes, p, q, generator):
-        from ..torch_bridge.optimal import optimal_plan
+        from .optimal import optimal_step  # loads the numpy rules on first use
 
         torch = _torch()
         B, n, L = nodes.shape
@@ -271,19 +323,10 @@ class ChainsOptimal(_Chains):
                  "out": torch.full((B, L + 1), -1, dtype=torch.long, device=p.device)}
 
         def select(d, p_row, q_row, tokens, consistent, memo):
-            row = _normalised(p_row)
-            plan = optimal_plan(row, q_row, consistent.sum(1).clamp(min=1))
-            late = plan.times(tokens, generator).masked_fill(~consistent, -1.0)
-            y = at(tokens, late.argmax(1))
             u = uniforms(B, 2, generator, p.device)
-            mu_y = at(plan.mu, y)
-            ratio = torch.where(mu_y > 0, at(row, y) / mu_y.clamp(min=1e-300), 1.0).clamp(max=1.0)
-            accept = u[:, 0] < ratio
-            res = (row - plan.mu).clamp(min=0)
-            res = torch.where(res.sum(-1, keepdim=True) > 0, res, row)
+            y, accept, token = optimal_step(p_row, q_row, tokens, consistent, u, generator)
             alive = state["alive"]
-            state["out"][:, d] = torch.where(alive, torch.where(accept, y, categorical(res, u[:, 1])),
-                                             state["out"][:, d])
+            state["out"][:, d] = torch.where(alive, token, state["out"][:, d])
             state["alive"] = alive & accept
             return y, None
 
@@ -293,3 +336,43 @@ class ChainsOptimal(_Chains):
         out = state["out"]
         out[:, L] = torch.where(state["alive"], bonus, out[:, L])
         return out
+
+    def stops(self, candidates, next_token, next_sibling, target_probs, draft_probs=None,
+              *, depth: int | None = None) -> StopLaw:
+        """The exact law of ``emitted`` given the inputs: a stop at every prefix the chains share."""
+        from .optimal import step_law
+
+        P, Q, tok, nodes, L = self._exact_inputs(candidates, next_token, next_sibling, target_probs,
+                                                 draft_probs, depth)
+        rows = []
+        for b in range(P.shape[0]):
+            found = []
+
+            def walk(path, chains, ctx, reach, b=b, found=found):
+                d = len(path)
+                drafts = tok[b, chains, d] if d < L else []
+                accept, stop, row = step_law(P[b, ctx], Q[b, ctx], drafts, reach)
+                found.append((stop, path, row))
+                for y in sorted(set(int(t) for t in drafts)):
+                    if accept[y] > 0:
+                        keep = [c for c in chains if tok[b, c, d] == y]
+                        walk(path + (y,), keep, int(nodes[b, keep[0], d]), reach * accept[y])
+
+            walk((), list(range(tok.shape[1])), 0, 1.0)
+            rows.append(found)
+        return _stop_law(rows, L, P.shape[2], target_probs.device)
+
+
+def _stop_law(rows, L: int, V: int, device) -> StopLaw:
+    """A :class:`StopLaw` from each row's stops (probability, prefix tuple, correction (V,)),
+    padded with stops of probability zero."""
+    torch = _torch()
+    B, S = len(rows), max(len(r) for r in rows)
+    prob, length = np.zeros((B, S)), np.zeros((B, S), dtype=np.int64)
+    prefix, corr = np.full((B, S, max(L, 1)), -1, dtype=np.int64), np.ones((B, S, V))
+    for b, found in enumerate(rows):
+        for s, (w, path, row) in enumerate(found):
+            prob[b, s], length[b, s] = w, len(path)
+            prefix[b, s, :len(path)] = path
+            corr[b, s] = row
+    return StopLaw(*(torch.tensor(x, device=device) for x in (prob, prefix, length, corr)))

@@ -11,17 +11,25 @@ The same first step, evaluated at every stop, is the exact law of ``emitted`` gi
 exact laws (:mod:`mdtheory.blocks`), and a chi-square test of large batches checks the second step.
 
 Verifiers that draw a token-level rule's candidate (the optimal rule's earliest draft,
-:mod:`mdtheory.torch_bridge.optimal`) walk the tree instead, one depth at a time; their law is
-checked by sampling only.
+:mod:`mdtheory.engines.optimal`) walk the tree instead, one depth at a time; their ``stops`` walk it
+on the host with the numpy rule's law given the drafts.
 """
 
 from __future__ import annotations
 
+from .._jit import njit
 from ..errors import InvalidInputError
-from ..torch_bridge.tensors import _torch
 
-__all__ = ["StopLaw", "EngineVerifier", "uniforms", "categorical", "residual", "rows_at", "put_rows", "at",
-           "tree_inputs", "chain_inputs"]
+__all__ = ["StopLaw", "EngineVerifier", "uniforms", "categorical", "residual", "excess_masses", "rows_at",
+           "put_rows", "at", "tree_inputs", "chain_inputs"]
+
+
+def _torch():
+    """torch (:func:`mdtheory.torch_bridge.tensors._torch`), the torch bridge loaded on first use:
+    the registry of verifiers loads neither (``mdtheory audit --help`` lists it)."""
+    from ..torch_bridge.tensors import _torch as load
+
+    return load()
 
 
 def uniforms(rows: int, count: int, generator, device):
@@ -32,6 +40,9 @@ def uniforms(rows: int, count: int, generator, device):
 
 #: :func:`categorical` sums the weights in blocks of this many, then searches one block.
 BLOCK = 128
+#: Run the compiled kernels (:func:`excess_masses`, :func:`mdtheory.engines.optimal.candidates`) on
+#: CPU tensors (the tests turn it off to run the device's route on the CPU).
+CPU_KERNELS = True
 
 
 def _search(weights, u=None, t=None):
@@ -70,6 +81,40 @@ def categorical(weights, u):
     return j * BLOCK + i
 
 
+def excess_masses(p, u, w):
+    """:math:`\\rho_i = \\sum_v (w_i p_i(v) - u_i(v))^+` for i = 1..L-1 (column 0 is 0): (B, L)
+    float64, from rows ``p``, ``u`` (B, L, V) (views are fine) and weights ``w`` (B, >= L).
+
+    On a CPU tensor one compiled pass reads each row once, in float64 sums; elsewhere three tensor
+    operations a row in the rows' dtype, reusing one buffer."""
+    torch = _torch()
+    B, L, V = u.shape
+    if p.device.type == "cpu" and CPU_KERNELS:
+        out = torch.zeros(B, L, dtype=torch.float64)
+        _excess(p.detach().numpy(), u.detach().numpy(), w.detach().to(torch.float64).numpy(), out.numpy())
+        return out
+    rho = [torch.zeros(B, dtype=torch.float64, device=p.device)]
+    buf = torch.empty(B, V, dtype=p.dtype, device=p.device)
+    for i in range(1, L):
+        torch.mul(p[:, i], w[:, i, None].to(p.dtype), out=buf)
+        rho.append(buf.sub_(u[:, i]).clamp_(min=0).sum(-1).to(torch.float64))
+    return torch.stack(rho, 1)
+
+
+@njit(cache=True, fastmath={"reassoc", "nsz"})  # a vectorised sum; NaN and inf as IEEE
+def _excess(p, u, w, out):
+    """:func:`excess_masses` for numpy arrays, into ``out`` (B, L)."""
+    B, L, V = u.shape
+    for b in range(B):
+        for i in range(1, L):
+            wi = w[b, i]
+            s = 0.0
+            for v in range(V):
+                x = wi * p[b, i, v] - u[b, i, v]
+                s += max(x, 0.0)
+            out[b, i] = s
+
+
 def residual(pr, u, w=None, keep=None):
     """:math:`(w p_r - u)^+` row by row (w None: 1), computed in place in ``u``; the target row
     ``pr`` itself on the rows of ``keep`` (B,) and on those where that positive part is empty (a
@@ -88,9 +133,14 @@ def residual(pr, u, w=None, keep=None):
 
 
 def rows_at(t, index):
-    """Rows ``t[b, index[b]]`` of a (B, N, V) tensor: (B, V)."""
+    """Rows ``t[b, index[b]]`` of a (B, N, V) tensor: (B, V), a new tensor (one copy of each row:
+    ``index_select`` on the flattened rows where the tensor is contiguous)."""
     torch = _torch()
-    return t[torch.arange(t.shape[0], device=t.device), index]
+    B, N, V = t.shape
+    rows = torch.arange(B, device=t.device)
+    if t.is_contiguous():
+        return t.view(B * N, V).index_select(0, rows * N + index)
+    return t[rows, index]
 
 
 def put_rows(t, index, rows) -> None:
@@ -110,8 +160,8 @@ class StopLaw:
 
     Stop s of row b emits the tokens ``prefix[b, s, :length[b, s]]`` followed by one token drawn from
     ``correction[b, s]`` (normalised), with probability ``prob[b, s]``; the probabilities of a row sum
-    to one (up to rounding). Different stops have different prefixes, so the law of ``emitted`` is
-    the mixture of these.
+    to one (up to rounding). The law of ``emitted`` is the mixture of these (stops may share a
+    prefix: a random selection's paths).
 
     Attributes
     ----------

@@ -33,10 +33,10 @@ tree attains the bound 1 + Σ_nodes p(path) of papers/blocks.md.
 
 from __future__ import annotations
 
-from ..errors import InvalidInputError
-from ..torch_bridge.tensors import _torch
+import numpy as np
+
 from .links import TreeLinks
-from .stops import EngineVerifier, StopLaw, at, categorical, put_rows, rows_at, tree_inputs, uniforms
+from .stops import EngineVerifier, StopLaw, _torch, at, categorical, put_rows, rows_at, tree_inputs, uniforms
 
 __all__ = ["TargetOnlyTree", "TraversalTree", "OptimalTree"]
 
@@ -147,7 +147,7 @@ class TraversalTree(_Tree):
     def _prepare(self, cand, links, p, q):
         torch = _torch()
         B, N, V = p.shape
-        T = torch.zeros_like(p, memory_format=torch.contiguous_format)
+        T = torch.empty_like(p, memory_format=torch.contiguous_format)  # every row written before read
         T[:, 0] = p[:, 0]
         m = torch.zeros(B, N, dtype=torch.float64, device=p.device)
         m[:, 0] = 1.0
@@ -189,30 +189,24 @@ class OptimalTree(_Tree):
     every node.
 
     Depth by depth along the accepted path: the node's children (n of them, iid from its draft row
-    q) are offered to the optimal rule prepared on the device for (p, q, n)
-    (:func:`mdtheory.torch_bridge.optimal.optimal_plan`: every child draws a time from its token's
-    cells, the earliest is the candidate y, of exact law μ with :math:`\\sum \\min(p, \\mu) =
-    \\alpha^*`); y is accepted with probability :math:`\\min(1, p(y)/\\mu(y))` and the walk moves to
-    the first child holding y; otherwise the token is drawn from :math:`(p - \\mu)^+` normalised
-    and the walk stops. At a leaf the bonus token comes from its target row. Each depth prepares
-    the rule for every row ((B, V) sorts and running sums), so a call costs about D preparations.
+    q) are offered to the optimal rule for (p, q, n) (:mod:`mdtheory.engines.optimal`: every child
+    draws a time from its token's cells, the earliest is the candidate y, of exact marginal μ with
+    :math:`\\sum \\min(p, \\mu) = \\alpha^*`); y is accepted with probability
+    :math:`\\min(1, p(y)/\\mu(y))` and the walk moves to the first child holding y; otherwise the
+    token is drawn from :math:`(p - \\mu)^+` normalised and the walk stops. At a leaf the bonus
+    token comes from its target row. A call prepares the rule D times, for every row's node at
+    that depth (a sort of q/p and linear passes over (B, V) rows each).
 
-    Its μ is an optimal marginal of the device construction, not always the numpy rule's
-    lexicographically optimal one: the same acceptance α* at every node and the same output law,
-    but the block law (and E|B|) can differ from :class:`mdtheory.blocks.TokenByToken` with
-    ``rule="optimal"`` (papers/blocks_verifiers.md §10). There is no :meth:`stops`: the candidate's
-    law given the children is not formed on the device.
+    The rule is the numpy optimal rule's default realisation (cells and swaps): the numpy form of
+    this verifier is :class:`mdtheory.blocks.TokenByToken` with ``rule="optimal"``, and
+    :meth:`stops` is its exact law, the candidate's law given the children taken from the numpy
+    rule (:func:`mdtheory.engines.optimal.node_rule`; papers/blocks_verifiers.md §10).
     """
 
     name = "tree-optimal"
-    exact = False
-
-    def stops(self, *args, **kwargs):
-        raise InvalidInputError(f"{self.name} draws the optimal rule's candidate by sampling; it has no "
-                                "exact law form (check it by sampling)")
 
     def _sample(self, cand, links, p, q, D, generator):
-        from ..torch_bridge.optimal import optimal_plan
+        from .optimal import optimal_step  # loads the numpy rules on first use
 
         torch = _torch()
         B, N, V = p.shape
@@ -222,26 +216,43 @@ class OptimalTree(_Tree):
         out = torch.full((B, D + 1), -1, dtype=torch.long, device=dev)
         child = links.parent >= 0
         for d in range(D + 1):
-            row = rows_at(p, cur).to(torch.float64)
-            row = row / row.sum(-1, keepdim=True)
+            row = rows_at(p, cur)
             u = uniforms(B, 2, generator, dev)
             if d == D:
                 out[:, d] = torch.where(alive, categorical(row, u[:, 1]), out[:, d])
                 break
             kids = child & (links.parent == cur[:, None]) & alive[:, None]
-            n = kids.sum(1)
-            plan = optimal_plan(row, rows_at(q, cur), n.clamp(min=1))
-            late = plan.times(cand, generator).masked_fill(~kids, -1.0)
-            y = at(cand, late.argmax(1))
-            mu_y = at(plan.mu, y)
-            ratio = torch.where(mu_y > 0, at(row, y) / mu_y.clamp(min=1e-300), 1.0).clamp(max=1.0)
-            accept = (n > 0) & (u[:, 0] < ratio)
-            res = (row - plan.mu).clamp(min=0)
-            res = torch.where((n > 0)[:, None] & (res.sum(-1, keepdim=True) > 0), res, row)
-            token = categorical(res, u[:, 1])
-            out[:, d] = torch.where(alive, torch.where(accept, y, token), out[:, d])
+            y, accept, token = optimal_step(row, rows_at(q, cur), cand, kids, u, generator)
+            out[:, d] = torch.where(alive, token, out[:, d])
             same = kids & (cand == y[:, None])
             first = torch.where(same, links.rank, N).argmin(1)
             cur = torch.where(alive & accept, first, cur)
             alive = alive & accept
         return out
+
+    def stops(self, candidates, next_token, next_sibling, target_probs, draft_probs=None) -> StopLaw:
+        """The exact law of ``emitted`` given the inputs: a stop at every node, the candidate's law
+        at a node given its children the numpy optimal rule's."""
+        from .optimal import step_law
+
+        torch = _torch()
+        cand, links, p, q, D = self._inputs(candidates, next_token, next_sibling, target_probs, draft_probs,
+                                            validate=True)
+        B, N, V = p.shape
+        P, Q = (t.detach().cpu().to(torch.float64).numpy() for t in (p, q))
+        tok, parent, rank, depth = (t.cpu().numpy() for t in (cand, links.parent, links.rank, links.depth))
+        prob, corr = np.zeros((B, N)), np.zeros((B, N, V))
+        for b in range(B):
+            reach = np.zeros(N)
+            reach[0] = 1.0
+            for j in np.argsort(depth[b], kind="stable"):
+                kids = sorted(np.flatnonzero(parent[b] == j), key=lambda c: rank[b, c])
+                accept, prob[b, j], corr[b, j] = step_law(P[b, j], Q[b, j], tok[b, kids], reach[j])
+                seen = set()
+                for c in kids:  # the walk enters the first child holding the accepted token
+                    if tok[b, c] not in seen:
+                        seen.add(tok[b, c])
+                        reach[c] = reach[j] * accept[tok[b, c]]
+        dev = p.device
+        return StopLaw(torch.tensor(prob, device=dev), links.prefixes(cand, max(D, 1)), links.depth,
+                       torch.tensor(corr, device=dev))
