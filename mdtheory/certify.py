@@ -83,7 +83,7 @@ from .models.base import DraftModel
 from .models.iid import IID
 from .models.majorant import best_prefix, face_bound
 from .models.mixture import check_mixture
-from .models.polymatroid import TINY, _lex_blocks, _not_flatter, lex_optimal_base_iid
+from .models.polymatroid import TINY, _lex_blocks, _not_flatter, _total_excess, lex_optimal_base_iid
 from .routes.proofs import (
     Exhaustive,
     PrefixBuckets,
@@ -163,14 +163,14 @@ def support_members(support: np.ndarray, V: int) -> np.ndarray:
 
 @njit(cache=True)
 def _iid_cut(p, q, cut, n):
-    """(p(T), q(T)^n) of the token set ``cut``, strictly increasing indices in 0..V-1, in one
-    pass over it; (NaN, NaN) for any other ``cut`` (checked first: the pass then reads unchecked
-    unsigned indices, which numba does not wrap around). p(T) and q(T) are summed in blocks of 64
-    tokens, four lanes of plain sums each (no chain of additions one token long), the blocks
+    """(p(T), Q(T) = (1 - q(T^c))^n) of the token set ``cut``, strictly increasing indices in
+    0..V-1, in one pass over it; (NaN, NaN) for any other ``cut`` (checked first: the pass then
+    reads unchecked unsigned indices, which numba does not wrap around). p(T) and q(T) are summed
+    in blocks of 64 tokens, four lanes of plain sums each (no chain of additions one token long), the blocks
     compensated: relative error below 17 u (u = 2^-53). Beyond
     :data:`~mdtheory.routes.subsets.LOG_POWER_N` drafts, where the power needs q(T)'s distance
-    to one to its own precision, every token is added compensated. The power by
-    :func:`~mdtheory.routes.subsets._iid_power`."""
+    to one to its own precision, every token is added compensated, and that distance is q(T) -
+    q(Ω) = -q(T^c). The power by :func:`~mdtheory.routes.subsets._iid_power`."""
     V, K = p.size, cut.size
     bad = K > 0 and (cut[0] < 0 or cut[K - 1] >= V)
     for k in range(1, K):
@@ -178,6 +178,7 @@ def _iid_cut(p, q, cut, n):
     if bad:
         return np.nan, np.nan
     exact = n > LOG_POWER_N
+    excess = _total_excess(q) if exact else 0.0
     s, sc, t, tc = 0.0, 0.0, 0.0, 0.0
     for start in range(0, K, 64):
         stop = min(start + 64, K)
@@ -221,7 +222,7 @@ def _iid_cut(p, q, cut, n):
                 b0 += q[i0]
         s, sc = _add(s, sc, (a0 + a1) + (a2 + a3))
         t, tc = _add(t, tc, (b0 + b1) + (b2 + b3))
-    return s + sc, _iid_power(t, tc, n)
+    return s + sc, _iid_power(t, tc, n, excess)
 
 
 def cut_masses(p: np.ndarray, model: DraftModel, cut) -> tuple[float, float]:
@@ -392,9 +393,12 @@ def _cover(contained, k):
 def _iid_points(order, p, q, n):
     """p and q along ``order[::-1]``, and the iid containments of the prefixes of ``order``,
     :math:`Q = \\min(q(\\text{prefix}), 1)^n` (as :meth:`~mdtheory.models.iid.IID.prefix_containment`,
-    fused into this pass: q is read once and the integer power is a few multiplications); empty
-    arrays if ``order`` is no permutation of 0..V-1."""
+    fused into this pass: q is read once and the integer power is a few multiplications; beyond
+    :data:`~mdtheory.routes.subsets.LOG_POWER_N` drafts :math:`(1 - q(\\text{rest}))^n`, the total's
+    distance from one taken first, :func:`~mdtheory.routes.subsets._iid_power`); empty arrays if
+    ``order`` is no permutation of 0..V-1."""
     V = p.size
+    excess = _total_excess(q) if n > LOG_POWER_N else 0.0
     seen = np.zeros(V, np.bool_)
     ps, qs, contained = np.empty(V), np.empty(V), np.empty(V)
     s, c = 0.0, 0.0
@@ -406,7 +410,7 @@ def _iid_points(order, p, q, n):
         ps[V - 1 - k] = p[y]
         qs[V - 1 - k] = q[y]
         s, c = _add(s, c, q[y])  # compensated, as the route's scan
-        contained[k] = _iid_power(s, c, n)
+        contained[k] = _iid_power(s, c, n, excess)
     return ps, qs, contained
 
 

@@ -19,6 +19,7 @@ from mdtheory._validate import as_distribution
 from mdtheory.certify import CERT_TOL, MAX_CERT_SETS
 from mdtheory.errors import InvalidInputError, ProblemTooLargeError
 from mdtheory.models.iid import IID
+from mdtheory.models.polymatroid import lex_optimal_base_iid
 from mdtheory.rules import make_rule
 from mdtheory.solve import route_estimate
 from tests.tolerances import ROUNDING, SOLVER
@@ -26,17 +27,20 @@ from tests.tolerances import ROUNDING, SOLVER
 
 def _alpha_reference(p, q, n) -> float:
     """alpha* of iid drafts in 50-digit decimals: the best prefix of the exact p/q order (Hu et al.'s
-    prefix property), every mass and power from the floats' exact values, no log1p."""
+    prefix property), every mass and power from the floats' exact values, no log1p. The draft law
+    is q divided by its exact sum (a float vector divided by its float sum is off one by a few
+    2^-53, which a power n up to 2^53 would otherwise raise to e^(±1))."""
     def ratio(i):
         return Fraction(p[i]) / Fraction(q[i]) if q[i] > 0 else Fraction(10**400)
 
     with localcontext() as ctx:
         ctx.prec = 50
+        total = sum(Decimal(float(x)) for x in q)
         sp, sq, best = Decimal(0), Decimal(0), Decimal(0)
         for i in sorted(range(len(p)), key=ratio):
             sp += Decimal(float(p[i]))
             sq += Decimal(float(q[i]))
-            best = max(best, min(sq, Decimal(1)) ** n - sp)
+            best = max(best, min(sq / total, Decimal(1)) ** n - sp)
         return float(1 - best)
 
 
@@ -81,6 +85,47 @@ def test_iid_containment_keeps_the_distance_from_one():
     np.testing.assert_allclose(model.containment(masks), exact, rtol=ROUNDING, atol=0)
     many = np.tile(masks, (8, 1))  # past the few-sets path: one matrix product
     np.testing.assert_allclose(model.containment(many), np.tile(exact, 8), rtol=ROUNDING, atol=0)
+
+
+def _subnormal_pair(subnormal_p: bool, dtype):
+    """A Dirichlet(0.1) pair on 2048 tokens with a fifth of q (and of p) subnormal: q's float sum
+    after normalisation is off one by about 1e-16, which n = 2^40 raises to 1e-4."""
+    rng = np.random.default_rng(1)
+    p, q = rng.dirichlet(np.full(2048, 0.1)), rng.dirichlet(np.full(2048, 0.1))
+    p, q = p.astype(dtype), q.astype(dtype)
+    q[rng.random(2048) < 0.2] = 3e-321 if dtype == np.float64 else 3e-44
+    if subnormal_p:
+        p[rng.random(2048) < 0.2] = 5e-320 if dtype == np.float64 else 5e-43
+    return as_distribution(p, "p", normalize=True), as_distribution(q, "q", normalize=True)
+
+
+@pytest.mark.parametrize("n", [2**30, 2**40, 2**53])
+@pytest.mark.parametrize("subnormal_p,dtype", [(False, np.float64), (True, np.float64),
+                                               (True, np.float32)])
+def test_subnormal_masses_at_huge_n_prove_the_decimal_optimum(n, subnormal_p, dtype):
+    p, q = _subnormal_pair(subnormal_p, dtype)
+    expected = _alpha_reference(p, q, n)
+    for method in ("prefix", "select"):
+        for mode in ("fast", "full"):
+            res = md.optimal_acceptance(p, q, n, method=method, certify=mode)
+            assert res.status == "optimal"
+            assert res.certificate == ("lex-base" if mode == "full" else
+                                       "base" if method == "prefix" else "bracket")
+            assert res.value == pytest.approx(expected, abs=ROUNDING)
+            assert 1 + res.cut_p - res.cut_q == pytest.approx(expected, abs=ROUNDING)
+    # whatever the reading of q's sum: the tokens of subnormal q are drafted with probability at
+    # most n q(T) (below 1e-20), so their mass p(T) is mostly lost
+    lost = q < 1e-40
+    assert p[lost].sum() > 0.05
+    assert expected <= 1 - p[lost].sum() + n * q[lost].sum() + ROUNDING
+
+
+def test_the_lex_base_of_a_subnormal_pair_sums_to_one_at_huge_n():
+    p, q = _subnormal_pair(True, np.float64)
+    for n in (2**20, 2**40, 2**53):
+        mu = lex_optimal_base_iid(p, q, n).mu
+        assert np.isfinite(mu).all() and mu.min() >= 0.0
+        assert mu.sum() == pytest.approx(1.0, abs=ROUNDING)
 
 
 @pytest.mark.parametrize("n", [10**30, 2**53 + 1, np.uint64(2**64 - 1)])

@@ -89,20 +89,21 @@ class IID(_MarkovDraftModel):
         return rng.choice(q.size, size=(m, n), p=q / q.sum())
 
     def containment(self, T):
-        """q(T)^n. A few sets (the certificate's cut): q(T) by numpy's pairwise sum, relative error
-        at most about log2(V) u (u = 2^-53), or, where the power would amplify that past 1e-13
+        """q(T)^n, as (1 - q(T^c))^n where the power amplifies rounding (below). A few sets (the
+        certificate's cut): q(T) by numpy's pairwise sum, relative error at most about log2(V) u
+        (u = 2^-53), or, where the power would amplify that past 1e-13
         (n log2(V) u > 1e-13, e.g. V = 10^6 with n = 10^6), from exactly rounded sums
         (:func:`math.fsum`, about 40 ns a token); a BLAS dot product errs by ~1e-13 at V = 10^6,
         which n = 10^6 makes 3e-7. Many sets: one matrix product. Where the power amplifies, a
-        mass of at least 1/2 enters as its distance from 1 (:meth:`_powers`)."""
+        mass of at least 1/2 enters as its distance from 1, the mass off the set (:meth:`_powers`)."""
         T, single = self._masks(T)
         amplifies = self._amplifies()
         if T.shape[0] <= FEW_SETS:
             sums = np.array([math.fsum(self.q[row]) if amplifies else np.sum(self.q[row]) for row in T])
-            gaps = np.array([math.fsum([*self.q[row], -1.0]) for row in T]) if amplifies else None
+            gaps = np.array([-math.fsum(self.q[~row]) for row in T]) if amplifies else None
         else:
             sums = T @ self.q
-            gaps = self._excess() - (~T) @ self.q if amplifies else None
+            gaps = -((~T) @ self.q) if amplifies else None
         out = self._powers(sums, gaps)
         return out[0] if single else out
 
@@ -110,15 +111,12 @@ class IID(_MarkovDraftModel):
         """Whether the power n amplifies a mass's rounding past 1e-13 (n log2(V) 2^-53 > 1e-13)."""
         return self.n * math.log2(max(self.V, 2)) * 2.0 ** -53 > 1e-13
 
-    def _excess(self) -> float:
-        """q(Omega) - 1, exactly rounded (0 for a q that sums to one exactly)."""
-        return math.fsum([*self.q, -1.0])
-
     def _powers(self, sums, gaps=None):
-        """min(sums, 1)^n; with ``gaps`` (each mass minus 1, to its own relative precision: from
-        exactly rounded sums, or as the total's excess less the mass off the set), a mass of at
-        least 1/2 as exp(n log1p(gap)): rounding a mass within 2^-54 of 1 to 1 would move its power
-        by up to n 2^-54 (0.054 at n = 10^15), while the gap keeps its bits."""
+        """min(sums, 1)^n; with ``gaps`` (minus the mass off each set, to its own relative
+        precision), a mass of at least 1/2 as (1 - mass off)^n = exp(n log1p(gap)): rounding a mass
+        within 2^-54 of 1 to 1 would move its power by up to n 2^-54 (0.054 at n = 10^15), and
+        the input's own sum, off one by a few 2^-53, by n times that, while the gap keeps its
+        bits (papers/theory.md, "iid containments near one")."""
         out = np.minimum(sums, 1.0) ** self.n
         if gaps is not None:
             near = sums >= 0.5
@@ -141,7 +139,7 @@ class IID(_MarkovDraftModel):
         if not self._amplifies():
             return self._powers(sums)
         rest = np.cumsum(qo[::-1])[::-1]  # the mass from each token on; off prefix k: rest[k + 1]
-        return self._powers(sums, self._excess() - np.append(rest[1:], 0.0))
+        return self._powers(sums, -np.append(rest[1:], 0.0))
 
     def count_sets(self):
         return _count_up_to(int(np.count_nonzero(self.q)), self.n)

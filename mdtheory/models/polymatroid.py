@@ -42,6 +42,10 @@ TINY = 2.0 ** -600
 #: (compiled, relative error below n 2^-53); above, by the vectorised transcendental form
 #: :func:`_power_gap` (a few 2^-53 whatever n).
 DIFF_N = 64
+#: Beyond this many iid drafts a containment (1 - q(T^c))^n is taken as exp(n log1p(-q(T^c))) from
+#: the unrounded masses (:func:`~mdtheory.routes.subsets._iid_power`), and the rises of G from one
+#: less the total's distance from one; up to it, by repeated squaring of the rounded mass.
+LOG_POWER_N = 0x10000
 
 
 def priority_marginal(model: DraftModel, order) -> np.ndarray:
@@ -193,10 +197,14 @@ def _power_gap(x: np.ndarray, d: np.ndarray, n: int, x_err=0.0) -> np.ndarray:
     """:math:`(x^n - y^n) / (x - y)` for y = x - d, 0 <= d <= x, elementwise: the rise of
     :math:`1 - (1 - Q)^n` per unit of q, to full relative precision (no difference of powers).
     ``x_err`` is the rounding error of x (x + x_err is the value meant): the power then carries
-    :math:`(1 + x_{err}/x)^{n-1}`, so n does not multiply the rounding of x."""
-    with np.errstate(divide="ignore", invalid="ignore"):
+    :math:`(1 + x_{err}/x)^{n-1}`, so n does not multiply the rounding of x (a meant value of at
+    most 0 gives 0)."""
+    with np.errstate(divide="ignore", invalid="ignore", under="ignore", over="ignore"):
         r = np.clip(d / x, 0.0, 1.0)
-        power = x ** (n - 1) * np.exp((n - 1) * np.log1p(x_err / x))
+        shift = (n - 1) * np.log1p(np.maximum(x_err / x, -1.0))
+        # a factor past e (x_err, the total's distance from one, times n - 1 at least x) is taken
+        # in logs with the power, where alone it could overflow
+        power = np.where(shift > 1.0, np.exp((n - 1) * np.log(x) + shift), x ** (n - 1) * np.exp(shift))
         out = power * -np.expm1(n * np.log1p(-r)) / r
         out = np.where(r > 0, out, n * power)
     return np.where(x > 0, out, 0.0)
@@ -214,6 +222,17 @@ def _suffix_sums(v):
         out[k] = s + c
         err[k] = c - (out[k] - s)
     return out, err
+
+
+@njit(cache=True)
+def _total_excess(q):
+    """q(Ω) - 1 to its own relative precision (a compensated sum; the sum lies in [1/2, 2], so
+    subtracting one is exact)."""
+    s, c = 0.0, 0.0
+    for x in q:
+        s, e = _two_sum(s, x)
+        c += e
+    return (s - 1.0) + c
 
 
 @njit(cache=True, error_model="numpy")
@@ -347,6 +366,7 @@ def lex_optimal_base_iid(p: np.ndarray, q: np.ndarray, n: int) -> LexBase:
     >>> lex_optimal_base_iid(np.array([0.5, 0.5]), np.array([0.5, 0.5]), 2).mu.tolist()
     [0.5, 0.5]
     """
+    q_in = q
     p, q, ratio = _tiny_to_zero(p, q)
     order = np.argsort(ratio)  # NaN (p = q = 0) and inf (p = 0 < q) last; SIMD, not stable
     if _tied(order, ratio):
@@ -356,9 +376,12 @@ def lex_optimal_base_iid(p: np.ndarray, q: np.ndarray, n: int) -> LexBase:
         po, qo, dg = _rises(order, p, q, int(n))
     else:
         po, qo = p[order], q[order]
-        # 1 - Q before each token: compensated, with its rounding error
+        # 1 - Q before each token: compensated, with its rounding error; beyond LOG_POWER_N drafts
+        # less the total's distance from one (1 - q(S) = q(S^c) - (q(Omega) - 1)), which n would
+        # otherwise multiply (papers/theory.md, "iid containments near one")
         rest, rest_err = _suffix_sums(qo)
-        dg = qo * _power_gap(rest[:-1], qo, int(n), rest_err[:-1])
+        off = _total_excess(q_in) if n > LOG_POWER_N else 0.0
+        dg = qo * _power_gap(rest[:-1], qo, int(n), rest_err[:-1] - off)
     bounds, dP, dG = _lex_blocks(po, dg)
     vertical = dP <= 0  # at most one such block, the last: the tokens with p = 0
     # numpy's (pairwise) sums of q over the vertical blocks, where mu follows q; unused elsewhere

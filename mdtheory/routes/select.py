@@ -170,32 +170,22 @@ def _refill(p, q, shift, lo, nb, flags, sums, bits, ps, qs):
 
 
 @njit(cache=True, error_model="numpy")
-def _excess(q):
-    """q(Ω) - 1 to its own relative precision (a compensated sum; the sum lies in [1/2, 2], so
-    subtracting one is exact)."""
-    s, c = 0.0, 0.0
-    for x in q:
-        s, c = _add(s, c, x)
-    return (s - 1.0) + c
-
-
-@njit(cache=True, error_model="numpy")
-def _power(t, tc, rest, excess, n):
-    """:math:`q(H)^n` for a prefix H of mass t + tc (compensated) whose complement has mass
-    ``rest``: :func:`~mdtheory.routes.subsets._iid_power` up to
+def _power(t, tc, rest, n):
+    """:math:`Q(H) = (1 - q(H^c))^n` for a prefix H of mass t + tc (compensated) whose complement
+    has mass ``rest``: :func:`~mdtheory.routes.subsets._iid_power` up to
     :data:`~mdtheory.routes.subsets.LOG_POWER_N` drafts; beyond, for a mass of at least 1/2,
-    :math:`\\exp(n \\log1p(x))` with :math:`x = q(H) - 1 = (q(\\Omega) - 1) - q(H^c)` taken from
-    the complement, to its own relative precision."""
+    :math:`\\exp(n \\log1p(x))` with :math:`x = -q(H^c)`, the complement's mass, to its own
+    relative precision (papers/theory.md, "iid containments near one")."""
     if n <= LOG_POWER_N:
-        return _iid_power(t, tc, n)
+        return _iid_power(t, tc, n, 0.0)
     if t + tc < 0.5:
         return 0.0
-    x = excess - rest
+    x = -rest
     return 1.0 if x >= 0.0 else math.exp(n * math.log1p(x))
 
 
 @njit(cache=True, error_model="numpy")
-def _bounds(sums, shift, lo, nb, n, excess, tie_tol, P, Pc, Q, Qc, gain, bound, opened):
+def _bounds(sums, shift, lo, nb, n, tie_tol, P, Pc, Q, Qc, gain, bound, opened):
     """Running sums over the buckets and what they give: ``P[j] + Pc[j]``, ``Q[j] + Qc[j]`` the
     masses before bucket j (compensated), ``gain[j]`` the gain of that prefix (j = 0..nb+2, the
     last all tokens), ``bound[j]`` the bound on every prefix that ends inside bucket j (-inf
@@ -212,7 +202,7 @@ def _bounds(sums, shift, lo, nb, n, excess, tie_tol, P, Pc, Q, Qc, gain, bound, 
         rest[j] = s + c
     t, tc, u, uc = 0.0, 0.0, 0.0, 0.0
     P[0], Pc[0], Q[0], Qc[0] = 0.0, 0.0, 0.0, 0.0
-    g = _power(0.0, 0.0, rest[0], excess, n)
+    g = _power(0.0, 0.0, rest[0], n)
     gain[0] = g
     for j in range(m):  # one power per bucket that holds mass: an empty bucket's end is its start
         a, b = sums[j, 0], sums[j, 1]
@@ -222,7 +212,7 @@ def _bounds(sums, shift, lo, nb, n, excess, tie_tol, P, Pc, Q, Qc, gain, bound, 
             tc += e
             u, e = _two_sum(u, b)
             uc += e
-            start, g = g, _power(u, uc, rest[j + 1], excess, n) - (t + tc)
+            start, g = g, _power(u, uc, rest[j + 1], n) - (t + tc)
             if b > 0.0:
                 low = 0.0 if j == 0 else np.int64((j - 1 + lo) << shift).view(np.float64)
                 bound[j] = max(start, g + a - low * (1.0 - RATIO_SHADE) * b)
@@ -242,7 +232,7 @@ def _gather(p, q, digit, flags, bits, ps, qs):
 
 
 @njit(cache=True, error_model="numpy")
-def _inside(bits, ps, qs, shift, lo, nb, n, excess, P, Pc, Q, Qc, rest, gains):
+def _inside(bits, ps, qs, shift, lo, nb, n, P, Pc, Q, Qc, rest, gains):
     """The gain of every prefix that ends a class of equal ratios inside an opened bucket, for
     the opened buckets' tokens sorted by ratio: ``gains[k]`` at the class's last token k (-inf
     elsewhere). Each bucket starts from its boundary's running sums; the complement's mass at a
@@ -270,7 +260,7 @@ def _inside(bits, ps, qs, shift, lo, nb, n, excess, P, Pc, Q, Qc, rest, gains):
             if k + 1 < end and bits[k + 1] == bits[k]:
                 gains[k] = -np.inf
                 continue
-            g = _power(u, uc, gains[k] + rest[j + 1], excess, n) - (t + tc)
+            g = _power(u, uc, gains[k] + rest[j + 1], n) - (t + tc)
             gains[k] = g
             best = max(best, g)
         start = end
@@ -327,7 +317,7 @@ def _cut(p, q, digit, j, kbits, out):
 
 
 @njit(cache=True, error_model="numpy")
-def _cut_masses(bits, ps, qs, shift, lo, nb, n, excess, P, Pc, Q, Qc, rest, j, kbits):
+def _cut_masses(bits, ps, qs, shift, lo, nb, n, P, Pc, Q, Qc, rest, j, kbits):
     """p(T) and q(T)^n of the cut T = (j, kbits) of :func:`_threshold` (the tokens of the buckets
     before j and those of bucket j whose ratio bits are at most kbits): the running sums at
     bucket j's boundary plus, for kbits >= 0, the gathered tokens of bucket j (which must be
@@ -344,11 +334,11 @@ def _cut_masses(bits, ps, qs, shift, lo, nb, n, excess, P, Pc, Q, Qc, rest, j, k
                     u, uc = _add(u, uc, qs[k])
                 else:
                     s, c = _add(s, c, qs[k])
-    return t + tc, _power(u, uc, s + c, excess, n)
+    return t + tc, _power(u, uc, s + c, n)
 
 
 @njit(cache=True, error_model="numpy")
-def _settle(bits, ps, qs, shift, lo, nb, n, excess, P, Pc, Q, Qc, rest, gain, bound, opened, best,
+def _settle(bits, ps, qs, shift, lo, nb, n, P, Pc, Q, Qc, rest, gain, bound, opened, best,
             tie_tol, cut_j, cut_k):
     """Everything after the gathering, in one call: the opened buckets' tokens sorted by ratio
     (stable), the gains inside them (:func:`_inside`), the best gain (with ``best``, the best
@@ -359,7 +349,7 @@ def _settle(bits, ps, qs, shift, lo, nb, n, excess, P, Pc, Q, Qc, rest, gain, bo
     by = np.argsort(bits, kind="mergesort")
     bits, ps, qs = bits[by], ps[by], qs[by]
     gains = np.empty(bits.size)
-    best = max(best, _inside(bits, ps, qs, shift, lo, nb, n, excess, P, Pc, Q, Qc, rest, gains))
+    best = max(best, _inside(bits, ps, qs, shift, lo, nb, n, P, Pc, Q, Qc, rest, gains))
     closed = -np.inf
     for j in range(nb + 2):
         if not opened[j]:
@@ -369,7 +359,7 @@ def _settle(bits, ps, qs, shift, lo, nb, n, excess, P, Pc, Q, Qc, rest, gain, bo
         j, kbits = _threshold(gain, bound, opened, bits, gains, shift, lo, nb, best - tie_tol)
     cut_p, cut_q = np.nan, np.nan
     if cut_j >= 0:
-        cut_p, cut_q = _cut_masses(bits, ps, qs, shift, lo, nb, n, excess, P, Pc, Q, Qc, rest,
+        cut_p, cut_q = _cut_masses(bits, ps, qs, shift, lo, nb, n, P, Pc, Q, Qc, rest,
                                    cut_j, cut_k)
     return best, closed, j, kbits, cut_p, cut_q
 
@@ -392,11 +382,10 @@ def _bracket(p, q, shift, lo, nb, n, tie_tol, digit, flags, cut_j, cut_k):
         _histogram(p, q, shift, lo, nb, digit, sums)
     else:
         m = _refill(p, q, shift, lo, nb, flags, sums, bits, ps, qs)
-    excess = _excess(q) if n > LOG_POWER_N else 0.0
     P, Pc, Q, Qc, gain, bound = np.empty(nb + 3), np.empty(nb + 3), np.empty(nb + 3), \
         np.empty(nb + 3), np.empty(nb + 3), np.empty(nb + 2)
     opened = np.empty(nb + 2, np.bool_)
-    rest, best = _bounds(sums, shift, lo, nb, n, excess, tie_tol, P, Pc, Q, Qc, gain, bound, opened)
+    rest, best = _bounds(sums, shift, lo, nb, n, tie_tol, P, Pc, Q, Qc, gain, bound, opened)
     if cut_j >= 0 and cut_k >= 0:
         opened[cut_j] = True
     missing = m > room
@@ -412,7 +401,7 @@ def _bracket(p, q, shift, lo, nb, n, tie_tol, digit, flags, cut_j, cut_k):
                 break
             bits, ps, qs = np.empty(m, np.int64), np.empty(m), np.empty(m)
     best, closed, j, kbits, cut_p, cut_q = _settle(
-        bits[:m], ps[:m], qs[:m], shift, lo, nb, n, excess, P, Pc, Q, Qc, rest, gain, bound, opened,
+        bits[:m], ps[:m], qs[:m], shift, lo, nb, n, P, Pc, Q, Qc, rest, gain, bound, opened,
         best, tie_tol, cut_j, cut_k)
     return best, closed, j, kbits, cut_p, cut_q, opened
 

@@ -20,7 +20,7 @@ import numpy as np
 from .._jit import _two_sum, njit
 from ..errors import InvalidInputError, ProblemTooLargeError
 from ..models.base import MAX_SUBSET_V, MAX_SUBSET_V_SLOW, DraftModel
-from ..models.polymatroid import TINY
+from ..models.polymatroid import LOG_POWER_N, TINY, _total_excess
 from ..models.registry import PREFIX_PROVED, PREFIX_SAMPLINGS
 from .proofs import Exhaustive, PrefixOrder, RouteOutput
 
@@ -34,9 +34,6 @@ TIE_TOL = 1e-12
 #: the radix sort's fixed cost of 2^RADIX_BITS buckets per digit would not pay; above the
 #: interpreted-kernel budget of :mod:`mdtheory._jit`, so the radix sort always runs compiled).
 RADIX_MIN_V = 16_384
-#: Beyond this many iid drafts a containment q(T)^n is taken as exp(n log1p(q(T) - 1)) from the
-#: unrounded mass (:func:`_iid_power`); up to it, by repeated squaring of the rounded mass.
-LOG_POWER_N = 0x10000
 #: Bits per digit of the radix sort: 2048 buckets, whose counts stay in the L2 cache.
 RADIX_BITS = 11
 # MAX_SUBSET_V, MAX_SUBSET_V_SLOW, PREFIX_SAMPLINGS and PREFIX_PROVED are declared by the draft
@@ -274,20 +271,26 @@ def _ipow(x, n):
 
 
 @njit(cache=True)
-def _iid_power(t, tc, n):
-    """:math:`\\min(t + t_c, 1)^n` for a mass t + tc held as a compensated pair (tc the rounding
-    error of t), without rounding the mass first. Up to :data:`LOG_POWER_N` drafts,
-    :func:`_ipow` of the rounded mass (its rounding, at most 2^-53, moves the power by at most
-    n 2^-53 < 1e-11). Beyond, a mass in [1/2, 1) is taken as :math:`\\exp(n \\log1p(x))` with
-    :math:`x = (t - 1) + t_c` (t - 1 is exact there, Sterbenz): the mass's distance from 1 keeps
-    its relative precision, where rounding the mass to the nearest double first (to 1 if it is
-    within 2^-54 of it) would move the power by up to n 2^-54 (0.054 at n = 10^15); a mass below
-    1/2 gives a power below 2^-65536, zero."""
+def _iid_power(t, tc, n, excess):
+    """The containment :math:`Q(H) = (1 - q(H^c))^n` of a set H of mass t + tc, held as a
+    compensated pair (tc the rounding error of t), without rounding the mass first; ``excess`` is
+    :math:`q(\\Omega) - 1` (:func:`~mdtheory.models.polymatroid._total_excess`; read only beyond
+    :data:`LOG_POWER_N` drafts).
+    Up to :data:`LOG_POWER_N` drafts, :func:`_ipow` of the rounded mass, capped at one (its
+    rounding, and the total's distance from one, each at most a few 2^-53, move the power by at
+    most n times that, below 1e-11). Beyond, a mass in [1/2, 1] is taken as
+    :math:`\\exp(n \\log1p(x))` with :math:`x = q(H) - q(\\Omega) = ((t - 1) + t_c) -
+    \\mathrm{excess} = -q(H^c)` (t - 1 is exact there, Sterbenz): the distance from one is the mass
+    off the set, to its own relative precision. Neither rounding the mass to the nearest double
+    (to 1 if within 2^-54 of it) nor the input's own sum, off one by a few 2^-53 after
+    normalisation, is raised to the power n, which would move it by up to n 2^-53 (e^(±1) at
+    n = 2^53; papers/theory.md, "iid containments near one"). A mass below 1/2 gives a power
+    below 2^-65536, zero."""
     if n <= LOG_POWER_N:
         return _ipow(min(t + tc, 1.0), n)
     if t < 0.5:
         return 0.0
-    x = (t - 1.0) + tc
+    x = ((t - 1.0) + tc) - excess
     return 1.0 if x >= 0.0 else math.exp(n * math.log1p(x))
 
 
@@ -297,11 +300,12 @@ def _best_prefix(p, order, contained, q, n, tie_tol):
     ``tie_tol``), gain_k = contained[k] - p(first k + 1 tokens), the empty prefix gaining 0: one pass
     along the order storing the gains, then a pass over them.
 
-    With an empty ``contained`` the containments are the iid ones, :math:`\\min(q(\\text{prefix}),
-    1)^n`, computed along the way (the power by :func:`_iid_power`). Both running sums are compensated
+    With an empty ``contained`` the containments are the iid ones, :math:`(1 - q(\\text{rest}))^n`,
+    computed along the way (the power by :func:`_iid_power`). Both running sums are compensated
     (:func:`_add`), so a gain is off by about n eps, not V n eps (1e-10 at V = 128,000, n = 128 with
     plain sums)."""
     iid = contained.size == 0
+    excess = _total_excess(q) if iid and n > LOG_POWER_N else 0.0
     gains = np.empty(order.size)
     best, s, sc, t, tc = 0.0, 0.0, 0.0, 0.0, 0.0
     for k in range(order.size):
@@ -309,7 +313,7 @@ def _best_prefix(p, order, contained, q, n, tie_tol):
         s, sc = _add(s, sc, p[y])
         if iid:
             t, tc = _add(t, tc, q[y])
-        gain = (_iid_power(t, tc, n) if iid else contained[k]) - (s + sc)
+        gain = (_iid_power(t, tc, n, excess) if iid else contained[k]) - (s + sc)
         gains[k] = gain
         best = max(best, gain)
     if best <= tie_tol:
