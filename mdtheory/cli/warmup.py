@@ -106,7 +106,8 @@ def _library() -> None:
     """Calls that reach kernels the commands do not, or with argument types they do not pass
     (writeable drafts, a schedule built from its pieces, a column-major table of draft laws, every
     majorant of successive sampling's face certificate, GLS's law at its compiled size, the window
-    realisation, the torch khisti-lp rule's CPU stages where torch is installed)."""
+    realisation, the torch khisti-lp rule's CPU stages and the engine verifiers' CPU kernels where
+    torch is installed)."""
     from ..models.independent import Independent
     from ..models.majorant import face_bound
     from ..models.registry import make_draft_model
@@ -130,9 +131,15 @@ def _library() -> None:
         import torch
     except ImportError:
         return
+    from ..engines.optimal import candidates
+    from ..engines.stops import excess_masses
     from ..torch_bridge import TorchKhisti
 
     TorchKhisti(torch.tensor(np.vstack([p, q])), torch.tensor(np.vstack([q, p])), 3)
+    for dtype in (torch.float64, torch.float32):  # the engines read either in place
+        P, Q = (torch.tensor(np.vstack([a, b]), dtype=dtype) for a, b in ((p, q), (q, p)))
+        candidates(P, Q, torch.tensor([[0, 1], [2, 3]]), torch.ones(2, 2, dtype=torch.bool), None)
+        excess_masses(torch.stack([P, Q], 1), torch.stack([Q, P], 1), torch.ones(2, 2, dtype=torch.float64))
 
 
 def kernels() -> list[tuple[str, object]]:
