@@ -26,7 +26,8 @@ def cross_validate(rules=None, *, device: str = "cpu", batch: int = 8, vocab: in
     rule fails a run with probability about 3e-4 per rule; a biased rule's p-values are near 0):
 
     * acceptance: two-sided z-test of the empirical acceptance against the rule's exact acceptance
-      (:meth:`mdtheory.rules.SelectionRule.exact_acceptance`);
+      (:meth:`mdtheory.rules.SelectionRule.exact_acceptance` of the numpy rule running the torch
+      form's program on the device, :meth:`~mdtheory.torch_bridge.rules.TorchRule.numpy_keywords`);
     * optimum: the audit's one-sided z-test that the empirical acceptance is not above α*;
     * output law: the audit's chi-square test of the output tokens against p (sparse cells pooled).
 
@@ -78,7 +79,8 @@ def cross_validate(rules=None, *, device: str = "cpu", batch: int = 8, vocab: in
     out = []
     limits = {"max_seconds": max_seconds, "max_bytes": max_bytes}
     for name, cls in specs:
-        exact = np.array([make_rule(name, p, q, drafts, **limits).exact_acceptance()
+        keywords = cls.numpy_keywords(vocab, device)  # the same program as the torch form's
+        exact = np.array([make_rule(name, p, q, drafts, **keywords, **limits).exact_acceptance()
                           for p, q in zip(p_np, q_np, strict=True)])
         res = audit(cls, p_np, q_np, drafts, torch=True, device=device, dtype=dtype,
                     samples=samples, seed=seed, level=significance, max_bytes=max_bytes)

@@ -494,6 +494,10 @@ class KhistiLP(SelectionRule):
     rest : {"bucket", "rank"}
         How a pair of two tokens outside the top s is settled (:data:`RESTS`): ``"bucket"``
         (default, sort-free) or ``"rank"`` (the third-party reading, a full sort per stage).
+    guard : bool, optional
+        Apply the single-draft guard described under ``s`` (default: where ``s`` is the default).
+        The torch form on a GPU runs a smaller truncation with the guard: ``s=8, guard=True`` is
+        its exact reference.
 
     Attributes
     ----------
@@ -526,9 +530,9 @@ class KhistiLP(SelectionRule):
                         (n - 1) * (cls.STAGE_SECONDS + cls.STAGE_TOKEN_SECONDS * V + flow),
                         8.0 * (n + 8) * V + 8.0 * s * s * n)
 
-    def _prepare(self, s: int | None = None, rest: str = "bucket"):
-        guard = s is None
-        if guard:
+    def _prepare(self, s: int | None = None, rest: str = "bucket", guard: bool | None = None):
+        guard = s is None if guard is None else bool(guard)
+        if s is None:
             s = default_size(self.V)
         if isinstance(s, bool) or not isinstance(s, (int, np.integer)) or s < 1:
             raise InvalidInputError(f"khisti-lp needs an integer truncation s >= 1, got {s!r}")

@@ -64,6 +64,13 @@ class TorchRule(ABC):
         self.p, self.q, self.n = _check_pair(_torch(), p, q, n, rows_only=True)
         self.prepare()
 
+    @classmethod
+    def numpy_keywords(cls, V: int, device) -> dict:
+        """Keywords of :attr:`rule` (``make_rule(name, p, q, n, **keywords)``) under which the numpy
+        rule runs this batched form's program at V tokens on ``device``: its exact reference (the
+        cross-validation's exact acceptance). None by default."""
+        return {}
+
     def prepare(self) -> None:  # noqa: B027 - a rule with nothing to prepare keeps this default
         """Per-position preparation (none by default)."""
 
@@ -222,6 +229,16 @@ class TorchKhisti(TorchRule):
     rule = KhistiLP
     s = None  # the numpy rule's default truncation
     rest = "bucket"
+
+    @classmethod
+    def numpy_keywords(cls, V, device):
+        """The truncation this form uses on ``device``, its way of settling the rest, and the guard
+        where ``s`` is the default (on a GPU the truncation is at most DEVICE_S, not the numpy
+        rule's default)."""
+        from .khisti import default_size
+
+        s = default_size(V, device) if cls.s is None else min(int(cls.s), V)
+        return {"s": s, "rest": cls.rest, "guard": cls.s is None}
 
     def prepare(self):
         from .khisti import default_size, truncated_stage
