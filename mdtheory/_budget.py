@@ -466,18 +466,20 @@ def min_norm_point(model) -> Estimate:
     sqrt(V) vertices. Successive sampling at V = 500 to 10,000 (Dirichlet(1) and (0.5)
     pairs, n = 4 and 8) took 2.9 to 79 sqrt(V). The estimate takes 10 sqrt(V) iterations for
     independent and successive-sampling drafts, 2 sqrt(V) for greedy ones and 15 sqrt(V) for the
-    others (at most the cap) and 1.5 sqrt(V) vertices; the runs took 0.02 to 4.5 times the estimate
-    (median 0.12).
+    others (at most the cap) and 1.5 sqrt(V) vertices; the json's runs took 0.02 to 4.5 times the
+    estimate (median 0.12; successive sampling's with 15 sqrt(V) iterations).
 
     The memory is an estimate too: what the runs reserve as their corrals grow (each stores its
     corral in rows that double, from :data:`MNP_FIRST_ROWS`; :func:`mnp_run_bytes`), taken as five
-    runs each holding rows for twice a corral of 0.5 n sqrt(V) vertices (measured on Dirichlet
-    pairs, V = 500 to 10,000, n = 2 to 8, every model: 3 to 7 runs made, the largest corral 0.1 to
-    0.85 n sqrt(V); the peak traced by :mod:`tracemalloc` 0.1 to 1 times the estimate,
-    ``tests/test_mnp_reserve.py``). Its ceiling, reached at large n or V, is what the runs may
-    reserve at most: :data:`MNP_RUNS` runs (a free and a face run for each of the three raced
-    norms, and a face starting beside the one it replaces), each up to :func:`mnp_corral_cap`
-    vertices, at most :data:`MNP_RESERVE` in all.
+    runs each holding rows for twice a corral of 0.5 n sqrt(V) vertices. Measured on Dirichlet(1)
+    and (0.5) pairs, V = 500 to 10,000, n = 2 to 8, iid, successive-sampling, conditional-Poisson
+    and independent drafts: 3 to 7 runs made, the largest corral 0.1 to 0.85 n sqrt(V), the peak
+    traced by :mod:`tracemalloc` 0.14 to 0.77 times the estimate (``tests/test_mnp_reserve.py``);
+    on the llm-like pairs of ``benchmarks/bench_mnp_estimate.py`` (V = 100 to 3000) corrals of up
+    to 2.1 n sqrt(V) and peaks of 0.08 to 1.45 times the estimate. Its ceiling, reached at large
+    n or V, is what the runs may reserve at most: :data:`MNP_RUNS` runs (a free and a face run for
+    each of the three raced norms, and a face starting beside the one it replaces), each up to
+    :func:`mnp_corral_cap` vertices, at most :data:`MNP_RESERVE` in all.
     """
     V, n = model.V, model.n
     per_root = model.mnp_iterations
