@@ -116,3 +116,16 @@ def test_the_route_runs_under_an_address_space_limit():
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip() == "True"
+
+
+@pytest.mark.parametrize("sampling", ["greedy", "top"])
+def test_fixed_top_drafts_run_at_large_v_within_the_default_limits(sampling):
+    """Greedy and top-n drafts: one O(V) pass per vertex and a handful of iterations, so at
+    V = 100,000 the route fits the default limits and closes."""
+    rng = np.random.default_rng(0)
+    p, q = rng.dirichlet(np.full(100_000, 0.5), size=2)
+    model = md.make_draft_model(q, 4, sampling)
+    estimate = route_estimate(model, "mnp")
+    assert estimate.seconds < _budget.MAX_SECONDS and estimate.bytes < _budget.MAX_BYTES
+    res = md.optimal_acceptance(p, model, method="mnp")
+    assert res.status == "optimal"
