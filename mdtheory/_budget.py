@@ -82,7 +82,7 @@ MNP_RESERVE = 2.0 * 2**30
 #: :func:`mnp_corral_cap`).
 MNP_FIRST_ROWS = 32
 # the mnp memory estimate (min_norm_point): _MNP_HELD runs, each holding storage for twice a corral
-# of _MNP_CORRAL_DRAFT * n * sqrt(V) vertices (measured: 3 - 7 runs made, corrals of 0.1 - 0.6 n sqrt(V))
+# of _MNP_CORRAL_DRAFT * n * sqrt(V) vertices (measured: 3 - 7 runs made, corrals of 0.1 - 2.1 n sqrt(V))
 _MNP_HELD = 5
 _MNP_CORRAL_DRAFT = 0.5
 PRODUCT_TOKEN_SECONDS = 1e-8    # prefix containments of a product model (cumulative sums), per (token, law)
@@ -464,8 +464,8 @@ def min_norm_point(model) -> Estimate:
     (through ``mnp``) up to 113 sqrt(V) on the llm-like pair at V = 1000; greedy drafts under 1
     sqrt(V); corrals held 0.1 to 13 sqrt(V) vertices. Greedy and top-n drafts at V = 1000 to
     100,000 (llm-like and Dirichlet(0.5) pairs, n = 4) took 4 to 73 iterations (0.01 to 0.57
-    sqrt(V)). Successive sampling at V = 500 to 10,000 (Dirichlet(1) and (0.5)
-    pairs, n = 4 and 8) took 2.9 to 79 sqrt(V). The estimate takes 10 sqrt(V) iterations for
+    sqrt(V)). Successive sampling at V = 500 to 10,000 (Dirichlet(1) and (0.5) pairs, n = 4 and
+    8) took 2.9 to 79 sqrt(V). The estimate takes 10 sqrt(V) iterations for
     independent and successive-sampling drafts, 0.5 sqrt(V) for greedy ones, 0.2 sqrt(V) for top-n
     ones and 15 sqrt(V) for the others (at most the cap) and 1.5 sqrt(V) vertices (at most one an
     iteration); the json records each run's time beside the estimate it had.
@@ -478,9 +478,9 @@ def min_norm_point(model) -> Estimate:
     corral 0.1 to 0.85 n sqrt(V), the peak traced by :mod:`tracemalloc` 0.14 to 0.77 times the
     estimate (``tests/test_mnp_reserve.py``); on the llm-like pairs of
     ``benchmarks/bench_mnp_estimate.py`` (V = 100 to 3000) corrals of up to 2.1 n sqrt(V) and
-    peaks of 0.08 to 1.45 times the estimate. Its ceiling, reached at large
-    n or V, is what the runs may reserve at most: :data:`MNP_RUNS` runs (a free and a face run for
-    each of the three raced norms, and a face starting beside the one it replaces), each up to
+    peaks of 0.08 to 1.45 times the estimate. Its ceiling, reached at large n or V, is what the
+    runs may reserve at most: :data:`MNP_RUNS` runs (a free and a face run for each of the three
+    raced norms, and a face starting beside the one it replaces), each up to
     :func:`mnp_corral_cap` vertices, at most :data:`MNP_RESERVE` in all.
     """
     V, n = model.V, model.n
