@@ -23,7 +23,7 @@ subprocess with a wall-clock limit and an address-space limit, and classified by
 
 The bar: no traceback, no wrong value, nothing over its limit, no estimate off by 10x. The cases
 cover the front door (huge and tiny n, extreme masses, malformed arrays, every route's estimate),
-the rules, the audits and their watchdog, every row of the guards issue (batches, block audits,
+the rules, the audits and their watchdog, the guards of every path (batches, block audits,
 laws that never return, the bound's precision and estimate, complex laws, closed streams, ascii
 output, Ctrl-C, the commands' ``--max-bytes``), the block optimum, bound and audit against
 independent references (1 + alpha* at L = 1, block verification at K = 1, bound >= optimum),
@@ -375,11 +375,11 @@ def cases(seeds: int) -> list[dict]:
         cli("cli check-acceptance missing file", "check-acceptance", "{d}/none.npy", "{d}/q.npy"),
         cli("cli check-acceptance malformed npy", "check-acceptance", "{d}/bad.npy", "{d}/q.npy"),
     ]
-    return out + issue_rows() + block_cases(seeds) + tree_cases() + lm_cases() + torch_cases() \
+    return out + guard_cases() + block_cases(seeds) + tree_cases() + lm_cases() + torch_cases() \
         + engine_cases()
 
 
-# ------------------------------------------------------------------------------ the guards' issue
+# ------------------------------------------------------------------------------------ the guards
 #: Setup of the block cases: the toy, seeded Dirichlet instances, laws that hang, complex laws.
 BLOCKS = """
 import time
@@ -422,16 +422,17 @@ for name, seed, width in (("hf_target", 0, 64), ("hf_draft", 1, 32)):
 """
 
 
-def issue_rows() -> list[dict]:
-    """Every row of the guards issue, each as it was found (the rows' letters in the names)."""
+def guard_cases() -> list[dict]:
+    """The guards of every path: batches, the mnp route's memory, set laws, the commands' limits and
+    streams, block audits, language models, the bound (a case's leading letter groups a guard's cases)."""
     out = []
     batch = ("rng = np.random.default_rng(0)\n"
              "P, Q = (rng.dirichlet(np.full(20000, 0.5), size=3) for _ in range(2))\n"
              + warm_route("mnp", "without-replacement"))
     # a, b: a batch's rows share one deadline; a row stopped at it keeps its proven bounds
     # (random and LLM-like rows at V = 300 .. 20,000 close within their estimates, which refuse
-    # the larger sizes up front: these cases run the batch path; the rows found in the issue are
-    # the front door's tests')
+    # the larger sizes up front: these cases run the batch path; the front door's tests hold the
+    # rows that reach the deadline)
     out.append(api("a batch of mnp rows max_seconds=5", "r = md.optimal_acceptance(P, Q, 4, "
                    "'without-replacement', method='mnp', max_seconds=5)", batch, limit=60))
     out.append(api("b batch row stopped with its bounds", """

@@ -23,8 +23,8 @@ __all__ = ["Estimate", "require", "check_limit", "combine", "repeated", "fmt_sec
            "stored_floats", "mc_chunk", "monte_carlo", "batched_steps", "lm_pairs", "ngram_distillation",
            "enumeration", "capped_power", "prefix_route", "select_route", "closed_form_route",
            "subsets_route", "law_route", "min_norm_point", "mnp_corral_cap", "mnp_run_bytes",
-           "acceptance_cone", "verify_claim", "MAX_SECONDS", "MAX_BYTES", "MNP_MAX_ITER", "CHUNK_BYTES",
-           "MAX_CHUNK", "TORCH_CHUNK", "TORCH_CELLS", "torch_steps_per_call"]
+           "acceptance_cone", "verify_claim", "MAX_SECONDS", "MAX_BYTES", "MNP_MAX_ITER", "MNP_FIRST_ROWS",
+           "CHUNK_BYTES", "MAX_CHUNK", "TORCH_CHUNK", "TORCH_CELLS", "torch_steps_per_call"]
 
 #: Default time limit of one CLI step (``--max-seconds``).
 MAX_SECONDS = 60.0
@@ -78,6 +78,13 @@ _MNP_CORRAL = 1.5
 MNP_RUNS = 7
 # bytes all the mnp route's runs may reserve for their corrals together (mnp_corral_cap)
 MNP_RESERVE = 2.0 * 2**30
+#: Corral rows a Wolfe run of the mnp route stores at first (doubled as its corral grows, up to
+#: :func:`mnp_corral_cap`).
+MNP_FIRST_ROWS = 32
+# the mnp memory estimate (min_norm_point): _MNP_HELD runs, each holding storage for twice a corral
+# of _MNP_CORRAL_DRAFT * n * sqrt(V) vertices (measured: 3 - 7 runs made, corrals of 0.1 - 2.1 n sqrt(V))
+_MNP_HELD = 5
+_MNP_CORRAL_DRAFT = 0.5
 PRODUCT_TOKEN_SECONDS = 1e-8    # prefix containments of a product model (cumulative sums), per (token, law)
 CP_PREFIX_TOKEN_SECONDS = 1e-8  # conditional Poisson: per (token, degree + 4) of the e_j recurrence
 CONTAINMENT_SECONDS = 1.5e-5    # one generic containment Q(T) (greedy), plus LAW_CELL_SECONDS per token
@@ -455,21 +462,37 @@ def min_norm_point(model) -> Estimate:
     Dirichlet(0.5) pairs, V = 100 to 30,000, n = 2 to 8): independent drafts took 0.5 to 64 sqrt(V)
     iterations; successive-sampling and conditional-Poisson drafts 0.8 to 12 sqrt(V); iid drafts
     (through ``mnp``) up to 113 sqrt(V) on the llm-like pair at V = 1000; greedy drafts under 1
-    sqrt(V) (but a generic containment per prefix, O(V^2) an iteration); corrals held 0.1 to 13
-    sqrt(V) vertices. The estimate takes 10 sqrt(V) iterations for independent drafts, 2 sqrt(V) for
-    greedy ones and 15 sqrt(V) for the others (at most the cap) and 1.5 sqrt(V) vertices; the runs
-    took 0.02 to 4.5 times the estimate (median 0.12). The memory is what the runs may reserve:
-    :data:`MNP_RUNS` runs (a free and a face run for each of the three raced norms, and a face
-    starting beside the one it replaces), each up to :func:`mnp_corral_cap` vertices
-    (:func:`mnp_run_bytes`), at most :data:`MNP_RESERVE` in all; a run stores its corral in rows
-    that double as it grows, so most runs reserve far less.
+    sqrt(V); corrals held 0.1 to 13 sqrt(V) vertices. Greedy and top-n drafts at V = 1000 to
+    100,000 (llm-like and Dirichlet(0.5) pairs, n = 4) took 4 to 73 iterations (0.01 to 0.57
+    sqrt(V)). Successive sampling at V = 500 to 10,000 (Dirichlet(1) and (0.5) pairs, n = 4 and
+    8) took 2.9 to 79 sqrt(V). The estimate takes 10 sqrt(V) iterations for
+    independent and successive-sampling drafts, 0.5 sqrt(V) for greedy ones, 0.2 sqrt(V) for top-n
+    ones and 15 sqrt(V) for the others (at most the cap) and 1.5 sqrt(V) vertices (at most one an
+    iteration); the json records each run's time beside the estimate it had.
+
+    The memory is an estimate too: what the runs reserve as their corrals grow (each stores its
+    corral in rows that double, from :data:`MNP_FIRST_ROWS`; :func:`mnp_run_bytes`), taken as five
+    runs each holding rows for twice a corral of 0.5 n sqrt(V) vertices (at most one an iteration).
+    Measured on Dirichlet(1) and (0.5) pairs, V = 500 to 10,000, n = 2 to 8, iid,
+    successive-sampling, conditional-Poisson and independent drafts: 3 to 7 runs made, the largest
+    corral 0.1 to 0.85 n sqrt(V), the peak traced by :mod:`tracemalloc` 0.14 to 0.77 times the
+    estimate (``tests/test_mnp_reserve.py``); on the llm-like pairs of
+    ``benchmarks/bench_mnp_estimate.py`` (V = 100 to 3000) corrals of up to 2.1 n sqrt(V) and
+    peaks of 0.08 to 1.45 times the estimate. Its ceiling, reached at large n or V, is what the
+    runs may reserve at most: :data:`MNP_RUNS` runs (a free and a face run for each of the three
+    raced norms, and a face starting beside the one it replaces), each up to
+    :func:`mnp_corral_cap` vertices, at most :data:`MNP_RESERVE` in all.
     """
     V, n = model.V, model.n
     per_root = model.mnp_iterations
     iterations = min(MNP_MAX_ITER, per_root * math.sqrt(V))
-    K = min(V + 1.0, _MNP_CORRAL * math.sqrt(V))
+    # a corral holds at most one vertex an iteration, besides its first
+    K = min(V + 1.0, _MNP_CORRAL * math.sqrt(V), iterations + 1)
     step = _MNP_STEP + _MNP_CELL * K * V + _MNP_CUBE * K**3 + model.prefix_pass_seconds()
-    reserved = MNP_RUNS * mnp_run_bytes(V, mnp_corral_cap(V)) + 64.0 * (V + 2)
+    cap = mnp_corral_cap(V)
+    corral = min(_MNP_CORRAL_DRAFT * n * math.sqrt(V), iterations + 1)
+    rows = min(cap, max(MNP_FIRST_ROWS, 2 * corral))
+    reserved = min(_MNP_HELD * mnp_run_bytes(V, rows), MNP_RUNS * mnp_run_bytes(V, cap)) + 64.0 * (V + 2)
     return Estimate(f"method 'mnp' on {model.sampling} drafts, V = {V}, n = {n}: about "
                     f"{iterations:.3g} iterations of Wolfe's minimum-norm point (an estimate; "
                     "runs vary ten-fold)", iterations * step, reserved,

@@ -55,8 +55,10 @@ step 4 "the pretrained char-LSTM's weights and vocabulary, textgenrnn 2.0.0 (a f
 # (mdtheory.language.lm); --no-deps keeps TensorFlow out
 ticking .venv/bin/python -m pip install -q --no-deps textgenrnn==2.0.0
 
-step 5 "compiling every numba kernel into numba's cache, so that the first command runs as fast as
-  the later ones (usually 1 to 3 min; one line per warm-up command)"
+step 5 "compiling the package's bytecode and every numba kernel into numba's cache, so that the first
+  command runs as fast as the later ones (usually 1 to 3 min; one line per warm-up command)"
+# bytecode written even where PYTHONDONTWRITEBYTECODE is set (each start would compile the package)
+.venv/bin/python -m compileall -q mdtheory
 .venv/bin/python -m mdtheory.cli.warmup --progress
 
 printf 'setup done in %d min %d s\n' $(( (SECONDS - START) / 60 )) $(( (SECONDS - START) % 60 ))

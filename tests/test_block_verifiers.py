@@ -490,10 +490,13 @@ def test_every_accepted_verifier_estimates_its_run(sampling):
 
     for branching in [(2,), (2, 1), (2, 2)]:
         tree = DraftTree(branching, sampling)
+        built = 0
         for name in VERIFIERS:
             for rule in [None, *rules.RULES]:
                 try:
                     v = make_verifier(name, rule=rule, tree=tree)
                 except InvalidInputError:
                     continue
+                built += 1
                 assert v.estimate(3, tree, 10).seconds > 0, v.label
+        assert built >= 2, (branching, sampling)  # at least the token and block verifiers

@@ -596,8 +596,8 @@ def test_no_runtime_warning_where_a_prefix_set_holds_all_the_draft_mass(recwarn)
 @pytest.mark.parametrize(("V", "length"), [(4000, 1), (32000, 1), (465, 4), (2, 10**6)])
 def test_the_bound_estimate_counts_only_the_nodes_it_can_expand(V, length):
     """Only prefixes of fewer than L tokens are expanded: at L = 1 the root alone, whatever the
-    expansions asked for; the estimate follows (V = 4,000 and 32,000 at L = 1 ran in about 1 and
-    10 ms; the estimate was 102 s and 819 s when it counted 256 expansions)."""
+    expansions asked for; the estimate follows (V = 4,000 and 32,000 at L = 1 run in about 1 and
+    10 ms; counting 256 expansions would estimate 102 s and 819 s)."""
     rng = np.random.default_rng(V)
     p, q = rng.dirichlet(np.ones(V)), rng.dirichlet(np.ones(V))
     res = block_efficiency_bound(ConstantLaw(p), ConstantLaw(q), 2, length, expansions=16)

@@ -196,6 +196,22 @@ def test_audit_block_takes_the_registry_tree_samplings(capsys, tmp_path):
     assert code == 2 and "unknown tree sampling 'greedy'" in err and "top" in err
 
 
+def test_audit_block_of_one_top_draft_audits_the_top_chain(capsys, tmp_path):
+    """``-n 1 -L 2 --sampling top`` (no --tree) audits the chain of q's top tokens, not one random
+    draft: the token verifier on it is exactly lossless, and the JSON names the sampling."""
+    import json
+
+    from tests.cli_helpers import run_main
+
+    path = tmp_path / "top_law.py"
+    path.write_text(TOP_LAW)
+    code, out, err = run_main(capsys, "audit", "--block", f"{path}:law", "--instance", "random:3:1",
+                              "-n", "1", "-L", "2", "--sampling", "top", "--exact", "--json")
+    assert code == 0 and err == ""
+    row = json.loads(out)
+    assert row["verdict"] == "lossless" and row["sampling"] == "top"
+
+
 def test_block_efficiency_on_a_top_tree_runs_its_rules_within_the_limits(capsys):
     """Without --rules a top tree runs the rules that fit it; the exact optimum is refused over
     --max-seconds / --max-bytes like any other work."""

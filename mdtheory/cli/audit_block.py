@@ -14,6 +14,7 @@ from ..audit.verifier import load_target
 from ..blocks.audit import MAX_CELLS, BlockAuditResult, audit_block
 from ..blocks.trees import DraftTree, tree_samplings
 from ..errors import InvalidInputError, ProblemTooLargeError
+from ..models.registry import SAMPLINGS
 
 #: Exit code when the run is too small to pass (verdict "inconclusive").
 EXIT_INCONCLUSIVE = 5
@@ -80,8 +81,9 @@ def run(args: argparse.Namespace) -> int:
         tree = DraftTree.parse(args.tree, sampling)
     elif n is None or length is None:
         raise InvalidInputError("--block needs --drafts/-n and --length/-L (or --tree)")
-    elif sampling == "iid" or n == 1 and sampling in tree_samplings():
-        tree = None  # K iid drafts (one draft: any sampling): built once the audit judged their sizes
+    elif sampling == "iid" or (n == 1 and sampling in tree_samplings()
+                               and not SAMPLINGS[sampling].deterministic):
+        tree = None  # K iid drafts (one random draft: any sampling): built once the audit judged their sizes
     else:
         if length >= 16:  # n >= 2 distinct first tokens need V >= 2: 2^(L+1) cells at least
             raise ProblemTooLargeError(

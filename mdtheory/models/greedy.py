@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import _budget
 from .base import (
     DraftModel,
     SetLaw,
@@ -49,7 +50,7 @@ class Greedy(DraftModel):
 
     sampling = "greedy"
     fixed_top = True
-    mnp_iterations = 2.0
+    mnp_iterations = 0.5  # measured 0.02 - 0.57 sqrt(V) (llm-like and Dirichlet pairs, V = 1000 - 100,000)
 
     def __init__(self, q, n: int, *, normalize: bool = False):
         self._init_from_q(q, n, normalize, distinct="greedy drafts")
@@ -75,6 +76,9 @@ class Greedy(DraftModel):
         is_top[self.top] = True
         holds_top = np.cumsum(is_top[order]) == self.top.size
         return np.where(holds_top, np.minimum(np.cumsum(self.tail[order]), 1.0), 0.0)
+
+    def prefix_pass_seconds(self):
+        return 2 * _budget.PRODUCT_TOKEN_SECONDS * self.V  # two cumulative sums
 
     def tuple_law(self):
         self._guard("tuple")

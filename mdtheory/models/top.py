@@ -6,6 +6,7 @@ from fractions import Fraction
 
 import numpy as np
 
+from .. import _budget
 from .._validate import as_fractions
 from ..errors import InvalidInputError
 from .base import DraftModel, SetLaw, TupleLaw
@@ -63,7 +64,7 @@ class Top(DraftModel):
     tree_node = True
     distinct_drafts = True
     deterministic = True
-    mnp_iterations = 2.0
+    mnp_iterations = 0.2  # measured 0.01 - 0.13 sqrt(V) (llm-like and Dirichlet pairs, V = 1000 - 100,000)
 
     def __init__(self, q, n: int, *, normalize: bool = False):
         exact = q if type(q) is np.ndarray and q.dtype == object else None
@@ -82,6 +83,9 @@ class Top(DraftModel):
         is_top = np.zeros(self.V, dtype=bool)
         is_top[self.top] = True
         return (np.cumsum(is_top[order]) == self.n).astype(np.float64)
+
+    def prefix_pass_seconds(self):
+        return 2 * _budget.PRODUCT_TOKEN_SECONDS * self.V  # two cumulative sums
 
     def count_tuples(self):
         return 1

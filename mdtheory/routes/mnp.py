@@ -64,7 +64,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .._budget import MNP_MAX_ITER, mnp_corral_cap
+from .._budget import MNP_FIRST_ROWS, MNP_MAX_ITER, mnp_corral_cap
 from .._jit import njit
 from ..errors import InvalidInputError, OptimalityGapError
 from ..models.base import DraftModel
@@ -633,7 +633,7 @@ def _face(p, model, sw, qbar, source) -> _Wolfe:
 
 #: Corral rows a run stores at first (doubled as the corral grows, up to
 #: :func:`mdtheory._budget.mnp_corral_cap`).
-FIRST_ROWS = 32
+FIRST_ROWS = MNP_FIRST_ROWS
 #: A face run moves to the face of a better cut it found once that cut has held this many iterations
 #: (each move evaluates one vertex per order it starts from).
 SWITCH = 25
@@ -667,7 +667,7 @@ class _Wolfe:
     def __init__(self, p, model, sw, order, late=None):
         self.p, self.model, self.sw, self.late = p, model, sw, late
         # a corral is affinely independent (at most V + 1 vertices); its storage grows by doubling
-        # up to the cap the route's memory estimate counts (:func:`mdtheory._budget.mnp_corral_cap`)
+        # up to a cap (:func:`mdtheory._budget.mnp_corral_cap`, the ceiling of the route's memory estimate)
         self.cap = mnp_corral_cap(p.size)
         rows = min(self.cap, FIRST_ROWS)
         self.S, self.orders = np.empty((rows, p.size)), np.empty((rows, p.size), np.int64)

@@ -68,7 +68,7 @@ class TorchRule(ABC):
     def numpy_keywords(cls, V: int, device) -> dict:
         """Keywords of :attr:`rule` (``make_rule(name, p, q, n, **keywords)``) under which the numpy
         rule runs this batched form's program at V tokens on ``device``: its exact reference (the
-        cross-validation's exact acceptance). None by default."""
+        cross-validation's exact acceptance). No keywords by default (``{}``)."""
         return {}
 
     def prepare(self) -> None:  # noqa: B027 - a rule with nothing to prepare keeps this default
