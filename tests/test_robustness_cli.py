@@ -305,7 +305,7 @@ def test_torch_alpha_star_validates_rows():
 # ----------------------------------------------------------------------------- rules, Ctrl-C
 def test_make_rule_unknown_keyword_names_the_valid_ones():
     with pytest.raises(md.InvalidInputError,
-                       match=r"rule 'khisti-lp' takes no keyword 'tau'; valid keywords: normalize, s, rest$"):
+                       match=r"rule 'khisti-lp' takes no keyword 'tau'; valid keywords: normalize, s, rest, guard$"):
         make_rule("khisti-lp", [0.5, 0.5], [0.5, 0.5], 2, tau=1e-3)
     with pytest.raises(md.InvalidInputError, match="rule 'rrs' takes no keyword 'sampling'; valid "
                                                    "keywords: normalize$"):
