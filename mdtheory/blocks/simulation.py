@@ -333,7 +333,7 @@ def parse_instance(text: str):
 
 #: Seconds of one draw of the drafts in an exact block law besides the verifier's own work (the
 #: laws read and checked at the draw's nodes, the block law's branches summed): 80 to 300 us a draw
-#: measured on the instances of ``parse_instance`` (V = 2 .. 8, K = 1 .. 8, L = 1 .. 14),
+#: measured on the instances of ``parse_instance`` (V = 2 .. 8, K = 1 .. 7, L = 1 .. 14),
 #: ``benchmarks/bench_exact_rows.py``.
 EXACT_DRAW_SECONDS = 2e-4
 #: Bytes per block of an exact block law held (a tuple key of small ints, a float, the dict's slot).
@@ -351,7 +351,7 @@ def exact_estimate(verifiers, V: int, tree, optimum: bool = False) -> _budget.Es
     """Seconds and bytes of :func:`exact_rows` from sizes alone: for each verifier its own
     :meth:`~mdtheory.blocks.verifiers.base.BlockVerifier.estimate` with one step per draw of its draft
     model (:meth:`~mdtheory.blocks.trees.DraftTree.count_draws`; the token verifier's own work, its
-    rules' preparation, once per context and number of drafts at most), the models
+    rules' preparation, once per context and number of drafts where they all stay prepared), the models
     :data:`EXACT_DRAW_SECONDS` a draw, holding the block law (up to V + V^2 + ... + V^(L+1) blocks,
     :data:`LAW_BLOCK_BYTES` each) and what it keeps per context and number of drafts
     (:data:`PREPARED_BYTES`), then the validity TV (the target's rows at every context of up
@@ -365,15 +365,15 @@ def exact_estimate(verifiers, V: int, tree, optimum: bool = False) -> _budget.Es
     cells = float(L + 1) if V == 1 else _budget.capped_power(V, L + 1)
     blocks = float(L + 1) if V == 1 else (_budget.capped_power(V, L + 2) - V) / (V - 1)
     tv = _budget.Estimate("validity TV", (blocks + cells) * _TV_CELL_SECONDS, 8.0 * (L + 4) * cells)
-    prepared = min(blocks / V * n, PREPARED_RULES)  # blocks / V: the contexts of up to L tokens
-    kept = PREPARED_BYTES * prepared + LAW_BLOCK_BYTES * blocks
+    prepared = blocks / V * n  # blocks / V: the contexts of up to L tokens
+    kept = PREPARED_BYTES * min(prepared, PREPARED_RULES) + LAW_BLOCK_BYTES * blocks
     parts, draws = [], 0
     for v in verifiers:
         model = v.draft_model(n, L)
         count = model.count_draws(V)
         draws = max(draws, count)
         est = v.estimate(V, model, count, EXACT_DRAW_SECONDS)
-        if isinstance(v, TokenByToken) and count > prepared:  # a rule prepared once per context and n
+        if isinstance(v, TokenByToken) and count > prepared <= PREPARED_RULES:  # each rule prepared once
             own = v.estimate(V, model, 1, 0.0).seconds
             est = est._replace(seconds=est.seconds - (count - prepared) * own)
         parts += [est._replace(bytes=max(est.bytes, kept)), tv]
