@@ -39,13 +39,14 @@ from ..language.drafters import draw
 from ..language.langmodel import as_model
 from ..result import Result
 from .markov import block_law_tv, random_instance, sun_toy
-from .trees import DraftTree, iid_drafts, tree_samplings
+from .trees import DraftTree, checked_row, iid_drafts, tree_samplings
 from .verifiers.base import exact_block_law, rule_runs_on
-from .verifiers.token_by_token import rule_estimate
+from .verifiers.token_by_token import PREPARED_RULES, TokenByToken, rule_estimate
 
 __all__ = ["BlockResult", "speculative_step", "block_efficiency", "estimate", "block_interval",
            "draft_tree", "verifier_step", "model_estimate", "with_models", "mean_context", "simulate",
-           "BATCHES", "ceiling", "drafter_equals_target", "parse_instance", "exact_rows", "INSTANCE_HELP"]
+           "BATCHES", "ceiling", "drafter_equals_target", "parse_instance", "exact_rows", "exact_estimate",
+           "EXACT_DRAW_SECONDS", "LAW_BLOCK_BYTES", "PREPARED_BYTES", "INSTANCE_HELP"]
 
 
 @dataclass
@@ -330,14 +331,84 @@ def parse_instance(text: str):
     return random_instance(V, seed)
 
 
+#: Seconds of one draw of the drafts in an exact block law besides the verifier's own work (the
+#: laws read and checked at the draw's nodes, the block law's branches summed): 80 to 300 us a draw
+#: measured on the instances of ``parse_instance`` (V = 2 .. 8, K = 1 .. 7, L = 1 .. 14),
+#: ``benchmarks/bench_exact_rows.py``.
+EXACT_DRAW_SECONDS = 2e-4
+#: Bytes per block of an exact block law held (a tuple key of small ints, a float, the dict's slot).
+LAW_BLOCK_BYTES = 200.0
+#: Bytes per (context, number of drafts) a verifier keeps across draws: the token verifier's prepared
+#: rules (at most :data:`~mdtheory.blocks.verifiers.token_by_token.PREPARED_RULES`; 5 KB each
+#: measured with the optimal rule at V = 4), the laws' rows.
+PREPARED_BYTES = 8e3
+# the validity TV: seconds per block of the law and per sequence of V^(L+1) (a target row read at a
+# context, a block's mass placed)
+_TV_CELL_SECONDS = 5e-6
+
+
+def exact_estimate(verifiers, V: int, tree, optimum: bool = False) -> _budget.Estimate:
+    """Seconds and bytes of :func:`exact_rows` from sizes alone: for each verifier its own
+    :meth:`~mdtheory.blocks.verifiers.base.BlockVerifier.estimate` with one step per draw of its draft
+    model (:meth:`~mdtheory.blocks.trees.DraftTree.count_draws`; the token verifier's own work, its
+    rules' preparation, once per context and number of drafts where they all stay prepared), the models
+    :data:`EXACT_DRAW_SECONDS` a draw, holding the block law (up to V + V^2 + ... + V^(L+1) blocks,
+    :data:`LAW_BLOCK_BYTES` each) and what it keeps per context and number of drafts
+    (:data:`PREPARED_BYTES`), then the validity TV (the target's rows at every context of up
+    to L tokens, the law's blocks placed, (L + 4) float rows over the V^(L+1) sequences); with
+    ``optimum``, the optimum's (:func:`mdtheory.blocks.optimum.estimate` or
+    :func:`~mdtheory.blocks.optimum.tree_estimate`)."""
+    from .optimum import estimate as optimum_estimate
+    from .optimum import tree_estimate
+
+    n, L = tree.n, tree.length
+    cells = float(L + 1) if V == 1 else _budget.capped_power(V, L + 1)
+    blocks = float(L + 1) if V == 1 else (_budget.capped_power(V, L + 2) - V) / (V - 1)
+    tv = _budget.Estimate("validity TV", (blocks + cells) * _TV_CELL_SECONDS, 8.0 * (L + 4) * cells)
+    prepared = blocks / V * n  # blocks / V: the contexts of up to L tokens
+    kept = PREPARED_BYTES * min(prepared, PREPARED_RULES) + LAW_BLOCK_BYTES * blocks
+    parts, draws = [], 0
+    for v in verifiers:
+        model = v.draft_model(n, L)
+        count = model.count_draws(V)
+        draws = max(draws, count)
+        est = v.estimate(V, model, count, EXACT_DRAW_SECONDS)
+        if isinstance(v, TokenByToken) and count > prepared <= PREPARED_RULES:  # each rule prepared once
+            own = v.estimate(V, model, 1, 0.0).seconds
+            est = est._replace(seconds=est.seconds - (count - prepared) * own)
+        parts += [est._replace(bytes=max(est.bytes, kept)), tv]
+    what = (f"exact block efficiency of {len(verifiers)} verifier{'s' * (len(verifiers) != 1)} over "
+            f"{draws:.3g} draws of K = {n} drafts of L = {L} tokens, V = {V}")
+    if optimum:
+        best = optimum_estimate(V, n, L) if tree.is_iid_drafts else tree_estimate(V, tree)
+        parts.append(best)
+        what += f", and {best.what}"
+    return _budget.combine(*parts, what=what)
+
+
 def exact_rows(target, draft, verifiers, tree, optimum: bool = False, *,
-               max_seconds: float = _budget.MAX_SECONDS, max_bytes: float = _budget.MAX_BYTES) -> list[dict]:
+               max_seconds: float | None = _budget.MAX_SECONDS,
+               max_bytes: float | None = _budget.MAX_BYTES) -> list[dict]:
     """Exact E|B| of each verifier on a small instance, by enumerating every draw of the drafts
     (``tree``: the draft model), each checked lossless; with ``optimum``, the exact optimum of that
-    draft model (:func:`mdtheory.blocks.optimum.optimal_block_efficiency`, K iid drafts or the tree,
-    refused over ``max_seconds`` or ``max_bytes``) beside them."""
+    draft model (:func:`mdtheory.blocks.optimum.optimal_block_efficiency`, K iid drafts or the tree)
+    beside them. Refused before any work over :data:`mdtheory.blocks.trees.MAX_TREE_DRAWS` draws or
+    when :func:`exact_estimate` is over ``max_seconds`` or ``max_bytes`` (None: no limit).
+
+    Raises
+    ------
+    ProblemTooLargeError
+        The draws or the estimate over a limit (the message states it).
+    InvalidInputError
+        A bad limit, or a verifier whose tree is not ``tree``.
+    """
     from .optimum import optimal_block_efficiency
 
+    max_seconds, max_bytes = _budget.limits(max_seconds, max_bytes)
+    V = checked_row(draft, (), "draft").size
+    for v in verifiers:
+        v.draft_model(tree.n, tree.length).check_draws(V)
+    _budget.require(exact_estimate(verifiers, V, tree, optimum), max_seconds, max_bytes=max_bytes)
     rows = []
     best = None
     limits = {"max_seconds": max_seconds, "max_bytes": max_bytes}

@@ -407,6 +407,20 @@ class DraftTree:
             total *= self.model.node_count(V, self.branching[d]) ** math.prod(self.branching[:d])
         return min(total, COUNT_CAP)
 
+    def check_draws(self, V: int) -> int:
+        """:meth:`count_draws` over V tokens, refused over :data:`MAX_TREE_DRAWS`.
+
+        Raises
+        ------
+        ProblemTooLargeError
+            Naming the tree, V and the count.
+        """
+        count = self.count_draws(V)
+        if count > MAX_TREE_DRAWS:
+            raise ProblemTooLargeError(f"{self!r} over V = {V} has up to {count:.3g} draws, over "
+                                       f"{MAX_TREE_DRAWS:g}; use sampling")
+        return count
+
     def enumerate(self, draft: Callable, V: int | None = None) -> Iterator[tuple[np.ndarray, object]]:
         """Every tree draw of positive probability with its probability: ``(drafts (K, L), prob)``.
 
@@ -417,10 +431,7 @@ class DraftTree:
         :data:`MAX_TREE_DRAWS` draws.
         """
         V = _law_row(draft, ()).size if V is None else int(V)
-        count = self.count_draws(V)
-        if count > MAX_TREE_DRAWS:
-            raise ProblemTooLargeError(f"{self!r} over V = {V} has up to {count:.3g} draws, over "
-                                       f"{MAX_TREE_DRAWS:g}; use sampling")
+        self.check_draws(V)
         out = np.zeros((self.n, self.length), dtype=np.int64)
 
         def grow(items: list, prob):

@@ -9,7 +9,10 @@ from ... import _budget
 from ..trees import DraftTree
 from .base import BlockVerifier, _draw, _rule_params, _tree_tag, default_rule, measured
 
-__all__ = ["TokenByToken", "rule_estimate"]
+__all__ = ["TokenByToken", "rule_estimate", "PREPARED_RULES"]
+
+#: Rules a token verifier keeps prepared (one per context and number of drafts offered) at most.
+PREPARED_RULES = 4096
 
 
 def rule_estimate(rule: str, V: int, K: int, L: int, steps: int, model_time: float | None = None,
@@ -86,7 +89,7 @@ class TokenByToken(BlockVerifier):
             p = np.asarray(laws.p(ctx), dtype=np.float64)
             q = laws.q(ctx)  # in the laws' arithmetic: exact fractions choose top drafts exactly
             r = rules.make_rule(self.rule, p, q, n, normalize=True, **self.params)
-            if len(self._prepared) > 4096:
+            if len(self._prepared) >= PREPARED_RULES:
                 self._prepared.clear()
             self._prepared[key] = (r, laws.target, laws.draft)  # keeps the ids alive
             return r
