@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 import time
 import warnings
+from abc import ABC, abstractmethod
 
 import numpy as np
 
@@ -179,7 +180,7 @@ class Optimal(SetPlanRule):
         return self.strategy.step(self, drafts, rng)
 
 
-class Strategy:
+class Strategy(ABC):
     """How the optimal rule proposes its candidate on one kind of draft model.
 
     The rule picks one strategy per draft model (:func:`strategy_for`, the first of
@@ -198,25 +199,27 @@ class Strategy:
     schedule = base = mixture = greedy = alpha_bounds = None
 
     @staticmethod
+    @abstractmethod
     def fits(model) -> bool:
         """Whether the strategy serves ``model`` (asked in the order of :data:`STRATEGIES`)."""
-        raise NotImplementedError
 
     @staticmethod
+    @abstractmethod
     def estimate(model) -> Estimate:
         """The preparation's time and memory on ``model``, from its sizes alone."""
-        raise NotImplementedError
 
+    @abstractmethod
     def __init__(self, rule: Optimal):
-        raise NotImplementedError
+        """Prepare the strategy for ``rule`` (its p, q and draft model)."""
 
     def candidate(self, drafts: np.ndarray, rng: np.random.Generator) -> int:
-        """A candidate among ``drafts``."""
-        raise NotImplementedError
+        """A candidate among ``drafts`` (for the default :meth:`step`; a strategy that overrides
+        :meth:`step` and :meth:`conditional` need not draw one)."""
+        raise TypeError(f"{type(self).__name__} draws no candidate of its own: it defines step")
 
     def candidate_law(self, drafts: np.ndarray) -> np.ndarray:
         """The exact law of :meth:`candidate` given ``drafts``, shape (V,)."""
-        raise NotImplementedError
+        raise TypeError(f"{type(self).__name__} draws no candidate of its own: it defines conditional")
 
     def conditional(self, rule: Optimal, drafts):
         accept = self.candidate_law(drafts) * rule.accept_ratio
