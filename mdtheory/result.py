@@ -4,6 +4,7 @@ result every route to the optimal acceptance returns (:class:`AcceptanceResult`)
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
@@ -55,7 +56,7 @@ def to_jsonable(value):
     return value
 
 
-class Result:
+class Result(ABC):
     """The base of the package's result classes (each a dataclass that keeps its own name):
     :attr:`status`, :attr:`success`, :attr:`message` and :meth:`to_dict`, so that every ``--json``
     has one shape, as scipy's ``OptimizeResult`` gives every solver one.
@@ -71,14 +72,14 @@ class Result:
     derived: ClassVar[tuple[str, ...]] = ("status", "success", "message")
 
     @property
+    @abstractmethod
     def success(self) -> bool:
         """Whether the result is what was asked for (a proven value, a passed audit)."""
-        raise NotImplementedError
 
     @property
+    @abstractmethod
     def message(self) -> str:
         """The status in words."""
-        raise NotImplementedError
 
     def _items(self) -> dict[str, Any]:
         """Every field by name (in a JSON-friendly form where it needs one), then :attr:`derived`."""
