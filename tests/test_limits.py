@@ -7,7 +7,6 @@ import os
 import subprocess
 import sys
 from decimal import Decimal, localcontext
-from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
@@ -22,26 +21,8 @@ from mdtheory.models.iid import IID
 from mdtheory.models.polymatroid import lex_optimal_base_iid
 from mdtheory.rules import make_rule
 from mdtheory.solve import route_estimate
+from tests.reference_decimal import decimal_alpha
 from tests.tolerances import ROUNDING, SOLVER
-
-
-def _alpha_reference(p, q, n) -> float:
-    """alpha* of iid drafts in 50-digit decimals: the best prefix of the exact p/q order (Hu et al.'s
-    prefix property), every mass and power from the floats' exact values, no log1p. The draft law
-    is q divided by its exact sum (a float vector divided by its float sum is off one by a few
-    2^-53, which a power n up to 2^53 would otherwise raise to e^(±1))."""
-    def ratio(i):
-        return Fraction(p[i]) / Fraction(q[i]) if q[i] > 0 else Fraction(10**400)
-
-    with localcontext() as ctx:
-        ctx.prec = 50
-        total = sum(Decimal(float(x)) for x in q)
-        sp, sq, best = Decimal(0), Decimal(0), Decimal(0)
-        for i in sorted(range(len(p)), key=ratio):
-            sp += Decimal(float(p[i]))
-            sq += Decimal(float(q[i]))
-            best = max(best, min(sq / total, Decimal(1)) ** n - sp)
-        return float(1 - best)
 
 
 @pytest.mark.parametrize("mode", ["python", "numba"])
@@ -50,7 +31,7 @@ def test_a_mass_an_ulp_below_one_keeps_its_power(monkeypatch, n, mode):
     # q({0, 1}) = 1 - 2^-54 rounds to 1 in float64; its n-th power is far from 1 at large n
     monkeypatch.setattr(_jit, "FORCE", mode)
     p, q = [0.5, 0.0, 0.5], [1 - 2**-53, 2**-54, 2**-54]
-    expected = _alpha_reference(p, q, n)
+    expected = decimal_alpha(p, q, n, digits=50)
     assert expected > 0.5 + 1e-9
     for method in ("auto", "subsets"):
         res = md.optimal_acceptance(p, q, n, method=method)
@@ -70,7 +51,7 @@ def test_softmax_pair_at_huge_n_matches_decimal_powers(n):
     q = np.exp(3 * (z - z.max()))
     q /= q.sum()
     # the law the package works with: each vector divided by its own float64 sum
-    expected = _alpha_reference(as_distribution(p, "p"), as_distribution(q, "q"), n)
+    expected = decimal_alpha(as_distribution(p, "p"), as_distribution(q, "q"), n, digits=50)
     assert expected < 1 - 1e-6  # a pair whose optimum still moves with n
     assert md.alpha_star(p, q, n) == pytest.approx(expected, abs=ROUNDING)
 
@@ -104,7 +85,7 @@ def _subnormal_pair(subnormal_p: bool, dtype):
                                                (True, np.float32)])
 def test_subnormal_masses_at_huge_n_prove_the_decimal_optimum(n, subnormal_p, dtype):
     p, q = _subnormal_pair(subnormal_p, dtype)
-    expected = _alpha_reference(p, q, n)
+    expected = decimal_alpha(p, q, n, digits=50)
     for method in ("prefix", "select"):
         for mode in ("fast", "full"):
             res = md.optimal_acceptance(p, q, n, method=method, certify=mode)

@@ -5,7 +5,6 @@ zero-mass and huge-n instances; the certificate's bounds and its refusals."""
 from __future__ import annotations
 
 import dataclasses
-from decimal import Decimal, localcontext
 from fractions import Fraction
 from itertools import combinations
 
@@ -19,6 +18,7 @@ from mdtheory.routes.select import SELECT_MIN_V, bracket, bucket_scheme, select_
 from mdtheory.routes.subsets import TIE_TOL
 
 from .instances import random_pair
+from .reference_decimal import decimal_alpha
 from .tolerances import ROUNDING
 
 
@@ -39,23 +39,6 @@ def exact_alpha(p, q, n: int) -> Fraction:
         for T in combinations(range(len(P)), k):
             best = min(best, sum(P[i] for i in T) - sum(Q[i] for i in T) ** n)
     return 1 + best
-
-
-def decimal_alpha(p, q, n: int) -> float:
-    """alpha* in 60-digit decimals: the best prefix of the exact ratio order, no power rounded, the
-    draft law q divided by its exact sum."""
-    def ratio(i):
-        return Fraction(float(p[i])) / Fraction(float(q[i])) if q[i] > 0 else Fraction(10**400)
-
-    with localcontext() as ctx:
-        ctx.prec = 60
-        total = sum(Decimal(float(x)) for x in q)
-        sp, sq, best = Decimal(0), Decimal(0), Decimal(0)
-        for i in sorted(range(len(p)), key=ratio):
-            sp += Decimal(float(p[i]))
-            sq += Decimal(float(q[i]))
-            best = max(best, min(sq / total, Decimal(1)) ** n - sp)
-        return float(1 - best)
 
 
 def both(p, q, n, **kw):

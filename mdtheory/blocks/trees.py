@@ -37,7 +37,7 @@ import numpy as np
 
 from .._validate import MAX_DRAFTS, as_generator, as_size
 from ..errors import InvalidDistributionError, InvalidInputError, MdtheoryError, ProblemTooLargeError
-from ..models.base import COUNT_CAP
+from ..models.base import _capped
 from ..models.registry import SAMPLINGS, sampling_names
 from .markov import _check_length, row_tolerance
 
@@ -400,12 +400,9 @@ class DraftTree:
         if self.deterministic:
             return 1
         nodes = sum(math.prod(self.branching[:d + 1]) for d in range(self.length))
-        if nodes * math.log10(max(V, 2)) > 300:   # a node's tuples are at most V^b
-            return COUNT_CAP
-        total = 1
-        for d in range(self.length):
-            total *= self.model.node_count(V, self.branching[d]) ** math.prod(self.branching[:d])
-        return min(total, COUNT_CAP)
+        return _capped(nodes * math.log10(max(V, 2)),  # a node's tuples are at most V^b
+                       lambda: math.prod(self.model.node_count(V, self.branching[d])
+                                         ** math.prod(self.branching[:d]) for d in range(self.length)))
 
     def check_draws(self, V: int) -> int:
         """:meth:`count_draws` over V tokens, refused over :data:`MAX_TREE_DRAWS`.

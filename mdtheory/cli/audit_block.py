@@ -8,7 +8,6 @@ import json
 import sys
 from collections.abc import Callable
 
-from .. import _budget
 from ..audit.statistics import POWER
 from ..audit.verifier import load_target
 from ..blocks.audit import MAX_CELLS, BlockAuditResult, audit_block
@@ -98,9 +97,7 @@ def run(args: argparse.Namespace) -> int:
             target, draft = load_target(args.block_target), load_target(args.block_draft)
         res = audit_block(f, target, draft, n, length, tree=tree, samples=args.samples, seed=args.seed,
                           level=args.level, detect_tv=args.detect_tv, exact=args.exact,
-                          max_seconds=args.max_seconds,
-                          max_bytes=_budget.MAX_BYTES if getattr(args, "max_bytes", None) is None
-                          else args.max_bytes)
+                          max_seconds=args.max_seconds, max_bytes=args.max_bytes)
     res.target = args.block
     if args.json:
         print(json.dumps(res.to_dict()))

@@ -275,9 +275,7 @@ class SelectedChains(_BlockOnPath):
                 if len(path) == L:  # block verification along the path against the proposals
                     px, mux, mus, ps = (torch.tensor(np.array(x))[None] for x in zip(*recs, strict=True))
                     w = block_weights(px, mux)
-                    rho = [torch.zeros(1, dtype=torch.float64)] + [
-                        (w[:, i, None] * ps[:, i] - mus[:, i]).clamp(min=0).sum(-1) for i in range(1, L)]
-                    h = block_stops(w, torch.stack(rho, 1))[0].numpy()
+                    h = block_stops(w, excess_masses(ps, mus, w))[0].numpy()
                     bonus = P[b, ctx] / P[b, ctx].sum()
                     for i in range(L + 1):
                         row = bonus if i == L else np.maximum(float(w[0, i]) * recs[i][3] - recs[i][2], 0.0)
